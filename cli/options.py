@@ -1,0 +1,151 @@
+"""Shared click options and the helpers that turn them into library objects."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import click
+
+from megasolve.models.errors import MegasolveError
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.presets import ResolvedModel, resolve_model
+from megasolve.topology.cluster import Cluster
+
+F = Callable[..., Any]
+
+
+def _stack(*decorators: F) -> F:
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+    return apply
+
+
+def model_option(func: F) -> F:
+    return click.option("--model", "-m", "model_ref", required=True, metavar="NAME|PATH",
+                        help="Preset name (see `megasolve models`), a preset's HF id, a config.json "
+                             "(or its folder), or a YAML of Megatron argument names.")(func)
+
+
+def cluster_options(multi_gpus: bool = False) -> Callable[[F], F]:
+    gpus_help = ("GPU counts to sweep: 64,128,256 or a power-of-two range 8..1024." if multi_gpus
+                 else "Number of GPUs in the job.")
+    return _stack(
+        click.option("--gpus", "-n", "gpus", type=str if multi_gpus else int, default=None,
+                     help=gpus_help),
+        click.option("--gpu", "-g", "gpu", default=None, metavar="TYPE" + (",TYPE" if multi_gpus else ""),
+                     help="GPU type (see `megasolve gpus`), e.g. a100-80g, h100, b200, gb200."
+                          + (" Several, comma-separated, to compare." if multi_gpus else "")),
+        click.option("--gpus-per-node", type=int, default=None, help="GPUs per node (default: the GPU's)."),
+        click.option("--nvlink-domain", type=int, default=None,
+                     help="GPUs per NVLink domain (8 for HGX, 72 for NVL72; default: the GPU's)."),
+        click.option("--nic-gbps", type=float, default=None,
+                     help="Scale-out NIC bandwidth per GPU in Gbit/s (default: the GPU's, e.g. 400)."),
+        click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False), default=None,
+                     help="Cluster YAML (gpu, num_gpus or nodes, gpus_per_node, nvlink_domain, "
+                          "nic_gbit_per_gpu, fabric_oversubscription)."),
+    )
+
+
+def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | None, nvlink_domain: int | None,
+                  nic_gbps: float | None, cluster_file: str | None) -> Cluster:
+    if cluster_file:
+        cluster = Cluster.from_yaml(cluster_file, num_gpus=gpus)
+        if gpu:
+            raise MegasolveError(field="--gpu", value=gpu, rule="the --cluster file already names the GPU",
+                                 fix="drop --gpu or edit the cluster file")
+        return cluster
+    if gpus is None:
+        raise MegasolveError(field="--gpus", value="missing", rule="the cluster size is required",
+                             fix="pass --gpus N (or --cluster FILE)")
+    if gpu is None:
+        raise MegasolveError(field="--gpu", value="missing", rule="the GPU type is required",
+                             fix="pass --gpu TYPE, e.g. --gpu h100 (see `megasolve gpus`)")
+    if nic_gbps is not None and not nic_gbps > 0:
+        raise MegasolveError(field="--nic-gbps", value=nic_gbps, rule="must be > 0", fix="e.g. --nic-gbps 400")
+    return Cluster.from_flags(num_gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node,
+                              nvlink_domain=nvlink_domain, nic_gbit_per_gpu=nic_gbps)
+
+
+def workload_options(func: F) -> F:
+    return _stack(
+        click.option("--seq-len", "seq_len", type=int, default=4096, show_default=True,
+                     help="Training sequence length (tokens)."),
+        click.option("--gbs", type=int, default=None,
+                     help="Global batch size in sequences (default: 1024 for seq <= 4096, fewer for longer"
+                          " sequences: about 4M tokens per step)."),
+        click.option("--precision", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True,
+                     help="Training precision of the GEMMs (fp8 keeps bf16 parameters)."),
+        click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash",
+                     show_default=True, help="Fused/flash attention (no s x s scores) or unfused."),
+    )(func)
+
+
+def default_gbs(seq_len: int) -> int:
+    """About 4M tokens per step, at least 16 sequences (a common pretraining choice)."""
+    return max(16, min(1024, (4 * 1024 * 1024) // max(seq_len, 1)))
+
+
+def build_workload(*, seq_len: int, gbs: int | None, precision: str, attention: str,
+                   tokens: float | None = None) -> Workload:
+    return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_gbs(seq_len),
+                    precision=precision, attention=attention, tokens=tokens)
+
+
+def layout_options(func: F) -> F:
+    return _stack(
+        click.option("--tp", type=int, default=1, show_default=True, help="Tensor parallel size."),
+        click.option("--pp", type=int, default=1, show_default=True, help="Pipeline parallel size."),
+        click.option("--vpp", type=int, default=1, show_default=True,
+                     help="Virtual pipeline stages per rank (interleaved 1F1B)."),
+        click.option("--cp", type=int, default=1, show_default=True, help="Context parallel size."),
+        click.option("--ep", type=int, default=1, show_default=True, help="Expert parallel size."),
+        click.option("--etp", type=int, default=None, help="Expert tensor parallel size (default: --tp)."),
+        click.option("--mbs", type=int, default=1, show_default=True, help="Micro-batch size."),
+        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="selective",
+                     show_default=True, help="Activation recompute granularity."),
+        click.option("--recompute-num-layers", type=int, default=None,
+                     help="With --recompute full: recompute only this many layers per pipeline chunk "
+                          "(block method); default: every layer (uniform)."),
+        click.option("--sequence-parallel/--no-sequence-parallel", "sequence_parallel", default=None,
+                     help="Sequence parallelism (default: on whenever --tp > 1)."),
+        click.option("--distributed-optimizer/--no-distributed-optimizer", "distributed_optimizer",
+                     default=True, show_default=True, help="Shard optimizer state over data parallel ranks."),
+        click.option("--first-stage-layers", type=int, default=None,
+                     help="Decoder layers on the first pipeline stage (--decoder-first-pipeline-num-layers)."),
+        click.option("--last-stage-layers", type=int, default=None,
+                     help="Decoder layers on the last pipeline stage (--decoder-last-pipeline-num-layers)."),
+    )(func)
+
+
+def build_layout(num_gpus: int, **axes: Any) -> Layout:
+    """A ``Layout`` from the axis flags; ``dp = gpus / (tp * pp * cp)`` must be whole."""
+    tp, pp, cp = axes["tp"], axes["pp"], axes["cp"]
+    for name in ("tp", "pp", "cp"):
+        if not isinstance(axes[name], int) or axes[name] <= 0:
+            raise MegasolveError(field=f"--{name}", value=axes[name], rule="must be a positive integer",
+                                 fix=f"pass --{name} >= 1")
+    model_parallel = tp * pp * cp
+    if num_gpus % model_parallel:
+        raise MegasolveError(
+            field="--gpus", value=num_gpus,
+            rule=f"world size ({num_gpus}) is not divisible by tp({tp}) * pp({pp}) * cp({cp}) = {model_parallel}"
+                 " (ARG L432-434)",
+            fix=f"use a multiple of {model_parallel} GPUs or smaller --tp/--pp/--cp")
+    sp = axes.pop("sequence_parallel")
+    if sp is None:
+        sp = tp > 1
+    return Layout(dp=num_gpus // model_parallel, sequence_parallel=sp, **axes)
+
+
+def format_option(*extra: str) -> F:
+    choices = ["table", "json", "yaml", *extra]
+    return click.option("--format", "-o", "fmt", type=click.Choice(choices), default="table", show_default=True,
+                        help="Output format." + (" Launch formats print copy-pasteable flags." if extra else ""))
+
+
+@functools.lru_cache(maxsize=32)
+def load_model(ref: str) -> ResolvedModel:
+    return resolve_model(ref)

@@ -1,0 +1,116 @@
+"""The parallel layout and the workload of one training job.
+
+``Layout`` sits at the bottom of the package (beside ``ModelSpec``) because the exact parameter
+count of a rank already depends on it (vocab padding per TP, layers per pipeline stage, experts per
+EP rank). Rules that need the model or the cluster live in ``solver/rules.py``; here only the
+shape of each field is checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from megasolve.models.errors import MegasolveError
+
+RECOMPUTE_KINDS = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp8")
+ATTENTION_KINDS = ("flash", "unfused")
+
+
+def _check_positive(field: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise MegasolveError(field=field, value=value, rule="must be a positive integer",
+                             fix=f"pass {field} >= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """One Megatron parallel layout. ``world_size = tp * cp * dp * pp``.
+
+    ``etp`` defaults to ``tp`` as in Megatron-LM (ARG L587-588). ``first_stage_layers`` /
+    ``last_stage_layers`` are ``--decoder-first/last-pipeline-num-layers`` (None: even split).
+
+    >>> Layout(tp=4, pp=4, cp=2, dp=2).world_size, Layout(tp=4, pp=4, cp=2, dp=2).etp
+    (64, 4)
+    """
+
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1
+    cp: int = 1
+    dp: int = 1
+    ep: int = 1
+    etp: int | None = None
+    mbs: int = 1
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    recompute_num_layers: int | None = None  # full recompute: layers per stage (block) recomputed
+    distributed_optimizer: bool = True
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "vpp", "cp", "dp", "ep", "mbs"):
+            _check_positive(f"--{name}", getattr(self, name))
+        if self.etp is None:
+            object.__setattr__(self, "etp", self.tp)
+        _check_positive("--etp", self.etp)
+        if self.recompute not in RECOMPUTE_KINDS:
+            raise MegasolveError(field="--recompute", value=self.recompute,
+                                 rule=f"must be one of {', '.join(RECOMPUTE_KINDS)}", fix="pick one")
+        if self.recompute_num_layers is not None:
+            _check_positive("--recompute-num-layers", self.recompute_num_layers)
+            if self.recompute != "full":
+                raise MegasolveError(
+                    field="--recompute-num-layers", value=self.recompute_num_layers,
+                    rule="only valid with --recompute full (TC L1926-1932)",
+                    fix="drop it or use --recompute full")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_positive("--" + name.replace("_", "-"), value)
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel size ``EDP = world / (etp * ep * pp)`` (reference section 1.9)."""
+        return self.world_size // (self.etp * self.ep * self.pp)
+
+    @property
+    def full_recompute_layers(self) -> int | None:
+        return self.recompute_num_layers if self.recompute == "full" else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    """What is trained: sequence length, global batch, precision; tokens for time-to-train."""
+
+    seq_length: int = 4096
+    global_batch_size: int = 256
+    precision: str = "bf16"
+    attention: str = "flash"
+    hidden_dropout: float = 0.0
+    tokens: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_positive("--seq-len", self.seq_length)
+        _check_positive("--gbs", self.global_batch_size)
+        if self.precision not in PRECISIONS:
+            raise MegasolveError(field="--precision", value=self.precision,
+                                 rule=f"must be one of {', '.join(PRECISIONS)}", fix="pick one")
+        if self.attention not in ATTENTION_KINDS:
+            raise MegasolveError(field="--attention", value=self.attention,
+                                 rule=f"must be one of {', '.join(ATTENTION_KINDS)}", fix="pick one")
+        if not 0.0 <= self.hidden_dropout < 1.0:
+            raise MegasolveError(field="hidden_dropout", value=self.hidden_dropout,
+                                 rule="must be in [0, 1)", fix="use 0 (LLM recipes) or 0.1")
+        if self.tokens is not None and not self.tokens > 0:
+            raise MegasolveError(field="--tokens", value=self.tokens, rule="must be > 0",
+                                 fix="e.g. --tokens 1e12")
+
+    def num_microbatches(self, layout: Layout) -> int:
+        """``m = global_batch / (mbs * dp)``; CP is not part of this DP (reference 4.5 rule 28)."""
+        return self.global_batch_size // (layout.mbs * layout.dp)

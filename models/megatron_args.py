@@ -1,0 +1,164 @@
+"""Read a YAML/JSON mapping of Megatron-LM argument names into a ``ModelSpec``.
+
+Megatron users think in launch flags, so a file like::
+
+    num_layers: 32
+    hidden_size: 4096
+    ffn_hidden_size: 14336
+    num_attention_heads: 32
+    group_query_attention: true
+    num_query_groups: 8
+    swiglu: true
+    normalization: RMSNorm
+    disable_bias_linear: true
+    untie_embeddings_and_output_weights: true
+    position_embedding_type: rope
+    vocab_size: 128256
+
+describes Llama-3.1-8B. Keys may use dashes or underscores (``--num-layers`` style). Missing
+optional keys take **Megatron-LM's own defaults** (ARG ``_add_network_size_args``): LayerNorm, biases
+on, tied embeddings, learned absolute position embeddings, ``F = 4h`` (or the SwiGLU rule) --
+exactly what the same flags would launch.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from megasolve.models.errors import ConfigError
+from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
+
+REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
+
+
+def parse_layer_freq(value: Any, num_layers: int) -> tuple[int, ...]:
+    """``--moe-layer-freq``: an int N (layer i is MoE iff ``i % N == 0``), a list, or a string such as
+    ``"([0]*3+[1]*58)"``, evaluated safely (lists of 0/1, ``*`` by an int, ``+``; nothing else).
+
+    >>> parse_layer_freq("([0]*1+[1]*3)", 4)
+    (0, 1, 1, 1)
+    >>> parse_layer_freq(2, 4)
+    (1, 0, 1, 0)
+    """
+    if isinstance(value, bool):
+        raise ConfigError(field="moe_layer_freq", value=value, rule="must be an int or a list",
+                          fix='e.g. 1 or "([0]*3+[1]*58)"')
+    if isinstance(value, int):
+        if value <= 0:
+            raise ConfigError(field="moe_layer_freq", value=value, rule="must be >= 1", fix="use 1")
+        return tuple(int(i % value == 0) for i in range(num_layers))
+    if isinstance(value, str):
+        try:
+            value = _eval_list_expr(ast.parse(value.strip(), mode="eval").body)
+        except (SyntaxError, ValueError, TypeError, RecursionError) as exc:
+            raise ConfigError(field="moe_layer_freq", value=value,
+                              rule=f"not a list expression ({exc})",
+                              fix='write e.g. "([0]*3+[1]*58)"') from None
+    if not isinstance(value, list) or any(v not in (0, 1) or isinstance(v, bool) for v in value):
+        raise ConfigError(field="moe_layer_freq", value=value, rule="must be a list of 0/1",
+                          fix='write e.g. "([0]*3+[1]*58)"')
+    return tuple(value)
+
+
+def _eval_list_expr(node: ast.AST) -> list[int]:
+    if isinstance(node, ast.List):
+        out = []
+        for element in node.elts:
+            if not isinstance(element, ast.Constant) or not isinstance(element.value, int):
+                raise ValueError("list elements must be integers")
+            out.append(element.value)
+        return out
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _eval_list_expr(node.left) + _eval_list_expr(node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        left, right = node.left, node.right
+        if isinstance(right, ast.List) or isinstance(right, ast.BinOp):
+            left, right = right, left
+        if not isinstance(right, ast.Constant) or not isinstance(right.value, int) or not 0 <= right.value <= 1_000_000:
+            raise ValueError("a list can only be repeated by a small non-negative integer")
+        return _eval_list_expr(left) * right.value
+    raise ValueError(f"unsupported expression {ast.dump(node)[:40]}")
+
+
+def _typed(args: dict[str, Any], name: str, kind: type, default: Any = None, required: bool = False) -> Any:
+    value = args.get(name)
+    if value is None:
+        if required:
+            raise ConfigError(field=name, value="missing", rule="required in a Megatron model file",
+                              fix=f"add {name}: <value>")
+        return default
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(field=name, value=repr(value), rule="must be true or false", fix="use a YAML boolean")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(field=name, value=repr(value), rule="must be an integer", fix="use a whole number")
+        return value
+    if not isinstance(value, kind):
+        raise ConfigError(field=name, value=repr(value), rule=f"must be a {kind.__name__}", fix="fix its type")
+    return value
+
+
+def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", source: str = "") -> ModelSpec:
+    """Build a ``ModelSpec`` from Megatron argument names.
+
+    >>> spec_from_megatron_args({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+    ...                          "vocab_size": 1000}).ffn_hidden_size
+    256
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError(field="model file", value=type(raw).__name__,
+                          rule="must be a mapping of Megatron argument names", fix="write key: value lines")
+    args = {str(k).lstrip("-").replace("-", "_"): v for k, v in raw.items()}
+    for key in REQUIRED:
+        _typed(args, key, int, required=True)
+    h = args["hidden_size"]
+    n = args["num_attention_heads"]
+    swiglu = _typed(args, "swiglu", bool, False)
+    ffn_default = int((4 * h * 2 / 3) / 64) * 64 if swiglu else 4 * h  # ARG L1320-1328
+    ffn = _typed(args, "ffn_hidden_size", int, ffn_default)
+    vocab = _typed(args, "vocab_size", int) or _typed(args, "padded_vocab_size", int)
+    if vocab is None:
+        raise ConfigError(field="vocab_size", value="missing", rule="required in a Megatron model file",
+                          fix="add vocab_size: <tokenizer size>")
+    gqa = _typed(args, "group_query_attention", bool, "num_query_groups" in args)
+    groups = _typed(args, "num_query_groups", int, n) if gqa else n
+    bias = _typed(args, "add_bias_linear", bool, not _typed(args, "disable_bias_linear", bool, False))
+    if "share_embeddings_and_output_weights" in args:
+        untie = not _typed(args, "share_embeddings_and_output_weights", bool)
+    else:
+        untie = _typed(args, "untie_embeddings_and_output_weights", bool, False)
+    num_layers = args["num_layers"]
+    experts = _typed(args, "num_moe_experts", int) or _typed(args, "num_experts", int)
+    moe = None
+    if experts:
+        moe = MoESpec(
+            num_experts=experts, top_k=_typed(args, "moe_router_topk", int, 2),
+            expert_ffn_hidden_size=_typed(args, "moe_ffn_hidden_size", int, ffn),
+            shared_expert_ffn_hidden_size=_typed(args, "moe_shared_expert_intermediate_size", int, 0),
+            shared_expert_gate=_typed(args, "moe_shared_expert_gate", bool, False),
+            layer_pattern=parse_layer_freq(args.get("moe_layer_freq", 1), num_layers))
+    mla = None
+    if _typed(args, "multi_latent_attention", bool, False):
+        mla = MLASpec(q_lora_rank=_typed(args, "q_lora_rank", int, 512) if "q_lora_rank" not in args
+                      else _typed(args, "q_lora_rank", int),
+                      kv_lora_rank=_typed(args, "kv_lora_rank", int, 512),
+                      qk_head_dim=_typed(args, "qk_head_dim", int, 128),
+                      qk_pos_emb_head_dim=_typed(args, "qk_pos_emb_head_dim", int, 64),
+                      v_head_dim=_typed(args, "v_head_dim", int, 128))
+    return ModelSpec(
+        name=_typed(args, "name", str, name), num_layers=num_layers, hidden_size=h, ffn_hidden_size=ffn,
+        num_attention_heads=n, num_query_groups=groups, kv_channels=_typed(args, "kv_channels", int),
+        vocab_size=vocab,
+        max_position_embeddings=_typed(args, "max_position_embeddings", int,
+                                       _typed(args, "seq_length", int, 4096)),
+        untie_embeddings_and_output_weights=untie, swiglu=swiglu,
+        normalization=_typed(args, "normalization", str, "LayerNorm"),
+        add_bias_linear=bias, add_qkv_bias=_typed(args, "add_qkv_bias", bool, False),
+        qk_layernorm=_typed(args, "qk_layernorm", bool, False),
+        position_embedding_type=_typed(args, "position_embedding_type", str, "learned_absolute"),
+        moe=moe, mla=mla, mtp_num_layers=_typed(args, "mtp_num_layers", int, 0) or 0,
+        make_vocab_size_divisible_by=_typed(args, "make_vocab_size_divisible_by", int, 128),
+        source=source)

@@ -1,0 +1,339 @@
+"""Exact parameter counts: per component, per layer, per rank of a pipeline stage.
+
+Every count follows ``reference/megatron.md`` sections 1.1-1.9 (Megatron-Core ``GPTModel`` with
+the Transformer Engine layer spec). Notation: ``h`` hidden, ``n`` heads, ``g`` query groups,
+``d`` head dim, ``F`` dense ffn, ``F_m`` expert ffn, ``F_s`` shared-expert ffn, ``E`` experts,
+``V`` padded vocab, ``ns`` 1 (RMSNorm) or 2 (LayerNorm), ``f_glu`` 2 for a gated MLP.
+
+Each rank's parameters fall in three groups that memory and communication treat differently:
+``tp_sharded`` (split over TP, replicated over DP), ``replicated`` (norms, row-parallel biases,
+router, MLA down-projections: a full copy on every TP rank, grads all-reduced over TP with SP) and
+``expert`` (routed experts: split over EP x ETP, optimizer sharded over expert-DP).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from megasolve.models.errors import MegasolveError
+from megasolve.models.layout import Layout
+from megasolve.models.spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RankParams:
+    """Parameters one rank holds, split by how they are parallelised."""
+
+    tp_sharded: int = 0
+    replicated: int = 0
+    expert: int = 0
+
+    def __add__(self, other: RankParams) -> RankParams:
+        return RankParams(self.tp_sharded + other.tp_sharded, self.replicated + other.replicated,
+                          self.expert + other.expert)
+
+    def __mul__(self, k: int) -> RankParams:
+        return RankParams(self.tp_sharded * k, self.replicated * k, self.expert * k)
+
+    __rmul__ = __mul__
+
+    @property
+    def dense(self) -> int:
+        """Non-expert parameters (optimizer sharded over DP x CP)."""
+        return self.tp_sharded + self.replicated
+
+    @property
+    def total(self) -> int:
+        return self.tp_sharded + self.replicated + self.expert
+
+
+def _split(total: int, parts: int, what: str, field: str) -> int:
+    """``megatron.core.utils.divide``: exact division or a Megatron-style error (rule 11)."""
+    if total % parts:
+        raise MegasolveError(field=field, value=parts,
+                             rule=f"{what} ({total}) is not divisible by {field.lstrip('-')} ({parts})",
+                             fix=f"use a {field.lstrip('-')} that divides {total}")
+    return total // parts
+
+
+# ---------------------------------------------------------------------------------- components
+def attention_params(spec: ModelSpec, tp: int) -> RankParams:
+    """One self-attention block (with its input norm) on one TP rank.
+
+    GQA (section 1.3): ``h(nd + 2gd) + nd*h`` sharded, ``[nd + 2gd]`` QKV bias sharded, ``h``
+    proj bias and ``ns*h`` input norm replicated, ``2*ns*d`` QK-norm replicated.
+    MLA (section 1.6): up-projections and output sharded; ``h*q_lora``, ``h*(kv_lora + r)`` and
+    the latent norms replicated (``TELinear(parallel_mode='duplicated')``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> attention_params(load_preset("llama-3.1-8b"), tp=1).total  # 4096*(4096+2048) + 4096*4096 + 4096
+    41947136
+    """
+    h, n, ns = spec.hidden_size, spec.num_attention_heads, spec.num_norm_params_per_hidden
+    sharded = 0
+    replicated = ns * h  # input layernorm (fused into linear_qkv in TE)
+    if spec.mla is None:
+        d, g = spec.kv_channels, spec.num_query_groups
+        qkv_out = n * d + 2 * g * d
+        sharded += h * qkv_out + n * d * h
+        if spec.add_bias_linear or spec.add_qkv_bias:
+            sharded += qkv_out
+        if spec.add_bias_linear:
+            replicated += h  # row-parallel linear_proj bias
+        if spec.qk_layernorm:
+            replicated += 2 * ns * d
+    else:
+        mla = spec.mla
+        qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
+        if mla.q_lora_rank is None:
+            sharded += h * n * (qk + r)  # linear_q_proj
+        else:
+            replicated += h * mla.q_lora_rank  # linear_q_down_proj (duplicated)
+            sharded += mla.q_lora_rank * n * (qk + r)  # linear_q_up_proj
+            if spec.qk_layernorm:
+                replicated += ns * mla.q_lora_rank
+        replicated += h * (mla.kv_lora_rank + r)  # linear_kv_down_proj (duplicated)
+        sharded += mla.kv_lora_rank * n * (qk + dv)  # linear_kv_up_proj
+        if spec.qk_layernorm:
+            replicated += ns * mla.kv_lora_rank
+        sharded += n * dv * h  # linear_proj
+    return RankParams(tp_sharded=_split(sharded, tp, "attention weights", "--tp"), replicated=replicated)
+
+
+def dense_mlp_params(spec: ModelSpec, tp: int, ffn_hidden_size: int | None = None) -> RankParams:
+    """A dense MLP with its pre-MLP norm (section 1.4): ``(f_glu + 1)*h*F`` sharded.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> dense_mlp_params(load_preset("llama-3.1-8b"), tp=2).total  # 3*4096*14336/2 + 4096
+    88084480
+    """
+    h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
+    ffn = spec.ffn_hidden_size if ffn_hidden_size is None else ffn_hidden_size
+    _split(ffn, tp, "ffn_hidden_size", "--tp")
+    sharded = (spec.gated_factor + 1) * h * ffn
+    replicated = ns * h
+    if spec.add_bias_linear:
+        sharded += spec.gated_factor * ffn  # fc1 bias (column-parallel)
+        replicated += h  # fc2 bias (row-parallel, replicated)
+    return RankParams(tp_sharded=_split(sharded, tp, "MLP weights", "--tp"), replicated=replicated)
+
+
+def moe_mlp_params(spec: ModelSpec, tp: int, ep: int, etp: int) -> RankParams:
+    """The MLP half of an MoE layer (section 1.5): norm, router, shared experts, local experts.
+
+    Routed experts: ``E/ep`` local experts, each ``(f_glu + 1)*h*F_m`` split over ``etp``.
+    Shared experts: an MLP of width ``F_s`` split over the attention TP group.
+    """
+    moe = spec.moe
+    assert moe is not None
+    h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
+    replicated = ns * h + moe.num_experts * h  # pre-MLP norm + router weight
+    if spec.add_bias_linear:
+        replicated += moe.num_experts  # router bias
+    if moe.shared_expert_gate and moe.shared_expert_ffn_hidden_size:
+        replicated += h
+    sharded = (spec.gated_factor + 1) * h * moe.shared_expert_ffn_hidden_size
+    per_expert = (spec.gated_factor + 1) * h * moe.expert_ffn_hidden_size
+    if spec.add_bias_linear:
+        if etp != 1:
+            raise MegasolveError(field="--etp", value=etp,
+                                 rule="Bias in MoE is only supported when ETP==1 (TC L2612-2615)",
+                                 fix="use --etp 1 or a model without linear biases")
+        per_expert += spec.gated_factor * moe.expert_ffn_hidden_size + h
+    local_experts = _split(moe.num_experts, ep, "num_moe_experts", "--ep")
+    _split(moe.expert_ffn_hidden_size, etp, "moe_ffn_hidden_size", "--etp")
+    expert = _split(local_experts * per_expert, etp, "expert weights", "--etp")
+    return RankParams(tp_sharded=_split(sharded, tp, "shared-expert weights", "--tp"),
+                      replicated=replicated, expert=expert)
+
+
+def layer_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int = 1) -> RankParams:
+    """Decoder layer ``layer`` (0-based; MoE or dense from the model's layer pattern) on one rank."""
+    mlp = moe_mlp_params(spec, tp, ep, etp) if spec.is_moe_layer(layer) else dense_mlp_params(spec, tp)
+    return attention_params(spec, tp) + mlp
+
+
+def embedding_params(spec: ModelSpec, tp: int, vocab_size: int | None = None) -> RankParams:
+    """Word embedding ``V/t x h`` (+ learned position embedding ``max_pos x h``, replicated)."""
+    vocab = spec.padded_vocab_size(tp) if vocab_size is None else vocab_size
+    replicated = spec.max_position_embeddings * spec.hidden_size \
+        if spec.position_embedding_type == "learned_absolute" else 0
+    return RankParams(tp_sharded=vocab * spec.hidden_size // tp, replicated=replicated)
+
+
+def output_params(spec: ModelSpec, tp: int, pp: int, vocab_size: int | None = None) -> RankParams:
+    """Final norm plus the output layer (section 1.2).
+
+    The output weight exists unless embeddings are tied *and* the model is on one stage (with
+    PP > 1 the last stage allocates its own copy of a tied weight).
+    """
+    vocab = spec.padded_vocab_size(tp) if vocab_size is None else vocab_size
+    has_weight = spec.untie_embeddings_and_output_weights or pp > 1
+    sharded = vocab * spec.hidden_size // tp if has_weight else 0
+    return RankParams(tp_sharded=sharded, replicated=spec.num_norm_params_per_hidden * spec.hidden_size)
+
+
+def mtp_params(spec: ModelSpec, tp: int, pp: int, ep: int = 1, etp: int = 1) -> RankParams:
+    """Multi-token prediction block on the last stage (section 1.7), all depths.
+
+    Per depth: ``enorm + hnorm + final norm`` (3*ns*h, replicated), ``eh_proj`` (2h x h, sharded) and
+    one transformer layer of the last decoder layer's kind. With PP > 1 the stage also builds an
+    embedding copy (``V/t x h``).
+    """
+    if spec.mtp_num_layers == 0:
+        return RankParams()
+    h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
+    per_depth = RankParams(tp_sharded=_split(2 * h * h, tp, "eh_proj", "--tp"), replicated=3 * ns * h)
+    per_depth = per_depth + layer_params(spec, spec.num_layers - 1, tp, ep, etp)
+    block = per_depth * spec.mtp_num_layers
+    if pp > 1:
+        block = block + RankParams(tp_sharded=spec.padded_vocab_size(tp) * h // tp)
+    return block
+
+
+# ---------------------------------------------------------------------------------- pipeline split
+def stage_layer_counts(spec: ModelSpec, layout: Layout) -> list[int]:
+    """Decoder layers on each pipeline stage (``TB::get_num_layers_to_build`` L76-203, TC L2296-2370).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> stage_layer_counts(load_preset("deepseek-v3"), Layout(pp=4, first_stage_layers=16, last_stage_layers=15))
+    [16, 15, 15, 15]
+    """
+    L, p, v = spec.num_layers, layout.pp, layout.vpp
+    first, last = layout.first_stage_layers, layout.last_stage_layers
+    if first is None and last is None:
+        if L % p:
+            raise MegasolveError(
+                field="--pp", value=p,
+                rule=f"num_layers ({L}) must be divisible by the pipeline size (ARG L985-998)",
+                fix="use a divisor of num_layers or set --first-stage-layers/--last-stage-layers")
+        if (L // p) % v:
+            raise MegasolveError(
+                field="--vpp", value=v,
+                rule=f"layers per stage ({L // p}) must be divisible by vpp (ARG L953-977)",
+                fix="use a divisor of the layers per stage")
+        return [L // p] * p
+    if p == 1:
+        raise MegasolveError(field="--first-stage-layers/--last-stage-layers", value=first or last,
+                             rule="uneven pipeline splits need pp > 1", fix="drop them or raise --pp")
+    set_stages = (first is not None) + (last is not None)
+    middle_stages = p - set_stages
+    middle_layers = L - (first or 0) - (last or 0)
+    for name, value in (("--first-stage-layers", first), ("--last-stage-layers", last)):
+        if value is not None and value % v:
+            raise MegasolveError(field=name, value=value,
+                                 rule=f"must be divisible by vpp ({v}) (TC L2330-2345)",
+                                 fix="use a multiple of vpp")
+    if middle_layers < 0 or bool(middle_layers) != bool(middle_stages):
+        raise MegasolveError(
+            field="--first-stage-layers/--last-stage-layers", value=f"{first}/{last}",
+            rule=f"{middle_layers} layers remain for {middle_stages} middle stages (TC L2346-2360)",
+            fix=f"first + last must leave a non-negative multiple of {max(middle_stages, 1)} layers")
+    if middle_stages and (middle_layers % middle_stages or (middle_layers // middle_stages) % v):
+        raise MegasolveError(
+            field="--first-stage-layers/--last-stage-layers", value=f"{first}/{last}",
+            rule=f"the {middle_layers} middle layers must split evenly over {middle_stages} stages"
+                 f" (and vpp {v})",
+            fix="pick first/last so that the remainder divides evenly")
+    per_middle = middle_layers // middle_stages if middle_stages else 0
+    counts = [per_middle] * p
+    if first is not None:
+        counts[0] = first
+    if last is not None:
+        counts[-1] = last
+    return counts
+
+
+def stage_layer_ids(spec: ModelSpec, layout: Layout) -> list[list[list[int]]]:
+    """Global decoder-layer indices per stage and virtual chunk: ``ids[stage][chunk]``.
+
+    Virtual chunk ``j`` of every stage comes before chunk ``j + 1`` of any stage (round-robin, TB
+    L161-186: 8 layers, p=2, v=2 -> stage 0 [0,1][4,5], stage 1 [2,3][6,7]).
+
+    >>> from megasolve.models.spec import ModelSpec
+    >>> toy = ModelSpec(name="t", num_layers=8, hidden_size=8, ffn_hidden_size=8, num_attention_heads=1,
+    ...                 num_query_groups=1, vocab_size=8)
+    >>> stage_layer_ids(toy, Layout(pp=2, vpp=2))
+    [[[0, 1], [4, 5]], [[2, 3], [6, 7]]]
+    """
+    counts = stage_layer_counts(spec, layout)
+    v = layout.vpp
+    chunk_sizes = [c // v for c in counts]
+    ids: list[list[list[int]]] = [[] for _ in counts]
+    next_layer = 0
+    for _chunk in range(v):
+        for stage, size in enumerate(chunk_sizes):
+            ids[stage].append(list(range(next_layer, next_layer + size)))
+            next_layer += size
+    return ids
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageParams:
+    """What one rank of pipeline stage ``stage`` holds."""
+
+    stage: int
+    num_layers: int
+    num_moe_layers: int
+    has_embedding: bool
+    has_output: bool
+    has_mtp: bool
+    params: RankParams
+
+    @property
+    def total(self) -> int:
+        return self.params.total
+
+
+def stage_params(spec: ModelSpec, layout: Layout) -> list[StageParams]:
+    """Per-rank parameters of every pipeline stage (first holds the embedding, last the output layer,
+    final norm and MTP block; reference section 1.9).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> [s.total for s in stage_params(load_preset("llama-3.1-70b"), Layout(tp=4, pp=4, cp=2, dp=2))][0]
+    4541710336
+    """
+    tp, pp, ep, etp = layout.tp, layout.pp, layout.ep, layout.etp
+    stages = []
+    for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
+        layer_ids = [i for chunk in chunks for i in chunk]
+        params = RankParams()
+        for i in layer_ids:
+            params = params + layer_params(spec, i, tp, ep, etp)
+        first, last = stage == 0, stage == pp - 1
+        if first:
+            params = params + embedding_params(spec, tp)
+        if last:
+            params = params + output_params(spec, tp, pp) + mtp_params(spec, tp, pp, ep, etp)
+        stages.append(StageParams(
+            stage=stage, num_layers=len(layer_ids),
+            num_moe_layers=sum(spec.is_moe_layer(i) for i in layer_ids),
+            has_embedding=first, has_output=last, has_mtp=last and spec.mtp_num_layers > 0,
+            params=params))
+    return stages
+
+
+def total_params(spec: ModelSpec, include_mtp: bool = False) -> int:
+    """Parameters of the whole model, unpadded vocab, as model cards quote them.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> total_params(load_preset("llama-3.1-8b"))
+    8030261248
+    """
+    total = RankParams()
+    for i in range(spec.num_layers):
+        total = total + layer_params(spec, i, tp=1)
+    total = total + embedding_params(spec, 1, spec.vocab_size) + output_params(spec, 1, 1, spec.vocab_size)
+    if include_mtp and spec.mtp_num_layers:
+        total = total + mtp_params(spec, tp=1, pp=1)
+    return total.total
+
+
+def active_params(spec: ModelSpec) -> int:
+    """Parameters touched per token: routed experts counted ``top_k`` times instead of ``E``."""
+    total = total_params(spec)
+    if not spec.is_moe:
+        return total
+    moe = spec.moe
+    per_expert = moe_mlp_params(spec, 1, 1, 1).expert // moe.num_experts
+    return total - moe.num_moe_layers * per_expert * (moe.num_experts - moe.top_k)

@@ -1,0 +1,210 @@
+"""Megatron's layout rules as data: ``(name, axes, check, message, source)``.
+
+Each rule reads only the axes it names, so the same predicate serves three callers: ``estimate``
+(report every violation of one layout), the exhaustive oracle (filter layouts) and the CP-SAT model
+(allowed-assignment tables over just those axes). Sources are ``reference/megatron.md`` section 4
+(ARG = ``arguments.py``, TC = ``transformer_config.py``, PS = ``parallel_state.py``, SCH =
+``schedules.py``). The memory rule lives in the solver, which owns the cost tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from megasolve.models.errors import MegasolveError
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.params import stage_layer_counts
+from megasolve.models.spec import ModelSpec
+from megasolve.topology.cluster import Cluster
+
+Axes = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuleContext:
+    spec: ModelSpec
+    cluster: Cluster
+    workload: Workload
+    allow_cross_domain_tp: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
+    name: str
+    axes: tuple[str, ...]  # Layout fields read by ``check`` (``m`` = number of micro-batches)
+    check: Callable[[RuleContext, Axes], bool]  # True: the layout obeys the rule
+    message: Callable[[RuleContext, Axes], str]
+    fix: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    rule: str
+    message: str
+    fix: str
+    source: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"rule": self.rule, "message": self.message, "fix": self.fix, "source": self.source}
+
+
+def _split_ok(ctx: RuleContext, a: Axes) -> bool:
+    try:
+        stage_layer_counts(ctx.spec, Layout(pp=a["pp"], vpp=a["vpp"], first_stage_layers=a["first_stage_layers"],
+                                            last_stage_layers=a["last_stage_layers"]))
+    except MegasolveError:
+        return False
+    return True
+
+
+def _split_message(ctx: RuleContext, a: Axes) -> str:
+    try:
+        stage_layer_counts(ctx.spec, Layout(pp=a["pp"], vpp=a["vpp"], first_stage_layers=a["first_stage_layers"],
+                                            last_stage_layers=a["last_stage_layers"]))
+    except MegasolveError as exc:
+        return exc.rule
+    return ""
+
+
+def _dense_ffns(spec: ModelSpec) -> list[tuple[str, int]]:
+    out = []
+    if not spec.moe or not all(spec.moe.layer_pattern):
+        out.append(("ffn_hidden_size", spec.ffn_hidden_size))
+    if spec.moe and spec.moe.shared_expert_ffn_hidden_size:
+        out.append(("moe_shared_expert_intermediate_size", spec.moe.shared_expert_ffn_hidden_size))
+    return out
+
+
+def _tp_tier(ctx: RuleContext, tp: int) -> str:
+    return ctx.cluster.group_link(1, tp).tier if tp <= ctx.cluster.num_gpus else "network"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(name="world_size_divisible_by_model_parallel", axes=("tp", "pp", "cp", "dp"),
+         check=lambda c, a: a["tp"] * a["pp"] * a["cp"] * a["dp"] == c.cluster.num_gpus,
+         message=lambda c, a: f"world size ({c.cluster.num_gpus}) != tp({a['tp']}) * pp({a['pp']}) * "
+                              f"cp({a['cp']}) * dp({a['dp']})",
+         fix="choose tp*pp*cp dividing the GPU count", source="ARG L432-434; PS L822-823"),
+    Rule(name="world_size_divisible_by_expert_parallel", axes=("etp", "ep", "pp"),
+         check=lambda c, a: c.cluster.num_gpus % (a["etp"] * a["ep"] * a["pp"]) == 0,
+         message=lambda c, a: f"world size ({c.cluster.num_gpus}) is not divisible by etp({a['etp']}) * "
+                              f"ep({a['ep']}) * pp({a['pp']})",
+         fix="pick ep*etp dividing tp*cp*dp", source="PS L878-884"),
+    Rule(name="num_heads_divisible_by_tp", axes=("tp",),
+         check=lambda c, a: c.spec.num_attention_heads % a["tp"] == 0,
+         message=lambda c, a: f"num_attention_heads ({c.spec.num_attention_heads}) must be a multiple of "
+                              f"tensor_model_parallel_size ({a['tp']})",
+         fix="use a tp that divides the head count", source="TC L1446-1450"),
+    Rule(name="query_groups_vs_tp", axes=("tp",),
+         check=lambda c, a: c.spec.mla is not None or c.spec.num_query_groups % a["tp"] == 0
+         or a["tp"] % c.spec.num_query_groups == 0,
+         message=lambda c, a: f"num_query_groups ({c.spec.num_query_groups}) must be a multiple or divisor of "
+                              f"tensor_model_parallel_size ({a['tp']})",
+         fix="use a tp that divides or is a multiple of the KV-head count (core >= 0.16)",
+         source="TC L1461-1468"),
+    Rule(name="ffn_divisible_by_tp", axes=("tp",),
+         check=lambda c, a: all(size % a["tp"] == 0 for _, size in _dense_ffns(c.spec)),
+         message=lambda c, a: "; ".join(f"{name} ({size}) is not divisible by tp ({a['tp']})"
+                                        for name, size in _dense_ffns(c.spec) if size % a["tp"]),
+         fix="use a tp that divides the MLP width", source="core/utils.py divide, layers.py L1038/L1408"),
+    Rule(name="expert_ffn_divisible_by_etp", axes=("etp",),
+         check=lambda c, a: not c.spec.is_moe or c.spec.moe.expert_ffn_hidden_size % a["etp"] == 0,
+         message=lambda c, a: f"moe_ffn_hidden_size ({c.spec.moe.expert_ffn_hidden_size}) is not divisible by "
+                              f"etp ({a['etp']})",
+         fix="use an etp that divides the expert width", source="core/utils.py divide (rule 11)"),
+    Rule(name="num_experts_divisible_by_ep", axes=("ep",),
+         check=lambda c, a: (a["ep"] == 1) if not c.spec.is_moe else c.spec.moe.num_experts % a["ep"] == 0,
+         message=lambda c, a: ("expert parallelism needs an MoE model" if not c.spec.is_moe else
+                               f"num_experts ({c.spec.moe.num_experts}) should be a multiple of "
+                               f"expert_model_parallel_size ({a['ep']})"),
+         fix="use an ep that divides the expert count (ep 1 for dense models)", source="ARG L1655-1658"),
+    Rule(name="etp_is_tp_for_dense_models", axes=("tp", "etp"),
+         check=lambda c, a: c.spec.is_moe or a["etp"] == a["tp"],
+         message=lambda c, a: f"expert_tensor_parallel_size ({a['etp']}) has no meaning without experts",
+         fix="leave --etp unset for dense models", source="ARG L587-588 (etp defaults to tp)"),
+    Rule(name="moe_bias_needs_etp_1", axes=("etp",),
+         check=lambda c, a: not (c.spec.is_moe and c.spec.add_bias_linear) or a["etp"] == 1,
+         message=lambda c, a: "Bias in MoE is only supported when ETP==1",
+         fix="use --etp 1", source="TC L2612-2615"),
+    Rule(name="pipeline_split", axes=("pp", "vpp", "first_stage_layers", "last_stage_layers"),
+         check=_split_ok, message=_split_message,
+         fix="use a pp (and vpp) that divide the layers, or set --first/--last-stage-layers",
+         source="ARG L953-998; TC L2296-2370"),
+    Rule(name="vpp_needs_pp", axes=("pp", "vpp"),
+         check=lambda c, a: a["vpp"] == 1 or a["pp"] > 1,
+         message=lambda c, a: "pipeline-model-parallel size should be greater than 1 with interleaved schedule",
+         fix="use --vpp 1 or --pp > 1", source="PS L827-831"),
+    Rule(name="seq_divisible_by_2cp", axes=("cp",),
+         check=lambda c, a: a["cp"] == 1 or c.workload.seq_length % (2 * a["cp"]) == 0,
+         message=lambda c, a: f"seq-length ({c.workload.seq_length}) should be a multiple of 2 * "
+                              f"context-parallel-size ({a['cp']})",
+         fix="use a cp with seq % (2*cp) == 0", source="ARG L1335-1338"),
+    Rule(name="sp_seq_divisible_by_tp", axes=("tp", "cp", "sequence_parallel"),
+         check=lambda c, a: not a["sequence_parallel"] or (c.workload.seq_length // a["cp"]) % a["tp"] == 0,
+         message=lambda c, a: f"with sequence parallelism the per-CP sequence ({c.workload.seq_length // a['cp']})"
+                              f" must be divisible by tp ({a['tp']})",
+         fix="change --seq-len or --tp", source="tensor_parallel/mappings.py L60-75"),
+    Rule(name="sp_needs_tp", axes=("tp", "sequence_parallel"),
+         check=lambda c, a: not a["sequence_parallel"] or a["tp"] > 1,
+         message=lambda c, a: "Cannot use sequence parallelism without tensor parallelism",
+         fix="drop --sequence-parallel when --tp 1", source="MPC L503-504"),
+    Rule(name="moe_tp_needs_sp", axes=("tp", "sequence_parallel"),
+         check=lambda c, a: not c.spec.is_moe or a["tp"] == 1 or a["sequence_parallel"],
+         message=lambda c, a: "During training, MoE with tensor parallelism requires sequence parallelism",
+         fix="add --sequence-parallel", source="moe_layer.py L636-640; MPC L560-565"),
+    Rule(name="gbs_divisible_by_mbs_dp", axes=("mbs", "dp"),
+         check=lambda c, a: c.workload.global_batch_size % (a["mbs"] * a["dp"]) == 0,
+         message=lambda c, a: f"global batch size ({c.workload.global_batch_size}) is not divisible by micro "
+                              f"batch size ({a['mbs']}) times data parallel size ({a['dp']})",
+         fix="pick gbs a multiple of mbs*dp", source="num_microbatches_calculator.py L357-395"),
+    Rule(name="vpp_microbatches", axes=("vpp", "pp", "mbs", "dp"),
+         check=lambda c, a: a["vpp"] == 1 or (_m(c, a) >= a["pp"] and _m(c, a) % a["pp"] == 0),
+         message=lambda c, a: f"interleaved schedule needs micro-batches ({_m(c, a)}) >= pp ({a['pp']}) and "
+                              f"a multiple of it",
+         fix="raise --gbs or lower --pp/--mbs", source="SCH L1160-1180"),
+    Rule(name="recompute_layers_fit_chunk",
+         axes=("recompute_num_layers", "pp", "vpp", "first_stage_layers", "last_stage_layers"),
+         check=lambda c, a: a["recompute_num_layers"] is None or not _split_ok(c, a)
+         or a["recompute_num_layers"] <= _min_chunk(c, a),
+         message=lambda c, a: f"recompute_num_layers ({a['recompute_num_layers']}) exceeds the layers per "
+                              f"pipeline chunk ({_min_chunk(c, a)})",
+         fix="use a smaller --recompute-num-layers", source="TC L1901-1925"),
+    Rule(name="tp_inside_nvlink_domain", axes=("tp",),
+         check=lambda c, a: c.allow_cross_domain_tp or a["tp"] == 1 or _tp_tier(c, a["tp"]) == "nvlink",
+         message=lambda c, a: f"tp ({a['tp']}) spans more than one NVLink domain ({c.cluster.nvlink_domain} GPUs)",
+         fix="use tp <= the NVLink domain, or pass --allow-cross-domain-tp",
+         source="moe/README.md Guideline 2; reference 5.1"),
+    Rule(name="position_embeddings_cover_seq", axes=(),
+         check=lambda c, a: c.spec.position_embedding_type != "learned_absolute"
+         or c.spec.max_position_embeddings >= c.workload.seq_length,
+         message=lambda c, a: f"max_position_embeddings ({c.spec.max_position_embeddings}) must be greater than or"
+                              f" equal to seq_length ({c.workload.seq_length})",
+         fix="use a shorter --seq-len", source="ARG L1353-1356"),
+    Rule(name="fp8_needs_hardware", axes=(),
+         check=lambda c, a: c.workload.precision != "fp8" or c.cluster.gpu.fp8_flops is not None,
+         message=lambda c, a: f"{c.cluster.gpu.name} has no FP8 tensor cores",
+         fix="use --precision bf16", source="reference/gpus.yaml (Ampere has no FP8)"),
+)
+
+
+def _m(ctx: RuleContext, a: Axes) -> int:
+    return ctx.workload.global_batch_size // (a["mbs"] * a["dp"])
+
+
+def _min_chunk(ctx: RuleContext, a: Axes) -> int:
+    counts = stage_layer_counts(ctx.spec, Layout(pp=a["pp"], vpp=a["vpp"], first_stage_layers=a["first_stage_layers"],
+                                                 last_stage_layers=a["last_stage_layers"]))
+    return min(counts) // a["vpp"]
+
+
+def layout_axes(layout: Layout) -> Axes:
+    return {name: getattr(layout, name) for name in Layout.__slots__}
+
+
+def violations(ctx: RuleContext, layout: Layout, rules: tuple[Rule, ...] = RULES) -> list[Violation]:
+    """Every rule ``layout`` breaks, in rule order."""
+    axes = layout_axes(layout)
+    return [Violation(rule.name, rule.message(ctx, axes), rule.fix, rule.source)
+            for rule in rules if not rule.check(ctx, axes)]
