@@ -104,7 +104,7 @@ def layout_options(func: F) -> F:
         click.option("--ep", type=int, default=1, show_default=True, help="Expert parallel size."),
         click.option("--etp", type=int, default=None, help="Expert tensor parallel size (default: --tp)."),
         click.option("--mbs", type=int, default=1, show_default=True, help="Micro-batch size."),
-        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="selective",
+        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
                      show_default=True, help="Activation recompute granularity."),
         click.option("--recompute-num-layers", type=int, default=None,
                      help="With --recompute full: recompute only this many layers per pipeline chunk "

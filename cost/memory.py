@@ -63,6 +63,12 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
 
 
 # ---------------------------------------------------------------------------- activations per layer
+def gemm_input_bytes(workload: Workload) -> int:
+    """Bytes per element of a saved GEMM input: Transformer Engine keeps the FP8-cast copy (1 B) of
+    the LN output / attention output / activation output when training in FP8, bf16 (2 B) otherwise."""
+    return 1 if workload.precision == "fp8" else BF16
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActivationShape:
     """The axes that size one layer's activations on one rank."""
@@ -99,17 +105,19 @@ def attention_activation_bytes(spec: ModelSpec, workload: Workload, shape: Activ
     T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     h, n = spec.hidden_size, spec.num_attention_heads
     delta = 1 if workload.hidden_dropout > 0 else 0
-    total = (4 + delta) * T * h / sigma
+    a = gemm_input_bytes(workload)
+    total = (BF16 + a + delta) * T * h / sigma
     if spec.mla is None:
         d, g = spec.kv_channels, spec.num_query_groups
         g_local = max(g / t, 1)
-        total += BF16 * T * d * (n / t + 2 * g_local) + BF16 * T * n * d / t + FP32 * T * n / t
+        total += BF16 * T * d * (n / t + 2 * g_local) + a * T * n * d / t + FP32 * T * n / t
     else:
         mla = spec.mla
         qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
         latents = (mla.q_lora_rank or 0) + mla.kv_lora_rank
         total += 2 * BF16 * T * latents / sigma + BF16 * T * r / sigma
-        total += BF16 * T * (n / t) * ((qk + r) + (qk + dv) + (qk + r) + dv + dv) + FP32 * T * n / t
+        total += BF16 * T * (n / t) * ((qk + r) + (qk + dv) + (qk + r) + dv) + a * T * (n / t) * dv
+        total += FP32 * T * n / t
     if workload.attention == "unfused" and not selective:
         total += (4 + delta) * (n / t) * T * workload.seq_length / shape.cp
     return total
@@ -126,15 +134,20 @@ def mlp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationS
     T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     h = spec.hidden_size
     delta = 1 if workload.hidden_dropout > 0 else 0
-    total = (4 + delta) * T * h / sigma
-    f = spec.gated_factor + 1
+    a = gemm_input_bytes(workload)
+    total = (BF16 + a + delta) * T * h / sigma
+    glu = spec.gated_factor
+
+    def mlp(tokens: float, width: float) -> float:  # fc1 output (bf16) + activation output (fc2 input)
+        return tokens * (BF16 * glu + a) * width
+
     if not moe:
-        return total + BF16 * T * f * spec.ffn_hidden_size / t
+        return total + mlp(T, spec.ffn_hidden_size / t)
     m = spec.moe
     routed_tokens = (T / sigma) * m.top_k * shape.etp
     total += 9 * T * m.num_experts / sigma
-    total += routed_tokens * (BF16 * h + BF16 * f * m.expert_ffn_hidden_size / shape.etp + FP32)
-    total += BF16 * T * f * m.shared_expert_ffn_hidden_size / t
+    total += routed_tokens * (a * h + FP32) + mlp(routed_tokens, m.expert_ffn_hidden_size / shape.etp)
+    total += mlp(T, m.shared_expert_ffn_hidden_size / t)
     return total
 
 
@@ -256,7 +269,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     m = workload.num_microbatches(layout)
     layer_kind = "selective" if layout.recompute == "selective" else "none"
     full_layer = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute=layer_kind)
-                  for moe in (False, True)}
+                  for moe in ((False, True) if spec.is_moe else (False,))}
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
     reserve = other_bytes(cluster)
     out = []

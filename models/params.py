@@ -87,6 +87,8 @@ def attention_params(spec: ModelSpec, tp: int) -> RankParams:
         qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
         if mla.q_lora_rank is None:
             sharded += h * n * (qk + r)  # linear_q_proj
+            if spec.qk_layernorm:  # core >= 0.19 fuses a norm over h into linear_q_proj (mla_qk_norm_config.py L147-150)
+                replicated += ns * h
         else:
             replicated += h * mla.q_lora_rank  # linear_q_down_proj (duplicated)
             sharded += mla.q_lora_rank * n * (qk + r)  # linear_q_up_proj

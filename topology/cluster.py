@@ -44,10 +44,11 @@ class Cluster:
     name: str = ""
 
     def __post_init__(self) -> None:
-        for field in ("num_gpus", "gpus_per_node", "nvlink_domain"):
+        for field, flag in (("num_gpus", "--gpus"), ("gpus_per_node", "--gpus-per-node"),
+                            ("nvlink_domain", "--nvlink-domain")):
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise MegasolveError(field=f"--{field.replace('_', '-')}", value=value,
+                raise MegasolveError(field=flag, value=value,
                                      rule="must be a positive integer", fix="pass a whole number >= 1")
         if self.num_gpus > MAX_GPUS:
             raise MegasolveError(field="--gpus", value=self.num_gpus, rule=f"more than {MAX_GPUS:,} GPUs",

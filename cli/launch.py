@@ -1,0 +1,137 @@
+"""Copy-pasteable launch settings for a layout (``reference/ecosystem.md`` section 4).
+
+* ``megatron``: Megatron-LM flags. VPP is ``--num-layers-per-virtual-pipeline-stage`` (there is no
+  ``--virtual-pipeline-model-parallel-size`` flag) or, with an uneven split,
+  ``--num-virtual-stages-per-pipeline-rank`` (ARG L954-956); uneven splits use
+  ``--decoder-first/last-pipeline-num-layers``.
+* ``bridge``: Megatron-Bridge Hydra overrides (``model.*``, ``train.*``, ``optimizer.*``, ``ddp.*``).
+* ``nemo``: NeMo 2 recipe overrides (``trainer.strategy.*``, ``data.*``, ``model.config.*``).
+* ``verl``: ``actor_rollout_ref.actor.megatron.*`` keys.
+"""
+
+from __future__ import annotations
+
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.params import stage_layer_counts
+from megasolve.models.spec import ModelSpec
+from megasolve.topology.cluster import Cluster
+
+
+def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[str]:
+    flags = [f"--tensor-model-parallel-size {layout.tp}", f"--pipeline-model-parallel-size {layout.pp}"]
+    uneven = layout.first_stage_layers is not None or layout.last_stage_layers is not None
+    if layout.vpp > 1:
+        if uneven:
+            flags.append(f"--num-virtual-stages-per-pipeline-rank {layout.vpp}")
+        else:
+            per_stage = stage_layer_counts(spec, layout)[0]
+            flags.append(f"--num-layers-per-virtual-pipeline-stage {per_stage // layout.vpp}")
+    if layout.first_stage_layers is not None:
+        flags.append(f"--decoder-first-pipeline-num-layers {layout.first_stage_layers}")
+    if layout.last_stage_layers is not None:
+        flags.append(f"--decoder-last-pipeline-num-layers {layout.last_stage_layers}")
+    if layout.cp > 1:
+        flags.append(f"--context-parallel-size {layout.cp}")
+    if spec.is_moe:
+        flags.append(f"--expert-model-parallel-size {layout.ep}")
+        flags.append(f"--expert-tensor-parallel-size {layout.etp}")
+    if layout.sequence_parallel:
+        flags.append("--sequence-parallel")
+    flags += [f"--micro-batch-size {layout.mbs}", f"--global-batch-size {workload.global_batch_size}",
+              f"--seq-length {workload.seq_length}"]
+    if layout.distributed_optimizer:
+        flags += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+    if layout.recompute == "selective":
+        flags += ["--recompute-granularity selective", "--recompute-modules core_attn"]
+    elif layout.recompute == "full":
+        if layout.recompute_num_layers is None:
+            flags += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+        else:
+            flags += ["--recompute-granularity full", "--recompute-method block",
+                      f"--recompute-num-layers {layout.recompute_num_layers}"]
+    flags.append("--bf16")
+    if workload.precision == "fp8":
+        flags += ["--fp8-format hybrid"]
+    if spec.is_moe:
+        flags += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"]
+    return flags
+
+
+def _recompute_items(layout: Layout) -> list[tuple[str, object]]:
+    if layout.recompute == "none":
+        return [("recompute_granularity", None)]
+    if layout.recompute == "selective":
+        return [("recompute_granularity", "selective"), ("recompute_modules", "[core_attn]")]
+    method = "uniform" if layout.recompute_num_layers is None else "block"
+    return [("recompute_granularity", "full"), ("recompute_method", method),
+            ("recompute_num_layers", layout.recompute_num_layers or 1)]
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> str:
+    """The launch settings of ``layout`` in ``fmt`` (megatron | bridge | nemo | verl)."""
+    if fmt == "megatron":
+        return " \\\n".join(megatron_flags(spec, cluster, workload, layout))
+    vpp = layout.vpp if layout.vpp > 1 else None
+    if fmt == "bridge":
+        items = [("model.tensor_model_parallel_size", layout.tp), ("model.pipeline_model_parallel_size", layout.pp),
+                 ("model.virtual_pipeline_model_parallel_size", vpp), ("model.context_parallel_size", layout.cp),
+                 ("model.sequence_parallel", layout.sequence_parallel)]
+        if spec.is_moe:
+            items += [("model.expert_model_parallel_size", layout.ep),
+                      ("model.expert_tensor_parallel_size", layout.etp)]
+        if layout.first_stage_layers is not None:
+            items.append(("model.num_layers_in_first_pipeline_stage", layout.first_stage_layers))
+        if layout.last_stage_layers is not None:
+            items.append(("model.num_layers_in_last_pipeline_stage", layout.last_stage_layers))
+        items += [("model.seq_length", workload.seq_length), ("dataset.seq_length", workload.seq_length),
+                  ("train.micro_batch_size", layout.mbs), ("train.global_batch_size", workload.global_batch_size),
+                  ("optimizer.use_distributed_optimizer", layout.distributed_optimizer),
+                  ("ddp.use_distributed_optimizer", layout.distributed_optimizer)]
+        items += [(f"model.{k}", v) for k, v in _recompute_items(layout)]
+        return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
+    if fmt == "nemo":
+        items = [("trainer.num_nodes", cluster.num_nodes), ("trainer.devices", min(cluster.gpus_per_node,
+                                                                                    cluster.num_gpus)),
+                 ("trainer.strategy.tensor_model_parallel_size", layout.tp),
+                 ("trainer.strategy.pipeline_model_parallel_size", layout.pp),
+                 ("trainer.strategy.virtual_pipeline_model_parallel_size", vpp),
+                 ("trainer.strategy.context_parallel_size", layout.cp),
+                 ("trainer.strategy.sequence_parallel", layout.sequence_parallel)]
+        if spec.is_moe:
+            items += [("trainer.strategy.expert_model_parallel_size", layout.ep),
+                      ("trainer.strategy.expert_tensor_parallel_size", layout.etp)]
+        if layout.first_stage_layers is not None:
+            items.append(("trainer.strategy.num_layers_in_first_pipeline_stage", layout.first_stage_layers))
+        if layout.last_stage_layers is not None:
+            items.append(("trainer.strategy.num_layers_in_last_pipeline_stage", layout.last_stage_layers))
+        items += [("data.global_batch_size", workload.global_batch_size), ("data.micro_batch_size", layout.mbs),
+                  ("data.seq_length", workload.seq_length)]
+        items += [(f"model.config.{k}", v) for k, v in _recompute_items(layout)]
+        return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
+    if fmt == "verl":
+        prefix = "actor_rollout_ref.actor.megatron."
+        items = [("tensor_model_parallel_size", layout.tp), ("pipeline_model_parallel_size", layout.pp),
+                 ("virtual_pipeline_model_parallel_size", vpp), ("context_parallel_size", layout.cp),
+                 ("sequence_parallel", layout.sequence_parallel),
+                 ("use_distributed_optimizer", layout.distributed_optimizer)]
+        if spec.is_moe:
+            items += [("expert_model_parallel_size", layout.ep), ("expert_tensor_parallel_size", layout.etp)]
+        lines = [f"{prefix}{k}={_fmt(v)}" for k, v in items]
+        for key, value in _recompute_items(layout):
+            lines.append(f"+{prefix}override_transformer_config.{key}={_fmt(value)}")
+        if layout.first_stage_layers is not None:
+            lines.append(f"+{prefix}override_transformer_config.num_layers_in_first_pipeline_stage="
+                         f"{layout.first_stage_layers}")
+        if layout.last_stage_layers is not None:
+            lines.append(f"+{prefix}override_transformer_config.num_layers_in_last_pipeline_stage="
+                         f"{layout.last_stage_layers}")
+        return " \\\n".join(lines)
+    raise ValueError(fmt)

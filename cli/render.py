@@ -1,0 +1,92 @@
+"""Rendering: rich tables for people, JSON/YAML for machines. No domain logic here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import yaml
+
+
+def dump(data: Any, fmt: str) -> str:
+    """Deterministic JSON (sorted keys off: the contract's order) or YAML text."""
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+    if fmt == "yaml":
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    raise ValueError(fmt)
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(file=sys.stderr if stderr else sys.stdout, highlight=False, soft_wrap=False,
+                   width=None if sys.stdout.isatty() else 120)
+
+
+def note(text: str) -> None:
+    """A line for the person at the terminal (stderr, so stdout stays machine-readable)."""
+    print(f"note: {text}", file=sys.stderr)
+
+
+def gb(value_bytes: float) -> str:
+    return f"{value_bytes / 1e9:.1f}"
+
+
+def layout_label(layout: dict[str, Any]) -> str:
+    """``tp4 pp4 vpp5 cp2 ep1 dp2 mbs1 sel sp`` - short, for table cells."""
+    parts = [f"tp{layout['tp']}", f"pp{layout['pp']}"]
+    if layout["vpp"] > 1:
+        parts.append(f"vpp{layout['vpp']}")
+    if layout["cp"] > 1:
+        parts.append(f"cp{layout['cp']}")
+    if layout["ep"] > 1 or layout["etp"] != layout["tp"]:
+        parts.append(f"ep{layout['ep']}")
+        parts.append(f"etp{layout['etp']}")
+    parts += [f"dp{layout['dp']}", f"mbs{layout['mbs']}"]
+    rc = layout["recompute"]
+    if rc == "full":
+        parts.append("full" + (f"{layout['recompute_num_layers']}" if layout["recompute_num_layers"] else ""))
+    elif rc == "selective":
+        parts.append("sel")
+    if layout["first_stage_layers"] or layout["last_stage_layers"]:
+        parts.append(f"split{layout['first_stage_layers'] or '-'}/{layout['last_stage_layers'] or '-'}")
+    if not layout["distributed_optimizer"]:
+        parts.append("no-distopt")
+    return " ".join(parts)
+
+
+def memory_table(report: dict[str, Any], title: str):
+    from rich.table import Table
+
+    mem = report["memory"]
+    table = Table(title=title, title_justify="left")
+    for col in ("stage", "layers", "params/rank", "weights", "grads", "optimizer", "activations", "other",
+                "total GB", "of GPU"):
+        table.add_column(col, justify="right")
+    cap = mem["capacity_gb"]
+    for s in mem["stages"]:
+        peak = s["stage"] == mem["peak_stage"]
+        style = "bold" if peak else ""
+        share = s["total_gb"] / cap if cap else 0
+        table.add_row(str(s["stage"]) + (" *" if peak else ""), str(s["layers"]), f"{s['params'] / 1e9:.3f}B",
+                      f"{s['weights_gb']:.1f}", f"{s['grads_gb']:.1f}", f"{s['optimizer_gb']:.1f}",
+                      f"{s['activations_gb']:.1f}", f"{s['other_gb']:.1f}", f"{s['total_gb']:.1f}",
+                      f"{share:.0%}", style=style)
+    return table
+
+
+def time_table(report: dict[str, Any]):
+    from rich.table import Table
+
+    t = report["time"]
+    table = Table(title="Step time", title_justify="left")
+    table.add_column("term")
+    table.add_column("seconds", justify="right")
+    table.add_column("share", justify="right")
+    step = t["step_s"] or 1
+    for term, value in t["breakdown_s"].items():
+        table.add_row(term.replace("_", " "), f"{value:.3f}", f"{value / step:.0%}")
+    table.add_row("step", f"{t['step_s']:.3f}", "100%", style="bold")
+    return table

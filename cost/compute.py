@@ -1,0 +1,152 @@
+"""FLOPs and compute time. Pure functions; FLOPs per micro-batch per rank, seconds.
+
+Model FLOPs follow Megatron's own formula (``reference/megatron.md`` section 6.2, TRN
+``num_floating_point_operations`` L802-1388): ``6 x`` GEMM FLOPs per token (forward, wgrad,
+dgrad), causal attention halved, logits for the main head and each MTP depth. Per-rank work
+(section 6.3): linear layers split over ``t*c`` (weights over TP, tokens over CP), routed experts
+over ``t*c`` as well (balanced routing: every rank of the expert grid gets ``(T/sigma)*k*etp``
+tokens of width ``F_m/etp``). Recompute adds real work: one more forward (1/3 of the 6x).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from megasolve.cost.calibration import calibration
+from megasolve.cost.memory import ActivationShape
+from megasolve.models.layout import Workload
+from megasolve.models.spec import ModelSpec
+from megasolve.topology.gpus import GpuSpec
+
+
+# ---------------------------------------------------------------------------- model FLOPs (Megatron)
+def attention_linear_flops_per_token(spec: ModelSpec) -> float:
+    """``lin`` of section 6.2: 6 x the attention projection weights touched by one token.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> attention_linear_flops_per_token(load_preset("llama-3.1-8b")) / 6  # 4096*(4096+2048) + 4096*4096
+    41943040.0
+    """
+    h, n = spec.hidden_size, spec.num_attention_heads
+    if spec.mla is None:
+        d, g = spec.kv_channels, spec.num_query_groups
+        return 6.0 * (h * (n * d + 2 * g * d) + n * d * h)
+    mla = spec.mla
+    qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
+    q_term = h * n * (qk + r) if mla.q_lora_rank is None else mla.q_lora_rank * (h + n * (qk + r) + 1)
+    return 6.0 * (q_term + mla.kv_lora_rank * (h + n * (qk + dv) + 1) + h * r + n * dv * h)
+
+
+def attention_core_flops_per_token_seq(spec: ModelSpec) -> float:
+    """``core`` of section 6.2 (causal, QK^T and AV): multiply by tokens x sequence length."""
+    n = spec.num_attention_heads
+    if spec.mla is None:
+        return 6.0 * n * spec.kv_channels
+    mla = spec.mla
+    return 6.0 * (n * (mla.qk_head_dim + mla.qk_pos_emb_head_dim) / 2 + n * mla.v_head_dim / 2)
+
+
+def mlp_flops_per_token(spec: ModelSpec, moe: bool) -> float:
+    """6 x MLP weights touched by one token: ``6*h*F*e_ffn`` dense; MoE ``6*h*(F_m*k + F_s)*e_ffn``."""
+    e_ffn = 3 if spec.swiglu else 2
+    h = spec.hidden_size
+    if not moe:
+        return 6.0 * h * spec.ffn_hidden_size * e_ffn
+    m = spec.moe
+    return 6.0 * h * (m.expert_ffn_hidden_size * m.top_k + m.shared_expert_ffn_hidden_size) * e_ffn
+
+
+def model_flops_per_sequence(spec: ModelSpec, seq_length: int) -> float:
+    """Megatron's model FLOPs for one sequence (fwd + bwd), section 6.2, MTP included.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> round(model_flops_per_sequence(load_preset("llama-3.1-8b"), 8192) / 8192 / 1e9, 1)  # reference: 51.5
+    51.5
+    """
+    s, h = seq_length, spec.hidden_size
+    layers = [spec.is_moe_layer(i) for i in range(spec.num_layers)]
+    layers += [spec.is_moe_layer(spec.num_layers - 1)] * spec.mtp_num_layers
+    per_token = sum(mlp_flops_per_token(spec, moe) + attention_linear_flops_per_token(spec) for moe in layers)
+    per_token += 6.0 * spec.mtp_num_layers * (3 * h + 2 * h * h)
+    per_token += 6.0 * h * spec.padded_vocab_size(1) * (spec.mtp_num_layers + 1)
+    return s * per_token + s * s * attention_core_flops_per_token_seq(spec) * len(layers)
+
+
+# ---------------------------------------------------------------------------- per-rank work of a layer
+@dataclass(frozen=True, slots=True)
+class LayerWork:
+    """Per micro-batch per rank, forward + backward (recompute included)."""
+
+    gemm_flops: float  # dense/attention/shared-expert GEMMs (weights split over TP)
+    expert_flops: float  # routed-expert grouped GEMMs
+    attention_flops: float  # flash-attention core
+    elementwise_bytes: float  # norms, activations, rope, dropout, permutation: HBM traffic
+
+
+def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
+               recompute: str) -> LayerWork:
+    """Work of one decoder layer on one rank for one micro-batch.
+
+    ``recompute == "full"`` adds one more forward of everything (x 4/3); ``"selective"`` adds the
+    core-attention forward (Megatron checkpoints core attention even when fused).
+    """
+    T = shape.tokens(workload)  # tokens on this CP rank
+    t = shape.tp
+    s = workload.seq_length
+    lin = attention_linear_flops_per_token(spec) * T / t
+    core = attention_core_flops_per_token_seq(spec) * T * s / shape.cp / t
+    mlp_total = mlp_flops_per_token(spec, moe) * T / t
+    if moe:
+        m = spec.moe
+        shared_share = m.shared_expert_ffn_hidden_size / (m.expert_ffn_hidden_size * m.top_k
+                                                           + m.shared_expert_ffn_hidden_size)
+        gemm, expert = lin + mlp_total * shared_share, mlp_total * (1 - shared_share)
+        gemm += 6.0 * T * spec.hidden_size * m.num_experts / shape.sigma  # router GEMM (not in MFU)
+    else:
+        gemm, expert = lin + mlp_total, 0.0
+    if recompute == "full":
+        gemm, expert, core = gemm * 4 / 3, expert * 4 / 3, core * 4 / 3
+    elif recompute == "selective":
+        core = core * 4 / 3
+    passes = (4 if recompute == "full" else 3)  # elementwise passes: fwd + 2 bwd (+ refwd)
+    per_token_bytes = calibration()["time"]["elementwise_bytes_per_token_hidden"] * spec.hidden_size
+    elementwise = passes / 3 * per_token_bytes * T / shape.sigma
+    if moe:
+        elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.hidden_size
+    return LayerWork(gemm, expert, core, elementwise)
+
+
+def logits_work(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> LayerWork:
+    """Output layer + cross entropy on the last stage (and each MTP depth's head): ``6*h*V/t`` per
+    token plus ~``16*V/t`` bytes per token of fp32 softmax traffic."""
+    T, t = shape.tokens(workload), shape.tp
+    V = spec.padded_vocab_size(t)
+    heads = 1 + spec.mtp_num_layers
+    gemm = heads * 6.0 * spec.hidden_size * V * T / t
+    gemm += spec.mtp_num_layers * 6.0 * (2 * spec.hidden_size * spec.hidden_size) * T / t  # eh_proj
+    return LayerWork(gemm, 0.0, 0.0, heads * 16.0 * V * T / t)
+
+
+# ---------------------------------------------------------------------------- compute time
+def gemm_efficiency(gpu: GpuSpec, precision: str, width: float) -> float:
+    """Fraction of dense peak a GEMM reaches when its per-rank width (the smaller of N and K after
+    TP/ETP splitting) is ``width``: ``e_max * width / (width + w_half)`` (calibrated)."""
+    cal = calibration()["time"]
+    table = cal["gemm_efficiency"]
+    family = table.get(gpu.name, table["default"])
+    e_max = family.get(precision, table["default"][precision])
+    return e_max * width / (width + cal["gemm_half_width"])
+
+
+def work_time_s(work: LayerWork, gpu: GpuSpec, precision: str, gemm_width: float, expert_width: float) -> float:
+    """Seconds for ``work`` on ``gpu``: GEMMs at their efficiency, flash attention at its own, and
+    elementwise traffic at HBM bandwidth."""
+    cal = calibration()["time"]
+    peak = gpu.peak_flops(precision)
+    seconds = work.gemm_flops / (peak * gemm_efficiency(gpu, precision, gemm_width)) if work.gemm_flops else 0.0
+    if work.expert_flops:
+        seconds += work.expert_flops / (peak * gemm_efficiency(gpu, precision, expert_width)
+                                        * cal["grouped_gemm_factor"])
+    if work.attention_flops:
+        seconds += work.attention_flops / (gpu.bf16_flops * cal["attention_efficiency"])
+    return seconds + work.elementwise_bytes / gpu.hbm_bytes_per_s

@@ -1,0 +1,299 @@
+"""Step time: per-layer compute and exposed communication, per-stage micro-batch time, the pipeline
+schedule, the data-parallel tail and the optimizer. Pure functions, seconds per rank.
+
+Sources: ``reference/megatron.md`` section 5 (what is communicated, per layer / micro-batch / step),
+section 6.1 (pipeline: ``T_pp = m*max_r(tau_r) + (sum_r(tau_r) - max_r(tau_r))/v``, which is
+``(m - 1)*max + sum`` for 1F1B and Narayanan's ``(p - 1)/(v*m)`` bubble for equal interleaved
+stages), section 5.5 (DP reduce-scatter overlaps only the last micro-batch's backward).
+Efficiency factors: ``cost/calibration.yaml`` (``time``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from megasolve.cost.calibration import calibration
+from megasolve.cost.comm import collective_time_s
+from megasolve.cost.compute import LayerWork, layer_work, logits_work, model_flops_per_sequence, work_time_s
+from megasolve.cost.memory import ActivationShape, recomputed_layers
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.params import stage_layer_ids, stage_params
+from megasolve.models.spec import ModelSpec
+from megasolve.topology.cluster import Cluster
+
+BF16 = 2
+TERMS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTime:
+    """One layer, one micro-batch, forward + backward, on one rank (exposed communication only)."""
+
+    compute: float = 0.0
+    tp_comm: float = 0.0
+    cp_comm: float = 0.0
+    ep_comm: float = 0.0
+    pp_comm: float = 0.0
+
+    def __add__(self, other: LayerTime) -> LayerTime:
+        return LayerTime(*(getattr(self, k) + getattr(other, k) for k in TERMS))
+
+    def __mul__(self, k: float) -> LayerTime:
+        return LayerTime(*(getattr(self, t) * k for t in TERMS))
+
+    __rmul__ = __mul__
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.tp_comm + self.cp_comm + self.ep_comm + self.pp_comm
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommShape:
+    """Everything about a layer's parallel shape that communication depends on."""
+
+    shape: ActivationShape
+    ep: int = 1
+
+
+def _dense_gemm_width(spec: ModelSpec, tp: int) -> float:
+    heads_width = spec.num_attention_heads * (spec.kv_channels if spec.mla is None else spec.mla.v_head_dim) / tp
+    return min(spec.hidden_size, spec.ffn_hidden_size / tp, heads_width)
+
+
+def _expert_gemm_width(spec: ModelSpec, workload: Workload, shape: ActivationShape, ep: int) -> float:
+    m = spec.moe
+    tokens_per_expert = (shape.tokens(workload) / shape.sigma) * m.top_k * shape.etp / (m.num_experts / ep)
+    return min(spec.hidden_size, m.expert_ffn_hidden_size / shape.etp, tokens_per_expert)
+
+
+def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, moe: bool,
+              recompute: str) -> float:
+    """Exposed TP collectives of one layer (section 5.2). ``M_h = 2*(s/c)*b*h``.
+
+    With SP: dense layer ``6 AG + 4 RS`` (fwd 2+2, bwd 4+2); without: ``4 AR``. An MoE layer does this
+    for attention (half) and for shared experts (half), not for routed experts. Full recompute repeats
+    the forward collectives. MLA gathers its latents instead of ``h``. Overlap (TE userbuffers) hides
+    ``1 - tp_exposed_fraction``.
+    """
+    t = shape.tp
+    if t == 1:
+        return 0.0
+    link = cluster.group_link(1, t)
+    tokens = shape.tokens(workload)
+    m_h = BF16 * tokens * spec.hidden_size
+    attn_in = m_h if spec.mla is None else BF16 * tokens * (
+        (spec.mla.q_lora_rank or spec.hidden_size) + spec.mla.kv_lora_rank + spec.mla.qk_pos_emb_head_dim)
+    halves = [(attn_in, m_h)]  # (gathered input, reduced output) per sub-block
+    if not moe:
+        halves.append((m_h, m_h))
+    elif spec.moe.shared_expert_ffn_hidden_size:
+        halves.append((m_h, m_h))
+    seconds = 0.0
+    refwd = 1 if recompute == "full" else 0
+    for gathered, reduced in halves:
+        if shape.sequence_parallel:
+            ag = collective_time_s("all_gather", gathered, t, link)
+            rs = collective_time_s("reduce_scatter", reduced, t, link)
+            seconds += (3 + refwd) * ag + (2 + refwd) * rs
+        else:
+            seconds += (2 + refwd) * collective_time_s("all_reduce", reduced, t, link)
+    if spec.mla is None and spec.num_query_groups < t:
+        qkv = BF16 * tokens * (spec.num_attention_heads + 2 * spec.num_query_groups) * spec.kv_channels
+        seconds += (1 + refwd) * collective_time_s("all_gather", qkv, t, link)
+    return seconds * calibration()["time"]["tp_exposed_fraction"]
+
+
+def cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, attention_s: float,
+              recompute: str) -> float:
+    """Exposed CP ring traffic of one attention layer (section 5.3, p2p): ``(c-1)`` KV chunks forward,
+    ``2(c-1)`` backward, each overlapped with a chunk of attention compute."""
+    c = shape.cp
+    if c == 1:
+        return 0.0
+    tokens = shape.tokens(workload)
+    t = shape.tp
+    if spec.mla is None:
+        kv = 2 * BF16 * tokens * max(spec.num_query_groups / t, 1) * spec.kv_channels
+    else:
+        mla = spec.mla
+        kv = BF16 * tokens * (spec.num_attention_heads / t) * (mla.qk_head_dim + mla.qk_pos_emb_head_dim
+                                                               + mla.v_head_dim)
+    link = cluster.group_link(t, c)
+    sends = 3 * (c - 1) + ((c - 1) if recompute == "full" else 0)
+    comm = sends * collective_time_s("send_recv", kv, 2, link)
+    overlap = calibration()["time"]["cp_overlap_fraction"] * attention_s
+    return max(0.0, comm - overlap)
+
+
+def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, ep: int,
+              recompute: str) -> float:
+    """Exposed expert-parallel traffic of one MoE layer (section 5.6, alltoall dispatcher): 4
+    all-to-alls of ``2*(T/sigma)*k*h`` bytes over EP (+2 with full recompute) and the expert-TP
+    all-gather / reduce-scatter of the received tokens (``x etp``)."""
+    if not spec.is_moe:
+        return 0.0
+    m = spec.moe
+    routed = (shape.tokens(workload) / shape.sigma) * m.top_k
+    refwd = 1 if recompute == "full" else 0
+    seconds = 0.0
+    if ep > 1:
+        link = cluster.group_link(shape.etp, ep)
+        message = BF16 * routed * spec.hidden_size + 4 * routed
+        seconds += (4 + 2 * refwd) * collective_time_s("all_to_all", message, ep, link, cluster)
+    if shape.etp > 1:
+        link = cluster.group_link(1, shape.etp)
+        gathered = BF16 * routed * shape.etp * spec.hidden_size
+        seconds += (2 + refwd) * (collective_time_s("all_gather", gathered, shape.etp, link)
+                                  + collective_time_s("reduce_scatter", gathered, shape.etp, link))
+    return seconds * calibration()["time"]["ep_exposed_fraction"]
+
+
+def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
+               moe: bool, recompute: str) -> LayerTime:
+    """Per micro-batch, forward + backward, one rank: compute and exposed TP / CP / EP traffic."""
+    gpu, precision = cluster.gpu, workload.precision
+    work = layer_work(spec, workload, shape, moe=moe, recompute=recompute)
+    expert_width = _expert_gemm_width(spec, workload, shape, ep) if moe else 1.0
+    compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, shape.tp), expert_width)
+    compute += calibration()["time"]["per_layer_overhead_s"] * (2 if moe else 1)
+    attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
+    return LayerTime(
+        compute=compute,
+        tp_comm=tp_comm_s(spec, cluster, workload, shape, moe=moe, recompute=recompute),
+        cp_comm=cp_comm_s(spec, cluster, workload, shape, attention_s, recompute),
+        ep_comm=ep_comm_s(spec, cluster, workload, shape, ep, recompute) if moe else 0.0)
+
+
+def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> LayerTime:
+    """Output layer, loss and MTP heads on the last stage (+ the MTP layers themselves)."""
+    gpu = cluster.gpu
+    work = logits_work(spec, workload, shape)
+    seconds = work_time_s(work, gpu, workload.precision, min(spec.hidden_size, spec.padded_vocab_size(shape.tp)
+                                                                / shape.tp), 1)
+    out = LayerTime(compute=seconds)
+    if spec.mtp_num_layers:
+        last_moe = spec.is_moe_layer(spec.num_layers - 1)
+        out = out + spec.mtp_num_layers * layer_time(spec, cluster, workload, shape, ep=1, moe=last_moe,
+                                                     recompute="none")
+    return out
+
+
+def pp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> float:
+    """Exposed p2p of one stage for one micro-batch (section 5.4): activation forward and gradient
+    backward, ``2*(s/c)*b*h/sigma`` bytes each, once per virtual chunk."""
+    if layout.pp == 1:
+        return 0.0
+    shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel)
+    message = BF16 * shape.tokens(workload) * spec.hidden_size / shape.sigma
+    link = cluster.group_link(layout.tp * layout.cp * layout.dp, layout.pp)
+    one = collective_time_s("send_recv", message, 2, link)
+    return 2 * one * layout.vpp * calibration()["time"]["pp_exposed_fraction"]
+
+
+def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int) -> tuple[float, float]:
+    """Gradient reduce-scatter and parameter all-gather (distributed optimizer) or all-reduce, per step
+    (section 5.5): fp32 grads over DP x CP (dense) and expert-DP (experts). Returns (grad, param) s."""
+    dense_group = layout.dp * layout.cp
+    dense_link = cluster.group_link(layout.tp, dense_group)
+    expert_group = layout.expert_dp
+    expert_link = cluster.group_link(layout.etp * layout.ep, expert_group)
+    if layout.distributed_optimizer:
+        grad = collective_time_s("reduce_scatter", 4 * dense_params, dense_group, dense_link) + \
+            collective_time_s("reduce_scatter", 4 * expert_params, expert_group, expert_link)
+        param = collective_time_s("all_gather", 2 * dense_params, dense_group, dense_link) + \
+            collective_time_s("all_gather", 2 * expert_params, expert_group, expert_link)
+        return grad, param
+    grad = collective_time_s("all_reduce", 4 * dense_params, dense_group, dense_link) + \
+        collective_time_s("all_reduce", 4 * expert_params, expert_group, expert_link)
+    return grad, 0.0
+
+
+def optimizer_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int) -> float:
+    """Adam step on the local shard (memory bound) plus zeroing / norm of the full fp32 grads."""
+    cal = calibration()["time"]
+    if layout.distributed_optimizer:
+        shard = dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
+    else:
+        shard = dense_params + expert_params
+    traffic = cal["optimizer_bytes_per_param"] * shard + cal["grad_buffer_bytes_per_param"] * (
+        dense_params + expert_params)
+    return traffic / cluster.gpu.hbm_bytes_per_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageTime:
+    stage: int
+    per_microbatch: LayerTime  # tau_r and its parts
+    dp_exposed_s: float
+    optimizer_s: float
+
+    @property
+    def tau_s(self) -> float:
+        return self.per_microbatch.total
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTime:
+    step_s: float
+    breakdown_s: dict[str, float]
+    stages: list[StageTime] = field(default_factory=list)
+    tokens_per_s_per_gpu: float = 0.0
+    model_tflops_per_gpu: float = 0.0
+    mfu: float = 0.0
+    bubble_fraction: float = 0.0
+
+
+def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[StageTime]:
+    shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel,
+                            etp=layout.etp)
+    base_kind = "selective" if layout.recompute == "selective" else "none"
+    cache: dict[tuple[bool, str], LayerTime] = {}
+
+    def one(moe: bool, kind: str) -> LayerTime:
+        if (moe, kind) not in cache:
+            cache[(moe, kind)] = layer_time(spec, cluster, workload, shape, ep=layout.ep, moe=moe, recompute=kind)
+        return cache[(moe, kind)]
+
+    p2p = pp_comm_s(spec, cluster, workload, layout)
+    overlap = calibration()["time"]["dp_overlap_fraction"]
+    out = []
+    for params, chunks in zip(stage_params(spec, layout), stage_layer_ids(spec, layout)):
+        stored = recomputed_layers(layout, chunks)
+        tau = LayerTime(pp_comm=p2p)
+        for chunk in chunks:
+            for i in chunk:
+                tau = tau + one(spec.is_moe_layer(i), "full" if i in stored else base_kind)
+        if params.has_output:
+            tau = tau + logits_time(spec, cluster, workload, shape)
+        grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert)
+        window = overlap * tau.compute / layout.vpp  # last micro-batch's backward of the last chunk
+        exposed = max(0.0, grad_s - window * 2 / 3) + max(0.0, param_s - window / 3)
+        out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_exposed_s=exposed,
+                             optimizer_s=optimizer_s(cluster, layout, params.params.dense, params.params.expert)))
+    return out
+
+
+def step_time(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> StepTime:
+    """Predicted time of one training step and the throughput it implies."""
+    stages = stage_times(spec, cluster, workload, layout)
+    m = workload.num_microbatches(layout)
+    v = layout.vpp
+    slowest = max(stages, key=lambda s: (s.tau_s, -s.stage))
+    tau_max = slowest.tau_s
+    pipeline = m * tau_max + (sum(s.tau_s for s in stages) - tau_max) / v
+    dp_tail = max(s.dp_exposed_s for s in stages)
+    opt = max(s.optimizer_s for s in stages)
+    overhead = calibration()["time"]["step_overhead_s"]
+    step = pipeline + dp_tail + opt + overhead
+    breakdown = {term: m * getattr(slowest.per_microbatch, term) for term in TERMS}
+    breakdown["bubble"] = pipeline - m * tau_max
+    breakdown["dp_comm"] = dp_tail
+    breakdown["optimizer"] = opt + overhead
+    tokens = workload.global_batch_size * workload.seq_length
+    flops = model_flops_per_sequence(spec, workload.seq_length) * workload.global_batch_size
+    n = layout.world_size
+    return StepTime(step_s=step, breakdown_s=breakdown, stages=stages, tokens_per_s_per_gpu=tokens / step / n,
+                    model_tflops_per_gpu=flops / step / n / 1e12,
+                    mfu=flops / step / n / cluster.gpu.peak_flops(workload.precision),
+                    bubble_fraction=breakdown["bubble"] / step)

@@ -1,0 +1,108 @@
+"""The Python API behind the commands: ``estimate`` one layout (``solve`` and ``whatif`` live in
+their own modules). Returns values; nothing here prints or exits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from megasolve.cost.estimate import Estimate, estimate as cost_estimate
+from megasolve.models.errors import MegasolveError
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.spec import ModelSpec
+from megasolve.solver.rules import RuleContext, Violation, violations
+from megasolve.topology.cluster import Cluster
+
+SOFT_RULES = ("tp_inside_nvlink_domain",)  # planner policy: costed, reported, not a Megatron error
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayoutReport:
+    """A costed layout: the estimate plus the rules it breaks (soft ones only; hard ones raise)."""
+
+    spec: ModelSpec
+    cluster: Cluster
+    workload: Workload
+    layout: Layout
+    estimate: Estimate
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> bool:
+        return self.estimate.fits and not self.violations
+
+    def layout_dict(self) -> dict[str, Any]:
+        return layout_dict(self.layout, self.workload)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON contract of ``estimate`` (DESIGN.md section 5)."""
+        violations_out = [v.as_dict() for v in self.violations]
+        if not self.estimate.fits:
+            violations_out.append({
+                "rule": "memory_fits", "source": "cost/memory.py",
+                "message": f"peak {self.estimate.peak_bytes / 1e9:.1f} GB on stage {self.estimate.peak_stage} "
+                           f"exceeds the usable {self.estimate.capacity_bytes / 1e9:.1f} GB of a {self.cluster.gpu.name}",
+                "fix": "more recompute, more TP/PP/CP/EP, a smaller micro-batch, or GPUs with more memory"})
+        return {
+            "model": self.spec.name,
+            "cluster": {"gpu": self.cluster.gpu.name, "num_gpus": self.cluster.num_gpus,
+                        "gpus_per_node": self.cluster.gpus_per_node, "nvlink_domain": self.cluster.nvlink_domain},
+            "workload": {"seq_length": self.workload.seq_length, "global_batch_size": self.workload.global_batch_size,
+                         "precision": self.workload.precision, "attention": self.workload.attention},
+            "layout": self.layout_dict(),
+            "feasible": self.feasible,
+            "violations": violations_out,
+            "memory": self.estimate.memory_dict(),
+            "time": self.estimate.time_dict(),
+        }
+
+
+def layout_dict(layout: Layout, workload: Workload) -> dict[str, Any]:
+    return {
+        "tp": layout.tp, "pp": layout.pp, "vpp": layout.vpp, "cp": layout.cp, "ep": layout.ep, "etp": layout.etp,
+        "dp": layout.dp, "mbs": layout.mbs, "gbs": workload.global_batch_size,
+        "num_microbatches": workload.num_microbatches(layout), "sequence_parallel": layout.sequence_parallel,
+        "recompute": layout.recompute, "recompute_num_layers": layout.recompute_num_layers,
+        "distributed_optimizer": layout.distributed_optimizer,
+        "first_stage_layers": layout.first_stage_layers, "last_stage_layers": layout.last_stage_layers,
+    }
+
+
+def check_layout(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,
+                 allow_cross_domain_tp: bool = False) -> list[Violation]:
+    """Soft violations of ``layout``; raises ``MegasolveError`` on the first hard (Megatron) rule."""
+    if layout.world_size != cluster.num_gpus:
+        raise MegasolveError(field="--gpus", value=cluster.num_gpus,
+                             rule=f"tp*pp*cp*dp = {layout.world_size} GPUs", fix="match the layout to the cluster")
+    ctx = RuleContext(spec=spec, cluster=cluster, workload=workload, allow_cross_domain_tp=allow_cross_domain_tp)
+    found = violations(ctx, layout)
+    hard = [v for v in found if v.rule not in SOFT_RULES]
+    if hard:
+        first = hard[0]
+        raise MegasolveError(field=_RULE_FIELDS.get(first.rule, "layout"), value=_rule_value(first.rule, layout),
+                             rule=f"{first.message} ({first.source})", fix=first.fix)
+    return [v for v in found if v.rule in SOFT_RULES]
+
+
+_RULE_FIELDS = {
+    "num_heads_divisible_by_tp": "--tp", "query_groups_vs_tp": "--tp", "ffn_divisible_by_tp": "--tp",
+    "expert_ffn_divisible_by_etp": "--etp", "num_experts_divisible_by_ep": "--ep", "etp_is_tp_for_dense_models": "--etp",
+    "moe_bias_needs_etp_1": "--etp", "pipeline_split": "--pp", "vpp_needs_pp": "--vpp", "seq_divisible_by_2cp": "--cp",
+    "sp_seq_divisible_by_tp": "--seq-len", "sp_needs_tp": "--sequence-parallel", "moe_tp_needs_sp": "--sequence-parallel",
+    "gbs_divisible_by_mbs_dp": "--gbs", "vpp_microbatches": "--vpp", "recompute_layers_fit_chunk": "--recompute-num-layers",
+    "world_size_divisible_by_expert_parallel": "--ep", "position_embeddings_cover_seq": "--seq-len",
+    "fp8_needs_hardware": "--precision", "world_size_divisible_by_model_parallel": "--gpus",
+}
+
+
+def _rule_value(rule: str, layout: Layout) -> Any:
+    name = _RULE_FIELDS.get(rule, "layout").lstrip("-").replace("-", "_")
+    return getattr(layout, name, "see message")
+
+
+def estimate(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,
+             allow_cross_domain_tp: bool = False) -> LayoutReport:
+    """Cost one layout: per-stage memory, step time, and the rules it breaks."""
+    soft = check_layout(spec, cluster, workload, layout, allow_cross_domain_tp)
+    return LayoutReport(spec=spec, cluster=cluster, workload=workload, layout=layout,
+                        estimate=cost_estimate(spec, cluster, workload, layout), violations=soft)

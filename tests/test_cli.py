@@ -1,0 +1,109 @@
+"""The command line: exit codes, one-line errors, the JSON contract, fast start."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from megasolve.cli.main import cli, main
+
+
+def run(args: list[str]) -> tuple[int, str, str]:
+    """Run through ``main`` (the console entry point) and capture exit code, stdout, stderr."""
+    proc = subprocess.run([sys.executable, "-c", "from megasolve.cli.main import main; main()", *args],
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_help_does_not_import_transformers_or_ortools():
+    code = ("import sys; from megasolve.cli.main import cli; from click.testing import CliRunner; "
+            "r = CliRunner().invoke(cli, ['--help']); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('transformers', 'ortools', 'torch', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_estimate_json_contract():
+    result = CliRunner().invoke(cli, ["estimate", "--model", "llama-3.1-70b", "--gpus", "64", "--gpu", "h100",
+                                      "--tp", "4", "--pp", "4", "--cp", "2", "--seq-len", "8192", "--gbs", "512",
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data) >= {"model", "cluster", "layout", "feasible", "violations", "memory", "time"}
+    assert data["layout"] == {"tp": 4, "pp": 4, "vpp": 1, "cp": 2, "ep": 1, "etp": 4, "dp": 2, "mbs": 1, "gbs": 512,
+                              "num_microbatches": 256, "sequence_parallel": True, "recompute": "none",
+                              "recompute_num_layers": None, "distributed_optimizer": True,
+                              "first_stage_layers": None, "last_stage_layers": None}
+    stage0 = data["memory"]["stages"][0]
+    assert stage0["params"] == 4_541_710_336 and stage0["layers"] == 20
+    assert set(stage0) == {"stage", "layers", "params", "weights_gb", "grads_gb", "optimizer_gb", "activations_gb",
+                           "other_gb", "total_gb"}
+    assert set(data["time"]["breakdown_s"]) >= {"compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
+                                                "bubble"}
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--tp", "3"], "--gpus=8: world size (8)"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "8", "--vpp", "3"], "--pp=8"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h10"], "did you mean h100"),
+    (["estimate", "-m", "lama-3.1-8b", "-n", "8", "-g", "h100"], "did you mean llama-3.1-8b"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "0", "-g", "h100"], "--gpus=0"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--mbs", "-1"], "--mbs=-1"),
+    (["estimate", "-m", "mixtral-8x7b", "-n", "8", "-g", "h100", "--ep", "3"], "--ep=3"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--cp", "8", "--seq-len", "100"], "--cp=8"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "a100", "--precision", "fp8"], "FP8"),
+    (["estimate", "-m", "llama-3.1-8b", "-g", "h100"], "--gpus=missing"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle):
+    code, out, err = run(args)
+    assert code == 2, (out, err)
+    assert "Traceback" not in err
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_does_not_fit_exits_1():
+    code, out, err = run(["estimate", "-m", "llama-3.1-70b", "-n", "8", "-g", "a100-40g", "--tp", "8",
+                          "--format", "json"])
+    assert code == 1
+    data = json.loads(out)
+    assert data["feasible"] is False and data["violations"][-1]["rule"] == "memory_fits"
+
+
+def test_models_and_gpus_json():
+    models = json.loads(CliRunner().invoke(cli, ["models", "--format", "json"]).output)
+    names = {m["name"] for m in models["models"]}
+    assert {"deepseek-v3", "llama-3.1-405b", "qwen3-235b-a22b", "gpt3-175b"} <= names
+    assert {"alias": "deepseek-v3-lite", "resolves_to": "moonlight-16b-a3b"} in models["aliases"]
+    gpus = json.loads(CliRunner().invoke(cli, ["gpus", "--format", "yaml"]).output.replace("'", '"')
+                      if False else CliRunner().invoke(cli, ["gpus", "--format", "json"]).output)
+    assert any(g["name"] == "gb200" and g["nvlink_domain"] == 72 for g in gpus["gpus"])
+
+
+def test_alias_note_goes_to_stderr():
+    code, out, err = run(["estimate", "-m", "deepseek-v3-lite", "-n", "8", "-g", "h100", "--ep", "8", "-o", "json"])
+    assert code in (0, 1)
+    assert json.loads(out)["model"] == "moonlight-16b-a3b"
+    assert "not an official model" in err
+
+
+def test_megatron_launch_flags_for_uneven_vpp():
+    result = CliRunner().invoke(cli, ["estimate", "-m", "deepseek-v3", "-n", "1024", "-g", "h100", "--tp", "2",
+                                      "--pp", "16", "--vpp", "1", "--ep", "64", "--etp", "1",
+                                      "--first-stage-layers", "1", "-o", "megatron"])
+    assert "--decoder-first-pipeline-num-layers 1" in result.output
+    assert "--expert-tensor-parallel-size 1" in result.output and "--sequence-parallel" in result.output
+    vpp = CliRunner().invoke(cli, ["estimate", "-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "4",
+                                   "--pp", "4", "--vpp", "5", "-o", "megatron"])
+    assert "--num-layers-per-virtual-pipeline-stage 4" in vpp.output
+    assert "--virtual-pipeline-model-parallel-size" not in vpp.output
+
+
+def test_entry_point_handles_usage_errors(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--tp", "x"])
+    assert exc.value.code == 2
