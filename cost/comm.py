@@ -52,5 +52,14 @@ def collective_time_s(kind: str, message_bytes: float, group_size: int, link: Gr
         fast = cluster.nvlink_bytes_per_s * cal["bus_efficiency"]["nvlink"]
         return max(volume * remote_fraction / nic, volume * (1 - remote_fraction) / fast) \
             + latency * math.log2(group_size)
+    return volume / (link.bus_bytes_per_s * efficiency) + collective_latency_s(kind, group_size, link)
+
+
+def collective_latency_s(kind: str, group_size: int, link: GroupLink) -> float:
+    """The latency part of a ring / send-recv collective: one hop latency per ring step."""
+    if group_size <= 1:
+        return 0.0
+    cal = calibration()["time"]["collectives"]
+    tier = link.tier if link.tier in cal["latency_s"] else "network"
     steps = group_size - 1 if kind != "send_recv" else 1
-    return volume / (link.bus_bytes_per_s * efficiency) + latency * steps
+    return cal["latency_s"][tier] * steps

@@ -165,8 +165,10 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
         ep_comm=ep_comm_s(spec, cluster, workload, shape, ep, recompute) if moe else 0.0)
 
 
-def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> LayerTime:
-    """Output layer, loss and MTP heads on the last stage (+ the MTP layers themselves)."""
+def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
+                ep: int = 1) -> LayerTime:
+    """Output layer, loss and MTP heads on the last stage (+ the MTP layers themselves, with the
+    layout's expert parallelism)."""
     gpu = cluster.gpu
     work = logits_work(spec, workload, shape)
     seconds = work_time_s(work, gpu, workload.precision, min(spec.hidden_size, spec.padded_vocab_size(shape.tp)
@@ -174,21 +176,29 @@ def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Ac
     out = LayerTime(compute=seconds)
     if spec.mtp_num_layers:
         last_moe = spec.is_moe_layer(spec.num_layers - 1)
-        out = out + spec.mtp_num_layers * layer_time(spec, cluster, workload, shape, ep=1, moe=last_moe,
+        out = out + spec.mtp_num_layers * layer_time(spec, cluster, workload, shape, ep=ep, moe=last_moe,
                                                      recompute="none")
     return out
 
 
-def pp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> float:
-    """Exposed p2p of one stage for one micro-batch (section 5.4): activation forward and gradient
-    backward, ``2*(s/c)*b*h/sigma`` bytes each, once per virtual chunk."""
-    if layout.pp == 1:
+def pp_unit_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, *, tp: int, cp: int, mbs: int,
+                   sequence_parallel: bool, pp: int) -> float:
+    """Exposed p2p of one stage, one micro-batch, one virtual chunk (section 5.4): the activation
+    forward and its gradient backward, ``2*(s/c)*b*h/sigma`` bytes each. The PP group's stride is
+    ``world / pp`` (PP is the outermost rank dimension)."""
+    if pp == 1:
         return 0.0
-    shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel)
+    shape = ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sequence_parallel)
     message = BF16 * shape.tokens(workload) * spec.hidden_size / shape.sigma
-    link = cluster.group_link(layout.tp * layout.cp * layout.dp, layout.pp)
+    link = cluster.group_link(cluster.num_gpus // pp, pp)
     one = collective_time_s("send_recv", message, 2, link)
-    return 2 * one * layout.vpp * calibration()["time"]["pp_exposed_fraction"]
+    return 2 * one * calibration()["time"]["pp_exposed_fraction"]
+
+
+def pp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> float:
+    """Exposed p2p of one stage for one micro-batch: once per virtual chunk (``x vpp``)."""
+    return layout.vpp * pp_unit_comm_s(spec, cluster, workload, tp=layout.tp, cp=layout.cp, mbs=layout.mbs,
+                                       sequence_parallel=layout.sequence_parallel, pp=layout.pp)
 
 
 def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int) -> tuple[float, float]:
@@ -265,7 +275,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
             for i in chunk:
                 tau = tau + one(spec.is_moe_layer(i), "full" if i in stored else base_kind)
         if params.has_output:
-            tau = tau + logits_time(spec, cluster, workload, shape)
+            tau = tau + logits_time(spec, cluster, workload, shape, ep=layout.ep)
         grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert)
         window = overlap * tau.compute / layout.vpp  # last micro-batch's backward of the last chunk
         exposed = max(0.0, grad_s - window * 2 / 3) + max(0.0, param_s - window / 3)
