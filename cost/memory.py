@@ -43,8 +43,17 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     bf16 params (2 B) + fp32 main grads (4 B, full size even with the distributed optimizer) + fp32
     master copy and Adam m, v (12 B) sharded over ``dense_shards = DP*CP`` for dense parameters and
     ``expert_shards = EDP`` for experts with the distributed optimizer (``6 + 12/d``), else 18 B.
-    FP8 training keeps bf16 parameters and adds the cached FP8 weight and its transpose (1 + 1 B)
-    for every GEMM weight (``calibration: fp8_weight_cache_bytes_per_param``).
+    FP8 training keeps bf16 parameters and adds the cached FP8 copy of every GEMM weight
+    (``calibration: fp8_weight_cache_bytes_per_param`` = 2 on Hopper): Megatron-Core passes
+    ``is_first_microbatch`` to TE linears (``extensions/transformer_engine.py`` L1338-1345, unless
+    ``--disable-parameter-transpose-cache``), so TE keeps the quantized weight in
+    ``self._fp8_workspaces["weight"]`` across micro-batches and steps (TE ``module/linear.py``
+    L1958-1971); in training it is quantized with columnwise usage (L467-475), which on GPUs without
+    non-TN FP8 GEMMs (Hopper, sm < 10.0: TE ``utils.py::is_non_tn_fp8_gemm_supported``) adds a
+    materialised ``_transpose`` next to ``_data`` (``tensor/float8_tensor.py`` L423-427): 1 + 1 B.
+    Blackwell keeps one FP8 buffer (1 B); this function does not know the GPU, so it uses the
+    calibrated Hopper value (an over-estimate of ~1 B/param on Blackwell). Embedding and output
+    weights are counted in ``tp_sharded`` although they stay bf16 (a small over-estimate).
 
     >>> s = static_bytes(RankParams(tp_sharded=1_000_000), dense_shards=4, expert_shards=1,
     ...                  distributed_optimizer=True)
@@ -88,81 +97,179 @@ class ActivationShape:
         return self.tp if self.sequence_parallel else 1
 
 
-def attention_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape,
-                               selective: bool = False) -> float:
-    """Saved tensors of one attention block (section 3.3 GQA / 3.5 MLA), per micro-batch per rank.
+# Selective recompute (``--recompute-granularity selective --recompute-modules ...``, TC L560-580 and
+# L1940-1970; default ``["core_attn"]``): each module, as data, with the saved tensors (term names of
+# ``attention_activation_terms`` / ``mlp_activation_terms``) it stops keeping. Sources:
+# * core_attn: ``attention.py`` L394 checkpoints core attention; Q, K, V stay (checkpoint inputs) and O
+#   stays (linear_proj input); the s x s scores/softmax/dropout (unfused) and the flash LSE go.
+# * layernorm: ``transformer_layer.py`` L470-530 recomputes only a *standalone* norm
+#   (``not isinstance(input_layernorm, IdentityOp)``): with the TE spec the dense layers' norms are
+#   fused into ``TELayerNormColumnParallelLinear`` (IdentityOp, nothing to drop); the MoE pre-MLP norm
+#   and the MLA input norm (``gpt_layer_specs.py`` MLA spec) are standalone -> their outputs go.
+# * mlp: ``transformer_layer.py`` L539 (dense layers only) checkpoints the whole MLP from its input.
+# * moe_act: ``moe/experts.py`` L271 output-discarding checkpoint of the expert activation (fc2 input).
+# * shared_experts: ``moe/shared_experts.py`` L158 checkpoints the shared MLP (its input, the
+#   pre-MLP LN output, is kept anyway).
+# * moe: ``moe/moe_layer.py`` L249 checkpoints the whole MoE layer from its input (the LN output).
+# * mla_up_proj: ``multi_latent_attention.py`` L173 discards the up-projection + RoPE outputs
+#   (Q, K, V of every head); the compressed latents stay (reference section 3.5).
+RECOMPUTE_MODULES: dict[str, frozenset[str]] = {
+    "core_attn": frozenset({"attn_scores", "softmax_stats"}),
+    "layernorm": frozenset({"attn_norm_output", "mlp_norm_output"}),
+    "mlp": frozenset({"mlp_fused_norm_output", "fc1_output", "act_output"}),
+    "moe_act": frozenset({"expert_act_output"}),
+    "shared_experts": frozenset({"shared_fc1_output", "shared_act_output"}),
+    "moe": frozenset({"router", "expert_input", "expert_fc1_output", "expert_act_output",
+                      "shared_fc1_output", "shared_act_output"}),
+    "mla_up_proj": frozenset({"mla_up"}),
+}
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
 
-    GQA: ``(4 + delta)*T*h/sigma`` (input LN in/out) ``+ 2*T*d*(n/t + 2*g_r)`` (Q, K, V) ``+ 2*T*n*d/t``
-    (O) ``+ 4*T*n/t`` (fp32 softmax LSE). Unfused attention adds ``(4 + delta)*n/t*T*s/c`` bytes of
-    scores, softmax and dropout (Korthikanti ``5as/h``), unless selective recompute drops them.
+
+def dropped_terms(recompute_modules: tuple[str, ...]) -> frozenset[str]:
+    """Saved-tensor names that selective recompute of ``recompute_modules`` re-materialises.
+
+    >>> sorted(dropped_terms(("core_attn", "moe_act")))
+    ['attn_scores', 'expert_act_output', 'softmax_stats']
+    """
+    unknown = set(recompute_modules) - set(RECOMPUTE_MODULES)
+    if unknown:
+        raise ValueError(f"recompute_modules {sorted(unknown)} not in Megatron's choices "
+                         f"{sorted(RECOMPUTE_MODULES)} (TC L1944-1962)")
+    return frozenset().union(*(RECOMPUTE_MODULES[m] for m in recompute_modules))
+
+
+def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> dict[str, float]:
+    """Saved tensors of one attention block (section 3.3 GQA / 3.5 MLA), per micro-batch per rank, by name.
+
+    GQA: ``(4 + delta)*T*h/sigma`` (input-LN input, LN output saved by the TE LayerNormLinear, dropout
+    mask) ``+ 2*T*d*(n/t + 2*g_r)`` (Q, K, V) ``+ 2*T*n*d/t`` (O) ``+ 4*T*n/t`` (fp32 softmax LSE).
+    MLA (section 3.5): standalone input norm, latents and their norms ``4*T*(q_lora + kv_lora)/sigma``,
+    ``k_rope`` ``2*T*r/sigma``, up-projection outputs ``2*T*(n/t)*(2(qk + r) + (qk + dv) + dv)``, O.
+    Unfused attention adds ``(4 + delta)*n/t*T*s/c`` bytes of scores, softmax and dropout (Korthikanti
+    ``5as/h``; section 3.3).
 
     >>> from megasolve.models.presets import load_preset
-    >>> spec = load_preset("llama-3.1-70b")
-    >>> attention_activation_bytes(spec, Workload(seq_length=8192), ActivationShape(tp=4, cp=2, mbs=1,
-    ...                            sequence_parallel=True)) / 4096  # bytes per token: 4*8192/4 + 2*128*(16+4) + 2*8192/4 + 64
-    18496.0
+    >>> terms = attention_activation_terms(load_preset("llama-3.1-70b"), Workload(seq_length=8192),
+    ...                                    ActivationShape(tp=4, cp=2, mbs=1, sequence_parallel=True))
+    >>> sum(terms.values()) / 4096  # bytes per token: 4*8192/4 + 2*128*(16+4) + 2*64*128/4 + 4*64/4
+    17472.0
     """
     T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     h, n = spec.hidden_size, spec.num_attention_heads
     delta = 1 if workload.hidden_dropout > 0 else 0
     a = gemm_input_bytes(workload)
-    total = (BF16 + a + delta) * T * h / sigma
+    terms = {"attn_norm_input": BF16 * T * h / sigma, "attn_dropout_mask": delta * T * h / sigma}
     if spec.mla is None:
         d, g = spec.kv_channels, spec.num_query_groups
         g_local = max(g / t, 1)
-        total += BF16 * T * d * (n / t + 2 * g_local) + a * T * n * d / t + FP32 * T * n / t
+        terms["attn_fused_norm_output"] = a * T * h / sigma
+        terms["qkv"] = BF16 * T * d * (n / t + 2 * g_local)
+        terms["core_output"] = a * T * n * d / t
     else:
         mla = spec.mla
         qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
         latents = (mla.q_lora_rank or 0) + mla.kv_lora_rank
-        total += 2 * BF16 * T * latents / sigma + BF16 * T * r / sigma
-        total += BF16 * T * (n / t) * ((qk + r) + (qk + dv) + (qk + r) + dv) + a * T * (n / t) * dv
-        total += FP32 * T * n / t
-    if workload.attention == "unfused" and not selective:
-        total += (4 + delta) * (n / t) * T * workload.seq_length / shape.cp
-    return total
+        terms["attn_norm_output"] = a * T * h / sigma
+        terms["mla_latents"] = 2 * BF16 * T * latents / sigma + BF16 * T * r / sigma
+        terms["mla_up"] = BF16 * T * (n / t) * ((qk + r) + (qk + dv) + (qk + r) + dv)
+        terms["core_output"] = a * T * (n / t) * dv
+    terms["softmax_stats"] = FP32 * T * n / t
+    if workload.attention == "unfused":
+        terms["attn_scores"] = (4 + delta) * (n / t) * T * workload.seq_length / shape.cp
+    return terms
 
 
-def mlp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, moe: bool) -> float:
+def attention_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape,
+                               selective: bool = False) -> float:
+    """Sum of ``attention_activation_terms``; ``selective`` drops what core_attn recompute drops."""
+    drop = RECOMPUTE_MODULES["core_attn"] if selective else frozenset()
+    return sum(v for k, v in attention_activation_terms(spec, workload, shape).items() if k not in drop)
+
+
+def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationShape, moe: bool) -> dict[str, float]:
     """Saved tensors of the MLP half of a layer (section 3.3 dense, 3.4 MoE), per micro-batch per rank.
 
-    Dense: ``(4 + delta)*T*h/sigma + 2*T*(f_glu + 1)*F/t``.
-    MoE: pre-MLP LN ``(4 + delta)*T*h/sigma``, router state ``9*T*E/sigma``, local experts
-    ``T_e*(2h + 2*(f_glu + 1)*F_m/etp + 4)`` with ``T_e = (T/sigma)*k*etp`` routed tokens (balanced
+    Dense: ``(4 + delta)*T*h/sigma`` (pre-MLP LN input, fused LN output, dropout mask)
+    ``+ 2*T*(f_glu + 1)*F/t`` (fc1 output, activation output).
+    MoE: pre-MLP LN ``(4 + delta)*T*h/sigma`` (standalone norm: its output feeds the router GEMM,
+    which saves it), router state ``9*T*E/sigma``, local experts
+    ``T_e*(2h + 4 + 2*(f_glu + 1)*F_m/etp)`` with ``T_e = (T/sigma)*k*etp`` routed tokens (balanced
     routing), shared experts ``2*T*(f_glu + 1)*F_s/t``.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> terms = mlp_activation_terms(load_preset("llama-3.1-70b"), Workload(seq_length=8192),
+    ...                              ActivationShape(tp=4, cp=2, mbs=1, sequence_parallel=True), moe=False)
+    >>> sum(terms.values()) / 4096  # bytes per token: 4*8192/4 + 2*3*28672/4
+    51200.0
     """
     T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     h = spec.hidden_size
     delta = 1 if workload.hidden_dropout > 0 else 0
     a = gemm_input_bytes(workload)
-    total = (BF16 + a + delta) * T * h / sigma
     glu = spec.gated_factor
-
-    def mlp(tokens: float, width: float) -> float:  # fc1 output (bf16) + activation output (fc2 input)
-        return tokens * (BF16 * glu + a) * width
-
+    terms = {"mlp_norm_input": BF16 * T * h / sigma, "mlp_dropout_mask": delta * T * h / sigma}
     if not moe:
-        return total + mlp(T, spec.ffn_hidden_size / t)
+        F = spec.ffn_hidden_size / t
+        terms["mlp_fused_norm_output"] = a * T * h / sigma
+        terms["fc1_output"] = BF16 * glu * T * F
+        terms["act_output"] = a * T * F
+        return terms
     m = spec.moe
     routed_tokens = (T / sigma) * m.top_k * shape.etp
-    total += 9 * T * m.num_experts / sigma
-    total += routed_tokens * (a * h + FP32) + mlp(routed_tokens, m.expert_ffn_hidden_size / shape.etp)
-    total += mlp(T, m.shared_expert_ffn_hidden_size / t)
-    return total
+    F_m, F_s = m.expert_ffn_hidden_size / shape.etp, m.shared_expert_ffn_hidden_size / t
+    terms["mlp_norm_output"] = a * T * h / sigma
+    terms["router"] = 9 * T * m.num_experts / sigma
+    terms["expert_input"] = routed_tokens * (a * h + FP32)
+    terms["expert_fc1_output"] = BF16 * glu * routed_tokens * F_m
+    terms["expert_act_output"] = a * routed_tokens * F_m
+    terms["shared_fc1_output"] = BF16 * glu * T * F_s
+    terms["shared_act_output"] = a * T * F_s
+    return terms
+
+
+def mlp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, moe: bool) -> float:
+    """Sum of ``mlp_activation_terms`` (no recompute)."""
+    return sum(mlp_activation_terms(spec, workload, shape, moe).values())
 
 
 def layer_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
-                           recompute: str) -> float:
+                           recompute: str, recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> float:
     """Bytes one layer keeps for backward, per micro-batch per rank.
 
-    ``recompute``: ``"none"``; ``"selective"`` (core attention recomputed: only the unfused s x s
-    tensors go, so with flash attention it saves nothing; TC L1983-1989 warns the same);
-    ``"full"`` (only the layer input ``2*T*h/sigma`` is kept, section 3.3).
+    ``recompute``: ``"none"``; ``"selective"`` (the saved tensors of ``recompute_modules`` go,
+    ``RECOMPUTE_MODULES``; with the default core_attn and flash attention only the LSE goes, as TC
+    L1983-1989 warns); ``"full"`` (only the layer input ``2*T*h/sigma`` is kept, section 3.3,
+    ``megatron/core/transformer/transformer_block.py::_checkpointed_forward``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec, w = load_preset("llama-3.1-8b"), Workload(seq_length=4096)
+    >>> shape = ActivationShape(tp=2, cp=1, mbs=1, sequence_parallel=True)
+    >>> layer_activation_bytes(spec, w, shape, moe=False, recompute="full") / 4096  # 2*4096/2
+    4096.0
     """
     if recompute == "full":
         return BF16 * shape.tokens(workload) * spec.hidden_size / shape.sigma
-    return (attention_activation_bytes(spec, workload, shape, selective=recompute == "selective")
-            + mlp_activation_bytes(spec, workload, shape, moe))
+    terms = attention_activation_terms(spec, workload, shape) | mlp_activation_terms(spec, workload, shape, moe)
+    drop = dropped_terms(recompute_modules) if recompute == "selective" else frozenset()
+    return sum(v for k, v in terms.items() if k not in drop)
+
+
+def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
+                              recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> float:
+    """Tensors selective recompute re-materialises for one layer during its backward (only one layer
+    at a time, ``megatron/core/tensor_parallel/random.py::CheckpointFunction.backward``): the
+    difference between the layer's bytes without and with selective recompute.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec, w = load_preset("llama-3.1-8b"), Workload(seq_length=4096, attention="unfused")
+    >>> shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    >>> selective_transient_bytes(spec, w, shape, moe=False) / 4096  # 4*32*4096 scores + 4*32 LSE
+    524416.0
+    """
+    return (layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none")
+            - layer_activation_bytes(spec, workload, shape, moe=moe, recompute="selective",
+                                     recompute_modules=recompute_modules))
 
 
 def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
@@ -183,22 +290,37 @@ def first_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: Activati
 
 
 def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
-    """One micro-batch's loss path on the last stage (section 3.7): final-LN input/output
-    ``4*T*h/sigma`` and the logits ``[T, V/t]``: bf16 output + fp32 copy reused in place by the
-    vocab-parallel cross entropy = ``6*T*V/t`` at the peak, for the main head and each MTP depth."""
+    """One micro-batch's loss path on the last stage (section 3.7), bytes.
+
+    Final-LN input/output ``4*T*h/sigma``; per head (main + each MTP depth) the fp32 logits
+    ``[T, V/t]`` that the vocab-parallel cross entropy makes with ``.float()`` and keeps as
+    ``exp_logits`` for backward (``tensor_parallel/cross_entropy.py`` ``calculate_logits_max`` L25,
+    in-place ``exp``, ``save_for_backward``): ``4*T*V/t``. The MTP heads compute their loss in the
+    forward pass one depth after another (``multi_token_prediction.py::process_mtp_loss`` L1012-1027),
+    so all ``1 + D`` fp32 copies are alive at once, while only one bf16 logits tensor ``2*T*V/t``
+    exists at a time (output GEMM result before ``.float()``; in backward the bf16 grad of the logits).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec = load_preset("llama-3.1-8b")  # V = 128256 -> 128512 at t = 4
+    >>> b = last_stage_extra_bytes(spec, Workload(seq_length=4096), ActivationShape(tp=4, cp=1, mbs=1,
+    ...                            sequence_parallel=True))
+    >>> b == 4 * 4096 * 4096 / 4 + (4 + 2) * 4096 * 128512 / 4
+    True
+    """
     T, t = shape.tokens(workload), shape.tp
     V = spec.padded_vocab_size(t)
     heads = 1 + spec.mtp_num_layers
-    return 4 * T * spec.hidden_size / shape.sigma + heads * (BF16 + FP32) * T * V / t
+    return 4 * T * spec.hidden_size / shape.sigma + (heads * FP32 + BF16) * T * V / t
 
 
-def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, recompute: str) -> float:
+def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, recompute: str,
+                         recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> float:
     """MTP depths (section 1.7): one transformer layer of the last layer's kind each, plus the
     enorm/hnorm outputs and the ``eh_proj`` input (``2h`` wide): ``8*T*h/sigma`` per depth."""
     if not spec.mtp_num_layers:
         return 0.0
     layer = layer_activation_bytes(spec, workload, shape, moe=spec.is_moe_layer(spec.num_layers - 1),
-                                   recompute=recompute)
+                                   recompute=recompute, recompute_modules=recompute_modules)
     T = shape.tokens(workload)
     return spec.mtp_num_layers * (layer + 8 * T * spec.hidden_size / shape.sigma)
 
@@ -263,24 +385,38 @@ def recomputed_layers(layout: Layout, chunks: list[list[int]]) -> set[int]:
 
 
 def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[StageMemory]:
-    """Memory of one rank of every pipeline stage. Peak = max over stages of ``total_bytes``."""
+    """Memory of one rank of every pipeline stage. Peak = max over stages of ``total_bytes``.
+
+    Activations = in-flight micro-batches (section 3.6) x the stage's per-layer bytes + transients
+    (backward re-materialises one recomputed layer at a time: the whole layer with full recompute,
+    the selectively recomputed tensors with selective recompute; plus the MoE dispatch buffers)
+    + embedding inputs per in-flight micro-batch on the first stage + logits and MTP on the last.
+    ``layout.recompute_modules`` (Megatron's ``--recompute-modules``) is read when the Layout has it,
+    else Megatron's default ``("core_attn",)``.
+    """
     shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel,
                             etp=layout.etp)
     m = workload.num_microbatches(layout)
     layer_kind = "selective" if layout.recompute == "selective" else "none"
-    full_layer = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute=layer_kind)
-                  for moe in ((False, True) if spec.is_moe else (False,))}
+    modules = tuple(getattr(layout, "recompute_modules", None) or DEFAULT_RECOMPUTE_MODULES)
+    kinds = (False, True) if spec.is_moe else (False,)
+    full_layer = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute=layer_kind,
+                                              recompute_modules=modules) for moe in kinds}
+    selective_transient = {moe: selective_transient_bytes(spec, workload, shape, moe=moe, recompute_modules=modules)
+                           if layer_kind == "selective" else 0.0 for moe in kinds}
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
     reserve = other_bytes(cluster)
     out = []
     for params, chunks in zip(stage_params(spec, layout), stage_layer_ids(spec, layout)):
+        layer_ids = [i for chunk in chunks for i in chunk]
         stored = recomputed_layers(layout, chunks)
-        per_microbatch = sum(input_only if i in stored else full_layer[spec.is_moe_layer(i)]
-                             for chunk in chunks for i in chunk)
+        per_microbatch = sum(input_only if i in stored else full_layer[spec.is_moe_layer(i)] for i in layer_ids)
         transient = 0.0
         if stored:  # backward re-materialises one recomputed layer at a time
             transient = max(full_layer[spec.is_moe_layer(i)] for i in stored)
-        if any(spec.is_moe_layer(i) for chunk in chunks for i in chunk):
+        elif layer_ids:  # selective: one layer's recomputed tensors (0 without selective recompute)
+            transient = max(selective_transient[spec.is_moe_layer(i)] for i in layer_ids)
+        if any(spec.is_moe_layer(i) for i in layer_ids):
             transient += moe_dispatch_transient_bytes(spec, workload, shape)
         stage = params.stage
         inflight = inflight_microbatches(layout.pp, layout.vpp, m, stage)
@@ -289,7 +425,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             activations += math.ceil(inflight) * first_stage_extra_bytes(spec, workload, shape)
         if params.has_output:
             activations += last_stage_extra_bytes(spec, workload, shape)
-            activations += mtp_activation_bytes(spec, workload, shape, layer_kind)
+            activations += mtp_activation_bytes(spec, workload, shape, layer_kind, modules)
         static = static_bytes(params.params, dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,
                               distributed_optimizer=layout.distributed_optimizer, precision=workload.precision)
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
