@@ -24,12 +24,14 @@ VOLUME_FACTOR = {
 
 
 def collective_time_s(kind: str, message_bytes: float, group_size: int, link: GroupLink,
-                      cluster: Cluster | None = None) -> float:
+                      cluster: Cluster | None = None, remote_fraction: float | None = None) -> float:
     """Time of one collective of ``kind`` over ``group_size`` ranks.
 
     ``message_bytes`` is the full tensor for all-reduce / all-gather / reduce-scatter, the local
     send buffer for all-to-all, the tensor for send/recv. The bus bandwidth is the group's bottleneck
-    times the calibrated bus efficiency of its tier, plus a latency per step.
+    times the calibrated bus efficiency of its tier, plus a latency per step. For an all-to-all that
+    leaves the NVLink domain, ``remote_fraction`` is the share of the moved bytes that crosses the
+    NIC (default: uniform traffic, ``(N - local)/(N - 1)``; a deduplicating dispatcher sends less).
 
     >>> from megasolve.topology.cluster import Cluster
     >>> c = Cluster.from_flags(num_gpus=16, gpu="h100")
@@ -47,7 +49,9 @@ def collective_time_s(kind: str, message_bytes: float, group_size: int, link: Gr
     if kind == "all_to_all" and cluster is not None and link.tier != "nvlink":
         # part of the data stays inside the NVLink domain; only the rest crosses the NIC
         local = link.members_per_unit
-        remote_fraction = (group_size - local) / max(group_size - 1, 1)
+        if remote_fraction is None:
+            remote_fraction = (group_size - local) / max(group_size - 1, 1)
+        remote_fraction = min(max(remote_fraction, 0.0), 1.0)
         nic = cluster.network_bytes_per_s * cal["bus_efficiency"]["network"] * cal["all_to_all_network_factor"]
         fast = cluster.nvlink_bytes_per_s * cal["bus_efficiency"]["nvlink"]
         return max(volume * remote_fraction / nic, volume * (1 - remote_fraction) / fast) \

@@ -89,10 +89,21 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
 
     ``recompute == "full"`` adds one more forward of everything (x 4/3); ``"selective"`` adds the
     core-attention forward (Megatron checkpoints core attention even when fused).
+
+    Attention core: flash attention skips the masked half (causal, reference section 6.2);
+    unfused attention (``workload.attention == "unfused"``: Megatron's 2021-2022 ``CoreAttention``,
+    Korthikanti et al. 2022 section 4) computes the full ``s x s`` scores as batched GEMMs (2x the
+    causal FLOPs) and streams the scores through the fused scale-mask-softmax and dropout: HBM traffic
+    ``unfused_attention_bytes_per_score`` per score element (``(n/t)*T*s/c`` scores per layer).
+
+    FP8 (Transformer Engine): every GEMM input and output gradient is quantised (amax + cast) before
+    the GEMM: ``fp8_cast_bytes_per_token_hidden`` extra HBM bytes per token per ``h`` (calibrated).
     """
+    cal = calibration()["time"]
     T = shape.tokens(workload)  # tokens on this CP rank
     t = shape.tp
     s = workload.seq_length
+    unfused = workload.attention == "unfused"
     lin = attention_linear_flops_per_token(spec) * T / t
     core = attention_core_flops_per_token_seq(spec) * T * s / shape.cp / t
     mlp_total = mlp_flops_per_token(spec, moe) * T / t
@@ -104,13 +115,25 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
         gemm += 6.0 * T * spec.hidden_size * m.num_experts / shape.sigma  # router GEMM (not in MFU)
     else:
         gemm, expert = lin + mlp_total, 0.0
+    scores_bytes = 0.0
+    if unfused:  # full s x s batched GEMMs at GEMM efficiency, softmax/dropout memory bound
+        gemm += 2 * core
+        scores_bytes = cal["unfused_attention_bytes_per_score"] * spec.num_attention_heads / t * T * s / shape.cp
+        core = 0.0
+    refwd = 4 / 3
     if recompute == "full":
-        gemm, expert, core = gemm * 4 / 3, expert * 4 / 3, core * 4 / 3
+        gemm, expert, core = gemm * refwd, expert * refwd, core * refwd
     elif recompute == "selective":
-        core = core * 4 / 3
+        core = core * refwd
+        if unfused:  # the recomputed core attention: QK^T, AV and the softmax forward again
+            gemm += 2 * attention_core_flops_per_token_seq(spec) * T * s / shape.cp / t / 3
+            scores_bytes *= refwd
     passes = (4 if recompute == "full" else 3)  # elementwise passes: fwd + 2 bwd (+ refwd)
-    per_token_bytes = calibration()["time"]["elementwise_bytes_per_token_hidden"] * spec.hidden_size
-    elementwise = passes / 3 * per_token_bytes * T / shape.sigma
+    per_token_bytes = cal["elementwise_bytes_per_token_hidden"] * spec.hidden_size
+    if workload.precision == "fp8":
+        per_token_bytes += cal["fp8_cast_bytes_per_token_hidden"] * spec.hidden_size
+    elementwise = passes / 3 * per_token_bytes * T / shape.sigma + scores_bytes * (4 / 3 if recompute == "full"
+                                                                                   else 1.0)
     if moe:
         elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.hidden_size
     return LayerWork(gemm, expert, core, elementwise)
@@ -129,8 +152,14 @@ def logits_work(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> 
 
 # ---------------------------------------------------------------------------- compute time
 def gemm_efficiency(gpu: GpuSpec, precision: str, width: float) -> float:
-    """Fraction of dense peak a GEMM reaches when its per-rank width (the smaller of N and K after
-    TP/ETP splitting) is ``width``: ``e_max * width / (width + w_half)`` (calibrated)."""
+    """Fraction of dense peak a GEMM reaches when its per-rank width (the smaller of M, N and K after
+    TP/ETP/EP splitting) is ``width``: ``e_max * width / (width + w_half)``.
+
+    The saturating form is the roofline/occupancy behaviour measured for cuBLAS/CUTLASS GEMMs (e.g.
+    NVIDIA "GPU Performance Background" / "Matrix Multiplication Background" user guides: small
+    dimensions under-fill the SMs and tiles); ``e_max`` per GPU and precision and ``w_half`` are fitted
+    on published runs by ``benchmarks/calibrate_time.py`` (``calibration.yaml``, ``time``).
+    """
     cal = calibration()["time"]
     table = cal["gemm_efficiency"]
     family = table.get(gpu.name, table["default"])
@@ -138,15 +167,34 @@ def gemm_efficiency(gpu: GpuSpec, precision: str, width: float) -> float:
     return e_max * width / (width + cal["gemm_half_width"])
 
 
-def work_time_s(work: LayerWork, gpu: GpuSpec, precision: str, gemm_width: float, expert_width: float) -> float:
+def attention_efficiency(gpu: GpuSpec) -> float:
+    """Flash-attention fwd+bwd FLOP/s as a fraction of the bf16 dense peak (per GPU where calibrated:
+    Blackwell Ultra doubles the softmax exponent throughput, NVIDIA Blackwell Ultra announcement)."""
+    table = calibration()["time"]["attention_efficiency"]
+    if isinstance(table, dict):
+        return table.get(gpu.name, table["default"])
+    return table
+
+
+def expert_gemm_efficiency(gpu: GpuSpec, precision: str, width: float, tokens_per_expert: float) -> float:
+    """Grouped expert GEMMs (TE ``GroupedLinear`` / cuBLASLt grouped GEMM): the dense curve at the
+    expert's per-rank width times ``grouped_gemm_factor``, times the fill of the token dimension
+    ``n / (n + moe_tokens_half)`` (each expert's M is its routed token count; with few tokens per
+    expert the tiles run mostly empty -- Megatron-Core ``moe/README.md`` "grouped GEMM" notes)."""
+    cal = calibration()["time"]
+    fill = tokens_per_expert / (tokens_per_expert + cal["moe_tokens_half"])
+    return gemm_efficiency(gpu, precision, width) * cal["grouped_gemm_factor"] * fill
+
+
+def work_time_s(work: LayerWork, gpu: GpuSpec, precision: str, gemm_width: float, expert_width: float,
+                tokens_per_expert: float = float("inf")) -> float:
     """Seconds for ``work`` on ``gpu``: GEMMs at their efficiency, flash attention at its own, and
     elementwise traffic at HBM bandwidth."""
-    cal = calibration()["time"]
     peak = gpu.peak_flops(precision)
     seconds = work.gemm_flops / (peak * gemm_efficiency(gpu, precision, gemm_width)) if work.gemm_flops else 0.0
     if work.expert_flops:
-        seconds += work.expert_flops / (peak * gemm_efficiency(gpu, precision, expert_width)
-                                        * cal["grouped_gemm_factor"])
+        seconds += work.expert_flops / (peak * expert_gemm_efficiency(gpu, precision, expert_width,
+                                                                       tokens_per_expert))
     if work.attention_flops:
-        seconds += work.attention_flops / (gpu.bf16_flops * cal["attention_efficiency"])
+        seconds += work.attention_flops / (gpu.bf16_flops * attention_efficiency(gpu))
     return seconds + work.elementwise_bytes / gpu.hbm_bytes_per_s

@@ -56,15 +56,40 @@ class CommShape:
     ep: int = 1
 
 
-def _dense_gemm_width(spec: ModelSpec, tp: int) -> float:
-    heads_width = spec.num_attention_heads * (spec.kv_channels if spec.mla is None else spec.mla.v_head_dim) / tp
-    return min(spec.hidden_size, spec.ffn_hidden_size / tp, heads_width)
+def _dense_gemm_width(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """Smallest per-rank GEMM dimension of a layer: ``h``, ``F/t``, attention width ``n*d/t`` and the
+    token count ``T`` of the micro-batch."""
+    heads_width = spec.num_attention_heads * (spec.kv_channels if spec.mla is None else spec.mla.v_head_dim) / shape.tp
+    return min(spec.hidden_size, spec.ffn_hidden_size / shape.tp, heads_width, shape.tokens(workload))
 
 
-def _expert_gemm_width(spec: ModelSpec, workload: Workload, shape: ActivationShape, ep: int) -> float:
+def _expert_gemm_width(spec: ModelSpec) -> float:
+    return min(spec.hidden_size, spec.moe.expert_ffn_hidden_size)
+
+
+def tokens_per_expert(spec: ModelSpec, workload: Workload, shape: ActivationShape, ep: int) -> float:
+    """Routed tokens per local expert per micro-batch under balanced routing (Bridge forces it):
+    ``(T/sigma)*k*etp / (E/ep)``."""
     m = spec.moe
-    tokens_per_expert = (shape.tokens(workload) / shape.sigma) * m.top_k * shape.etp / (m.num_experts / ep)
-    return min(spec.hidden_size, m.expert_ffn_hidden_size / shape.etp, tokens_per_expert)
+    return (shape.tokens(workload) / shape.sigma) * m.top_k * shape.etp / (m.num_experts / ep)
+
+
+def remote_domains_per_token(num_experts: int, top_k: int, num_domains: int) -> float:
+    """Expected number of *other* NVLink domains a token's ``top_k`` experts live in, experts spread
+    evenly over ``num_domains`` domains and chosen uniformly: ``(D-1) * (1 - C(E - E/D, k)/C(E, k))``.
+    A deduplicating dispatcher (DeepEP / HybridEP, Megatron ``--moe-token-dispatcher-type flex``;
+    reference section 5.6) sends one copy per remote domain instead of one per expert.
+
+    >>> round(remote_domains_per_token(256, 8, 4), 3)  # DeepSeek-V3, EP over 4 domains
+    2.711
+    """
+    if num_domains <= 1:
+        return 0.0
+    per_domain = num_experts / num_domains
+    miss = 1.0
+    for i in range(top_k):  # C(E - E/D, k) / C(E, k) as a product
+        miss *= max(num_experts - per_domain - i, 0.0) / (num_experts - i)
+    return (num_domains - 1) * (1.0 - miss)
 
 
 def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, moe: bool,
@@ -130,7 +155,11 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
               recompute: str) -> float:
     """Exposed expert-parallel traffic of one MoE layer (section 5.6, alltoall dispatcher): 4
     all-to-alls of ``2*(T/sigma)*k*h`` bytes over EP (+2 with full recompute) and the expert-TP
-    all-gather / reduce-scatter of the received tokens (``x etp``)."""
+    all-gather / reduce-scatter of the received tokens (``x etp``). When the EP group leaves the
+    NVLink domain and ``ep_dispatcher_dedup`` is set (Megatron-Bridge recipes use the flex
+    dispatcher, DeepEP / HybridEP), only one copy per remote domain crosses the NIC
+    (``remote_domains_per_token``). ``ep_exposed_fraction`` is the calibrated share not hidden by
+    ``--overlap-moe-expert-parallel-comm``."""
     if not spec.is_moe:
         return 0.0
     m = spec.moe
@@ -140,7 +169,12 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     if ep > 1:
         link = cluster.group_link(shape.etp, ep)
         message = BF16 * routed * spec.hidden_size + 4 * routed
-        seconds += (4 + 2 * refwd) * collective_time_s("all_to_all", message, ep, link, cluster)
+        remote = None
+        if link.tier != "nvlink" and calibration()["time"]["ep_dispatcher_dedup"]:
+            domains = max(1, ep // max(link.members_per_unit, 1))
+            remote = remote_domains_per_token(m.num_experts, m.top_k, domains) / m.top_k * ep / (ep - 1)
+        seconds += (4 + 2 * refwd) * collective_time_s("all_to_all", message, ep, link, cluster,
+                                                       remote_fraction=remote)
     if shape.etp > 1:
         link = cluster.group_link(1, shape.etp)
         gathered = BF16 * routed * shape.etp * spec.hidden_size
@@ -153,10 +187,15 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
                moe: bool, recompute: str) -> LayerTime:
     """Per micro-batch, forward + backward, one rank: compute and exposed TP / CP / EP traffic."""
     gpu, precision = cluster.gpu, workload.precision
+    cal = calibration()["time"]
     work = layer_work(spec, workload, shape, moe=moe, recompute=recompute)
-    expert_width = _expert_gemm_width(spec, workload, shape, ep) if moe else 1.0
-    compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, shape.tp), expert_width)
-    compute += calibration()["time"]["per_layer_overhead_s"] * (2 if moe else 1)
+    if moe:
+        compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), _expert_gemm_width(spec),
+                              tokens_per_expert(spec, workload, shape, ep))
+    else:
+        compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), 1.0)
+    refwd = 4 / 3 if recompute == "full" else 1.0
+    compute += refwd * (cal["per_layer_overhead_s"] + (cal["per_moe_layer_overhead_s"] if moe else 0.0))
     attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
     return LayerTime(
         compute=compute,
@@ -172,7 +211,7 @@ def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Ac
     gpu = cluster.gpu
     work = logits_work(spec, workload, shape)
     seconds = work_time_s(work, gpu, workload.precision, min(spec.hidden_size, spec.padded_vocab_size(shape.tp)
-                                                                / shape.tp), 1)
+                                                                / shape.tp, shape.tokens(workload)), 1)
     out = LayerTime(compute=seconds)
     if spec.mtp_num_layers:
         last_moe = spec.is_moe_layer(spec.num_layers - 1)
