@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Fit the ``time:`` factors of ``cost/calibration.yaml`` on published runs and report the error.
+
+    python benchmarks/calibrate_time.py              # evaluate the current factors (no fitting)
+    python benchmarks/calibrate_time.py --fit        # fit on the fit split, report, print the factors
+    python benchmarks/calibrate_time.py --fit --write   # ... and write them back into calibration.yaml
+    python benchmarks/calibrate_time.py --data PATH --verbose
+
+Prediction: ``megasolve.cost.step.step_time(...).tokens_per_s_per_gpu`` for every run mapped by
+``benchmarks/published.py``. Error: ``pred / measured - 1``; reported as the median absolute %
+error on the fit and the holdout split, dense and MoE separately, per GPU family and per GPU, and
+the ranking accuracy (fraction of correctly ordered pairs) inside every ``comparison_group`` with
+at least two mapped runs.
+
+Fit: minimise ``sum |log(pred / measured)|`` over the fit split (a robust, scale-free loss: a
+median-type fit that a few odd release-to-release outliers cannot drag), plus a weak pull
+``0.02 * sum log(x / x0)^2`` towards the documented starting values, by a derivative-free pattern
+search (Hooke-Jeeves on the logarithm of each factor, stdlib only). ``FREE`` below lists the free
+parameters (their number is printed); everything else in ``time:`` stays as documented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import statistics
+import sys
+from collections import defaultdict
+from itertools import combinations
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from published import PublishedRun, load_published  # noqa: E402
+
+from megasolve.cost.calibration import calibration  # noqa: E402
+from megasolve.cost.step import step_time  # noqa: E402
+
+CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "cost" / "calibration.yaml"
+BLACKWELL = ("b200", "b300", "gb200", "gb300")
+
+# name -> (paths in calibration()["time"] it sets, lower bound, upper bound)
+FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
+    "e_max a100 bf16": ((("gemm_efficiency", "a100-80g", "bf16"), ("gemm_efficiency", "a100-40g", "bf16")), 0.2, 0.95),
+    "e_max h100 bf16": ((("gemm_efficiency", "h100", "bf16"), ("gemm_efficiency", "default", "bf16")), 0.2, 0.95),
+    "e_max h100 fp8": ((("gemm_efficiency", "h100", "fp8"), ("gemm_efficiency", "default", "fp8")), 0.15, 0.95),
+    "e_max blackwell bf16": (tuple(("gemm_efficiency", g, "bf16") for g in BLACKWELL), 0.15, 0.95),
+    **{f"e_max {g} fp8": ((("gemm_efficiency", g, "fp8"),), 0.1, 0.95) for g in BLACKWELL},
+    "gemm_half_width": ((("gemm_half_width",),), 16, 2048),
+    "attention_efficiency": ((("attention_efficiency", "default"),), 0.15, 0.9),
+    "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.2, 1.0),
+    "moe_tokens_half": ((("moe_tokens_half",),), 1, 4096),
+    "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-6, 5e-3),
+    "fp8_cast_bytes_per_token_hidden": ((("fp8_cast_bytes_per_token_hidden",),), 1, 400),
+    "tp_exposed_fraction": ((("tp_exposed_fraction",),), 0.05, 1.0),
+    "ep_exposed_fraction": ((("ep_exposed_fraction",),), 0.05, 1.0),
+    "dp_overlap_fraction": ((("dp_overlap_fraction",),), 0.2, 4.0),
+    "all_to_all_network_factor": ((("collectives", "all_to_all_network_factor"),), 0.1, 1.0),
+}
+
+
+# ---------------------------------------------------------------------------- parameters
+def _get(path: tuple[str, ...]) -> float:
+    node = calibration()["time"]
+    for key in path:
+        node = node[key]
+    return float(node)
+
+
+def _set(path: tuple[str, ...], value: float) -> None:
+    node = calibration()["time"]
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+
+
+def current_params() -> dict[str, float]:
+    return {name: _get(paths[0]) for name, (paths, _, _) in FREE.items()}
+
+
+def apply_params(params: dict[str, float]) -> None:
+    """Write ``params`` into the cached calibration dict (the cost functions read it on every call)."""
+    for name, value in params.items():
+        for path in FREE[name][0]:
+            _set(path, value)
+
+
+# ---------------------------------------------------------------------------- evaluation
+def predict(run: PublishedRun) -> float:
+    return step_time(run.spec, run.cluster, run.workload, run.layout).tokens_per_s_per_gpu
+
+
+def errors(runs: list[PublishedRun]) -> dict[str, float]:
+    """``pred / measured - 1`` per run id."""
+    return {r.id: predict(r) / r.measured_tokens_per_s_per_gpu - 1 for r in runs}
+
+
+def median_abs_pct(values: list[float]) -> float:
+    return 100 * statistics.median(abs(v) for v in values) if values else float("nan")
+
+
+def ranking_accuracy(runs: list[PublishedRun], preds: dict[str, float]) -> tuple[int, int]:
+    """(correctly ordered pairs, pairs) inside each comparison group with >= 2 runs; ties skipped."""
+    groups: dict[str, list[PublishedRun]] = defaultdict(list)
+    for r in runs:
+        if r.comparison_group:
+            groups[r.comparison_group].append(r)
+    good = total = 0
+    for members in groups.values():
+        for a, b in combinations(members, 2):
+            measured = a.measured_tokens_per_s_per_gpu - b.measured_tokens_per_s_per_gpu
+            if measured == 0:
+                continue
+            total += 1
+            good += (preds[a.id] - preds[b.id]) * measured > 0
+    return good, total
+
+
+def report(runs: list[PublishedRun], *, verbose: bool = False) -> dict[str, float]:
+    """Print the error table; return the headline numbers."""
+    errs = errors(runs)
+    preds = {r.id: (1 + errs[r.id]) * r.measured_tokens_per_s_per_gpu for r in runs}
+    out: dict[str, float] = {}
+    print(f"{'split':8s} {'kind':6s} {'GPU':10s} {'n':>4s} {'median |err|':>13s}")
+    for split in ("fit", "holdout"):
+        for kind in ("dense", "moe"):
+            chosen = [r for r in runs if r.split == split and r.kind == kind]
+            out[f"{split} {kind}"] = median_abs_pct([errs[r.id] for r in chosen])
+            print(f"{split:8s} {kind:6s} {'all':10s} {len(chosen):4d} {out[f'{split} {kind}']:12.1f}%")
+            for family in ("ampere", "hopper", "blackwell"):
+                sub = [r for r in chosen if r.gpu_family == family]
+                if sub:
+                    gpus = sorted({r.gpu for r in sub})
+                    detail = ", ".join(f"{g} {median_abs_pct([errs[r.id] for r in sub if r.gpu == g]):.0f}%"
+                                       f" (n={sum(r.gpu == g for r in sub)})" for g in gpus)
+                    print(f"{'':8s} {'':6s} {family:10s} {len(sub):4d} "
+                          f"{median_abs_pct([errs[r.id] for r in sub]):12.1f}%   {detail}")
+    for split in ("fit", "holdout", "all"):
+        chosen = runs if split == "all" else [r for r in runs if r.split == split]
+        good, total = ranking_accuracy(chosen, preds)
+        out[f"ranking {split}"] = good / total if total else float("nan")
+        print(f"ranking {split:8s}: {good}/{total} pairs ordered correctly ({100 * good / max(total, 1):.1f}%)")
+    if verbose:
+        for r in sorted(runs, key=lambda r: (r.split, r.kind, r.id)):
+            print(f"  {r.split:7s} {r.kind:5s} {r.id:62s} measured {r.measured_tokens_per_s_per_gpu:9.1f} "
+                  f"predicted {preds[r.id]:9.1f} {100 * errs[r.id]:+6.1f}%")
+    return out
+
+
+# ---------------------------------------------------------------------------- fitting
+def loss(runs: list[PublishedRun], params: dict[str, float], start: dict[str, float]) -> float:
+    apply_params(params)
+    data = sum(abs(math.log(predict(r) / r.measured_tokens_per_s_per_gpu)) for r in runs)
+    prior = 0.02 * sum(math.log(params[k] / start[k]) ** 2 for k in params)
+    return data + prior
+
+
+def fit(runs: list[PublishedRun], *, step: float = 0.5, tolerance: float = 0.01, max_sweeps: int = 60) -> dict[str, float]:
+    """Hooke-Jeeves pattern search on ``log(x)`` within the bounds of ``FREE``."""
+    start = current_params()
+    best = dict(start)
+    best_loss = loss(runs, best, start)
+    delta = step
+    for _sweep in range(max_sweeps):
+        improved = False
+        for name, (_, low, high) in FREE.items():
+            for direction in (1, -1):
+                trial = dict(best)
+                trial[name] = min(max(best[name] * math.exp(direction * delta), low), high)
+                if trial[name] == best[name]:
+                    continue
+                value = loss(runs, trial, start)
+                if value < best_loss - 1e-9:
+                    best, best_loss, improved = trial, value, True
+                    break
+        if not improved:
+            delta /= 2
+            if delta < tolerance:
+                break
+    apply_params(best)
+    return best
+
+
+# ---------------------------------------------------------------------------- write back
+def _fmt(value: float) -> str:
+    if abs(value) < 1e-3:
+        return f"{value:.2e}"
+    return f"{value:.3g}" if value < 10 else f"{value:.0f}"
+
+
+def write_back(params: dict[str, float], provenance: str) -> None:
+    """Replace the fitted values inside the ``time:`` section of calibration.yaml, keeping comments."""
+    text = CALIBRATION_FILE.read_text(encoding="utf-8")
+    head, sep, time_part = text.partition("\ntime:\n")
+    if not sep:
+        raise SystemExit("calibration.yaml has no time: section")
+    cal = calibration()["time"]
+    lines = time_part.split("\n")
+    out = []
+    skipping = False
+    for line in lines:
+        if skipping:
+            if line.startswith("    "):
+                continue
+            skipping = False
+        if line.startswith("  gemm_efficiency:"):
+            out.append("  gemm_efficiency:")
+            for gpu, values in cal["gemm_efficiency"].items():
+                inner = ", ".join(f"{k}: {_fmt(v)}" for k, v in values.items())
+                out.append(f"    {gpu}: {{{inner}}}")
+            skipping = True
+            continue
+        match = re.match(r"^(\s+)([a-z_0-9]+): ([^#{]+?)(\s*#.*)?$", line)
+        if match and line.startswith("  ") and not line.startswith("    ") and \
+                (match.group(2),) in {p for name in params for p in FREE[name][0]}:
+            out.append(f"{match.group(1)}{match.group(2)}: {_fmt(cal[match.group(2)])}{match.group(4) or ''}")
+            continue
+        if line.startswith("  attention_efficiency:"):
+            comment = line[line.index("#"):] if "#" in line else ""
+            out.append(f"  attention_efficiency: {{default: {_fmt(cal['attention_efficiency']['default'])}}}   "
+                       f"{comment}".rstrip())
+            continue
+        if line.startswith("    all_to_all_network_factor:"):
+            comment = line[line.index("#"):] if "#" in line else ""
+            out.append(f"    all_to_all_network_factor: {_fmt(cal['collectives']['all_to_all_network_factor'])}"
+                       f"  {comment}".rstrip())
+            continue
+        out.append(line)
+    body = "\n".join(out)
+    marker = "  # Fitted by benchmarks/calibrate_time.py"
+    body_lines = [l for l in body.split("\n") if not l.startswith(marker) and not l.startswith("  #   fit:")]
+    body = "\n".join([body_lines[0], f"{marker} ({provenance})."] + body_lines[1:]) \
+        if body_lines[0] == "" else "\n".join([f"{marker} ({provenance})."] + body_lines)
+    CALIBRATION_FILE.write_text(head + sep + body, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=None, help="calibration_runs.yaml (default ../shared/data/...)")
+    parser.add_argument("--fit", action="store_true", help="fit the FREE factors on the fit split")
+    parser.add_argument("--write", action="store_true", help="write the fitted factors into calibration.yaml")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    runs, skipped = load_published(args.data)
+    print(f"{len(runs)} runs mapped ({sum(r.split == 'fit' for r in runs)} fit, "
+          f"{sum(r.split == 'holdout' for r in runs)} holdout); {sum(skipped.values())} records skipped:")
+    for reason, count in skipped.most_common():
+        print(f"  {count:3d}  {reason}")
+    if args.fit:
+        fit_runs = [r for r in runs if r.split == "fit"]
+        print(f"fitting {len(FREE)} free parameters on {len(fit_runs)} runs ...")
+        params = fit(fit_runs)
+        for name, value in params.items():
+            print(f"  {name:34s} {value:.4g}")
+        if args.write:
+            write_back(params, f"{len(FREE)} free parameters, {len(fit_runs)} fit-split runs of "
+                               "../shared/data/calibration_runs.yaml; holdout error in the commit message")
+    report(runs, verbose=args.verbose)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

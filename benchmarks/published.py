@@ -1,0 +1,435 @@
+#!/usr/bin/env python3
+"""Published Megatron training runs as megasolve inputs: (ModelSpec, Cluster, Workload, Layout, measured).
+
+Reads ``../shared/data/calibration_runs.yaml`` (relative to the repository root; ``--data PATH`` to
+use another copy) and maps every usable throughput record to megasolve's types. Records that cannot
+be mapped are skipped with a counted reason. Run it to see the mapping::
+
+    python benchmarks/published.py            # summary: used / skipped by reason / split sizes
+    python benchmarks/published.py --verbose  # one line per record with the assumptions made
+
+Mapping rules (each applied rule is recorded in ``PublishedRun.assumptions``):
+
+* Model: the preset of ``models/presets.yaml`` where the record is a known preset (Llama 2/3/3.1,
+  Qwen3 MoE, DeepSeek-V3), else built from the record's ``model`` block. GPT sizes of Narayanan
+  2021 / Korthikanti 2022 / the Megatron-LM README and NeMo GPT-3 are GPT-style (LayerNorm, GeLU,
+  learned positions, tied embeddings, biases; vocab from the record, 51200 where it is null).
+  Nemotron-3/4 use squared ReLU (not gated), LayerNorm, RoPE, untied, no biases.
+  DeepSeek-V3 and Kimi K2 in Megatron-Bridge run one MTP layer (the published TFLOP/s per token
+  only match the Megatron formula with it; checked by ``flops_per_token_ratio``).
+* Hardware: A100-SXM-80GB -> a100-80g, H100-SXM-80GB -> h100, B200, B300, GB200, GB300.
+  GB200/GB300 (NVL72 racks) jobs of >= 64 GPUs use NVLink domains of 64 GPUs (16 of the 18 compute
+  trays of a rack, the usual block size for power-of-two jobs).
+* Layout: missing tp/pp/vpp/cp/ep/mbs -> 1 (noted); missing dp -> num_gpus / (tp*pp*cp); etp
+  missing -> 1 for MoE (Megatron-Bridge recipes set ``expert_tensor_parallel_size=1``).
+  Sequence parallel and the distributed optimizer are unknown for Bridge / NeMo / README tables:
+  assumed as Megatron-Bridge recipes use them (SP on when tp > 1, distributed optimizer on).
+  Narayanan 2021 / Korthikanti 2022 predate the distributed optimizer (off); SP as the record says.
+  Recompute: as the record says; unknown -> full for Narayanan 2021 (the paper recomputes
+  activations, section 3.5), none otherwise.
+* Measured tokens/s/GPU: the record's value; else ``gbs*seq/step_time/num_gpus``; else from
+  TFLOP/s with the source's own FLOP formula: Narayanan 2021 Eq. 3 (hardware FLOPs, includes the
+  recompute forward: ``96*B*s*l*h^2*(1 + s/6h + V/(16*l*h))``), Megatron-LM README r0.8 and
+  Korthikanti MFU (``72*B*s*l*h^2*(1 + s/6h + V/(12*l*h))``, full attention).
+* Skipped: hybrid Mamba models (no architecture), LoRA / SFT (not pretraining), NVFP4 (not a
+  ``Workload`` precision), ZeRO-3 (not a Megatron layout), layer micro-benchmarks (unit checks in
+  tests/test_time.py), feasibility-only and memory-only records, layouts not stated.
+* Split: deterministic, ``sha256(group) % 10 < 3`` -> holdout (~30%), where ``group`` is the
+  record's ``series_group`` (same model/system/precision across releases), else its
+  ``comparison_group``, else its id, so a series never straddles fit and holdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from megasolve.cost.compute import model_flops_per_sequence
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.presets import load_preset
+from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
+from megasolve.topology.cluster import Cluster
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO / ".." / "shared" / "data" / "calibration_runs.yaml"
+HOLDOUT_BUCKETS = 3  # of 10
+
+GPU_NAMES = {"A100-SXM-80GB": "a100-80g", "H100-SXM-80GB": "h100", "B200": "b200", "B300": "b300",
+             "GB200": "gb200", "GB300": "gb300"}
+GPU_FAMILY = {"a100-80g": "ampere", "h100": "hopper", "b200": "blackwell", "b300": "blackwell",
+              "gb200": "blackwell", "gb300": "blackwell"}
+PRESETS = {"Llama 3.1 405B": "llama-3.1-405b", "Llama 3 70B": "llama-3.1-70b", "Llama 3 8B": "llama-3.1-8b",
+           "Llama 2 7B": "llama-2-7b", "Llama 2 13B": "llama-2-13b", "Llama 2 70B": "llama-2-70b",
+           "Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen3-235B-A22B": "qwen3-235b-a22b",
+           "DeepSeek-V3 671B": "deepseek-v3"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedRun:
+    """One published throughput measurement, mapped to megasolve's types."""
+
+    id: str
+    source_group: str
+    software: str
+    spec: ModelSpec
+    cluster: Cluster
+    workload: Workload
+    layout: Layout
+    measured_tokens_per_s_per_gpu: float
+    measured_from: str  # "tokens_per_sec_per_gpu" | "step_time_s" | "tflops_per_gpu (...)" | "mfu_pct (...)"
+    comparison_group: str | None
+    series_group: str | None
+    split: str  # "fit" | "holdout"
+    assumptions: tuple[str, ...] = field(default=())
+    reported_tflops_per_gpu: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return "moe" if self.spec.is_moe else "dense"
+
+    @property
+    def gpu(self) -> str:
+        return self.cluster.gpu.name
+
+    @property
+    def gpu_family(self) -> str:
+        return GPU_FAMILY[self.cluster.gpu.name]
+
+
+class Skip(Exception):
+    """A record that cannot be mapped; ``str(exc)`` is the counted reason."""
+
+
+# ---------------------------------------------------------------------------- split
+def split_of(record: dict[str, Any]) -> str:
+    """``holdout`` for ~30% of the series / comparison groups, chosen by a stable hash."""
+    group = record.get("series_group") or record.get("comparison_group") or record["id"]
+    bucket = int(hashlib.sha256(group.encode()).hexdigest(), 16) % 10
+    return "holdout" if bucket < HOLDOUT_BUCKETS else "fit"
+
+
+# ---------------------------------------------------------------------------- model
+def _gpt_style(m: dict[str, Any], vocab: int) -> ModelSpec:
+    return ModelSpec(name=m["name"], num_layers=m["num_layers"], hidden_size=m["hidden_size"],
+                     ffn_hidden_size=m["ffn_hidden_size"], num_attention_heads=m["num_attention_heads"],
+                     num_query_groups=m.get("num_kv_heads") or m["num_attention_heads"],
+                     kv_channels=m.get("head_dim"), vocab_size=vocab, untie_embeddings_and_output_weights=False,
+                     swiglu=False, normalization="LayerNorm", add_bias_linear=True, add_qkv_bias=True,
+                     position_embedding_type="learned_absolute", max_position_embeddings=m["seq_length"],
+                     source="record model block (GPT-style)")
+
+
+def _deepseek_like(m: dict[str, Any], first_dense: int, mtp: int) -> ModelSpec:
+    mla = m["mla"]
+    n = m["num_layers"]
+    return ModelSpec(
+        name=m["name"], num_layers=n, hidden_size=m["hidden_size"], ffn_hidden_size=m["ffn_hidden_size"],
+        num_attention_heads=m["num_attention_heads"], num_query_groups=m["num_attention_heads"],
+        vocab_size=m["vocab_size"], qk_layernorm=True,
+        moe=MoESpec(num_experts=m["num_experts"], top_k=m["moe_topk"], expert_ffn_hidden_size=m["moe_ffn_hidden_size"],
+                    shared_expert_ffn_hidden_size=m.get("shared_expert_ffn_hidden_size") or 0,
+                    layer_pattern=tuple([0] * first_dense + [1] * (n - first_dense))),
+        mla=MLASpec(q_lora_rank=mla["q_lora_rank"], kv_lora_rank=mla["kv_lora_rank"],
+                    qk_head_dim=mla["qk_nope_head_dim"], qk_pos_emb_head_dim=mla["qk_rope_head_dim"],
+                    v_head_dim=mla["v_head_dim"]),
+        mtp_num_layers=mtp, source="record model block (DeepSeek-V3 architecture)")
+
+
+def model_spec(record: dict[str, Any], notes: list[str]) -> ModelSpec:
+    m = record["model"]
+    name, family = m.get("name") or "", m.get("family")
+    if m.get("type") == "hybrid_mamba_moe":
+        raise Skip("hybrid Mamba-Transformer model (architecture not in the record, Mamba not modelled)")
+    bridge = record["source_group"] == "megatron_bridge_perf_summary"
+    if name in PRESETS:
+        spec = load_preset(PRESETS[name])
+        if name == "DeepSeek-V3 671B" and not bridge:
+            spec = _replace_mtp(spec, 0)
+        notes.append(f"model: preset {PRESETS[name]}" + (" (+1 MTP layer, Bridge recipe)"
+                                                          if spec.mtp_num_layers else ""))
+        return spec
+    if family == "deepseek" and m.get("mla"):  # Kimi K2
+        first_dense = 1 if "first 1 layer dense" in (m.get("moe_layer_pattern") or "") else 3
+        notes.append("model: DeepSeek-V3 architecture from the record" + (", +1 MTP layer (Bridge)" if bridge else ""))
+        return _deepseek_like(m, first_dense, 1 if bridge else 0)
+    if family == "gpt_oss":
+        notes.append("model: GPT-OSS from the record (sliding-window layers counted as full attention)")
+        return ModelSpec(name=name, num_layers=m["num_layers"], hidden_size=m["hidden_size"],
+                         ffn_hidden_size=m["moe_ffn_hidden_size"], num_attention_heads=m["num_attention_heads"],
+                         num_query_groups=m["num_kv_heads"], kv_channels=m["head_dim"], vocab_size=m["vocab_size"],
+                         add_qkv_bias=True,
+                         moe=MoESpec(num_experts=m["num_experts"], top_k=m["moe_topk"],
+                                     expert_ffn_hidden_size=m["moe_ffn_hidden_size"],
+                                     layer_pattern=(1,) * m["num_layers"]),
+                         source="record model block (GPT-OSS)")
+    if family == "nemotron":
+        notes.append("model: Nemotron (squared ReLU, LayerNorm, RoPE, untied) from the record")
+        return ModelSpec(name=name, num_layers=m["num_layers"], hidden_size=m["hidden_size"],
+                         ffn_hidden_size=m["ffn_hidden_size"], num_attention_heads=m["num_attention_heads"],
+                         num_query_groups=m["num_kv_heads"], kv_channels=m["head_dim"], vocab_size=m["vocab_size"],
+                         swiglu=False, normalization="LayerNorm", source="record model block (Nemotron)")
+    if family in ("gpt", "gpt3"):
+        vocab = m.get("vocab_size")
+        if vocab is None:
+            vocab = 51200
+            notes.append("model: vocab not stated, assumed 51200 (NeMo GPT-3 NullTokenizer)")
+        notes.append("model: GPT-style from the record")
+        return _gpt_style(m, vocab)
+    if family == "mixtral":
+        raise Skip("memory-only record (Mixtral estimator validation model, no throughput)")
+    raise Skip(f"model family {family!r} not mapped")
+
+
+def _replace_mtp(spec: ModelSpec, mtp: int) -> ModelSpec:
+    from dataclasses import replace
+    return replace(spec, mtp_num_layers=mtp)
+
+
+# ---------------------------------------------------------------------------- layout and workload
+def _int_or(value: Any, default: int, name: str, notes: list[str]) -> int:
+    if value is None:
+        notes.append(f"{name} not stated, assumed {default}")
+        return default
+    if not isinstance(value, int):
+        raise Skip(f"non-numeric {name}")
+    return value
+
+
+def _precision(raw: str | None) -> str:
+    text = (raw or "").lower()
+    if "nvfp4" in text:
+        raise Skip("NVFP4 precision (not a Workload precision)")
+    if "fp8" in text:  # FP8 (delayed/current scaling) and MXFP8
+        return "fp8"
+    return "bf16"
+
+
+def _recompute(raw: Any, source_group: str, notes: list[str]) -> str:
+    text = str(raw or "").lower()
+    if not text and source_group == "narayanan2021":
+        notes.append("recompute not stated, assumed full (Narayanan 2021 section 3.5 recomputes activations)")
+        return "full"
+    if text.startswith("full"):
+        return "full"
+    if text.startswith("selective"):
+        return "selective"
+    if text in ("none",):
+        return "none"
+    notes.append("recompute not stated, assumed none")
+    return "none"
+
+
+def pipeline_split(num_layers: int, pp: int, vpp: int, num_microbatches: int,
+                   last_extra: float = 0.0) -> tuple[int, int | None, int | None]:
+    """The even split if there is one, else the (vpp', first, last) with ``vpp' <= vpp`` that Megatron
+    accepts (``models.params.stage_layer_counts``) and minimises ``max_load * (m + (p-1)/vpp')``,
+    where the last stage's load counts ``last_extra`` layer-equivalents for the MTP layers and the
+    loss (what ``--account-for-loss-in-pipeline-split`` / Bridge's pipeline layouts balance).
+
+    >>> pipeline_split(80, 4, 5, 64), pipeline_split(61, 2, 8, 32), pipeline_split(61, 16, 1, 16, 2.0)
+    ((5, None, None), (1, 30, 31), (1, 3, 2))
+    """
+    if num_layers % pp == 0 and (num_layers // pp) % vpp == 0:
+        return vpp, None, None
+    best: tuple[float, int, int, int] | None = None
+    for v in range(vpp, 0, -1):
+        for first in range(v, num_layers + 1, v):
+            for last in range(v, num_layers - first + 1, v):
+                middle, stages = num_layers - first - last, pp - 2
+                if pp < 2 or (stages == 0 and middle) or (stages and (middle <= 0 or middle % (stages * v))):
+                    continue
+                biggest = max(first, last + last_extra, middle // stages if stages else 0)
+                score = biggest * (num_microbatches + (pp - 1) / v)
+                if best is None or score < best[0]:
+                    best = (score, v, first, last)
+    if best is None:
+        raise Skip(f"{num_layers} layers cannot be split over pp {pp}")
+    return best[1], best[2], best[3]
+
+
+def cluster_for(gpu: str, num_gpus: int, notes: list[str]) -> Cluster:
+    if gpu in ("gb200", "gb300") and num_gpus >= 64 and num_gpus % 64 == 0:
+        notes.append("NVL72 job uses NVLink domains of 64 GPUs")
+        return Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, nvlink_domain=64)
+    return Cluster.from_flags(num_gpus=num_gpus, gpu=gpu)
+
+
+def map_record(record: dict[str, Any]) -> PublishedRun:
+    """Map one YAML record to a ``PublishedRun`` or raise ``Skip(reason)``."""
+    task = record.get("task")
+    if task == "layer_microbenchmark":
+        raise Skip("layer micro-benchmark (unit check in tests/test_time.py)")
+    if task in ("lora", "sft"):
+        raise Skip(f"{task} run (not pretraining)")
+    if task == "feasibility":
+        raise Skip("feasibility-only record (no throughput)")
+    par = record.get("parallel") or {}
+    other = par.get("other") or {}
+    if other.get("zero_stage"):
+        raise Skip("DeepSpeed ZeRO-3 (not a Megatron layout)")
+    hardware = record.get("hardware") or {}
+    if hardware.get("gpu") not in GPU_NAMES:
+        raise Skip(f"GPU {hardware.get('gpu')!r} not mapped")
+    precision = _precision(par.get("precision"))
+    notes: list[str] = []
+    spec = model_spec(record, notes)
+    gpu = GPU_NAMES[hardware["gpu"]]
+    num_gpus = hardware["num_gpus"]
+    source = record["source_group"]
+    tp, pp = par.get("tp"), par.get("pp")
+    if tp is None and pp is None:
+        mp = other.get("model_parallel_size")
+        if mp is None:
+            raise Skip("layout not stated")
+        tp = 8
+        pp = mp // 8
+        notes.append(f"model-parallel size {mp} split as TP8 x PP{pp} (the paper's Table 1 uses TP=8)")
+    tp = _int_or(tp, 1, "tp", notes)
+    pp = _int_or(pp, 1, "pp", notes)
+    vpp = par.get("vpp") or 1
+    cp = par.get("cp") or 1
+    ep = par.get("ep") or 1
+    if par.get("mbs") is None:
+        notes.append("mbs not stated, assumed 1")
+    mbs = par.get("mbs") or 1
+    dp = num_gpus // (tp * pp * cp)
+    if par.get("dp") is not None and par["dp"] != dp:
+        raise Skip("dp inconsistent with num_gpus / (tp*pp*cp)")
+    etp = par.get("etp")
+    if spec.is_moe and etp is None:
+        etp = 1
+        notes.append("etp not stated, assumed 1 (Megatron-Bridge MoE recipes)")
+    if par.get("sp") is None or not isinstance(par.get("sp"), bool):
+        sp = tp > 1 and source not in ("narayanan2021",)
+        notes.append(f"sequence parallel not stated, assumed {'on' if sp else 'off'}")
+    else:
+        sp = par["sp"]
+    if spec.is_moe and tp > 1:
+        sp = True  # Megatron requires SP with MoE + TP (reference section 4.6)
+    dist_opt = par.get("distributed_optimizer")
+    if dist_opt is None:
+        dist_opt = source not in ("narayanan2021", "korthikanti2022")
+        notes.append(f"distributed optimizer not stated, assumed {'on' if dist_opt else 'off'}")
+    recompute = _recompute(par.get("recompute"), source, notes)
+    seq = record["model"]["seq_length"]
+    gbs = par.get("gbs")
+    if gbs is None:
+        raise Skip("global batch not stated")
+    if gbs % (mbs * dp):
+        raise Skip("gbs not divisible by mbs*dp")
+    v_used, first, last = pipeline_split(spec.num_layers, pp, vpp, gbs // (mbs * dp),
+                                         last_extra=spec.mtp_num_layers + 1.0)
+    if (v_used, first, last) != (vpp, None, None):
+        notes.append(f"{spec.num_layers} layers do not split evenly over pp {pp} x vpp {vpp}: modelled as "
+                     f"vpp {v_used}, first/last stage {first}/{last} layers (Bridge uses a custom pipeline layout)")
+    layout = Layout(tp=tp, pp=pp, vpp=v_used, cp=cp, dp=dp, ep=ep, etp=etp, mbs=mbs, sequence_parallel=sp,
+                    recompute=recompute, distributed_optimizer=bool(dist_opt), first_stage_layers=first,
+                    last_stage_layers=last)
+    attention = "unfused" if source in ("narayanan2021", "korthikanti2022") else "flash"
+    if attention == "unfused":
+        notes.append("attention unfused (Megatron-LM 2021-2022 had no flash attention)")
+    workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention)
+    measured, how = measured_tokens(record, spec, layout, num_gpus)
+    return PublishedRun(
+        id=record["id"], source_group=source, software=record.get("software_version") or "",
+        spec=spec, cluster=cluster_for(gpu, num_gpus, notes), workload=workload, layout=layout,
+        measured_tokens_per_s_per_gpu=measured, measured_from=how,
+        comparison_group=record.get("comparison_group"), series_group=record.get("series_group"),
+        split=split_of(record), assumptions=tuple(notes),
+        reported_tflops_per_gpu=(record.get("measured") or {}).get("tflops_per_gpu"))
+
+
+# ---------------------------------------------------------------------------- measured throughput
+def gpt_flops_per_token(spec: ModelSpec, seq: int, *, recompute_forward: bool) -> float:
+    """The FLOPs per token the 2021-2022 Megatron papers report with (MHA GPT, full attention).
+
+    Narayanan 2021 Eq. 3 (with the recompute forward): ``96*l*h^2*(1 + s/6h + V/(16*l*h))``;
+    Korthikanti 2022 / Megatron-LM r0.8 model FLOPs: ``72*l*h^2*(1 + s/6h + V/(12*l*h))``.
+
+    >>> spec = ModelSpec(name="g", num_layers=96, hidden_size=12288, ffn_hidden_size=49152,
+    ...                  num_attention_heads=96, num_query_groups=96, vocab_size=51200)
+    >>> round(gpt_flops_per_token(spec, 2048, recompute_forward=False) / 1e12, 3)  # ~6 * 175e9 + attention
+    1.076
+    """
+    l, h, V, s = spec.num_layers, spec.hidden_size, spec.vocab_size, seq
+    if recompute_forward:
+        return 96.0 * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+    return 72.0 * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+
+
+def measured_tokens(record: dict[str, Any], spec: ModelSpec, layout: Layout, num_gpus: int) -> tuple[float, str]:
+    m = record.get("measured") or {}
+    seq = record["model"]["seq_length"]
+    if m.get("tokens_per_sec_per_gpu"):
+        return float(m["tokens_per_sec_per_gpu"]), "tokens_per_sec_per_gpu"
+    gbs = record["parallel"].get("gbs")
+    if m.get("step_time_s") and gbs:
+        return gbs * seq / m["step_time_s"] / num_gpus, "step_time_s"
+    source = record["source_group"]
+    if m.get("tflops_per_gpu") and source == "narayanan2021":
+        full = layout.recompute == "full"
+        return m["tflops_per_gpu"] * 1e12 / gpt_flops_per_token(spec, seq, recompute_forward=full), \
+            "tflops_per_gpu (Narayanan Eq. 3" + (", recompute forward counted)" if full else ")")
+    if m.get("tflops_per_gpu") and source == "megatron_lm_readme_h100":
+        return m["tflops_per_gpu"] * 1e12 / gpt_flops_per_token(spec, seq, recompute_forward=False), \
+            "tflops_per_gpu (Megatron r0.8 formula, full attention)"
+    if m.get("mfu_pct") and source == "korthikanti2022":
+        tflops = m["mfu_pct"] / 100 * 312
+        return tflops * 1e12 / gpt_flops_per_token(spec, seq, recompute_forward=False), "mfu_pct (x 312 TFLOP/s)"
+    raise Skip("no throughput measurement")
+
+
+def flops_per_token_ratio(run: PublishedRun) -> float | None:
+    """Reported TFLOP/s / tokens/s over megasolve's Megatron-formula FLOPs per token (~1 for Bridge
+    >= 25.09, which counts causal attention; > 1 for sources counting full attention)."""
+    if not run.reported_tflops_per_gpu or run.measured_from != "tokens_per_sec_per_gpu":
+        return None
+    reported = run.reported_tflops_per_gpu * 1e12 / run.measured_tokens_per_s_per_gpu
+    return reported / (model_flops_per_sequence(run.spec, run.workload.seq_length) / run.workload.seq_length)
+
+
+# ---------------------------------------------------------------------------- loading
+def load_records(path: str | Path | None = None) -> list[dict[str, Any]]:
+    path = Path(path) if path else DEFAULT_DATA
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def load_published(path: str | Path | None = None) -> tuple[list[PublishedRun], Counter]:
+    """All mapped runs and a counter of skip reasons."""
+    runs, skipped = [], Counter()
+    for record in load_records(path):
+        try:
+            runs.append(map_record(record))
+        except Skip as exc:
+            skipped[str(exc)] += 1
+    return runs, skipped
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default=None, help="calibration_runs.yaml (default ../shared/data/...)")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    runs, skipped = load_published(args.data)
+    print(f"mapped {len(runs)} records, skipped {sum(skipped.values())}")
+    for reason, count in skipped.most_common():
+        print(f"  skip {count:3d}  {reason}")
+    split = Counter((r.split, r.kind) for r in runs)
+    print("split:", dict(sorted(split.items())))
+    if args.verbose:
+        for r in runs:
+            ratio = flops_per_token_ratio(r)
+            print(f"{r.split:7s} {r.id:60s} {r.measured_tokens_per_s_per_gpu:9.1f} "
+                  f"{'' if ratio is None else f'flops-ratio {ratio:.3f}'}  {'; '.join(r.assumptions)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

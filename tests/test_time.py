@@ -1,0 +1,224 @@
+"""Step-time model: formula unit tests (arithmetic in the comments) and Hypothesis properties.
+
+Sources: ``reference/megatron.md`` section 5 (collective volumes), section 6.1 (pipeline), section
+6.2 (Megatron's FLOPs formula and its check values), Korthikanti et al. 2022 Table 4 (one layer of
+the 22B GPT, A100, TP 8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from megasolve.cost.calibration import calibration
+from megasolve.cost.comm import collective_time_s
+from megasolve.cost.compute import model_flops_per_sequence
+from megasolve.cost.memory import ActivationShape
+from megasolve.cost.step import TERMS, layer_time, remote_domains_per_token, stage_times, step_time
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.presets import load_preset
+from megasolve.models.spec import ModelSpec
+from megasolve.topology.cluster import Cluster
+
+
+# ---------------------------------------------------------------------------- Megatron FLOPs (section 6.2)
+def test_llama3_8b_flops_per_token_matches_reference():
+    # 32 layers x [6*4096*14336*3 (SwiGLU MLP) + 6*(4096*(4096 + 2*1024) + 4096*4096) (attention)]
+    # + 6*4096*128256 (logits) + 8192 * 6*32*128 * 32 (causal core) = 51.5e9 per token
+    spec = load_preset("llama-3.1-8b")
+    assert model_flops_per_sequence(spec, 8192) / 8192 / 1e9 == pytest.approx(51.5, abs=0.1)
+
+
+def test_llama3_70b_flops_per_token_matches_reference():
+    # 80 x [6*8192*28672*3 + 6*(8192*(8192 + 2*1024) + 8192*8192)] + 6*8192*128256 + 8192*6*64*128*80 = 449e9
+    spec = load_preset("llama-3.1-70b")
+    assert model_flops_per_sequence(spec, 8192) / 8192 / 1e9 == pytest.approx(449, rel=0.005)
+
+
+def test_deepseek_v3_flops_per_token_matches_reference():
+    # 3 dense + 58 MoE layers (8 routed + 1 shared expert of 2048), MLA, no MTP, s = 4096: ~250e9
+    spec = dataclasses.replace(load_preset("deepseek-v3"), mtp_num_layers=0)
+    assert model_flops_per_sequence(spec, 4096) / 4096 / 1e9 == pytest.approx(250, rel=0.01)
+
+
+# ---------------------------------------------------------------------------- collectives (section 5)
+def _bus(tier: str) -> tuple[float, float]:
+    cal = calibration()["time"]["collectives"]
+    return cal["bus_efficiency"][tier], cal["latency_s"][tier]
+
+
+def test_all_reduce_volume_is_twice_all_gather():
+    c = Cluster.from_flags(num_gpus=8, gpu="h100")
+    link = c.group_link(1, 8)
+    efficiency, latency = _bus("nvlink")
+    # all-reduce: 2*(8-1)/8 * 1 GB / (450 GB/s * efficiency) + 7 steps of latency
+    ar = collective_time_s("all_reduce", 1e9, 8, link)
+    assert ar == pytest.approx(2 * 7 / 8 * 1e9 / (450e9 * efficiency) + 7 * latency)
+    # all-gather / reduce-scatter: (8-1)/8 * 1 GB of the same bus
+    ag = collective_time_s("all_gather", 1e9, 8, link)
+    assert ag == pytest.approx(7 / 8 * 1e9 / (450e9 * efficiency) + 7 * latency)
+    assert collective_time_s("reduce_scatter", 1e9, 8, link) == pytest.approx(ag)
+
+
+def test_send_recv_moves_the_whole_tensor_once():
+    c = Cluster.from_flags(num_gpus=16, gpu="h100")
+    link = c.group_link(8, 2)  # stride 8 over two 8-GPU nodes: the NIC tier, 50 GB/s per GPU
+    efficiency, latency = _bus("network")
+    assert link.tier == "network"
+    # 100 MB / (50 GB/s * efficiency) + one latency
+    assert collective_time_s("send_recv", 1e8, 2, link) == pytest.approx(1e8 / (50e9 * efficiency) + latency)
+
+
+def test_collective_over_one_rank_or_no_bytes_is_free():
+    c = Cluster.from_flags(num_gpus=8, gpu="h100")
+    assert collective_time_s("all_reduce", 1e9, 1, c.group_link(1, 1)) == 0.0
+    assert collective_time_s("all_to_all", 0.0, 8, c.group_link(1, 8), c) == 0.0
+
+
+def test_deduplicated_dispatch_sends_one_copy_per_remote_domain():
+    # E = 256, k = 8, 4 domains of 64 experts: P(a given other domain is missed) =
+    # prod_{i<8} (192 - i)/(256 - i) = 0.0964, so 3 * (1 - 0.0964) = 2.711 remote copies per token
+    # instead of k * 3/4 = 6 without deduplication.
+    assert remote_domains_per_token(256, 8, 4) == pytest.approx(2.711, abs=1e-3)
+    assert remote_domains_per_token(256, 8, 1) == 0.0
+    # top-1 never needs more than one copy: 3 * (1 - 192/256) = 0.75 = k * 3/4
+    assert remote_domains_per_token(256, 1, 4) == pytest.approx(0.75)
+
+
+# ---------------------------------------------------------------------------- pipeline (section 6.1)
+def test_pipeline_bubble_is_p_minus_1_over_v_stages_for_equal_stages():
+    # Llama-3.1-8B, 32 layers on pp 4: stages differ only by embedding / logits. The bubble term is
+    # (sum(tau) - max(tau)) / v, i.e. (p - 1) * tau / v for equal stages.
+    spec = load_preset("llama-3.1-8b")
+    cluster = Cluster.from_flags(num_gpus=32, gpu="h100")
+    workload = Workload(seq_length=4096, global_batch_size=128)
+    for vpp in (1, 2):
+        layout = Layout(tp=2, pp=4, vpp=vpp, dp=4)
+        st_ = step_time(spec, cluster, workload, layout)
+        taus = [s.tau_s for s in st_.stages]
+        assert st_.breakdown_s["bubble"] == pytest.approx((sum(taus) - max(taus)) / vpp)
+
+
+def test_step_time_combines_pipeline_dp_tail_optimizer_and_overhead():
+    spec = load_preset("llama-3.1-8b")
+    cluster = Cluster.from_flags(num_gpus=16, gpu="h100")
+    workload = Workload(seq_length=4096, global_batch_size=64)
+    layout = Layout(tp=2, pp=2, dp=4)
+    stages = stage_times(spec, cluster, workload, layout)
+    m = workload.num_microbatches(layout)  # 64 / (1 * 4) = 16
+    taus = [s.tau_s for s in stages]
+    expected = (m * max(taus) + sum(taus) - max(taus) + max(s.dp_exposed_s for s in stages)
+                + max(s.optimizer_s for s in stages) + calibration()["time"]["step_overhead_s"])
+    assert step_time(spec, cluster, workload, layout).step_s == pytest.approx(expected)
+
+
+# ---------------------------------------------------------------------------- Korthikanti 2022 Table 4
+GPT22B = ModelSpec(name="gpt-22b", num_layers=48, hidden_size=6144, ffn_hidden_size=24576, num_attention_heads=64,
+                   num_query_groups=64, vocab_size=51200, swiglu=False, normalization="LayerNorm",
+                   add_bias_linear=True, add_qkv_bias=True, untie_embeddings_and_output_weights=False,
+                   position_embedding_type="learned_absolute", max_position_embeddings=2048)
+LAYER_TOLERANCE = 0.15  # Korthikanti et al. 2022 Table 4: one 22B layer, A100, TP 8, mbs 4, s 2048
+
+
+@pytest.mark.parametrize("sp, recompute, measured_ms", [
+    (False, "none", 19.6),  # korthikanti2022:gpt-22b-one-transformer-laye:a100x8:1
+    (True, "none", 19.0),  # ...:2
+    (False, "full", 27.2),  # ...:3
+    (False, "selective", 20.9),  # ...:4
+    (True, "selective", 20.3),  # ...:5
+])
+def test_one_gpt22b_layer_matches_korthikanti_table4(sp, recompute, measured_ms):
+    cluster = Cluster.from_flags(num_gpus=8, gpu="a100-80g")
+    workload = Workload(seq_length=2048, global_batch_size=4, attention="unfused")
+    shape = ActivationShape(tp=8, cp=1, mbs=4, sequence_parallel=sp)
+    predicted_ms = layer_time(GPT22B, cluster, workload, shape, ep=1, moe=False, recompute=recompute).total * 1e3
+    assert predicted_ms == pytest.approx(measured_ms, rel=LAYER_TOLERANCE)
+
+
+def test_recompute_orders_layer_time_none_selective_full():
+    cluster = Cluster.from_flags(num_gpus=8, gpu="a100-80g")
+    workload = Workload(seq_length=2048, global_batch_size=4, attention="unfused")
+    shape = ActivationShape(tp=8, cp=1, mbs=4, sequence_parallel=True)
+    times = [layer_time(GPT22B, cluster, workload, shape, ep=1, moe=False, recompute=r).total
+             for r in ("none", "selective", "full")]
+    assert times[0] < times[1] < times[2]
+    # Table 4: full recompute costs +39% over the baseline; the extra forward is ~1/3 of fwd+bwd
+    assert 1.25 < times[2] / times[0] < 1.5
+
+
+# ---------------------------------------------------------------------------- Hypothesis properties
+MODELS = {"llama-3.1-8b": load_preset("llama-3.1-8b"), "qwen3-30b-a3b": load_preset("qwen3-30b-a3b")}
+
+
+@st.composite
+def cases(draw):
+    name = draw(st.sampled_from(sorted(MODELS)))
+    spec = MODELS[name]
+    gpu = draw(st.sampled_from(["a100-80g", "h100", "gb200"]))
+    tp = draw(st.sampled_from([1, 2, 4]))
+    pp = draw(st.sampled_from([1, 2, 4]))
+    cp = draw(st.sampled_from([1, 2]))
+    dp = draw(st.sampled_from([1, 2, 4]))
+    vpp = draw(st.sampled_from([1, 2])) if pp > 1 else 1
+    ep = draw(st.sampled_from([e for e in (1, 2, 4, 8) if (dp * cp * tp) % e == 0])) if spec.is_moe else 1
+    mbs = draw(st.sampled_from([1, 2]))
+    recompute = draw(st.sampled_from(["none", "selective", "full"]))
+    precision = draw(st.sampled_from(["bf16", "fp8"])) if gpu != "a100-80g" else "bf16"
+    layout = Layout(tp=tp, pp=pp, vpp=vpp, cp=cp, dp=dp, ep=ep, etp=1 if spec.is_moe else tp, mbs=mbs,
+                    sequence_parallel=tp > 1, recompute=recompute,
+                    distributed_optimizer=draw(st.booleans()))
+    m = draw(st.sampled_from([1, 2, 4, 8])) * pp
+    workload = Workload(seq_length=draw(st.sampled_from([2048, 4096])), global_batch_size=m * mbs * dp,
+                        precision=precision)
+    world = layout.world_size
+    per_node = 4 if gpu == "gb200" else 8
+    num_gpus = max(world, per_node) if world >= per_node else world
+    cluster = Cluster.from_flags(num_gpus=num_gpus, gpu=gpu)
+    return spec, cluster, workload, layout
+
+
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(cases())
+def test_every_time_term_is_non_negative(case):
+    spec, cluster, workload, layout = case
+    result = step_time(spec, cluster, workload, layout)
+    assert result.step_s > 0 and math.isfinite(result.step_s)
+    assert all(v >= 0 for v in result.breakdown_s.values())
+    for stage in result.stages:
+        assert all(getattr(stage.per_microbatch, t) >= 0 for t in TERMS)
+        assert stage.dp_exposed_s >= 0 and stage.optimizer_s >= 0
+
+
+@FAST
+@given(cases(), st.sampled_from([2.0, 4.0]))
+def test_more_nic_or_nvlink_bandwidth_never_slows_a_layout(case, factor):
+    spec, cluster, workload, layout = case
+    base = step_time(spec, cluster, workload, layout).step_s
+    faster_nic = dataclasses.replace(cluster, nic_bytes_per_s=cluster.nic_bytes_per_s * factor)
+    faster_nvlink = dataclasses.replace(cluster, nvlink_bytes_per_s=cluster.nvlink_bytes_per_s * factor)
+    assert step_time(spec, faster_nic, workload, layout).step_s <= base * (1 + 1e-12)
+    assert step_time(spec, faster_nvlink, workload, layout).step_s <= base * (1 + 1e-12)
+
+
+@FAST
+@given(cases())
+def test_bubble_fraction_shrinks_with_more_microbatches(case):
+    spec, cluster, workload, layout = case
+    more = dataclasses.replace(workload, global_batch_size=workload.global_batch_size * 4)
+    few = step_time(spec, cluster, workload, layout)
+    many = step_time(spec, cluster, more, layout)
+    assert many.bubble_fraction <= few.bubble_fraction + 1e-12
+
+
+@FAST
+@given(cases())
+def test_step_time_is_deterministic(case):
+    spec, cluster, workload, layout = case
+    assert step_time(spec, cluster, workload, layout) == step_time(spec, cluster, workload, layout)
