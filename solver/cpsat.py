@@ -1,0 +1,324 @@
+"""CP-SAT model of the layout search (read problem -> build model -> solve -> decode).
+
+Variables: one Boolean per axis value (exactly one per axis), an integer index per axis for the
+table constraints, one integer per cost term (``AddAllowedAssignments`` over the term's few axes),
+one Boolean per pipeline row ``(pp, vpp, split, rc)`` channelled to the axis literals, and one
+Boolean per micro-batch count ``m``. Megatron's rules are allowed-assignment tables over their own
+axes. The canonical cost of ``tables.py`` is encoded exactly: per pipeline row, each stage slot's
+time, compute, DP traffic and optimizer time are linear forms of term variables (enforced by the
+row literal); ``m x max`` by one enforced equality per value of ``m``; the ceil-division by ``vpp``
+and the DP overlap by enforced linear inequalities; memory of every slot <= capacity by enforced
+linear inequalities per (row, class of ``m``). Nothing enumerates the Cartesian product.
+
+Top-k: solve, exclude the layout with a clause, solve again; layouts tied with the k-th are all
+collected and ordered like the oracle (lower peak memory, then the fixed axis key).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from megasolve.solver.space import AXES, Point, SearchSpace, _fields_of
+from megasolve.solver.tables import CostTables, PipelineRow
+
+ROW_AXES = ("pp", "vpp", "split", "rc")
+
+
+@dataclass
+class ModelStats:
+    variables: int = 0
+    constraints: int = 0
+    rows: int = 0
+    slots: int = 0
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    solves: int = 0
+    proven_optimal: bool = True
+    enumerated: int = 0
+
+
+@dataclass
+class LayoutModel:
+    """A built CP-SAT model and the handles needed to decode and cut solutions."""
+
+    model: cp_model.CpModel
+    literals: dict[str, list[cp_model.IntVar]]
+    step: cp_model.IntVar
+    excess: cp_model.IntVar | None
+    rule_assumptions: dict[str, cp_model.IntVar] = field(default_factory=dict)
+    stats: ModelStats = field(default_factory=ModelStats)
+
+
+def _linear(form: list[tuple[int, str]], y: dict[str, cp_model.IntVar]):
+    return sum(c * y[t] for c, t in form) if form else 0
+
+
+def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constraint",
+                rule_assumptions: bool = False) -> LayoutModel:
+    """``memory``: ``"constraint"`` (every slot fits) or ``"excess"`` (minimise the worst overflow, to
+    explain infeasibility). ``rule_assumptions``: guard each rule with an assumption literal."""
+    start = time.perf_counter()
+    model = cp_model.CpModel()
+    domains = space.domains
+    lits = {a: [model.NewBoolVar(f"{a}={v}") for v in domains[a]] for a in AXES}
+    index = {}
+    for a in AXES:
+        model.AddExactlyOne(lits[a])
+        index[a] = model.NewIntVar(0, len(domains[a]) - 1, f"i_{a}")
+        model.Add(index[a] == sum(i * lit for i, lit in enumerate(lits[a])))
+    sel = model.NewIntVar(0, 1, "sel")
+    model.Add(sel == sum(l for l, rc in zip(lits["rc"], domains["rc"]) if rc[0] == "selective"))
+    sel_values = (False, True)
+
+    def var_of(axis: str):
+        return sel if axis == "sel" else index[axis]
+
+    def value_index(axis: str, value: Any) -> int:
+        return sel_values.index(value) if axis == "sel" else domains[axis].index(value)
+
+    # ---- rules: allowed-assignment tables over each rule's axes
+    assumptions: dict[str, cp_model.IntVar] = {}
+    for rule, axes in space.rules():
+        allowed = space.allowed(rule, axes)
+        ct = model.AddAllowedAssignments([index[a] for a in axes],
+                                         [tuple(domains[a].index(v) for a, v in zip(axes, values))
+                                          for values in allowed])
+        if rule_assumptions:
+            guard = model.NewBoolVar(f"rule:{rule.name}")
+            ct.OnlyEnforceIf(guard)
+            assumptions[rule.name] = guard
+
+    # ---- micro-batch count m = gbs / (mbs * dp)
+    gbs = tables.workload.global_batch_size
+    m_of = {(b, d): gbs // (b * d) for b in domains["mbs"] for d in domains["dp"] if gbs % (b * d) == 0}
+    m_values = sorted(set(m_of.values())) or [1]
+    m_var = model.NewIntVar(min(m_values), max(m_values), "m")
+    model.AddAllowedAssignments([index["mbs"], index["dp"], m_var],
+                                [(domains["mbs"].index(b), domains["dp"].index(d), mv) for (b, d), mv in m_of.items()])
+    m_lit = {mv: model.NewBoolVar(f"m={mv}") for mv in m_values}
+    model.AddExactlyOne(m_lit.values())
+    for mv, lit in m_lit.items():
+        model.Add(m_var == mv).OnlyEnforceIf(lit)
+    threshold: dict[int, cp_model.IntVar] = {}
+
+    def m_at_least(t: int) -> cp_model.IntVar:
+        if t not in threshold:
+            lit = model.NewBoolVar(f"m>={t}")
+            model.Add(m_var >= t).OnlyEnforceIf(lit)
+            model.Add(m_var <= t - 1).OnlyEnforceIf(lit.Not())
+            threshold[t] = lit
+        return threshold[t]
+
+    # ---- pipeline rows (pp, vpp, split, rc) that obey the rules on those axes alone
+    row_rules = [(r, a) for r, a in space.rules() if set(a) <= set(ROW_AXES)]
+    rows: list[tuple[PipelineRow, cp_model.IntVar]] = []
+    for combo in itertools.product(*(domains[a] for a in ROW_AXES)):
+        fields = _fields_of(dict(zip(ROW_AXES, combo)))
+        if all(rule.check(space.ctx, fields) for rule, _ in row_rules):
+            rows.append((tables.row(*combo), model.NewBoolVar(f"row{len(rows)}")))
+    for axis_pos, axis in enumerate(ROW_AXES):
+        for value, lit in zip(domains[axis], lits[axis]):
+            model.Add(sum(r for row, r in rows if (row.pp, row.vpp, row.split, row.rc)[axis_pos] == value) == lit)
+
+    # ---- term variables
+    used_terms: set[str] = set()
+    for row, _ in rows:
+        for slot in row.slots:
+            for part in ("t", "c"):
+                used_terms |= {t for _, t in tables.time_form(row, slot, part)}
+            grad, param = tables.dp_forms(row, slot)
+            used_terms |= {t for _, t in grad + param}
+            dense, expert = tables.param_form(row, slot, "o_")
+            used_terms |= {t for _, t in dense + expert}
+            used_terms |= {t for _, t in tables.fixed_memory_form(row, slot) + tables.activation_form(slot)}
+            if slot.first:
+                used_terms.add("ma_first")
+    y: dict[str, cp_model.IntVar] = {}
+    hi: dict[str, int] = {}
+    for name in sorted(used_terms):
+        term = tables.terms[name]
+        table = tables.table(name, domains)
+        hi[name] = max(table.values())
+        y[name] = model.NewIntVar(min(table.values()), hi[name], name)
+        model.AddAllowedAssignments([var_of(a) for a in term.axes] + [y[name]],
+                                    [tuple(value_index(a, v) for a, v in zip(term.axes, key)) + (val,)
+                                     for key, val in table.items()])
+    def upper(form: list[tuple[int, str]]) -> int:
+        return sum(c * hi[t] for c, t in form)
+
+    num_slots = max(len(row.slots) for row, _ in rows)
+    bounds = {kind: [0] * num_slots for kind in ("tau", "comp", "grad", "param", "opt")}
+    total_hi = 0
+    for row, _ in rows:
+        row_total = 0
+        for k, slot in enumerate(row.slots):
+            g_form, p_form = tables.dp_forms(row, slot)
+            o_dense, o_expert = tables.param_form(row, slot, "o_")
+            for kind, form in (("tau", tables.time_form(row, slot, "t")), ("comp", tables.time_form(row, slot, "c")),
+                               ("grad", g_form), ("param", p_form), ("opt", o_dense + o_expert)):
+                bounds[kind][k] = max(bounds[kind][k], upper(form))
+            row_total += slot.multiplicity * upper(tables.time_form(row, slot, "t"))
+        total_hi = max(total_hi, row_total)
+    big_time = max(max(b) for b in bounds.values()) + 1
+    tau = [model.NewIntVar(0, bounds["tau"][k], f"tau{k}") for k in range(num_slots)]
+    comp = [model.NewIntVar(0, bounds["comp"][k], f"comp{k}") for k in range(num_slots)]
+    grad = [model.NewIntVar(0, bounds["grad"][k], f"grad{k}") for k in range(num_slots)]
+    param = [model.NewIntVar(0, bounds["param"][k], f"param{k}") for k in range(num_slots)]
+    opt = [model.NewIntVar(0, bounds["opt"][k], f"opt{k}") for k in range(num_slots)]
+    exposed = [model.NewIntVar(0, bounds["grad"][k] + bounds["param"][k] + 2, f"exposed{k}")
+               for k in range(num_slots)]
+    total = model.NewIntVar(0, total_hi, "sum_tau")
+    excess = model.NewIntVar(0, 10**9, "excess") if memory == "excess" else None
+    capacity = tables.capacity_mib
+    other = tables.other_mib
+    for row, r in rows:
+        v = row.vpp
+        model.Add(total == sum(slot.multiplicity * tau[k] for k, slot in enumerate(row.slots))).OnlyEnforceIf(r)
+        for k, slot in enumerate(row.slots):
+            model.Add(tau[k] == _linear(tables.time_form(row, slot, "t"), y)).OnlyEnforceIf(r)
+            model.Add(comp[k] == _linear(tables.time_form(row, slot, "c"), y)).OnlyEnforceIf(r)
+            g_form, p_form = tables.dp_forms(row, slot)
+            model.Add(grad[k] == _linear(g_form, y)).OnlyEnforceIf(r)
+            model.Add(param[k] == _linear(p_form, y)).OnlyEnforceIf(r)
+            o_dense, o_expert = tables.param_form(row, slot, "o_")
+            model.Add(opt[k] == _linear(o_dense + o_expert, y)).OnlyEnforceIf(r)
+            # memory: v*(fixed + other) + live*act + v*ceil(live/v)*first <= v*capacity, per class of m
+            fixed = _linear(tables.fixed_memory_form(row, slot), y)
+            act = _linear(tables.activation_form(slot), y)
+            base_live = tables.live_units(row, slot, 10**9)
+            small = [mv for mv in m_values if tables.live_units(row, slot, mv) < base_live]
+            large = [mv for mv in m_values if mv not in small]
+            rhs = v * capacity + (v * excess if excess is not None else 0)
+
+            def fits(live: int):
+                first = v * (-(-live // v)) * y["ma_first"] if slot.first else 0
+                return v * (fixed + other) + live * act + first <= rhs
+
+            for mv in small:
+                model.Add(fits(tables.live_units(row, slot, mv))).OnlyEnforceIf([r, m_lit[mv]])
+            if large:
+                guard = [r] if not small else [r, m_at_least(min(large))]
+                model.Add(fits(base_live)).OnlyEnforceIf(guard)
+        for k in range(len(row.slots), num_slots):  # unused slots are zero: every variable is determined
+            for var in (tau[k], comp[k], grad[k], param[k], opt[k]):
+                model.Add(var == 0).OnlyEnforceIf(r)
+
+    # DP exposure per slot (tables.dp_exposed_us): e = ceil(max(0, 300v*g - 200*ov*c) / (300v)), exactly
+    ov = tables.overlap_pct
+    for k in range(num_slots):
+        halves = []
+        for comm, weight, bound in ((grad[k], 200, bounds["grad"][k]), (param[k], 100, bounds["param"][k])):
+            e = model.NewIntVar(0, bound + 1, f"e{weight}_{k}")
+            for v, lit in zip(domains["vpp"], lits["vpp"]):
+                scale = 300 * v
+                pos = model.NewIntVar(0, scale * (bound + 1), "")
+                model.AddMaxEquality(pos, [scale * comm - weight * ov * comp[k], 0])
+                model.Add(scale * e >= pos).OnlyEnforceIf(lit)
+                model.Add(scale * e <= pos + scale - 1).OnlyEnforceIf(lit)
+            halves.append(e)
+        model.Add(exposed[k] == halves[0] + halves[1])
+
+    t_max = model.NewIntVar(0, max(bounds["tau"]), "tau_max")
+    model.AddMaxEquality(t_max, tau)
+    pipe = model.NewIntVar(0, max(m_values) * max(bounds["tau"]) + total_hi, "pipeline")
+    # Redundant, row-independent bounds (they only tighten the relaxation): every layer runs on some
+    # stage at least at its no-recompute cost, so sum(tau) >= the whole model's layer time, the slowest
+    # stage carries at least 1/pp of it, and the average stage's static memory fits too.
+    spec = tables.spec
+    num_moe = sum(spec.is_moe_layer(i) for i in range(spec.num_layers))
+    work = [(spec.num_layers - num_moe, "t_dense"), (num_moe, "t_moe"), (1, "t_logits")]
+    work = [(c, t) for c, t in work if c and t in y]
+    model.Add(total >= _linear(work, y))
+    static = [(spec.num_layers - num_moe, "ms_dense_layer"), (num_moe, "ms_moe_layer"), (num_moe, "ms_expert"),
+              (1, "ms_embedding")]
+    static = [(c, t) for c, t in static if c and t in y]
+    # pipeline >= m * sum(tau) / pp = gbs*tp*cp/(mbs*N) * (whole-model layer time): a table over the
+    # per-layer axes only, so CP-SAT can bound a branch as soon as tp, cp, mbs, ... are chosen.
+    lb_axes = ["tp", "cp", "mbs", "sp", "sel", "etp", "ep"]
+    lb_rows = []
+    n_gpus = tables.cluster.num_gpus
+    for key in itertools.product(*(sel_values if a == "sel" else domains[a] for a in lb_axes)):
+        point = dict(zip(lb_axes, key))
+        try:
+            layer_work = sum(c * tables.value(t, point) for c, t in work)
+        except Exception:  # combinations the world-size rules exclude anyway
+            continue
+        bound = (gbs * point["tp"] * point["cp"] * layer_work) // (point["mbs"] * n_gpus)
+        lb_rows.append(tuple(value_index(a, v) for a, v in zip(lb_axes, key)) + (bound,))
+    pipe_lb = model.NewIntVar(0, max(r[-1] for r in lb_rows), "pipeline_lb")
+    model.AddAllowedAssignments([var_of(a) for a in lb_axes] + [pipe_lb], lb_rows)
+    model.Add(pipe >= pipe_lb)
+    # Per pipeline shape (pp, vpp, split), before recompute is chosen: every stage takes at least its
+    # layers at no-recompute cost, so tau_max and sum(tau) are bounded once the shape is known.
+    prefixes: dict[tuple, list] = {}
+    for row, r in rows:
+        prefixes.setdefault((row.pp, row.vpp, row.split), []).append(r)
+    for (p, v, split), members in prefixes.items():
+        shape_lit = model.NewBoolVar("")
+        model.Add(sum(members) == shape_lit)
+        base_row = tables.row(p, v, split, ("none", None))
+        stage_sum = 0
+        for slot in base_row.slots:
+            form = tables.time_form(base_row, slot, "t")
+            model.Add(t_max >= _linear(form, y)).OnlyEnforceIf(shape_lit)
+            stage_sum += slot.multiplicity * _linear(form, y)
+        model.Add(total >= stage_sum).OnlyEnforceIf(shape_lit)
+    for p, lit in zip(domains["pp"], lits["pp"]):
+        model.Add(p * t_max >= total).OnlyEnforceIf(lit)
+        model.Add(_linear(static, y) <= p * (capacity - other)).OnlyEnforceIf(lit)
+        for mv, mlit in m_lit.items():
+            model.Add(p * pipe >= mv * total).OnlyEnforceIf([lit, mlit])
+    q = model.NewIntVar(0, total_hi, "bubble_q")
+    for v, lit in zip(domains["vpp"], lits["vpp"]):
+        model.Add(v * q >= total - t_max).OnlyEnforceIf(lit)
+        model.Add(v * q <= total - t_max + v - 1).OnlyEnforceIf(lit)
+    for mv, lit in m_lit.items():
+        model.Add(pipe == mv * t_max + q).OnlyEnforceIf(lit)
+    dp_tail = model.NewIntVar(0, max(bounds["grad"]) + max(bounds["param"]) + 2, "dp_tail")
+    model.AddMaxEquality(dp_tail, exposed)
+    opt_max = model.NewIntVar(0, max(bounds["opt"]), "opt_max")
+    model.AddMaxEquality(opt_max, opt)
+    step_hi = max(m_values) * max(bounds["tau"]) + total_hi + max(bounds["grad"]) + max(bounds["param"]) \
+        + max(bounds["opt"]) + tables.overhead_us + 2
+    step = model.NewIntVar(0, step_hi, "step_us")
+    model.Add(step == pipe + dp_tail + opt_max + tables.overhead_us)
+    if excess is not None:
+        model.Minimize(excess * (step_hi + 1) + step)
+    else:
+        model.Minimize(step)
+    proto = model.Proto()
+    stats = ModelStats(variables=len(proto.variables), constraints=len(proto.constraints), rows=len(rows),
+                       slots=num_slots, build_s=time.perf_counter() - start)
+    return LayoutModel(model=model, literals=lits, step=step, excess=excess, rule_assumptions=assumptions,
+                       stats=stats)
+
+
+def decode(space: SearchSpace, built: LayoutModel, solver: cp_model.CpSolver) -> Point:
+    point = {}
+    for a in AXES:
+        for value, lit in zip(space.domains[a], built.literals[a]):
+            if solver.BooleanValue(lit):
+                point[a] = value
+    return point
+
+
+def exclude(space: SearchSpace, built: LayoutModel, point: Point) -> None:
+    """A clause that forbids exactly this layout."""
+    chosen = [built.literals[a][space.domains[a].index(point[a])] for a in AXES]
+    built.model.AddBoolOr([lit.Not() for lit in chosen])
+
+
+def new_solver(time_limit_s: float | None, workers: int = 1, seed: int = 0) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    solver.parameters.cp_model_presolve = False  # presolve and probing cost seconds per solve here
+    solver.parameters.cp_model_probing_level = 0
+    if time_limit_s is not None:
+        solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    return solver

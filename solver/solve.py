@@ -1,0 +1,178 @@
+"""``solve``: the best layouts for a model on a cluster, or the reasons none fits.
+
+Outcomes are values: a ``SolveResult`` with status ``optimal`` / ``feasible`` (time limit hit, best
+found so far, not proven) / ``infeasible`` (with the binding rules or the memory shortfall, the
+closest layouts and repairs).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.spec import ModelSpec
+from megasolve.solver.api import LayoutReport, estimate
+from megasolve.solver.exhaustive import Ranked, point_key, solve_exhaustive
+from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
+from megasolve.solver.tables import CostTables
+from megasolve.topology.cluster import Cluster
+
+ENGINES = ("cpsat", "exhaustive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolveResult:
+    status: str  # optimal | feasible | infeasible
+    layouts: list[LayoutReport]
+    objective_us: list[int]
+    search: dict[str, Any]
+    reasons: list[str] = field(default_factory=list)
+    closest: list[dict[str, Any]] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "layouts": []}
+        for rank, report in enumerate(self.layouts, start=1):
+            data = report.as_dict()
+            out["layouts"].append({"rank": rank, "layout": data["layout"], "memory": data["memory"],
+                                   "time": data["time"], "violations": data["violations"]})
+        if self.layouts:
+            first = self.layouts[0].as_dict()
+            out = {"model": first["model"], "cluster": first["cluster"], "workload": first["workload"], **out}
+        out["search"] = self.search
+        if self.status == "infeasible":
+            out["reasons"] = self.reasons
+            out["closest"] = self.closest
+            out["repairs"] = self.repairs
+        return out
+
+
+def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int = 5,
+          fixed: dict[str, Any] | None = None, time_limit_s: float | None = 30.0, engine: str = "cpsat",
+          allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True) -> SolveResult:
+    """Rank the ``top_k`` fastest layouts that obey Megatron's rules and fit in memory."""
+    start = time.perf_counter()
+    space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp)
+    tables = CostTables(spec, cluster, workload)
+    search: dict[str, Any] = {"engine": engine, "space_size": space.size, "top_k": top_k,
+                              "domains": {a: len(space.domains[a]) for a in AXES}}
+    if engine == "exhaustive":
+        result = solve_exhaustive(space, tables, top_k)
+        ranked, proven = result.ranked, True
+        search.update(legal_layouts=result.num_legal, fitting_layouts=result.num_fit)
+    elif engine == "cpsat":
+        ranked, proven, stats = _solve_cpsat(space, tables, top_k, time_limit_s, workers)
+        search.update(variables=stats.variables, constraints=stats.constraints, pipeline_rows=stats.rows,
+                      stage_slots=stats.slots, solves=stats.solves, build_s=round(stats.build_s, 3),
+                      solve_s=round(stats.solve_s, 3))
+    else:
+        raise ValueError(engine)
+    reports = [estimate(spec, cluster, workload, point_layout(r.point), allow_cross_domain_tp) for r in ranked]
+    search["wall_s"] = round(time.perf_counter() - start, 3)
+    search["proven_optimal"] = proven
+    if ranked:
+        return SolveResult(status="optimal" if proven else "feasible", layouts=reports,
+                           objective_us=[r.cost.step_us for r in ranked], search=search)
+    if not explain:
+        return SolveResult(status="infeasible", layouts=[], objective_us=[], search=search)
+    from megasolve.solver.explain import explain_infeasible
+
+    reasons, closest, repairs = explain_infeasible(spec, cluster, workload, space, tables, fixed=fixed,
+                                                   allow_cross_domain_tp=allow_cross_domain_tp,
+                                                   time_limit_s=time_limit_s)
+    search["wall_s"] = round(time.perf_counter() - start, 3)
+    return SolveResult(status="infeasible", layouts=[], objective_us=[], search=search, reasons=reasons,
+                       closest=closest, repairs=repairs)
+
+
+def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, time_limit_s: float | None, workers: int):
+    from megasolve.solver.cpsat import build_model
+    from megasolve.solver.exhaustive import warm_start
+
+    built = build_model(space, tables)
+    stats = built.stats
+    seeds = warm_start(space, tables, want=top_k)
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    if len(seeds) == top_k:
+        return _enumerate_below(space, tables, built, seeds[-1].cost.step_us, seeds, top_k, deadline, workers)
+    # Too few warm-start layouts for a bound: find the optimum, then enumerate everything within a
+    # widening margin of it until the margin holds k layouts (or the space is exhausted).
+    best = _optimise(space, tables, built, seeds[0] if seeds else None, deadline, workers)
+    if best is None:
+        return ([], stats.proven_optimal, stats)
+    margin = 0.01
+    while True:
+        bound = int(best.cost.step_us * (1 + margin))
+        trial = build_model(space, tables)
+        trial.stats = stats
+        ranked, proven, _ = _enumerate_below(space, tables, trial, bound, [best], top_k, deadline, workers)
+        if len(ranked) >= top_k or not proven or margin > 64:
+            return ranked, proven, stats
+        margin *= 4
+
+
+def _optimise(space, tables, built, hint, deadline, workers):
+    """One CP-SAT optimisation: the single best layout (hinted with a warm-start layout if any)."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.solver.cpsat import decode, new_solver
+
+    stats = built.stats
+    if hint is not None:
+        for axis in AXES:
+            for value, lit in zip(space.domains[axis], built.literals[axis]):
+                built.model.AddHint(lit, value == hint.point[axis])
+    remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
+    solver = new_solver(remaining, workers)
+    t0 = time.perf_counter()
+    status = solver.Solve(built.model)
+    stats.solve_s += time.perf_counter() - t0
+    stats.solves += 1
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        stats.proven_optimal = status == cp_model.INFEASIBLE
+        return hint
+    stats.proven_optimal = status == cp_model.OPTIMAL
+    point = decode(space, built, solver)
+    cost = tables.evaluate(point)
+    if solver.Value(built.step) != cost.step_us or not cost.fits:  # the two encodings must agree exactly
+        raise AssertionError(f"CP-SAT objective {solver.Value(built.step)} != canonical {cost.step_us}")
+    return Ranked(point, cost, point_key(space, point))
+
+
+def _enumerate_below(space, tables, built, bound, seeds, top_k, deadline, workers):
+    """Every layout whose step is <= the k-th warm-start layout's, in one CP-SAT enumeration; the
+    true top-k are among them because the warm-start layouts are real, feasible layouts."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.solver.cpsat import decode, new_solver
+
+    stats = built.stats
+    built.model.Add(built.step <= bound)
+    built.model.clear_objective()
+    found: dict[tuple, Ranked] = {}
+
+    class Collect(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            point = decode(space, built, self)
+            key = point_key(space, point)
+            if key not in found:
+                cost = tables.evaluate(point)
+                if self.Value(built.step) != cost.step_us or not cost.fits:
+                    raise AssertionError(f"CP-SAT step {self.Value(built.step)} != canonical {cost.step_us}")
+                found[key] = Ranked(point, cost, key)
+
+    remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
+    solver = new_solver(remaining, workers)
+    solver.parameters.enumerate_all_solutions = True
+    t0 = time.perf_counter()
+    status = solver.Solve(built.model, Collect())
+    stats.solve_s += time.perf_counter() - t0
+    stats.solves += 1
+    proven = status == cp_model.OPTIMAL
+    stats.enumerated = len(found)
+    ranked = sorted(found.values(), key=lambda r: r.order)
+    if not proven:  # time limit: merge with the warm start, best first, not proven
+        ranked = sorted({r.key: r for r in list(found.values()) + list(seeds)}.values(), key=lambda r: r.order)
+    return ranked[:top_k], proven, stats

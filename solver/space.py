@@ -1,0 +1,276 @@
+"""The search space: candidate values per axis, and the axis <-> ``Layout`` mapping.
+
+A point of the space assigns every axis of ``AXES``. ``split`` is the pair
+``(first_stage_layers, last_stage_layers)`` (``(None, None)`` = even split) and ``rc`` the pair
+``(recompute, recompute_num_layers)``. ``dp`` is an axis too (the world-size rule ties it to
+``tp*pp*cp``), so every rule reads plain axis values.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from megasolve.models.errors import MegasolveError
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.spec import ModelSpec
+from megasolve.solver.rules import RULES, Rule, RuleContext
+from megasolve.topology.cluster import Cluster
+
+AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop")
+# Layout field -> the axis that carries it
+FIELD_AXIS = {
+    "tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "mbs": "mbs", "sequence_parallel": "sp", "ep": "ep",
+    "etp": "etp", "vpp": "vpp", "first_stage_layers": "split", "last_stage_layers": "split", "recompute": "rc",
+    "recompute_num_layers": "rc", "distributed_optimizer": "dop",
+}
+FIX_NAMES = {
+    "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "dp": "dp", "ep": "ep", "etp": "etp", "mbs": "mbs",
+    "sp": "sp", "sequence_parallel": "sp", "recompute": "recompute", "recompute_num_layers": "recompute_num_layers",
+    "distributed_optimizer": "dop", "dop": "dop", "first_stage_layers": "first_stage_layers",
+    "last_stage_layers": "last_stage_layers",
+}
+MAX_MBS = 8
+MAX_VPP = 8
+BLOCK_RECOMPUTE = (1, 2, 4, 8, 16)
+
+Point = dict[str, Any]
+
+
+def point_fields(point: Point) -> dict[str, Any]:
+    """Layout field values of a point (the names the rules read)."""
+    first, last = point["split"]
+    recompute, num_layers = point["rc"]
+    return {"tp": point["tp"], "cp": point["cp"], "pp": point["pp"], "dp": point["dp"], "mbs": point["mbs"],
+            "sequence_parallel": point["sp"], "ep": point["ep"], "etp": point["etp"], "vpp": point["vpp"],
+            "first_stage_layers": first, "last_stage_layers": last, "recompute": recompute,
+            "recompute_num_layers": num_layers, "distributed_optimizer": point["dop"]}
+
+
+def point_layout(point: Point) -> Layout:
+    return Layout(**point_fields(point))
+
+
+def layout_point(layout: Layout) -> Point:
+    return {"tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp, "mbs": layout.mbs,
+            "sp": layout.sequence_parallel, "ep": layout.ep, "etp": layout.etp, "vpp": layout.vpp,
+            "split": (layout.first_stage_layers, layout.last_stage_layers),
+            "rc": (layout.recompute, layout.recompute_num_layers), "dop": layout.distributed_optimizer}
+
+
+def rule_axes(rule: Rule) -> tuple[str, ...]:
+    out: list[str] = []
+    for name in rule.axes:
+        axis = FIELD_AXIS[name]
+        if axis not in out:
+            out.append(axis)
+    return tuple(out)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSpace:
+    """Candidate values per axis (after single-axis rules and ``--fix``) and the rule context."""
+
+    ctx: RuleContext
+    domains: dict[str, tuple[Any, ...]]
+
+    @property
+    def size(self) -> int:
+        """Size of the Cartesian product (before multi-axis rules)."""
+        size = 1
+        for values in self.domains.values():
+            size *= len(values)
+        return size
+
+    def rules(self) -> list[tuple[Rule, tuple[str, ...]]]:
+        """Rules that involve at least one axis, with the axes they read."""
+        return [(rule, rule_axes(rule)) for rule in RULES if rule.axes]
+
+    def allowed(self, rule: Rule, axes: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        """Tuples of ``axes`` values that obey ``rule`` (the rule's allowed-assignment table)."""
+        out = []
+        for values in itertools.product(*(self.domains[a] for a in axes)):
+            point = dict(zip(axes, values))
+            if rule.check(self.ctx, _fields_of(point)):
+                out.append(values)
+        return out
+
+    def legal(self, point: Point) -> bool:
+        fields = point_fields(point)
+        return all(rule.check(self.ctx, fields) for rule in RULES)
+
+
+def _fields_of(partial: Point) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for axis, value in partial.items():
+        if axis == "split":
+            out["first_stage_layers"], out["last_stage_layers"] = value
+        elif axis == "rc":
+            out["recompute"], out["recompute_num_layers"] = value
+        elif axis == "sp":
+            out["sequence_parallel"] = value
+        elif axis == "dop":
+            out["distributed_optimizer"] = value
+        else:
+            out[axis] = value
+    return out
+
+
+def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple[int | None, int | None]]:
+    """Candidate ``(first, last)`` stage layer counts for ``pp`` stages: the even split when layers divide,
+    and splits that lighten the first/last stage (embedding, logits) or absorb a remainder.
+
+    >>> pipeline_splits(61, 8)[:3]
+    [(4, 9), (5, 8), (6, 7)]
+    >>> pipeline_splits(32, 4)[0]
+    (None, None)
+    """
+    out: list[tuple[int | None, int | None]] = []
+    if pp == 1:
+        return [(None, None)]
+    if num_layers % pp == 0:
+        out.append((None, None))
+    if not uneven:
+        return out
+    top = -(-num_layers // pp) + 1
+    for first in range(1, top + 1):
+        for last in range(1, top + 1):
+            middle = num_layers - first - last
+            if pp == 2:
+                if middle == 0 and (first, last) != (num_layers // 2, num_layers // 2):
+                    out.append((first, last))
+                continue
+            if middle <= 0 or middle % (pp - 2):
+                continue
+            per_middle = middle // (pp - 2)
+            if per_middle >= max(first, last) - 1 and (num_layers % pp or (first, last) != (per_middle,) * 2):
+                out.append((first, last))
+    return out
+
+
+def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed: dict[str, Any] | None = None,
+                allow_cross_domain_tp: bool = False, uneven_splits: bool = True,
+                block_recompute: Iterable[int] = BLOCK_RECOMPUTE) -> SearchSpace:
+    """Candidate values per axis for ``spec`` on ``cluster`` (``fixed``: ``--fix`` pins, Layout field names)."""
+    fixed = dict(fixed or {})
+    unknown = set(fixed) - set(FIX_NAMES)
+    if unknown:
+        name = sorted(unknown)[0]
+        raise MegasolveError(field="--fix", value=f"{name}={fixed[name]}", rule="unknown axis",
+                             fix=f"pin one of {', '.join(sorted(set(FIX_NAMES)))}")
+    fixed = {FIX_NAMES[k]: v for k, v in fixed.items()}
+    ctx = RuleContext(spec=spec, cluster=cluster, workload=workload, allow_cross_domain_tp=allow_cross_domain_tp)
+    n = cluster.num_gpus
+    L = spec.num_layers
+    powers = [d for d in divisors(n)]
+    domains: dict[str, tuple[Any, ...]] = {
+        "tp": tuple(d for d in powers if d <= max(cluster.nvlink_domain, 8) or allow_cross_domain_tp),
+        "cp": tuple(d for d in powers if d <= 64),
+        "pp": tuple(d for d in powers if d <= L),
+        "dp": tuple(powers),
+        "mbs": tuple(b for b in (1, 2, 4, 8) if b <= MAX_MBS and workload.global_batch_size % b == 0),
+        "sp": (False, True),
+        "dop": (True, False),
+    }
+    if spec.is_moe:
+        domains["ep"] = tuple(d for d in divisors(spec.moe.num_experts) if n % d == 0)
+        domains["etp"] = tuple(d for d in powers if d <= max(cluster.nvlink_domain, 8)
+                               and spec.moe.expert_ffn_hidden_size % d == 0)
+    else:
+        domains["ep"] = (1,)
+        domains["etp"] = domains["tp"]
+    splits: list[tuple[int | None, int | None]] = []
+    for pp in domains["pp"]:
+        for split in pipeline_splits(L, pp, uneven_splits):
+            if split not in splits:
+                splits.append(split)
+    domains["split"] = tuple(splits)
+    max_chunk = L
+    domains["vpp"] = tuple(v for v in range(1, MAX_VPP + 1) if v <= L // 2 or v == 1)
+    rc: list[tuple[str, int | None]] = [("none", None), ("selective", None), ("full", None)]
+    rc += [("full", r) for r in block_recompute if r < max_chunk]
+    domains["rc"] = tuple(rc)
+    # --fix pins
+    for axis in ("tp", "cp", "pp", "dp", "mbs", "ep", "etp", "vpp"):
+        if axis in fixed:
+            domains[axis] = (_as_int(axis, fixed[axis]),)
+    if "sp" in fixed:
+        domains["sp"] = (_as_bool("sequence_parallel", fixed["sp"]),)
+    if "dop" in fixed:
+        domains["dop"] = (_as_bool("distributed_optimizer", fixed["dop"]),)
+    if "recompute" in fixed or "recompute_num_layers" in fixed:
+        kind = fixed.get("recompute")
+        layers = fixed.get("recompute_num_layers")
+        layers = None if layers in (None, "none", "None") else _as_int("recompute_num_layers", layers)
+        if kind is not None and kind not in ("none", "selective", "full"):
+            raise MegasolveError(field="--fix", value=f"recompute={kind}", rule="must be none, selective or full",
+                                 fix="e.g. --fix recompute=full")
+        options = [r for r in domains["rc"] if (kind is None or r[0] == kind)
+                   and ("recompute_num_layers" not in fixed or r[1] == layers)]
+        if layers is not None and (kind in (None, "full")) and ("full", layers) not in options:
+            options.append(("full", layers))
+        domains["rc"] = tuple(options)
+    if "first_stage_layers" in fixed or "last_stage_layers" in fixed:
+        first = _opt_int("first_stage_layers", fixed.get("first_stage_layers"))
+        last = _opt_int("last_stage_layers", fixed.get("last_stage_layers"))
+        domains["split"] = ((first, last),)
+    # Dominated values are left out unless pinned: without the distributed optimizer a layout needs
+    # more memory and moves more DP bytes (all-reduce vs reduce-scatter + all-gather) for nothing;
+    # selective (core-attention) recompute with fused attention costs time and saves only the LSE --
+    # Megatron itself warns it is pointless (TC L1983-1989).
+    if "dop" not in fixed:
+        domains["dop"] = (True,)
+    if workload.attention == "flash" and fixed.get("recompute") != "selective":
+        domains["rc"] = tuple(r for r in domains["rc"] if r[0] != "selective")
+    # single-axis rules prune each domain once
+    for rule, axes in ((r, a) for r, a in SearchSpace(ctx=ctx, domains=domains).rules() if len(a) == 1):
+        axis = axes[0]
+        domains[axis] = tuple(v for v in domains[axis] if rule.check(ctx, _fields_of({axis: v})))
+    for axis in AXES:
+        if not domains[axis]:
+            raise MegasolveError(field="--fix" if _fixed_axis(axis, fixed) else axis, value=_fixed_value(axis, fixed),
+                                 rule=f"no value of {axis} is allowed by Megatron's rules for this model/cluster",
+                                 fix="relax --fix or change the cluster")
+    return SearchSpace(ctx=ctx, domains={a: domains[a] for a in AXES})
+
+
+def _fixed_axis(axis: str, fixed: dict[str, Any]) -> bool:
+    names = {"split": ("first_stage_layers", "last_stage_layers"), "rc": ("recompute", "recompute_num_layers")}
+    return any(name in fixed for name in names.get(axis, (axis,)))
+
+
+def _fixed_value(axis: str, fixed: dict[str, Any]) -> Any:
+    return {k: v for k, v in fixed.items() if _fixed_axis(axis, {k: v})} or "(none left)"
+
+
+def _as_int(name: str, value: Any) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be an integer",
+                             fix=f"e.g. --fix {name}=2") from None
+    if number <= 0:
+        raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be >= 1", fix=f"e.g. --fix {name}=2")
+    return number
+
+
+def _opt_int(name: str, value: Any) -> int | None:
+    if value in (None, "none", "None"):
+        return None
+    return _as_int(name, value)
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be true or false",
+                         fix=f"e.g. --fix {name}=true")

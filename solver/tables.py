@@ -1,0 +1,478 @@
+"""The cost model of ``cost/`` as integer term tables over small groups of axes, plus the one
+integer combination of those terms that both search engines use.
+
+Every term is a pure function of a few axes (e.g. a dense layer's time of ``(tp, cp, mbs, sp,
+selective)``), evaluated by the functions in ``cost/`` and quantised once (``quantise_s``: whole
+microseconds; ``quantise_bytes``: MiB rounded *up*, so a layout never looks smaller than it is).
+The pipeline structure -- which layers sit on which stage, recomputed or not, in-flight
+micro-batches -- comes from ``PipelineRow``s over ``(pp, vpp, split, rc)``. A layout's canonical
+cost is a fixed integer combination of ``row coefficients x term values``: sums, ``m x max``,
+ceil-divisions by ``vpp`` and maxima over stages. ``exhaustive.py`` evaluates it in Python;
+``cpsat.py`` encodes exactly the same combination as linear constraints, so both engines agree to
+the microsecond. It mirrors ``cost/step.py`` and ``cost/memory.py`` up to the quantisation.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from megasolve.cost.calibration import calibration
+from megasolve.cost.comm import collective_latency_s, collective_time_s
+from megasolve.cost.memory import (ActivationShape, inflight_microbatches, first_stage_extra_bytes,
+                                   last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
+                                   mtp_activation_bytes, other_bytes, recomputed_layers, static_bytes)
+from megasolve.cost.step import layer_time, logits_time, pp_unit_comm_s
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
+                                     moe_mlp_params, mtp_params, output_params, stage_layer_ids)
+from megasolve.models.spec import ModelSpec
+from megasolve.solver.space import Point
+from megasolve.topology.cluster import Cluster
+
+MIB = 2**20
+
+
+def quantise_s(seconds: float) -> int:
+    """Seconds -> whole microseconds (round half up). The only time quantisation in the solver."""
+    return int(math.floor(seconds * 1e6 + 0.5))
+
+
+def quantise_bytes(num_bytes: float) -> int:
+    """Bytes -> MiB, rounded up (never understate memory)."""
+    return int(math.ceil(num_bytes / MIB - 1e-9))
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    name: str
+    axes: tuple[str, ...]
+    fn: Callable[..., int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Slot:
+    """Pipeline stages of one row that share a composition (same time, same static memory)."""
+
+    dense_base: int  # dense layers storing full activations
+    moe_base: int
+    dense_rc: int  # dense layers with full recompute (input only)
+    moe_rc: int
+    first: bool
+    last: bool
+    mtp: bool
+    stage: int  # lowest stage index with this composition (most micro-batches in flight)
+    multiplicity: int
+
+    @property
+    def dense(self) -> int:
+        return self.dense_base + self.dense_rc
+
+    @property
+    def moe(self) -> int:
+        return self.moe_base + self.moe_rc
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineRow:
+    pp: int
+    vpp: int
+    split: tuple[int | None, int | None]
+    rc: tuple[str, int | None]
+    slots: tuple[Slot, ...]
+
+
+class CostTables:
+    """Integer term tables for one (model, cluster, workload), filled lazily and cached."""
+
+    def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> None:
+        self.spec, self.cluster, self.workload = spec, cluster, workload
+        cal = calibration()
+        self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * 100))
+        self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
+        self.other_mib = quantise_bytes(other_bytes(cluster))
+        self.capacity_mib = int(cluster.gpu.usable_memory_bytes // MIB)
+        self.mtp_moe = spec.mtp_num_layers > 0 and spec.is_moe_layer(spec.num_layers - 1)
+        self.terms: dict[str, Term] = {t.name: t for t in self._define_terms()}
+        self._cache: dict[str, dict[tuple, int]] = {name: {} for name in self.terms}
+
+    # ------------------------------------------------------------------ terms
+    def value(self, name: str, point: Point) -> int:
+        term = self.terms[name]
+        key = tuple(point[a] if a in point else _derived(a, point) for a in term.axes)
+        cache = self._cache[name]
+        if key not in cache:
+            cache[key] = term.fn(*key)
+        return cache[key]
+
+    def table(self, name: str, domains: dict[str, tuple]) -> dict[tuple, int]:
+        """All values of a term over the product of its axes' domains."""
+        import itertools
+
+        term = self.terms[name]
+        axes_domains = [domains[a] if a in domains else _derived_domain(a, domains) for a in term.axes]
+        out = {}
+        for key in itertools.product(*axes_domains):
+            if not _plausible(dict(zip(term.axes, key)), self.cluster.num_gpus):
+                continue  # such combinations break the world-size rules anyway
+            out[key] = self.value(name, dict(zip(term.axes, key)))
+        return out
+
+    def _define_terms(self) -> list[Term]:
+        spec, cluster, wl = self.spec, self.cluster, self.workload
+        n = cluster.num_gpus
+        precision = wl.precision
+
+        def shape(tp, cp, mbs, sp, etp=None):
+            return ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp if etp is not None else tp)
+
+        def base(sel: bool) -> str:
+            return "selective" if sel else "none"
+
+        @functools.cache
+        def dense_layer(tp) -> RankParams:
+            return attention_params(spec, tp) + dense_mlp_params(spec, tp)
+
+        @functools.cache
+        def moe_layer_dense(tp) -> RankParams:
+            mlp = moe_mlp_params(spec, tp, spec.moe.num_experts, 1)  # experts excluded below
+            return attention_params(spec, tp) + RankParams(mlp.tp_sharded, mlp.replicated, 0)
+
+        @functools.cache
+        def expert_layer(ep, etp) -> RankParams:
+            return RankParams(expert=moe_mlp_params(spec, 1, ep, etp).expert)
+
+        @functools.cache
+        def mtp_core(tp) -> RankParams:
+            """MTP block without its embedding copy and without routed experts."""
+            block = mtp_params(spec, tp, 1, spec.moe.num_experts if self.mtp_moe else 1, 1)
+            return RankParams(block.tp_sharded, block.replicated, 0)
+
+        def output(tp, pp_many) -> RankParams:
+            return output_params(spec, tp, 2 if pp_many else 1)
+
+        pieces: dict[str, tuple[tuple[str, ...], Callable[..., RankParams]]] = {
+            "dense_layer": (("tp",), dense_layer),
+            "embedding": (("tp",), lambda tp: embedding_params(spec, tp)),
+            "output1": (("tp",), lambda tp: output(tp, False)),
+            "outputN": (("tp",), lambda tp: output(tp, True)),
+        }
+        if spec.is_moe:
+            pieces["moe_layer"] = (("tp",), moe_layer_dense)
+        if spec.mtp_num_layers:
+            pieces["mtp_core"] = (("tp",), mtp_core)
+
+        terms: list[Term] = []
+
+        def add(name: str, axes: tuple[str, ...], fn: Callable[..., int]) -> None:
+            terms.append(Term(name, axes, fn))
+
+        # ---- memory: static bytes per parameter piece (MiB) -------------------------------
+        for piece, (axes, params_of) in pieces.items():
+            add(f"ms_{piece}", ("tp", "cp", "dp", "dop"),
+                lambda tp, cp, dp, dop, f=params_of: quantise_bytes(static_bytes(
+                    f(tp), dense_shards=dp * cp, expert_shards=1, distributed_optimizer=dop,
+                    precision=precision).total))
+        if spec.is_moe:
+            add("ms_expert", ("ep", "etp", "pp", "dop"),
+                lambda ep, etp, pp, dop: quantise_bytes(static_bytes(
+                    expert_layer(ep, etp), dense_shards=1, expert_shards=n // (etp * ep * pp),
+                    distributed_optimizer=dop, precision=precision).total))
+        # ---- memory: activations per micro-batch (MiB) ------------------------------------
+        add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
+            lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
+                spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute=base(sel))))
+        add("ma_input", ("tp", "cp", "mbs", "sp"),
+            lambda tp, cp, mbs, sp: quantise_bytes(layer_activation_bytes(
+                spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute="full")))
+        add("ma_first", ("tp", "cp", "mbs", "sp"),
+            lambda tp, cp, mbs, sp: quantise_bytes(first_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
+        add("ma_last", ("tp", "cp", "mbs", "sp"),
+            lambda tp, cp, mbs, sp: quantise_bytes(last_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
+        if spec.is_moe:
+            add("ma_moe", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(layer_activation_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True, recompute=base(sel))))
+            add("ma_max", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: max(self.value("ma_moe", dict(tp=tp, cp=cp, mbs=mbs, sp=sp,
+                                                                                 etp=etp, sel=sel)),
+                                                      self.value("ma_dense", dict(tp=tp, cp=cp, mbs=mbs, sp=sp,
+                                                                                  sel=sel))))
+            add("ma_dispatch", ("tp", "cp", "mbs", "sp", "etp"),
+                lambda tp, cp, mbs, sp, etp: quantise_bytes(moe_dispatch_transient_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp))))
+        if spec.mtp_num_layers:
+            add("ma_mtp", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(mtp_activation_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), base(sel))))
+        # ---- time per micro-batch (us): total and compute part -----------------------------
+        for part in ("t", "c"):
+            pick = (lambda lt: lt.total) if part == "t" else (lambda lt: lt.compute)
+            add(f"{part}_dense", ("tp", "cp", "mbs", "sp", "sel"),
+                lambda tp, cp, mbs, sp, sel, pick=pick: quantise_s(pick(layer_time(
+                    spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel)))))
+            add(f"{part}_dense_full", ("tp", "cp", "mbs", "sp"),
+                lambda tp, cp, mbs, sp, pick=pick: quantise_s(pick(layer_time(
+                    spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full"))))
+            add(f"{part}_logits", ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                lambda tp, cp, mbs, sp, etp, ep, pick=pick: quantise_s(pick(logits_time(
+                    spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep))))
+            if spec.is_moe:
+                add(f"{part}_moe", ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
+                    lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick: quantise_s(pick(layer_time(
+                        spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel)))))
+                add(f"{part}_moe_full", ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                    lambda tp, cp, mbs, sp, etp, ep, pick=pick: quantise_s(pick(layer_time(
+                        spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full"))))
+        add("t_p2p", ("tp", "cp", "mbs", "sp", "pp"),
+            lambda tp, cp, mbs, sp, pp: quantise_s(pp_unit_comm_s(spec, cluster, wl, tp=tp, cp=cp, mbs=mbs,
+                                                                  sequence_parallel=sp, pp=pp)))
+        # ---- data-parallel traffic and optimizer per parameter piece (us) -----------------
+        cal = calibration()["time"]
+        for piece, (axes, params_of) in pieces.items():
+            add(f"dg_{piece}", ("tp", "cp", "dp", "dop"),
+                lambda tp, cp, dp, dop, f=params_of: quantise_s(_dp_bytes_time(
+                    cluster, "grad", dop, 4 * f(tp).total, dp * cp, tp)))
+            add(f"dq_{piece}", ("tp", "cp", "dp", "dop"),
+                lambda tp, cp, dp, dop, f=params_of: quantise_s(_dp_bytes_time(
+                    cluster, "param", dop, 2 * f(tp).total, dp * cp, tp)))
+            add(f"o_{piece}", ("tp", "cp", "dp", "dop"),
+                lambda tp, cp, dp, dop, f=params_of: quantise_s(
+                    (cal["optimizer_bytes_per_param"] * f(tp).total / (dp * cp if dop else 1)
+                     + cal["grad_buffer_bytes_per_param"] * f(tp).total) / cluster.gpu.hbm_bytes_per_s))
+        add("dg_lat", ("tp", "cp", "dp", "dop"),
+            lambda tp, cp, dp, dop: quantise_s(_dp_latency(cluster, "grad", dop, dp * cp, tp)))
+        add("dq_lat", ("tp", "cp", "dp", "dop"),
+            lambda tp, cp, dp, dop: quantise_s(_dp_latency(cluster, "param", dop, dp * cp, tp)))
+        if spec.is_moe:
+            def edp(ep, etp, pp):
+                return n // (etp * ep * pp)
+            add("dg_expert", ("ep", "etp", "pp", "dop"),
+                lambda ep, etp, pp, dop: quantise_s(_dp_bytes_time(
+                    cluster, "grad", dop, 4 * expert_layer(ep, etp).total, edp(ep, etp, pp), etp * ep)))
+            add("dq_expert", ("ep", "etp", "pp", "dop"),
+                lambda ep, etp, pp, dop: quantise_s(_dp_bytes_time(
+                    cluster, "param", dop, 2 * expert_layer(ep, etp).total, edp(ep, etp, pp), etp * ep)))
+            add("o_expert", ("ep", "etp", "pp", "dop"),
+                lambda ep, etp, pp, dop: quantise_s(
+                    (cal["optimizer_bytes_per_param"] * expert_layer(ep, etp).total / (edp(ep, etp, pp) if dop else 1)
+                     + cal["grad_buffer_bytes_per_param"] * expert_layer(ep, etp).total)
+                    / cluster.gpu.hbm_bytes_per_s))
+            add("dgx_lat", ("ep", "etp", "pp", "dop"),
+                lambda ep, etp, pp, dop: quantise_s(_dp_latency(cluster, "grad", dop, edp(ep, etp, pp), etp * ep)))
+            add("dqx_lat", ("ep", "etp", "pp", "dop"),
+                lambda ep, etp, pp, dop: quantise_s(_dp_latency(cluster, "param", dop, edp(ep, etp, pp), etp * ep)))
+        return terms
+
+    # ------------------------------------------------------------------ pipeline rows
+    @functools.cache
+    def row(self, pp: int, vpp: int, split: tuple, rc: tuple) -> PipelineRow:
+        spec = self.spec
+        layout = Layout(pp=pp, vpp=vpp, first_stage_layers=split[0], last_stage_layers=split[1],
+                        recompute=rc[0], recompute_num_layers=rc[1])
+        groups: dict[tuple, list[int]] = {}
+        for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
+            stored = recomputed_layers(layout, chunks)
+            ids = [i for chunk in chunks for i in chunk]
+            dense_base = sum(1 for i in ids if not spec.is_moe_layer(i) and i not in stored)
+            moe_base = sum(1 for i in ids if spec.is_moe_layer(i) and i not in stored)
+            dense_rc = sum(1 for i in ids if not spec.is_moe_layer(i) and i in stored)
+            moe_rc = sum(1 for i in ids if spec.is_moe_layer(i) and i in stored)
+            last = stage == pp - 1
+            key = (dense_base, moe_base, dense_rc, moe_rc, stage == 0, last, last and spec.mtp_num_layers > 0)
+            groups.setdefault(key, []).append(stage)
+        slots = tuple(Slot(dense_base=k[0], moe_base=k[1], dense_rc=k[2], moe_rc=k[3], first=k[4], last=k[5],
+                           mtp=k[6], stage=min(stages), multiplicity=len(stages))
+                      for k, stages in sorted(groups.items(), key=lambda kv: min(kv[1])))
+        return PipelineRow(pp=pp, vpp=vpp, split=split, rc=rc, slots=slots)
+
+    # ------------------------------------------------------------------ linear forms
+    def time_form(self, row: PipelineRow, slot: Slot, part: str) -> list[tuple[int, str]]:
+        """``tau`` (part "t") or its compute share (part "c") of one slot: [(coefficient, term)]."""
+        form = [(slot.dense_base, f"{part}_dense"), (slot.dense_rc, f"{part}_dense_full")]
+        if self.spec.is_moe:
+            form += [(slot.moe_base, f"{part}_moe"), (slot.moe_rc, f"{part}_moe_full")]
+        if slot.last:
+            form.append((1, f"{part}_logits"))
+        if part == "t" and row.pp > 1:
+            form.append((row.vpp, "t_p2p"))
+        return [(c, t) for c, t in form if c]
+
+    def param_form(self, row: PipelineRow, slot: Slot, prefix: str) -> tuple[list[tuple[int, str]],
+                                                                             list[tuple[int, str]]]:
+        """Per-parameter-piece terms of one slot with ``prefix`` (ms_, dg_, dq_, o_): (dense, expert)."""
+        dense = [(slot.dense, f"{prefix}dense_layer")]
+        if self.spec.is_moe:
+            dense.append((slot.moe, f"{prefix}moe_layer"))
+        if slot.first:
+            dense.append((1, f"{prefix}embedding"))
+        if slot.last:
+            dense.append((1, f"{prefix}output{'N' if row.pp > 1 else '1'}"))
+        if slot.mtp:
+            dense.append((1, f"{prefix}mtp_core"))
+            if row.pp > 1:
+                dense.append((1, f"{prefix}embedding"))  # the MTP stage's embedding copy
+        expert: list[tuple[int, str]] = []
+        experts = slot.moe + (self.spec.mtp_num_layers if slot.mtp and self.mtp_moe else 0)
+        if self.spec.is_moe and experts:
+            expert.append((experts, f"{prefix}expert"))
+        return [(c, t) for c, t in dense if c], expert
+
+    def dp_forms(self, row: PipelineRow, slot: Slot) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+        """(grad, param) data-parallel time forms of one slot, latencies included."""
+        out = []
+        for prefix, lat, lat_x in (("dg_", "dg_lat", "dgx_lat"), ("dq_", "dq_lat", "dqx_lat")):
+            dense, expert = self.param_form(row, slot, prefix)
+            form = dense + [(1, lat)] + expert
+            if expert:
+                form.append((1, lat_x))
+            out.append(form)
+        return out[0], out[1]
+
+    def activation_form(self, slot: Slot) -> list[tuple[int, str]]:
+        form = [(slot.dense_base, "ma_dense"), (slot.dense_rc + slot.moe_rc, "ma_input")]
+        if self.spec.is_moe:
+            form.append((slot.moe_base, "ma_moe"))
+        return [(c, t) for c, t in form if c]
+
+    def fixed_memory_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
+        """Memory that does not scale with micro-batches in flight: static, transients, last-stage extras."""
+        dense, expert = self.param_form(row, slot, "ms_")
+        form = dense + expert
+        if slot.dense_rc and slot.moe_rc:
+            form.append((1, "ma_max"))
+        elif slot.dense_rc:
+            form.append((1, "ma_dense"))
+        elif slot.moe_rc:
+            form.append((1, "ma_moe"))
+        if slot.moe:
+            form.append((1, "ma_dispatch"))
+        if slot.last:
+            form.append((1, "ma_last"))
+            if slot.mtp:
+                form.append((1, "ma_mtp"))
+        return form
+
+    def live_units(self, row: PipelineRow, slot: Slot, m: int) -> int:
+        """Chunk-units of activations in flight (``inflight x vpp``, an integer)."""
+        return int(round(inflight_microbatches(row.pp, row.vpp, m, slot.stage) * row.vpp))
+
+    # ------------------------------------------------------------------ canonical evaluation
+    @functools.cache
+    def compiled(self, pp: int, vpp: int, split: tuple, rc: tuple) -> tuple:
+        """Per slot of a row: (tau, compute, grad, param, optimizer, fixed memory, activation) forms."""
+        row = self.row(pp, vpp, split, rc)
+        out = []
+        for slot in row.slots:
+            grad, param = self.dp_forms(row, slot)
+            o_dense, o_expert = self.param_form(row, slot, "o_")
+            out.append((slot, tuple(self.time_form(row, slot, "t")), tuple(self.time_form(row, slot, "c")),
+                        tuple(grad), tuple(param), tuple(o_dense + o_expert),
+                        tuple(self.fixed_memory_form(row, slot)), tuple(self.activation_form(slot))))
+        return row, tuple(out)
+
+    def evaluate(self, point: Point) -> "Canonical":
+        """The integer cost of a point: step (us), per-slot memory check, peak memory."""
+        wl = self.workload
+        m = wl.global_batch_size // (point["mbs"] * point["dp"])
+        row, slots = self.compiled(point["pp"], point["vpp"], point["split"], point["rc"])
+        values = dict(point)
+        values["sel"] = point["rc"][0] == "selective"
+        memo: dict[str, int] = {}
+
+        def form_value(form) -> int:
+            total = 0
+            for c, t in form:
+                if t not in memo:
+                    memo[t] = self.value(t, values)
+                total += c * memo[t]
+            return total
+
+        v = row.vpp
+        taus, dp_tail, opt, fits, peak = [], 0, 0, True, 0.0
+        for slot, t_form, c_form, g_form, p_form, o_form, fixed_form, act_form in slots:
+            tau = form_value(t_form)
+            compute = form_value(c_form)
+            taus.append((tau, slot.multiplicity))
+            exposed = dp_exposed_us(form_value(g_form), form_value(p_form), compute, v, self.overlap_pct)
+            dp_tail = max(dp_tail, exposed)
+            opt = max(opt, form_value(o_form))
+            live = self.live_units(row, slot, m)
+            first = slot.first * math.ceil(live / v) * v * form_value(((1, "ma_first"),))
+            scaled = v * (form_value(fixed_form) + self.other_mib) + live * form_value(act_form) + first
+            fits = fits and scaled <= v * self.capacity_mib
+            peak = max(peak, scaled / v)
+        t_max = max(t for t, _ in taus)
+        total = sum(t * k for t, k in taus)
+        pipeline = m * t_max + ceil_div(total - t_max, v)
+        step = pipeline + dp_tail + opt + self.overhead_us
+        return Canonical(step_us=step, fits=fits, peak_mib=peak)
+
+
+@dataclass(frozen=True, slots=True)
+class Canonical:
+    step_us: int
+    fits: bool
+    peak_mib: float
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def dp_exposed_us(grad_us: int, param_us: int, compute_us: int, vpp: int, overlap_pct: int) -> int:
+    """``max(0, grad - 2/3 w) + max(0, param - 1/3 w)`` with ``w = overlap * compute / vpp`` (step.py),
+    in exact integer arithmetic: both terms scaled by ``300 * vpp``, then ceil-divided back."""
+    scale = 300 * vpp
+    first = max(0, scale * grad_us - 200 * overlap_pct * compute_us)
+    second = max(0, scale * param_us - 100 * overlap_pct * compute_us)
+    return ceil_div(first, scale) + ceil_div(second, scale)
+
+
+def _dp_bytes_time(cluster: Cluster, which: str, dop: bool, num_bytes: float, group: int, stride: int) -> float:
+    """Bandwidth part of the DP collective of ``step.dp_comm_s`` for ``num_bytes`` (no latency)."""
+    if group <= 1 or num_bytes <= 0:
+        return 0.0
+    link = cluster.group_link(stride, group)
+    if which == "grad":
+        kind = "reduce_scatter" if dop else "all_reduce"
+        scale = 1.0
+    else:
+        if not dop:
+            return 0.0
+        kind, scale = "all_gather", 1.0
+    full = collective_time_s(kind, num_bytes * scale, group, link)
+    return full - _latency(kind, group, link)
+
+
+def _dp_latency(cluster: Cluster, which: str, dop: bool, group: int, stride: int) -> float:
+    if group <= 1 or (which == "param" and not dop):
+        return 0.0
+    link = cluster.group_link(stride, group)
+    kind = ("reduce_scatter" if dop else "all_reduce") if which == "grad" else "all_gather"
+    return _latency(kind, group, link)
+
+
+def _latency(kind: str, group: int, link) -> float:
+    return collective_latency_s(kind, group, link)
+
+
+def _plausible(partial: Point, num_gpus: int) -> bool:
+    """Cheap necessary conditions on a few axes: the groups they form fit in the world."""
+    dense = partial.get("tp", 1) * partial.get("cp", 1) * partial.get("dp", 1) * partial.get("pp", 1)
+    expert = partial.get("etp", 1) * partial.get("ep", 1) * partial.get("pp", 1)
+    return num_gpus % dense == 0 and num_gpus % expert == 0
+
+
+def _derived(axis: str, point: Point) -> Any:
+    if axis == "sel":
+        return point["rc"][0] == "selective"
+    raise KeyError(axis)
+
+
+def _derived_domain(axis: str, domains: dict[str, tuple]) -> tuple:
+    if axis == "sel":
+        return tuple(sorted({rc[0] == "selective" for rc in domains["rc"]}))
+    raise KeyError(axis)
