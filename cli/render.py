@@ -25,6 +25,15 @@ def console(stderr: bool = False):
                    width=None if sys.stdout.isatty() else 120)
 
 
+def status(message: str):
+    """A spinner on stderr while a long search runs (silent when stderr is not a terminal)."""
+    import contextlib
+
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    return console(stderr=True).status(message)
+
+
 def note(text: str) -> None:
     """A line for the person at the terminal (stderr, so stdout stays machine-readable)."""
     print(f"note: {text}", file=sys.stderr)

@@ -24,7 +24,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from megasolve.solver.space import AXES, Point, SearchSpace, _fields_of
-from megasolve.solver.tables import CostTables, PipelineRow
+from megasolve.solver.tables import OVERLAP_SCALE, CostTables, PipelineRow
 
 ROW_AXES = ("pp", "vpp", "split", "rc")
 
@@ -208,14 +208,14 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
             for var in (tau[k], comp[k], grad[k], param[k], opt[k]):
                 model.Add(var == 0).OnlyEnforceIf(r)
 
-    # DP exposure per slot (tables.dp_exposed_us): e = ceil(max(0, 300v*g - 200*ov*c) / (300v)), exactly
+    # DP exposure per slot (tables.dp_exposed_us): e = ceil(max(0, 3*10^4*v*g - 2*ov*c) / (3*10^4*v)), exactly
     ov = tables.overlap_pct
     for k in range(num_slots):
         halves = []
-        for comm, weight, bound in ((grad[k], 200, bounds["grad"][k]), (param[k], 100, bounds["param"][k])):
+        for comm, weight, bound in ((grad[k], 2, bounds["grad"][k]), (param[k], 1, bounds["param"][k])):
             e = model.NewIntVar(0, bound + 1, f"e{weight}_{k}")
             for v, lit in zip(domains["vpp"], lits["vpp"]):
-                scale = 300 * v
+                scale = 3 * OVERLAP_SCALE * v
                 pos = model.NewIntVar(0, scale * (bound + 1), "")
                 model.AddMaxEquality(pos, [scale * comm - weight * ov * comp[k], 0])
                 model.Add(scale * e >= pos).OnlyEnforceIf(lit)
@@ -270,7 +270,8 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         model.Add(total >= stage_sum).OnlyEnforceIf(shape_lit)
     for p, lit in zip(domains["pp"], lits["pp"]):
         model.Add(p * t_max >= total).OnlyEnforceIf(lit)
-        model.Add(_linear(static, y) <= p * (capacity - other)).OnlyEnforceIf(lit)
+        model.Add(_linear(static, y) <= p * (capacity - other + (excess if excess is not None else 0))
+                  ).OnlyEnforceIf(lit)
         for mv, mlit in m_lit.items():
             model.Add(p * pipe >= mv * total).OnlyEnforceIf([lit, mlit])
     q = model.NewIntVar(0, total_hi, "bubble_q")
@@ -288,7 +289,7 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     step = model.NewIntVar(0, step_hi, "step_us")
     model.Add(step == pipe + dp_tail + opt_max + tables.overhead_us)
     if excess is not None:
-        model.Minimize(excess * (step_hi + 1) + step)
+        model.Minimize(excess)  # the closest layouts first (step-time ties are not ranked here)
     else:
         model.Minimize(step)
     proto = model.Proto()

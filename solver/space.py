@@ -246,7 +246,8 @@ def _fixed_axis(axis: str, fixed: dict[str, Any]) -> bool:
 
 
 def _fixed_value(axis: str, fixed: dict[str, Any]) -> Any:
-    return {k: v for k, v in fixed.items() if _fixed_axis(axis, {k: v})} or "(none left)"
+    pins = [f"{k}={v}" for k, v in fixed.items() if _fixed_axis(axis, {k: v})]
+    return ",".join(pins) or "(none left)"
 
 
 def _as_int(name: str, value: Any) -> int:

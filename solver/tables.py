@@ -21,9 +21,10 @@ from typing import Any, Callable
 
 from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import collective_latency_s, collective_time_s
-from megasolve.cost.memory import (ActivationShape, inflight_microbatches, first_stage_extra_bytes,
+from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
-                                   mtp_activation_bytes, other_bytes, recomputed_layers, static_bytes)
+                                   mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
+                                   static_bytes)
 from megasolve.cost.step import layer_time, logits_time, pp_unit_comm_s
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
@@ -33,6 +34,7 @@ from megasolve.solver.space import Point
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
+OVERLAP_SCALE = 10_000  # the DP overlap fraction in parts per 10^4
 
 
 def quantise_s(seconds: float) -> int:
@@ -90,7 +92,7 @@ class CostTables:
     def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> None:
         self.spec, self.cluster, self.workload = spec, cluster, workload
         cal = calibration()
-        self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * 100))
+        self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * OVERLAP_SCALE))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
         self.capacity_mib = int(cluster.gpu.usable_memory_bytes // MIB)
@@ -191,7 +193,17 @@ class CostTables:
             lambda tp, cp, mbs, sp: quantise_bytes(first_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
         add("ma_last", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(last_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
+        add("ma_sel_dense", ("tp", "cp", "mbs", "sp"),
+            lambda tp, cp, mbs, sp: quantise_bytes(selective_transient_bytes(
+                spec, wl, shape(tp, cp, mbs, sp), moe=False)))
         if spec.is_moe:
+            add("ma_sel_moe", ("tp", "cp", "mbs", "sp", "etp"),
+                lambda tp, cp, mbs, sp, etp: quantise_bytes(selective_transient_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True)))
+            add("ma_sel_max", ("tp", "cp", "mbs", "sp", "etp"),
+                lambda tp, cp, mbs, sp, etp: max(
+                    self.value("ma_sel_moe", dict(tp=tp, cp=cp, mbs=mbs, sp=sp, etp=etp)),
+                    self.value("ma_sel_dense", dict(tp=tp, cp=cp, mbs=mbs, sp=sp))))
             add("ma_moe", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(layer_activation_bytes(
                     spec, wl, shape(tp, cp, mbs, sp, etp), moe=True, recompute=base(sel))))
@@ -347,6 +359,13 @@ class CostTables:
             form.append((1, "ma_dense"))
         elif slot.moe_rc:
             form.append((1, "ma_moe"))
+        elif row.rc[0] == "selective":  # backward re-runs one layer's selectively recomputed part
+            if slot.dense_base and slot.moe_base:
+                form.append((1, "ma_sel_max"))
+            elif slot.dense_base:
+                form.append((1, "ma_sel_dense"))
+            elif slot.moe_base:
+                form.append((1, "ma_sel_moe"))
         if slot.moe:
             form.append((1, "ma_dispatch"))
         if slot.last:
@@ -424,10 +443,11 @@ def ceil_div(a: int, b: int) -> int:
 
 def dp_exposed_us(grad_us: int, param_us: int, compute_us: int, vpp: int, overlap_pct: int) -> int:
     """``max(0, grad - 2/3 w) + max(0, param - 1/3 w)`` with ``w = overlap * compute / vpp`` (step.py),
-    in exact integer arithmetic: both terms scaled by ``300 * vpp``, then ceil-divided back."""
-    scale = 300 * vpp
-    first = max(0, scale * grad_us - 200 * overlap_pct * compute_us)
-    second = max(0, scale * param_us - 100 * overlap_pct * compute_us)
+    in exact integer arithmetic (``overlap_pct`` = overlap x 10^4): both terms scaled by
+    ``3 * 10^4 * vpp``, then ceil-divided back."""
+    scale = 3 * OVERLAP_SCALE * vpp  # scale * (2/3) * (ov / 10^4) * c / v = 2 * ov * c
+    first = max(0, scale * grad_us - 2 * overlap_pct * compute_us)
+    second = max(0, scale * param_us - overlap_pct * compute_us)
     return ceil_div(first, scale) + ceil_div(second, scale)
 
 

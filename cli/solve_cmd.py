@@ -1,0 +1,146 @@
+"""``megasolve solve`` (the default command): ranked top-k layouts, or why nothing fits."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from megasolve.cli import render
+from megasolve.cli.main import register
+from megasolve.cli.options import (build_cluster, build_workload, cluster_options, format_option, load_model,
+                                   model_option, workload_options)
+from megasolve.models.errors import MegasolveError
+
+
+def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
+    """``--fix tp=4 --fix recompute=full`` -> {"tp": "4", "recompute": "full"}."""
+    fixed: dict[str, Any] = {}
+    for item in values:
+        if "=" not in item:
+            raise MegasolveError(field="--fix", value=item, rule="must be AXIS=VALUE", fix="e.g. --fix tp=4")
+        key, value = item.split("=", 1)
+        key = key.strip().replace("-", "_")
+        if not key or not value.strip():
+            raise MegasolveError(field="--fix", value=item, rule="must be AXIS=VALUE", fix="e.g. --fix pp=8")
+        fixed[key] = value.strip()
+    return fixed
+
+
+@register
+@click.command("solve", epilog="Examples:\n\n\b\n"
+               "  megasolve --model deepseek-v3-lite --gpus 64 --gpu a100-80g\n"
+               "  megasolve solve -m llama-3.1-70b -n 64 -g h100 --seq-len 8192 --top-k 10 --fix tp=4\n"
+               "  megasolve solve -m qwen3-30b-a3b -n 16 -g h100 --format megatron\n"
+               "  megasolve solve -m my-model/config.json --cluster cluster.yaml --format json")
+@model_option
+@cluster_options()
+@workload_options
+@click.option("--top-k", "-k", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="How many layouts to rank.")
+@click.option("--fix", "fix", multiple=True, metavar="AXIS=VALUE",
+              help="Pin an axis (repeatable): tp, pp, vpp, cp, dp, ep, etp, mbs, sequence_parallel, recompute, "
+                   "recompute_num_layers, distributed_optimizer, first_stage_layers, last_stage_layers.")
+@click.option("--time-limit", type=click.FloatRange(0.1, 86400), default=60.0, show_default=True,
+              help="Seconds for the search; when it runs out the best layouts found so far are returned, "
+                   "marked as not proven optimal.")
+@click.option("--engine", type=click.Choice(["cpsat", "exhaustive"]), default="cpsat", show_default=True,
+              help="CP-SAT, or the brute-force oracle (for verification).")
+@click.option("--allow-cross-domain-tp", is_flag=True, help="Allow TP groups that leave an NVLink domain.")
+@format_option("megatron", "bridge", "nemo", "verl")
+def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file, seq_len, gbs,
+                  precision, attention, top_k: int, fix: tuple[str, ...], time_limit: float, engine: str,
+                  allow_cross_domain_tp: bool, fmt: str) -> None:
+    """Rank the fastest Megatron layouts that fit, with memory and time breakdowns.
+
+    Exit code 0: layouts found; 1: nothing fits (the reasons, the closest layouts and repairs are
+    printed); 2: invalid input.
+    """
+    from megasolve.solver.solve import solve
+
+    resolved = load_model(model_ref)
+    if resolved.note:
+        render.note(resolved.note)
+    cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
+                            nic_gbps=nic_gbps, cluster_file=cluster_file)
+    workload = build_workload(seq_len=seq_len, gbs=gbs, precision=precision, attention=attention)
+    with render.status(f"searching layouts for {resolved.spec.name} on {cluster.num_gpus} x {cluster.gpu.name}"):
+        result = solve(resolved.spec, cluster, workload, top_k=top_k, fixed=parse_fix(fix), time_limit_s=time_limit,
+                       engine=engine, allow_cross_domain_tp=allow_cross_domain_tp)
+    data = result.as_dict()
+    if fmt in ("json", "yaml"):
+        click.echo(render.dump(data, fmt))
+    elif fmt == "table":
+        print_solve(data, resolved.spec.name, cluster, workload)
+    elif result.layouts:
+        from megasolve.cli.launch import launch_text
+
+        for rank, report in enumerate(result.layouts, start=1):
+            click.echo(f"# rank {rank}: {render.layout_label(report.layout_dict())}, "
+                       f"{report.estimate.time.tokens_per_s_per_gpu:.0f} tokens/s/GPU")
+            click.echo(launch_text(fmt, resolved.spec, cluster, workload, report.layout))
+            click.echo()
+    if result.status == "infeasible":
+        if fmt not in ("json", "yaml", "table"):
+            print_infeasible(data)
+        sys.exit(1)
+
+
+def why_line(data: dict) -> str:
+    """One line on why the winner wins."""
+    layouts = data["layouts"]
+    best = layouts[0]
+    t = best["time"]
+    parts = [f"fastest predicted step ({t['step_s']:.2f} s, {t['tokens_per_s_per_gpu']:.0f} tokens/s/GPU)"]
+    if len(layouts) > 1:
+        gap = layouts[1]["time"]["step_s"] / t["step_s"] - 1
+        parts.append(f"{gap:.1%} ahead of #2")
+    breakdown = {k: v for k, v in t["breakdown_s"].items() if k not in ("compute", "optimizer")}
+    worst = max(breakdown, key=breakdown.get)
+    parts.append(f"compute {t['breakdown_s']['compute'] / t['step_s']:.0%} of the step; largest overhead "
+                 f"{worst.replace('_', ' ')} {breakdown[worst] / t['step_s']:.0%}")
+    headroom = best["memory"]["capacity_gb"] - best["memory"]["peak_gb"]
+    parts.append(f"{headroom:.1f} GB headroom on its peak stage")
+    return "; ".join(parts)
+
+
+def print_solve(data: dict, model: str, cluster, workload) -> None:
+    from rich.table import Table
+
+    out = render.console()
+    search = data["search"]
+    if not data["layouts"]:
+        print_infeasible(data)
+        return
+    title = (f"{model} on {cluster.num_gpus} x {cluster.gpu.name}, seq {workload.seq_length}, "
+             f"gbs {workload.global_batch_size}, {workload.precision}")
+    table = Table(title=title, title_justify="left")
+    for col in ("#", "layout", "peak GB", "headroom", "step s", "tokens/s/GPU", "MFU", "bubble", "top comm"):
+        table.add_column(col, justify="left" if col in ("layout", "top comm") else "right")
+    for entry in data["layouts"]:
+        mem, t = entry["memory"], entry["time"]
+        comm = {k: v for k, v in t["breakdown_s"].items() if k.endswith("_comm")}
+        top = max(comm, key=comm.get)
+        label = render.layout_label(entry["layout"]) + (" sp" if entry["layout"]["sequence_parallel"] else "")
+        table.add_row(str(entry["rank"]), label, f"{mem['peak_gb']:.1f}", f"{mem['capacity_gb'] - mem['peak_gb']:.1f}",
+                      f"{t['step_s']:.3f}", f"{t['tokens_per_s_per_gpu']:.0f}", f"{t['mfu']:.1%}",
+                      f"{t['bubble_fraction']:.1%}", f"{top.replace('_comm', '')} {comm[top] / t['step_s']:.0%}")
+    out.print(table)
+    out.print(f"why #1: {why_line(data)}")
+    proven = "proven optimal under the cost model" if search["proven_optimal"] else \
+        "NOT proven optimal (time limit): best found so far"
+    out.print(f"search: {search['engine']}, {search['space_size']:,} combinations, {proven}, {search['wall_s']:.1f} s")
+    out.print("launch #1 with: megasolve estimate ... --format megatron (or solve --format megatron|bridge|nemo|verl)")
+
+
+def print_infeasible(data: dict) -> None:
+    out = render.console(stderr=False)
+    out.print("[bold red]no layout fits[/]")
+    for reason in data.get("reasons", []):
+        out.print(f"  reason: {reason}")
+    for entry in data.get("closest", []):
+        out.print(f"  closest: {render.layout_label(entry['layout'])} needs {entry['peak_gb']:.1f} GB per GPU "
+                  f"({entry['lacks_gb_per_gpu']:.1f} GB short)")
+    for repair in data.get("repairs", []):
+        out.print(f"  repair: {repair}")

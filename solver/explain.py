@@ -1,0 +1,187 @@
+"""Why nothing fits, and what would: binding rules, closest layouts, repairs.
+
+* Rules: every Megatron rule's table constraint is guarded by an assumption literal and memory is
+  made soft; if even that is infeasible, CP-SAT's sufficient assumptions name the rules in conflict.
+* Memory: otherwise CP-SAT minimises the worst stage's overflow (``excess``, MiB), giving the
+  closest layouts and how much memory they lack per GPU.
+* Repairs: the smallest cluster of this GPU type that fits (doubling, then bisection over whole
+  nodes, each a CP-SAT feasibility solve), catalog GPUs with more memory that fit at this size, and
+  the longest sequence (halving) that fits.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from megasolve.models.errors import MegasolveError
+from megasolve.models.layout import Workload
+from megasolve.models.spec import ModelSpec
+from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
+from megasolve.solver.tables import MIB, CostTables
+from megasolve.topology.cluster import Cluster
+from megasolve.topology.gpus import all_gpus
+
+MAX_SCALE = 64  # look for a fitting cluster up to 64x the given one
+
+
+def feasible_point(space: SearchSpace, tables: CostTables, time_limit_s: float = 10.0) -> dict | None:
+    """Any layout that obeys the rules and fits (no objective). None: proven that none exists.
+    Raises ``TimeoutError`` when the time limit ends the search first."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.solver.cpsat import build_model, decode, new_solver
+
+    built = build_model(space, tables)
+    built.model.clear_objective()
+    solver = new_solver(time_limit_s)
+    status = solver.Solve(built.model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return decode(space, built, solver)
+    if status == cp_model.UNKNOWN:
+        raise TimeoutError
+    return None
+
+
+def fits_on(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed: dict[str, Any] | None,
+            allow_cross_domain_tp: bool, time_limit_s: float) -> dict | None:
+    try:
+        space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp)
+    except MegasolveError:
+        return None
+    return feasible_point(space, CostTables(spec, cluster, workload), time_limit_s)
+
+
+def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace,
+                       tables: CostTables, *, fixed: dict[str, Any] | None, allow_cross_domain_tp: bool,
+                       time_limit_s: float | None) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    from ortools.sat.python import cp_model
+
+    from megasolve.solver.cpsat import build_model, decode, exclude, new_solver
+
+    budget = 10.0 if time_limit_s is None else max(1.0, time_limit_s)
+    deadline = time.perf_counter() + budget
+    reasons: list[str] = []
+    closest: list[dict[str, Any]] = []
+    built = build_model(space, tables, memory="excess", rule_assumptions=True)
+    for guard in built.rule_assumptions.values():
+        built.model.AddAssumption(guard)
+    solver = new_solver(max(0.5, deadline - time.perf_counter()))
+    status = solver.Solve(built.model)
+    if status == cp_model.INFEASIBLE:
+        names = {int(i) for i in solver.SufficientAssumptionsForInfeasibility()}
+        binding = [name for name, guard in built.rule_assumptions.items() if guard.Index() in names]
+        from megasolve.solver.rules import RULES
+
+        for rule in RULES:
+            if rule.name in binding:
+                reasons.append(f"rule {rule.name} ({rule.source}) cannot hold together with the others listed; "
+                               f"fix: {rule.fix}")
+        if not reasons:
+            reasons.append("Megatron's rules leave no layout for this model, cluster and --fix pins")
+        if fixed:
+            reasons.append(f"pinned axes: {', '.join(f'{k}={v}' for k, v in fixed.items())}")
+        return reasons, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
+                                          memory_bound=False)
+    while status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and len(closest) < 3:
+        point = decode(space, built, solver)
+        cost = tables.evaluate(point)
+        lack_gb = max(0.0, cost.peak_mib - tables.capacity_mib) * MIB / 1e9
+        closest.append({"layout": _layout_dict(point, workload), "peak_gb": round(cost.peak_mib * MIB / 1e9, 1),
+                        "lacks_gb_per_gpu": round(lack_gb, 1)})
+        exclude(space, built, point)
+        if time.perf_counter() > deadline:
+            break
+        solver = new_solver(max(0.5, deadline - time.perf_counter()))
+        status = solver.Solve(built.model)
+    capacity_gb = tables.capacity_mib * MIB / 1e9
+    if closest:
+        best = closest[0]
+        reasons.append(f"memory: no rule-legal layout fits in the usable {capacity_gb:.1f} GB of a "
+                       f"{cluster.gpu.name}; the closest needs {best['peak_gb']:.1f} GB per GPU "
+                       f"({best['lacks_gb_per_gpu']:.1f} GB more), even with recompute, PP and EP searched")
+    return reasons, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
+                                      memory_bound=True)
+
+
+def _layout_dict(point: dict, workload: Workload) -> dict[str, Any]:
+    from megasolve.solver.api import layout_dict
+
+    return layout_dict(point_layout(point), workload)
+
+
+def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow: bool, deadline: float,
+             memory_bound: bool) -> list[str]:
+    repairs: list[str] = []
+
+    def left() -> float:
+        return max(0.5, deadline - time.perf_counter())
+
+    # the smallest cluster of this GPU type
+    n = cluster.num_gpus
+    found = None
+    size = n
+    timed_out = False
+    try:
+        while size < n * MAX_SCALE and time.perf_counter() < deadline:
+            size *= 2
+            if fits_on(spec, cluster.with_num_gpus(size), workload, fixed, allow, left()):
+                found = size
+                break
+    except TimeoutError:
+        timed_out = True
+    if found is not None:
+        step = cluster.gpus_per_node
+        low, high = found // 2, found  # low does not fit
+        exact = True
+        try:
+            while high - low > step and time.perf_counter() < deadline:
+                mid = (low + high) // 2 // step * step
+                if mid <= low:
+                    break
+                if fits_on(spec, cluster.with_num_gpus(mid), workload, fixed, allow, left()):
+                    high = mid
+                else:
+                    low = mid
+        except TimeoutError:
+            exact = False
+        exact = exact and high - low <= step
+        repairs.append(f"use {'at least ' if exact else ''}{high} x {cluster.gpu.name}"
+                       + ("" if exact else f" (fits; between {low} and {high} not settled within the time limit)"))
+    elif timed_out or time.perf_counter() >= deadline:
+        repairs.append(f"no fitting cluster of this GPU type found within the time limit (tried up to {size})")
+    elif memory_bound:
+        repairs.append(f"no cluster of up to {n * MAX_SCALE} x {cluster.gpu.name} fits")
+    if memory_bound:
+        bigger = [g for g in all_gpus() if g.usable_memory_bytes > cluster.gpu.usable_memory_bytes]
+        fitting = []
+        for gpu in bigger:
+            if time.perf_counter() >= deadline:
+                break
+            try:
+                if fits_on(spec, Cluster.from_flags(num_gpus=n, gpu=gpu), workload, fixed, allow, left()):
+                    fitting.append(gpu.name)
+            except (TimeoutError, MegasolveError):
+                continue
+        if fitting:
+            repairs.append(f"or {n} GPUs with more memory: {', '.join(fitting)}")
+        seq = workload.seq_length
+        for _ in range(3):
+            seq //= 2
+            if seq < 512 or time.perf_counter() > deadline:
+                break
+            shorter = Workload(seq_length=seq, global_batch_size=workload.global_batch_size,
+                               precision=workload.precision, attention=workload.attention,
+                               hidden_dropout=workload.hidden_dropout)
+            try:
+                if fits_on(spec, cluster, shorter, fixed, allow, left()):
+                    repairs.append(f"or a sequence length of {seq} on these {n} GPUs")
+                    break
+            except TimeoutError:
+                break
+        if fixed:
+            repairs.append("or drop some --fix pins")
+    return repairs
+
+
+__all__ = ["explain_infeasible", "feasible_point", "fits_on", "AXES"]
