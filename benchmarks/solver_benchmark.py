@@ -1,0 +1,107 @@
+"""CP-SAT vs the exhaustive oracle: wall time, model size and answers, as the search space grows.
+
+Both engines search the same space with the same integer cost tables (``solver/tables.py``), so
+their top-k must be identical; the benchmark checks that on every instance where the oracle
+finishes. Run (one core, as the solver runs by default)::
+
+    python benchmarks/solver_benchmark.py            # the full ladder, 8 -> 16,384 GPUs
+    python benchmarks/solver_benchmark.py --quick    # the small instances only
+    python benchmarks/solver_benchmark.py --oracle-limit 600
+
+Columns: instance, search-space size (Cartesian product of the axis domains), rule-legal layouts
+(counted by the oracle), CP-SAT variables / constraints, CP-SAT wall time (model build + warm start
++ search), oracle wall time, their ratio, and whether the top-k agree. Where the oracle exceeds
+``--oracle-limit`` seconds, its time is reported as ">limit" and no ratio is claimed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import queue
+import sys
+import time
+
+from megasolve.models import Workload, load_preset
+from megasolve.solver.solve import solve
+from megasolve.topology import Cluster
+
+LADDER = [
+    # (label, model, gpus, gpu, seq, gbs, top_k)
+    ("llama-3.1-8b", "llama-3.1-8b", 8, "h100", 4096, 64, 10),
+    ("qwen3-30b-a3b", "qwen3-30b-a3b", 16, "h100", 4096, 256, 10),
+    ("moonlight", "moonlight-16b-a3b", 64, "a100-80g", 4096, 1024, 10),
+    ("llama-3.1-70b", "llama-3.1-70b", 256, "h100", 8192, 512, 10),
+    ("qwen3-235b-a22b", "qwen3-235b-a22b", 512, "h100", 4096, 2048, 10),
+    ("deepseek-v3", "deepseek-v3", 1024, "h100", 4096, 8192, 10),
+    ("llama-3.1-405b", "llama-3.1-405b", 4096, "h100", 8192, 2048, 10),
+    ("deepseek-v3", "deepseek-v3", 16384, "h100", 4096, 16384, 10),
+]
+QUICK = 3
+
+
+def _run(engine: str, model: str, gpus: int, gpu: str, seq: int, gbs: int, top_k: int, limit: float, out) -> None:
+    start = time.perf_counter()
+    result = solve(load_preset(model), Cluster.from_flags(num_gpus=gpus, gpu=gpu),
+                   Workload(seq_length=seq, global_batch_size=gbs), top_k=top_k, engine=engine,
+                   time_limit_s=limit, explain=False)
+    out.put({"wall_s": time.perf_counter() - start, "status": result.status, "search": result.search,
+             "layouts": [r.layout for r in result.layouts], "objective": result.objective_us})
+
+
+def run(engine: str, case: tuple, limit: float) -> dict | None:
+    """One engine on one instance in a child process, killed at ``limit`` seconds (the oracle has no
+    time limit of its own)."""
+    _, model, gpus, gpu, seq, gbs, top_k = case
+    out: mp.Queue = mp.Queue()
+    proc = mp.Process(target=_run, args=(engine, model, gpus, gpu, seq, gbs, top_k, limit, out))
+    proc.start()
+    try:
+        result = out.get(timeout=limit + 30)
+    except queue.Empty:
+        result = None
+    proc.join(timeout=5)
+    if proc.is_alive():
+        proc.kill()
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="only the first instances")
+    parser.add_argument("--oracle-limit", type=float, default=300.0, help="seconds before the oracle is stopped")
+    parser.add_argument("--cpsat-limit", type=float, default=300.0, help="CP-SAT --time-limit")
+    args = parser.parse_args()
+    cases = LADDER[:QUICK] if args.quick else LADDER
+    header = f"{'instance':<22}{'space':>14}{'legal':>10}{'vars':>7}{'cons':>8}{'cpsat s':>9}{'oracle s':>10}" \
+             f"{'ratio':>8}  agree  cpsat status"
+    print(header)
+    print("-" * len(header))
+    failures = 0
+    for case in cases:
+        label = f"{case[0]}@{case[2]}"
+        fast = run("cpsat", case, args.cpsat_limit)
+        slow = run("exhaustive", case, args.oracle_limit)
+        if fast is None:
+            print(f"{label:<22} cpsat did not return")
+            failures += 1
+            continue
+        s = fast["search"]
+        legal = str(slow["search"].get("legal_layouts", "?")) if slow else "?"
+        oracle = f"{slow['wall_s']:.1f}" if slow else f">{args.oracle_limit:.0f}"
+        ratio = f"{slow['wall_s'] / fast['wall_s']:.1f}x" if slow else "-"
+        if slow:
+            agree = fast["layouts"] == slow["layouts"] and fast["objective"] == slow["objective"]
+            failures += not agree
+            agree_text = "yes" if agree else "NO"
+        else:
+            agree_text = "n/a"
+        print(f"{label:<22}{s['space_size']:>14,}{legal:>10}{s.get('variables', 0):>7}{s.get('constraints', 0):>8}"
+              f"{fast['wall_s']:>9.1f}{oracle:>10}{ratio:>8}  {agree_text:<5}  {fast['status']}"
+              f"{'' if s['proven_optimal'] else ' (time limit)'}")
+        sys.stdout.flush()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
