@@ -55,7 +55,26 @@ class LayoutModel:
 
 
 def _linear(form: list[tuple[int, str]], y: dict[str, cp_model.IntVar]):
-    return sum(c * y[t] for c, t in form) if form else 0
+    """``sum(c * y[t])`` built in one call (operator overloading is slow for thousands of rows)."""
+    if not form:
+        return 0
+    return cp_model.LinearExpr.weighted_sum([y[t] for _, t in form], [c for c, _ in form])
+
+
+def _scaled(*parts: tuple[int, list[tuple[int, str]]]) -> list[tuple[int, str]]:
+    """``sum(k * form)`` as one merged form."""
+    merged: dict[str, int] = {}
+    for k, form in parts:
+        for c, t in form:
+            merged[t] = merged.get(t, 0) + k * c
+    return [(c, t) for t, c in merged.items() if c]
+
+
+def _equal(model: cp_model.CpModel, var, form: list[tuple[int, str]], y, guard) -> None:
+    """``var == form`` under ``guard``."""
+    terms = [var] + [y[t] for _, t in form]
+    coeffs = [1] + [-c for c, _ in form]
+    model.Add(cp_model.LinearExpr.weighted_sum(terms, coeffs) == 0).OnlyEnforceIf(guard)
 
 
 def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constraint",
@@ -83,11 +102,11 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
 
     # ---- rules: allowed-assignment tables over each rule's axes
     assumptions: dict[str, cp_model.IntVar] = {}
+    position = {a: {v: i for i, v in enumerate(domains[a])} for a in AXES}
     for rule, axes in space.rules():
         allowed = space.allowed(rule, axes)
         ct = model.AddAllowedAssignments([index[a] for a in axes],
-                                         [tuple(domains[a].index(v) for a, v in zip(axes, values))
-                                          for values in allowed])
+                                         [tuple(position[a][v] for a, v in zip(axes, values)) for values in allowed])
         if rule_assumptions:
             guard = model.NewBoolVar(f"rule:{rule.name}")
             ct.OnlyEnforceIf(guard)
@@ -180,24 +199,26 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         v = row.vpp
         model.Add(total == sum(slot.multiplicity * tau[k] for k, slot in enumerate(row.slots))).OnlyEnforceIf(r)
         for k, slot in enumerate(row.slots):
-            model.Add(tau[k] == _linear(tables.time_form(row, slot, "t"), y)).OnlyEnforceIf(r)
-            model.Add(comp[k] == _linear(tables.time_form(row, slot, "c"), y)).OnlyEnforceIf(r)
+            _equal(model, tau[k], tables.time_form(row, slot, "t"), y, r)
+            _equal(model, comp[k], tables.time_form(row, slot, "c"), y, r)
             g_form, p_form = tables.dp_forms(row, slot)
-            model.Add(grad[k] == _linear(g_form, y)).OnlyEnforceIf(r)
-            model.Add(param[k] == _linear(p_form, y)).OnlyEnforceIf(r)
+            _equal(model, grad[k], g_form, y, r)
+            _equal(model, param[k], p_form, y, r)
             o_dense, o_expert = tables.param_form(row, slot, "o_")
-            model.Add(opt[k] == _linear(o_dense + o_expert, y)).OnlyEnforceIf(r)
+            _equal(model, opt[k], o_dense + o_expert, y, r)
             # memory: v*(fixed + other) + live*act + v*ceil(live/v)*first <= v*capacity, per class of m
-            fixed = _linear(tables.fixed_memory_form(row, slot), y)
-            act = _linear(tables.activation_form(slot), y)
+            fixed_form = tables.fixed_memory_form(row, slot)
+            act_form = tables.activation_form(slot)
             base_live = tables.live_units(row, slot, 10**9)
             small = [mv for mv in m_values if tables.live_units(row, slot, mv) < base_live]
             large = [mv for mv in m_values if mv not in small]
-            rhs = v * capacity + (v * excess if excess is not None else 0)
-
             def fits(live: int):
-                first = v * (-(-live // v)) * y["ma_first"] if slot.first else 0
-                return v * (fixed + other) + live * act + first <= rhs
+                form = _scaled((v, fixed_form), (live, act_form),
+                               (v * (-(-live // v)), [(1, "ma_first")] if slot.first else []))
+                lhs = _linear(form, y)
+                if excess is not None:
+                    return lhs - v * excess <= v * (capacity - other)
+                return lhs <= v * (capacity - other)
 
             for mv in small:
                 model.Add(fits(tables.live_units(row, slot, mv))).OnlyEnforceIf([r, m_lit[mv]])

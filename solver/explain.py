@@ -71,9 +71,7 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
     if status == cp_model.INFEASIBLE:
         names = {int(i) for i in solver.SufficientAssumptionsForInfeasibility()}
         binding = [name for name, guard in built.rule_assumptions.items() if guard.Index() in names]
-        from megasolve.solver.rules import RULES
-
-        for rule in RULES:
+        for rule, _ in space.rules():
             if rule.name in binding:
                 reasons.append(f"rule {rule.name} ({rule.source}) cannot hold together with the others listed; "
                                f"fix: {rule.fix}")

@@ -9,6 +9,7 @@ Each rule reads only the axes it names, so the same predicate serves three calle
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -50,22 +51,25 @@ class Violation:
         return {"rule": self.rule, "message": self.message, "fix": self.fix, "source": self.source}
 
 
-def _split_ok(ctx: RuleContext, a: Axes) -> bool:
+@functools.lru_cache(maxsize=65536)
+def split_counts(spec: ModelSpec, pp: int, vpp: int, first: int | None, last: int | None) -> tuple[int, ...] | str:
+    """Layers per pipeline stage, or the reason Megatron rejects the split (cached: the solver asks
+    for the same few splits hundreds of thousands of times)."""
     try:
-        stage_layer_counts(ctx.spec, Layout(pp=a["pp"], vpp=a["vpp"], first_stage_layers=a["first_stage_layers"],
-                                            last_stage_layers=a["last_stage_layers"]))
-    except MegasolveError:
-        return False
-    return True
+        return tuple(stage_layer_counts(spec, Layout(pp=pp, vpp=vpp, first_stage_layers=first,
+                                                     last_stage_layers=last)))
+    except MegasolveError as exc:
+        return exc.rule
+
+
+def _split_ok(ctx: RuleContext, a: Axes) -> bool:
+    return not isinstance(split_counts(ctx.spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"]),
+                          str)
 
 
 def _split_message(ctx: RuleContext, a: Axes) -> str:
-    try:
-        stage_layer_counts(ctx.spec, Layout(pp=a["pp"], vpp=a["vpp"], first_stage_layers=a["first_stage_layers"],
-                                            last_stage_layers=a["last_stage_layers"]))
-    except MegasolveError as exc:
-        return exc.rule
-    return ""
+    counts = split_counts(ctx.spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"])
+    return counts if isinstance(counts, str) else ""
 
 
 def _dense_ffns(spec: ModelSpec) -> list[tuple[str, int]]:
@@ -194,8 +198,7 @@ def _m(ctx: RuleContext, a: Axes) -> int:
 
 
 def _min_chunk(ctx: RuleContext, a: Axes) -> int:
-    counts = stage_layer_counts(ctx.spec, Layout(pp=a["pp"], vpp=a["vpp"], first_stage_layers=a["first_stage_layers"],
-                                                 last_stage_layers=a["last_stage_layers"]))
+    counts = split_counts(ctx.spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"])
     return min(counts) // a["vpp"]
 
 

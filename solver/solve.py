@@ -88,29 +88,34 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
 
 
 def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, time_limit_s: float | None, workers: int):
+    """CP-SAT top-k: (1) a warm start ranks the layouts of the few per-layer configurations with the
+    lowest compute bound (hints, and an upper bound on the k-th step); (2) CP-SAT finds and proves the
+    optimum S1; (3) CP-SAT enumerates every layout with step <= S1 * (1 + margin), widening the margin
+    until it holds k layouts (or reaches the warm start's k-th step, which always holds k). All layouts
+    at or below that bound are enumerated, so the k best of them are the true top-k."""
     from megasolve.solver.cpsat import build_model
     from megasolve.solver.exhaustive import warm_start
 
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     built = build_model(space, tables)
     stats = built.stats
     seeds = warm_start(space, tables, want=top_k)
-    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
-    if len(seeds) == top_k:
-        return _enumerate_below(space, tables, built, seeds[-1].cost.step_us, seeds, top_k, deadline, workers)
-    # Too few warm-start layouts for a bound: find the optimum, then enumerate everything within a
-    # widening margin of it until the margin holds k layouts (or the space is exhausted).
     best = _optimise(space, tables, built, seeds[0] if seeds else None, deadline, workers)
     if best is None:
-        return ([], stats.proven_optimal, stats)
-    margin = 0.01
-    while True:
-        bound = int(best.cost.step_us * (1 + margin))
-        trial = build_model(space, tables)
-        trial.stats = stats
-        ranked, proven, _ = _enumerate_below(space, tables, trial, bound, [best], top_k, deadline, workers)
-        if len(ranked) >= top_k or not proven or margin > 64:
-            return ranked, proven, stats
-        margin *= 4
+        return [], stats.proven_optimal, stats
+    if not stats.proven_optimal:  # time limit: the best found so far, not proven
+        return _merge([best], seeds, top_k), False, stats
+    cap = seeds[top_k - 1].cost.step_us if len(seeds) == top_k else None
+    bounds = sorted({int(best.cost.step_us * (1 + m)) for m in (0.005, 0.02, 0.08, 0.32, 1.28, 5.12)})
+    if cap is not None:
+        bounds = [b for b in bounds if b < cap] + [cap]
+    else:
+        bounds.append(None)  # finally: every feasible layout (few, or the margins would have held k)
+    return _enumerate_below(space, tables, built, bounds, [best] + seeds, top_k, deadline, workers)
+
+
+def _merge(found: list[Ranked], seeds: list[Ranked], top_k: int) -> list[Ranked]:
+    return sorted({r.key: r for r in list(found) + list(seeds)}.values(), key=lambda r: r.order)[:top_k]
 
 
 def _optimise(space, tables, built, hint, deadline, workers):
@@ -141,16 +146,16 @@ def _optimise(space, tables, built, hint, deadline, workers):
     return Ranked(point, cost, point_key(space, point))
 
 
-def _enumerate_below(space, tables, built, bound, seeds, top_k, deadline, workers):
-    """Every layout whose step is <= the k-th warm-start layout's, in one CP-SAT enumeration; the
-    true top-k are among them because the warm-start layouts are real, feasible layouts."""
+def _enumerate_below(space, tables, built, bounds, seeds, top_k, deadline, workers):
+    """Enumerate every layout with step <= bound, for each bound in turn (each guarded by its own
+    literal and switched on as an assumption), until the layouts found under the bound number k."""
     from ortools.sat.python import cp_model
 
     from megasolve.solver.cpsat import decode, new_solver
 
     stats = built.stats
-    built.model.Add(built.step <= bound)
-    built.model.clear_objective()
+    model = built.model
+    model.clear_objective()
     found: dict[tuple, Ranked] = {}
 
     class Collect(cp_model.CpSolverSolutionCallback):
@@ -159,20 +164,38 @@ def _enumerate_below(space, tables, built, bound, seeds, top_k, deadline, worker
             key = point_key(space, point)
             if key not in found:
                 cost = tables.evaluate(point)
-                if self.Value(built.step) != cost.step_us or not cost.fits:
+                if self.Value(built.step) != cost.step_us or not cost.fits:  # both encodings agree exactly
                     raise AssertionError(f"CP-SAT step {self.Value(built.step)} != canonical {cost.step_us}")
                 found[key] = Ranked(point, cost, key)
 
-    remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
-    solver = new_solver(remaining, workers)
-    solver.parameters.enumerate_all_solutions = True
-    t0 = time.perf_counter()
-    status = solver.Solve(built.model, Collect())
-    stats.solve_s += time.perf_counter() - t0
-    stats.solves += 1
-    proven = status == cp_model.OPTIMAL
+    guards = []
+    for bound in bounds:
+        guard = model.NewBoolVar(f"step<={bound}")
+        if bound is not None:
+            model.Add(built.step <= bound).OnlyEnforceIf(guard)
+        guards.append(guard)
+    proven = True
+    for bound, guard in zip(bounds, guards):
+        remaining = None if deadline is None else deadline - time.perf_counter()
+        if remaining is not None and remaining <= 0:
+            proven = False
+            break
+        model.ClearAssumptions()
+        model.AddAssumption(guard)
+        solver = new_solver(remaining, workers)
+        solver.parameters.enumerate_all_solutions = True
+        t0 = time.perf_counter()
+        status = solver.Solve(model, Collect())
+        stats.solve_s += time.perf_counter() - t0
+        stats.solves += 1
+        if status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE):  # stopped by the time limit
+            proven = False
+            break
+        under = [r for r in found.values() if bound is None or r.cost.step_us <= bound]
+        if len(under) >= top_k:
+            break
     stats.enumerated = len(found)
-    ranked = sorted(found.values(), key=lambda r: r.order)
-    if not proven:  # time limit: merge with the warm start, best first, not proven
-        ranked = sorted({r.key: r for r in list(found.values()) + list(seeds)}.values(), key=lambda r: r.order)
-    return ranked[:top_k], proven, stats
+    stats.proven_optimal = proven
+    if proven:
+        return sorted(found.values(), key=lambda r: r.order)[:top_k], True, stats
+    return _merge(list(found.values()), seeds, top_k), False, stats

@@ -8,6 +8,7 @@ A point of the space assigns every axis of ``AXES``. ``split`` is the pair
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -15,7 +16,7 @@ from typing import Any, Iterable
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.rules import RULES, Rule, RuleContext
+from megasolve.solver.rules import RULES, Rule, RuleContext, split_counts
 from megasolve.topology.cluster import Cluster
 
 AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop")
@@ -89,8 +90,9 @@ class SearchSpace:
         return size
 
     def rules(self) -> list[tuple[Rule, tuple[str, ...]]]:
-        """Rules that involve at least one axis, with the axes they read."""
-        return [(rule, rule_axes(rule)) for rule in RULES if rule.axes]
+        """Rules that involve at least one axis, with the axes they read: Megatron's rules, then the
+        space's canonical-form rules (one spelling per distinct Megatron configuration)."""
+        return [(rule, rule_axes(rule)) for rule in RULES + canonical_rules(self.ctx.spec) if rule.axes]
 
     def allowed(self, rule: Rule, axes: tuple[str, ...]) -> list[tuple[Any, ...]]:
         """Tuples of ``axes`` values that obey ``rule`` (the rule's allowed-assignment table)."""
@@ -103,7 +105,46 @@ class SearchSpace:
 
     def legal(self, point: Point) -> bool:
         fields = point_fields(point)
-        return all(rule.check(self.ctx, fields) for rule in RULES)
+        return all(rule.check(self.ctx, fields) for rule in RULES + canonical_rules(self.ctx.spec))
+
+
+@functools.cache
+def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
+    """Not Megatron's rules: they keep one spelling of each configuration in the space. An uneven
+    split that equals the even one, or block recompute of every layer of every chunk (= uniform full
+    recompute), is the same job under another name."""
+
+    def split_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
+        split = (a["first_stage_layers"], a["last_stage_layers"])
+        return split in _splits(spec.num_layers, a["pp"]) or split not in _all_splits(spec.num_layers)
+
+    def block_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
+        if a["recompute"] != "full" or a["recompute_num_layers"] is None:
+            return True
+        counts = split_counts(spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"])
+        if isinstance(counts, str):
+            return True  # the Megatron rules reject it already
+        return a["recompute_num_layers"] < max(counts) // a["vpp"]
+
+    return (
+        Rule(name="canonical_split", axes=("pp", "first_stage_layers", "last_stage_layers"), check=split_ok,
+             message=lambda c, a: "this uneven split is the even split (or not a candidate) for this pp",
+             fix="leave --first/--last-stage-layers unset", source="megasolve search space"),
+        Rule(name="canonical_block_recompute",
+             axes=("recompute", "recompute_num_layers", "pp", "vpp", "first_stage_layers", "last_stage_layers"),
+             check=block_ok, message=lambda c, a: "block recompute of every layer is uniform full recompute",
+             fix="use --recompute full without --recompute-num-layers", source="megasolve search space"),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _splits(num_layers: int, pp: int) -> frozenset:
+    return frozenset(pipeline_splits(num_layers, pp))
+
+
+@functools.lru_cache(maxsize=256)
+def _all_splits(num_layers: int) -> frozenset:
+    return frozenset(s for pp in range(1, num_layers + 1) for s in pipeline_splits(num_layers, pp))
 
 
 def _fields_of(partial: Point) -> dict[str, Any]:
@@ -124,10 +165,11 @@ def _fields_of(partial: Point) -> dict[str, Any]:
 
 def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple[int | None, int | None]]:
     """Candidate ``(first, last)`` stage layer counts for ``pp`` stages: the even split when layers divide,
-    and splits that lighten the first/last stage (embedding, logits) or absorb a remainder.
+    and splits within three layers below (one above) the middle stages' count that lighten the first
+    / last stage (embedding, logits, MTP) or absorb a remainder.
 
-    >>> pipeline_splits(61, 8)[:3]
-    [(4, 9), (5, 8), (6, 7)]
+    >>> pipeline_splits(61, 16)
+    [(1, 4), (2, 3), (3, 2), (4, 1)]
     >>> pipeline_splits(32, 4)[0]
     (None, None)
     """
@@ -143,13 +185,14 @@ def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple
         for last in range(1, top + 1):
             middle = num_layers - first - last
             if pp == 2:
-                if middle == 0 and (first, last) != (num_layers // 2, num_layers // 2):
+                if middle == 0 and abs(first - last) <= 3 and (first, last) != (num_layers // 2, num_layers // 2):
                     out.append((first, last))
                 continue
             if middle <= 0 or middle % (pp - 2):
                 continue
             per_middle = middle // (pp - 2)
-            if per_middle >= max(first, last) - 1 and (num_layers % pp or (first, last) != (per_middle,) * 2):
+            near = max(first, last) <= per_middle + 1 and min(first, last) >= per_middle - 3
+            if near and (num_layers % pp or (first, last) != (per_middle,) * 2):
                 out.append((first, last))
     return out
 
