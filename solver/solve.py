@@ -106,7 +106,7 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, time_limit_
     if not stats.proven_optimal:  # time limit: the best found so far, not proven
         return _merge([best], seeds, top_k), False, stats
     cap = seeds[top_k - 1].cost.step_us if len(seeds) == top_k else None
-    bounds = sorted({int(best.cost.step_us * (1 + m)) for m in (0.005, 0.02, 0.08, 0.32, 1.28, 5.12)})
+    bounds = sorted({int(best.cost.step_us * (1 + m)) for m in (0.05, 0.2, 0.8, 3.2, 12.8)})
     if cap is not None:
         bounds = [b for b in bounds if b < cap] + [cap]
     else:

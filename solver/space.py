@@ -33,6 +33,7 @@ FIX_NAMES = {
     "last_stage_layers": "last_stage_layers",
 }
 MAX_MBS = 8
+MIN_TOKENS_PER_CP_RANK = 2048
 MAX_VPP = 8
 BLOCK_RECOMPUTE = (1, 2, 4, 8, 16)
 
@@ -214,7 +215,8 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     powers = [d for d in divisors(n)]
     domains: dict[str, tuple[Any, ...]] = {
         "tp": tuple(d for d in powers if d <= max(cluster.nvlink_domain, 8) or allow_cross_domain_tp),
-        "cp": tuple(d for d in powers if d <= 64),
+        # at least MIN_TOKENS_PER_CP_RANK tokens of each sequence per CP rank (CP is for long sequences)
+        "cp": tuple(d for d in powers if d <= max(1, workload.seq_length // MIN_TOKENS_PER_CP_RANK)),
         "pp": tuple(d for d in powers if d <= L),
         "dp": tuple(powers),
         "mbs": tuple(b for b in (1, 2, 4, 8) if b <= MAX_MBS and workload.global_batch_size % b == 0),
