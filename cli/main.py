@@ -48,13 +48,21 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="megasolve", standalone_mode=False)
     except MegasolveError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {one_line(str(exc))}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `megasolve`: the help, then the one error line
+        click.echo(exc.ctx.get_help() if exc.ctx else "")
+        click.echo("error: no command or options given; fix: see the help above", err=True)
+        sys.exit(2)
+    except click.UsageError as exc:  # click's own text is three lines (usage, hint, error): keep one
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        click.echo(f"error: {one_line(exc.format_message())}{hint}", err=True)
+        sys.exit(2)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {one_line(exc.format_message())}", err=True)
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -63,6 +71,16 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+
+
+def one_line(text: str) -> str:
+    """An error message as one printable line: newlines and other control characters in user values
+    (``--model $'a\\nb'``) are escaped, so stderr always holds exactly one ``error:`` line.
+
+    >>> one_line("--model=a\\nb: not a preset")
+    '--model=a\\\\nb: not a preset'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip())
 
 
 def register(command: Any) -> Any:

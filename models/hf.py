@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from megasolve.models.errors import ConfigError
+from megasolve.models.megatron_args import check_num_layers
 from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
 
 # model_type -> family. Families share field names and defaults.
@@ -79,7 +80,11 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
             return None
         ffn = _int(cfg, "moe_intermediate_size", model_type)
         step = _opt_int(cfg, "decoder_sparse_step", model_type, 1) or 1
-        dense_only = set(cfg.get("mlp_only_layers") or [])
+        dense_only = cfg.get("mlp_only_layers") or []
+        if not isinstance(dense_only, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in dense_only):
+            raise ConfigError(field="mlp_only_layers", value=repr(dense_only)[:80], rule="must be a list of layer numbers",
+                              fix="e.g. \"mlp_only_layers\": [0, 1], or [] for none")
+        dense_only = set(dense_only)
         pattern = [int(i not in dense_only and (i + 1) % step == 0) for i in range(num_layers)]
         shared = _opt_int(cfg, "shared_expert_intermediate_size", model_type, 0) or 0
         gate = model_type == "qwen2_moe" and shared > 0
@@ -113,14 +118,14 @@ def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str
                           fix="pass a Hugging Face config.json")
     cfg = _flatten(cfg)
     model_type = cfg.get("model_type")
-    if model_type not in MODEL_TYPES:
+    if not isinstance(model_type, str) or model_type not in MODEL_TYPES:
         raise ConfigError(field="model_type", value=model_type,
                           rule=f"not a supported architecture ({', '.join(sorted(MODEL_TYPES))})",
                           fix="describe the model with Megatron argument names in a YAML file instead")
     family = MODEL_TYPES[model_type]
     if family == "gpt2":
         hidden = _int(cfg, "n_embd", model_type, "hidden_size")
-        layers = _int(cfg, "n_layer", model_type, "num_hidden_layers")
+        layers = check_num_layers(_int(cfg, "n_layer", model_type, "num_hidden_layers"), "n_layer")
         heads = _int(cfg, "n_head", model_type, "num_attention_heads")
         ffn = _opt_int(cfg, "n_inner", model_type, None) or 4 * hidden
         return ModelSpec(
@@ -132,7 +137,7 @@ def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str
             position_embedding_type="learned_absolute", source=source)
 
     hidden = _int(cfg, "hidden_size", model_type)
-    layers = _int(cfg, "num_hidden_layers", model_type)
+    layers = check_num_layers(_int(cfg, "num_hidden_layers", model_type), "num_hidden_layers")
     heads = _int(cfg, "num_attention_heads", model_type)
     kv_heads = _opt_int(cfg, "num_key_value_heads", model_type, heads) or heads
     moe = _moe(cfg, family, model_type, layers)

@@ -30,6 +30,21 @@ from megasolve.models.errors import ConfigError
 from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
 
 REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
+# Far beyond any trained model (the deepest have ~200 layers), small enough that per-layer lists and
+# the pipeline-split search stay cheap: 10**12 layers hung building the MoE layer pattern.
+MAX_LAYERS = 10_000
+
+
+def check_num_layers(value: int, field: str = "num_layers") -> int:
+    """Reject absurd depths before anything allocates per-layer data.
+
+    >>> check_num_layers(61)
+    61
+    """
+    if value > MAX_LAYERS:
+        raise ConfigError(field=field, value=value, rule=f"more than {MAX_LAYERS:,} layers",
+                          fix="check the file: the deepest trained models have about 200 layers")
+    return value
 
 
 def parse_layer_freq(value: Any, num_layers: int) -> tuple[int, ...]:
@@ -130,7 +145,7 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
         untie = not _typed(args, "share_embeddings_and_output_weights", bool)
     else:
         untie = _typed(args, "untie_embeddings_and_output_weights", bool, False)
-    num_layers = args["num_layers"]
+    num_layers = check_num_layers(args["num_layers"])
     experts = _typed(args, "num_moe_experts", int) or _typed(args, "num_experts", int)
     moe = None
     if experts:

@@ -17,7 +17,7 @@ import yaml
 
 from megasolve.models.errors import ConfigError, UnknownNameError, closest_names
 from megasolve.models.hf import spec_from_hf_config
-from megasolve.models.megatron_args import spec_from_megatron_args
+from megasolve.models.megatron_args import MAX_LAYERS, spec_from_megatron_args
 from megasolve.models.spec import ModelSpec
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -74,6 +74,9 @@ def _read_file(path: Path) -> Any:
         where = f"line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else "syntax"
         raise ConfigError(field="--model", value=str(path), rule=f"is not valid {path.suffix or 'YAML'} ({where})",
                           fix="check the file's syntax") from None
+    except RecursionError:  # thousands of nested [ or {: no model file is that deep
+        raise ConfigError(field="--model", value=str(path), rule="is nested too deeply to be a model file",
+                          fix="pass a config.json or a flat Megatron model YAML") from None
 
 
 def spec_from_file(path: Path) -> ModelSpec:
@@ -90,18 +93,29 @@ def spec_from_file(path: Path) -> ModelSpec:
                           fix="pass a config.json or a Megatron model YAML")
     name = path.parent.name if path.name == "config.json" else path.stem
     if "model_type" in data:
-        return spec_from_hf_config(data, name=name or "hf-model", source=str(path.name))
+        return _check_scale(spec_from_hf_config(data, name=name or "hf-model", source=str(path.name)))
     if "num_layers" in data or "num-layers" in data or "--num-layers" in data:
-        return spec_from_megatron_args(data, name=name, source=str(path.name))
+        return _check_scale(spec_from_megatron_args(data, name=name, source=str(path.name)))
     raise ConfigError(field="--model", value=str(path),
                       rule="has neither model_type (Hugging Face) nor num_layers (Megatron arguments)",
                       fix="add model_type to a config.json, or num_layers to a Megatron model file")
+
+
+def _check_scale(spec: ModelSpec) -> ModelSpec:
+    for field, value in (("num_layers", spec.num_layers), ("mtp_num_layers", spec.mtp_num_layers)):
+        if value > MAX_LAYERS:
+            raise ConfigError(field=field, value=value, rule=f"more than {MAX_LAYERS:,} layers",
+                              fix="check the file: the deepest trained models have about 200 layers")
+    return spec
 
 
 def resolve_model(ref: str) -> ResolvedModel:
     """Resolve ``--model``: preset, alias, HF id of a preset, or a file/directory path."""
     catalog = _catalog()
     key = ref.strip().lower()
+    if not key:  # Path("") is the working directory: never read it by accident
+        raise UnknownNameError(field="--model", value=repr(ref), rule="is empty",
+                               fix="pass a preset name (see `megasolve models`) or a config.json path")
     if key in catalog["presets"]:
         return ResolvedModel(load_preset(key))
     if key in catalog["aliases"]:

@@ -76,6 +76,10 @@ class Cluster:
                    nvlink_domain: int | None = None, nic_gbit_per_gpu: float | None = None,
                    fabric_oversubscription: float = 1.0) -> Cluster:
         spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
+        for value, flag in ((gpus_per_node, "--gpus-per-node"), (nvlink_domain, "--nvlink-domain")):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise MegasolveError(field=flag, value=value, rule="must be a positive integer",
+                                     fix="pass a whole number >= 1, or leave it out for the GPU's default")
         per_node = gpus_per_node or spec.gpus_per_node
         if num_gpus is not None and isinstance(num_gpus, int) and 0 < num_gpus < per_node and gpus_per_node is None:
             per_node = num_gpus  # a partial node: 4 GPUs of an 8-GPU box
@@ -103,6 +107,9 @@ class Cluster:
         except yaml.YAMLError:
             raise ConfigError(field="--cluster", value=str(path), rule="is not valid YAML",
                               fix="check the file's syntax") from None
+        except RecursionError:  # thousands of nested [ or {: no cluster file is that deep
+            raise ConfigError(field="--cluster", value=str(path), rule="is nested too deeply to be a cluster file",
+                              fix="see the README for the cluster file format") from None
         return cls.from_mapping(data, num_gpus=num_gpus, where=str(path))
 
     @classmethod

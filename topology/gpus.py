@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -62,9 +63,20 @@ def gpu_from_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
                 raise ConfigError(field=f"gpu.{key}", value="missing", rule="required for a GPU definition",
                                   fix=f"add {key}")
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(field=f"gpu.{key}", value=repr(value), rule="must be a number", fix=f"fix {key}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(field=f"gpu.{key}", value=repr(value), rule="must be a finite number", fix=f"fix {key}")
         return value
+
+    def integer(key: str, default: int) -> int:
+        value = number(key, default)
+        if isinstance(value, float) and not value.is_integer():
+            raise ConfigError(field=f"gpu.{key}", value=repr(value), rule="must be a whole number", fix=f"fix {key}")
+        return int(value)
+
+    aliases = entry.get("aliases") or ()
+    if not isinstance(aliases, (list, tuple)) or not all(isinstance(a, str) for a in aliases):
+        raise ConfigError(field="gpu.aliases", value=repr(aliases)[:80], rule="must be a list of names",
+                          fix="e.g. aliases: [h100-sxm]")
 
     mem_gb = number("mem_gb")
     usable_gib = number("usable_mem_gib", mem_gb * 1e9 / GIB * 0.99)
@@ -76,9 +88,9 @@ def gpu_from_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
         hbm_bytes_per_s=number("hbm_gbps", 2000) * 1e9,
         nvlink_bytes_per_s=nvlink * 1e9 if nvlink else None,
         pcie_bytes_per_s=number("pcie_uni_gbps", 32) * 1e9,
-        nvlink_domain=int(number("nvlink_domain", 8)), gpus_per_node=int(number("gpus_per_node", 8)),
+        nvlink_domain=integer("nvlink_domain", 8), gpus_per_node=integer("gpus_per_node", 8),
         nic_bytes_per_s=number("nic_gbit_per_gpu", 400) * 1e9 / 8,
-        aliases=tuple(entry.get("aliases") or ()))
+        aliases=tuple(aliases))
 
 
 @functools.cache
