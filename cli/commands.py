@@ -10,6 +10,8 @@ from megasolve.cli import render
 from megasolve.cli.main import register
 from megasolve.cli.options import (build_cluster, build_layout, build_workload, cluster_options, format_option,
                                    layout_options, load_model, model_option, workload_options)
+from megasolve.cli.plot import plot_option
+from megasolve.cli.report import report_option
 
 
 @register
@@ -93,8 +95,11 @@ def gpus_command(fmt: str) -> None:
 @layout_options
 @click.option("--allow-cross-domain-tp", is_flag=True, help="Allow TP groups that leave an NVLink domain.")
 @format_option("megatron", "bridge", "nemo", "verl")
+@plot_option("Draw the per-stage memory against the GPU's usable capacity.")
+@report_option
 def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file, seq_len, gbs,
-                     precision, attention, allow_cross_domain_tp: bool, fmt: str, **axes) -> None:
+                     precision, attention, allow_cross_domain_tp: bool, fmt: str, plot_path, report_path,
+                     **axes) -> None:
     """Memory per pipeline stage and step time of ONE layout.
 
     Exit code 0: it fits; 1: it does not fit (or breaks a planner rule such as TP across NVLink
@@ -102,6 +107,7 @@ def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, ni
     """
     from megasolve.solver.api import estimate
 
+    _check_extras(plot_path, report_path)
     resolved = load_model(model_ref)
     if resolved.note:
         render.note(resolved.note)
@@ -119,8 +125,33 @@ def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, ni
         from megasolve.cli.launch import launch_text
 
         click.echo(launch_text(fmt, resolved.spec, cluster, workload, layout))
+    if plot_path:
+        from megasolve.cli.plot import memory_plot
+
+        memory_plot(plot_path, data)
+        render.note(f"plot written to {plot_path}")
+    if report_path:
+        from megasolve.cli.launch import launch_text
+        from megasolve.cli.report import estimate_document, write_report
+
+        write_report(report_path, estimate_document(data, spec=resolved.spec, cluster=cluster, workload=workload,
+                                                    flags=launch_text("megatron", resolved.spec, cluster, workload,
+                                                                      layout)))
+        render.note(f"report written to {report_path}")
     if not data["feasible"]:
         sys.exit(1)
+
+
+def _check_extras(plot_path: str | None, report_path: str | None) -> None:
+    """Bad --plot/--report paths (or no matplotlib) fail before any work."""
+    if plot_path:
+        from megasolve.cli.plot import check_plot_path
+
+        check_plot_path(plot_path)
+    if report_path:
+        from megasolve.cli.report import check_report_path
+
+        check_report_path(report_path)
 
 
 def print_estimate(data: dict) -> None:

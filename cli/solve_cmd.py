@@ -11,6 +11,8 @@ from megasolve.cli import render
 from megasolve.cli.main import register
 from megasolve.cli.options import (build_cluster, build_workload, cluster_options, format_option, load_model,
                                    model_option, workload_options)
+from megasolve.cli.plot import plot_option
+from megasolve.cli.report import report_option
 from megasolve.models.errors import MegasolveError
 
 
@@ -49,16 +51,20 @@ def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
               help="CP-SAT, or the brute-force oracle (for verification).")
 @click.option("--allow-cross-domain-tp", is_flag=True, help="Allow TP groups that leave an NVLink domain.")
 @format_option("megatron", "bridge", "nemo", "verl")
+@plot_option("Draw the per-stage memory of layout #1 against the GPU's usable capacity.")
+@report_option
 def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file, seq_len, gbs,
                   precision, attention, top_k: int, fix: tuple[str, ...], time_limit: float, engine: str,
-                  allow_cross_domain_tp: bool, fmt: str) -> None:
+                  allow_cross_domain_tp: bool, fmt: str, plot_path: str | None, report_path: str | None) -> None:
     """Rank the fastest Megatron layouts that fit, with memory and time breakdowns.
 
     Exit code 0: layouts found; 1: nothing fits (the reasons, the closest layouts and repairs are
     printed); 2: invalid input.
     """
+    from megasolve.cli.commands import _check_extras
     from megasolve.solver.solve import solve
 
+    _check_extras(plot_path, report_path)
     resolved = load_model(model_ref)
     if resolved.note:
         render.note(resolved.note)
@@ -81,10 +87,29 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
                        f"{report.estimate.time.tokens_per_s_per_gpu:.0f} tokens/s/GPU")
             click.echo(launch_text(fmt, resolved.spec, cluster, workload, report.layout))
             click.echo()
+    if plot_path or report_path:
+        _write_extras(plot_path, report_path, result, data, resolved.spec, cluster, workload)
     if result.status == "infeasible":
         if fmt not in ("json", "yaml", "table"):
             print_infeasible(data)
         sys.exit(1)
+
+
+def _write_extras(plot_path, report_path, result, data: dict, spec, cluster, workload) -> None:
+    if plot_path and result.layouts:
+        from megasolve.cli.plot import memory_plot
+
+        memory_plot(plot_path, result.layouts[0].as_dict(), heading="#1 ")
+        render.note(f"plot written to {plot_path}")
+    elif plot_path:
+        render.note(f"no layout fits, so there is no memory to plot; {plot_path} not written")
+    if report_path:
+        from megasolve.cli.launch import launch_text
+        from megasolve.cli.report import solve_document, write_report
+
+        flags = launch_text("megatron", spec, cluster, workload, result.layouts[0].layout) if result.layouts else None
+        write_report(report_path, solve_document(data, spec=spec, cluster=cluster, workload=workload, flags=flags))
+        render.note(f"report written to {report_path}")
 
 
 def why_line(data: dict) -> str:

@@ -1,0 +1,33 @@
+"""The Python API behind the commands, for notebooks and scripts.
+
+>>> from megasolve.solver import Cluster, Workload, load_model, solve, estimate, whatif  # doctest: +SKIP
+>>> spec = load_model("llama-3.1-8b")                                                    # doctest: +SKIP
+>>> result = solve(spec, Cluster.from_flags(num_gpus=16, gpu="h100"), Workload(seq_length=4096,
+...                global_batch_size=256), top_k=3)                                   # doctest: +SKIP
+
+``solve`` -> ``SolveResult`` (``.layouts``: costed ``LayoutReport`` s, ``.as_dict()``: the JSON of
+``megasolve solve``); ``estimate`` -> ``LayoutReport`` (``.as_dict()``: the JSON of ``megasolve
+estimate``); ``whatif`` -> ``WhatIfResult`` (``.as_dict()``: the JSON of ``megasolve whatif``).
+
+The names are bound here, eagerly, on purpose: ``solve`` and ``whatif`` are also submodule names,
+and a lazy ``__getattr__`` would hand out the module once anything imported the submodule. None of
+these modules imports ortools at import time (CP-SAT is imported when a search runs).
+"""
+
+from megasolve.models.layout import Layout, Workload
+from megasolve.models.spec import ModelSpec
+from megasolve.solver.api import LayoutReport, estimate
+from megasolve.solver.solve import SolveResult, solve
+from megasolve.solver.whatif import ClusterKind, WhatIfResult, whatif
+from megasolve.topology.cluster import Cluster
+
+
+def load_model(ref: str) -> ModelSpec:
+    """A model by preset name, preset HF id, config.json path or Megatron-argument YAML (``--model``)."""
+    from megasolve.models.presets import resolve_model
+
+    return resolve_model(ref).spec
+
+
+__all__ = ["Cluster", "ClusterKind", "Layout", "LayoutReport", "ModelSpec", "SolveResult", "WhatIfResult", "Workload",
+           "estimate", "load_model", "solve", "whatif"]

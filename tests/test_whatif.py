@@ -1,0 +1,288 @@
+"""What-if sweeps, plots, reports and the Python API: monotone throughput, the solver-found minimum
+cluster, the per-point JSON contract, golden table and report, valid image files.
+
+Golden files live in tests/golden/; regenerate with ``MEGASOLVE_UPDATE_GOLDEN=1 pytest tests/test_whatif.py``
+(then read the diff). Small presets, small clusters and ``jobs=2`` keep this file well under a minute
+on two cores.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from megasolve.cli.main import cli
+from megasolve.models import MegasolveError, Workload, load_preset
+from megasolve.solver.whatif import (ClusterKind, batch_split_reason, default_global_batch, find_min_gpus,
+                                     parse_gpu_counts, parse_int_list, whatif)
+from megasolve.topology import Cluster
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("MEGASOLVE_UPDATE_GOLDEN") == "1"
+
+
+def check_golden(name: str, text: str) -> None:
+    """Compare ``text`` (trailing spaces dropped) with ``tests/golden/name``."""
+    text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"missing golden file {path}: run with MEGASOLVE_UPDATE_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), f"{name} differs from its golden file"
+
+
+@pytest.fixture(scope="module")
+def dense_sweep():
+    """llama-3.1-8b on 1 to 32 H100s (1 GPU does not fit), 1e12 tokens at 2.0 per GPU-hour."""
+    return whatif(load_preset("llama-3.1-8b"), gpus=[1, 8, 16, 32], gpu="h100", tokens=1e12, gpu_hour_price=2.0,
+                  jobs=2)
+
+
+@pytest.fixture(scope="module")
+def moe_sweep():
+    return whatif(load_preset("qwen3-30b-a3b"), gpus=[8, 16], gpu="h100", global_batch_size=256, jobs=2,
+                  min_gpus=False)
+
+
+# ---------------------------------------------------------------------------- inputs
+def test_gpu_counts_accept_lists_and_doubling_ranges():
+    assert parse_gpu_counts("8..1024") == [8, 16, 32, 64, 128, 256, 512, 1024]
+    assert parse_gpu_counts("24..100") == [24, 48, 96]
+    assert parse_gpu_counts("128,32, 64,32") == [32, 64, 128]
+    assert parse_int_list("--seq-len", "32768,4096") == [32768, 4096]
+
+
+@pytest.mark.parametrize("text", ["", "8,,16", "0", "-8", "64..8", "abc", "8..x"])
+def test_bad_gpu_counts_name_the_flag(text):
+    with pytest.raises(MegasolveError, match="--gpus"):
+        parse_gpu_counts(text)
+
+
+def test_default_batch_is_the_cli_rule():
+    from megasolve.cli.options import default_gbs
+
+    for seq in (1, 128, 2048, 4096, 8192, 32768, 131072, 1 << 22):
+        assert default_global_batch(seq) == default_gbs(seq)
+
+
+def test_python_api_exports_the_three_commands():
+    from megasolve.solver import estimate, solve
+    from megasolve.solver import whatif as whatif_api
+
+    assert callable(solve) and callable(estimate) and whatif_api is whatif
+    code = "import sys, megasolve.solver; print('ortools' in sys.modules, 'click' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+# ---------------------------------------------------------------------------- sweep behaviour
+@pytest.mark.parametrize("sweep", ["dense_sweep", "moe_sweep"])
+def test_more_gpus_never_lower_the_best_total_throughput(sweep, request):
+    result = request.getfixturevalue(sweep)
+    fitting = [p for p in result.points if p.best is not None]
+    assert len(fitting) >= 2
+    for smaller, larger in zip(fitting, fitting[1:]):
+        assert larger.scenario.num_gpus > smaller.scenario.num_gpus
+        assert larger.tokens_per_s >= smaller.tokens_per_s
+
+
+def test_points_come_back_in_sweep_order_with_the_infeasible_one_explained(dense_sweep):
+    assert [p.scenario.num_gpus for p in dense_sweep.points] == [1, 8, 16, 32]
+    first = dense_sweep.points[0]
+    assert first.status == "infeasible" and first.best is None
+    (minimum,) = dense_sweep.min_gpus
+    assert first.reason == f"memory: no layout fits on 1 x h100; the smallest fitting cluster is {minimum.num_gpus} GPUs"
+    assert all(p.status == "optimal" and p.runner_up is not None for p in dense_sweep.points[1:])
+
+
+def test_scaling_time_and_cost_follow_from_throughput(dense_sweep):
+    base = dense_sweep.points[1]
+    assert dense_sweep.scaling_efficiency(base) == 1.0
+    for p in dense_sweep.points[1:]:
+        seconds = 1e12 / p.tokens_per_s
+        assert dense_sweep.days_to_train(p) == pytest.approx(seconds / 86400)
+        assert dense_sweep.gpu_hours(p) == pytest.approx(seconds * p.scenario.num_gpus / 3600)
+        assert dense_sweep.cost(p) == pytest.approx(2.0 * dense_sweep.gpu_hours(p))
+        per_gpu = p.best.estimate.time.tokens_per_s_per_gpu / base.best.estimate.time.tokens_per_s_per_gpu
+        assert dense_sweep.scaling_efficiency(p) == pytest.approx(per_gpu)
+
+
+def test_min_gpus_is_where_solve_starts_finding_layouts():
+    """Bisection over whole 2-GPU nodes (1, 2, 4, 8 by doubling, then 6): the minimum fits and one
+    node fewer does not, checked with full solves."""
+    from megasolve.solver.solve import solve
+
+    spec, workload = load_preset("qwen2.5-14b"), Workload(seq_length=4096, global_batch_size=1024)
+    kind = ClusterKind(gpu="a100-40g", gpus_per_node=2, nvlink_domain=2)
+    found = find_min_gpus(spec, kind, workload)
+    assert found.exact and found.num_gpus is not None and found.num_gpus % 2 == 0
+    assert found.largest_not_fitting == found.num_gpus - 2
+    assert solve(spec, kind.at(found.num_gpus), workload, top_k=1, explain=False).layouts
+    assert solve(spec, kind.at(found.num_gpus - 2), workload, top_k=1, explain=False).status == "infeasible"
+
+
+def test_min_gpus_below_one_node(dense_sweep):
+    from megasolve.solver.solve import solve
+
+    (found,) = dense_sweep.min_gpus
+    spec, workload = load_preset("llama-3.1-8b"), dense_sweep.points[0].workload
+    assert found.exact and found.num_gpus < 8 and found.largest_not_fitting == found.num_gpus // 2
+    kind = ClusterKind(gpu="h100")
+    assert solve(spec, kind.at(found.num_gpus), workload, top_k=1, explain=False).layouts
+    assert not solve(spec, kind.at(found.largest_not_fitting), workload, top_k=1, explain=False).layouts
+
+
+def test_an_impossible_batch_split_is_a_reason_not_an_error():
+    spec = load_preset("llama-3.1-8b")
+    reason = batch_split_reason(spec, Cluster.from_flags(num_gpus=32768, gpu="h100"),
+                                Workload(seq_length=4096, global_batch_size=1))
+    assert reason is not None and reason.startswith("--gbs=1: not divisible by any data-parallel size")
+    smallest_dp = int(re.search(r"a multiple of (\d+)", reason).group(1))
+    assert smallest_dp > 1 and 32768 % smallest_dp == 0
+    assert batch_split_reason(spec, Cluster.from_flags(num_gpus=64, gpu="h100"),
+                              Workload(seq_length=4096, global_batch_size=16)) is None
+
+
+def test_parallel_and_serial_sweeps_agree():
+    spec = load_preset("llama-3.1-8b")
+    runs = [whatif(spec, gpus=[4, 8], gpu="h100", global_batch_size=[32, 64], jobs=jobs, min_gpus=False)
+            for jobs in (1, 2)]
+    strip = [[{k: v for k, v in p.items() if k != "solve_s"} for p in r.as_dict()["points"]] for r in runs]
+    assert strip[0] == strip[1]
+    assert [(p.scenario.global_batch_size, p.scenario.num_gpus) for p in runs[1].points] == \
+        [(32, 4), (32, 8), (64, 4), (64, 8)]
+
+
+# ---------------------------------------------------------------------------- JSON contract
+POINT_KEYS = {"cluster", "workload", "status", "reason", "layout", "memory", "time", "tokens_per_s", "runner_up",
+              "scaling_efficiency", "days_to_train", "gpu_hours", "cost", "solve_s"}
+
+
+def test_json_contract_per_point(dense_sweep):
+    data = json.loads(json.dumps(dense_sweep.as_dict()))
+    assert set(data) == {"model", "tokens", "gpu_hour_price", "points", "min_gpus", "search"}
+    estimate_shape = dense_sweep.points[1].best.as_dict()
+    for point in data["points"]:
+        assert set(point) == POINT_KEYS
+        assert set(point["cluster"]) == {"gpu", "num_gpus", "gpus_per_node", "nvlink_domain"}
+        assert set(point["workload"]) == {"seq_length", "global_batch_size", "precision", "attention"}
+        if point["status"] == "infeasible":
+            assert point["reason"] and point["layout"] is None and point["runner_up"] is None
+            continue
+        assert set(point["layout"]) == set(estimate_shape["layout"])
+        assert set(point["memory"]) == set(estimate_shape["memory"])
+        assert set(point["time"]) == set(estimate_shape["time"])
+        assert set(point["runner_up"]) == {"layout", "memory", "time", "slower_by"}
+        assert point["runner_up"]["slower_by"] >= 0
+        assert point["memory"]["peak_gb"] <= point["memory"]["capacity_gb"]
+    assert list(data["min_gpus"]) == ["h100/seq4096/gbs1024"]
+
+
+def test_cli_whatif_json_csv_and_errors(moe_sweep, tmp_path):
+    args = ["whatif", "-m", "llama-3.1-8b", "-g", "h100", "-n", "8", "--gbs", "64", "--no-min-gpus", "-j", "1"]
+    result = CliRunner().invoke(cli, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [set(p) for p in data["points"]] == [POINT_KEYS] and data["min_gpus"] == {}
+    result = CliRunner().invoke(cli, [*args, "--format", "csv"])
+    lines = result.output.splitlines()
+    assert lines[0].startswith("gpu,num_gpus,seq_length,global_batch_size,status,layout") and len(lines) == 2
+    for bad, field in ((["-n", "8..4"], "--gpus"), (["-g", "h100,nope"], "--gpu"),
+                       (["--gpu-hour-price", "2"], "--gpu-hour-price"), (["--plot", "x.jpg"], "--plot")):
+        proc = subprocess.run([sys.executable, "-c", "from megasolve.cli.main import main; main()", *args, *bad],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and field in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------- golden table and reports
+def test_whatif_table_golden(dense_sweep):
+    from rich.console import Console
+
+    from megasolve.cli.whatif_cmd import print_whatif
+
+    buffer = io.StringIO()
+    print_whatif(dense_sweep.as_dict(), Console(file=buffer, width=130, color_system=None, force_terminal=False))
+    check_golden("whatif_llama-3.1-8b_h100.txt", buffer.getvalue())
+
+
+def test_estimate_report_golden(tmp_path):
+    md, page = tmp_path / "plan.md", tmp_path / "plan.html"
+    args = ["estimate", "-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "4", "--pp", "4", "--cp", "2",
+            "--seq-len", "8192", "--gbs", "512"]
+    for path in (md, page):
+        result = CliRunner().invoke(cli, [*args, "--report", str(path)])
+        assert result.exit_code == 0, result.output
+    check_golden("estimate_llama-3.1-70b_report.md", md.read_text(encoding="utf-8"))
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "<style>" in text and "</html>" in text
+    assert "http" not in text.replace("http-equiv", "") and "<script" not in text and "src=" not in text
+    assert "--tensor-model-parallel-size 4" in text and "Assumptions" in text
+
+
+def test_solve_report_golden_has_no_timings(tmp_path):
+    path = tmp_path / "solve.md"
+    result = CliRunner().invoke(cli, ["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--gbs", "64", "-k", "3",
+                                      "--report", str(path)])
+    assert result.exit_code == 0, result.output
+    text = path.read_text(encoding="utf-8")
+    assert "## Top 3 layouts" in text and "wall" not in text
+    # the search-space size is the solver's business (it changes when the space is pruned): masked
+    text = re.sub(r"over [0-9,]+ combinations", "over N combinations", text)
+    check_golden("solve_llama-3.1-8b_report.md", text)
+
+
+def test_html_report_escapes_text():
+    from megasolve.cli.report import to_html
+
+    page = to_html([("h1", "a <b> & c"), ("p", "x < `y<z>`"), ("table", (["<h>"], [["<td>"]])), ("code", "<x>")])
+    assert "<b>" not in page and "&lt;b&gt; &amp; c" in page and "<code>y&lt;z&gt;</code>" in page
+    assert "<th>&lt;h&gt;</th>" in page and "<pre><code>&lt;x&gt;</code></pre>" in page
+
+
+# ---------------------------------------------------------------------------- plots
+def test_whatif_png_plot(dense_sweep, tmp_path):
+    from megasolve.cli.plot import whatif_plot
+
+    path = tmp_path / "sweep.png"
+    whatif_plot(str(path), dense_sweep.as_dict())
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+
+
+def test_estimate_and_solve_svg_plots(tmp_path):
+    for command in (["estimate", "--tp", "2"], ["solve", "-k", "1"]):
+        path = tmp_path / f"{command[0]}.svg"
+        result = CliRunner().invoke(cli, [*command, "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--gbs", "64",
+                                          "--plot", str(path)])
+        assert result.exit_code == 0, result.output
+        root = ElementTree.parse(path).getroot()
+        assert root.tag.endswith("svg")
+        text = path.read_text(encoding="utf-8")
+        assert "usable capacity" in text and "memory per GPU" in text and "pipeline stage" in text
+
+
+def test_plot_without_matplotlib_is_one_line_exit_2(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None; from megasolve.cli.main import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100",
+                           "--plot", "m.png"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == 'error: --plot=m.png: needs matplotlib, which is not installed; ' \
+                          'fix: pip install "megasolve[plot]"\n'
+
+
+def test_whatif_help_imports_neither_matplotlib_nor_ortools():
+    code = ("import sys; from megasolve.cli.main import cli; from click.testing import CliRunner; "
+            "r = CliRunner().invoke(cli, ['whatif', '--help']); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('ortools', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
