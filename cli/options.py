@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Callable
 
@@ -148,6 +147,5 @@ def format_option(*extra: str) -> F:
                         help="Output format." + (" Launch formats print copy-pasteable flags." if extra else ""))
 
 
-@functools.lru_cache(maxsize=32)
 def load_model(ref: str) -> ResolvedModel:
     return resolve_model(ref)

@@ -89,7 +89,7 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
             click.echo()
     if plot_path or report_path:
         _write_extras(plot_path, report_path, result, data, resolved.spec, cluster, workload)
-    if result.status == "infeasible":
+    if result.status in ("infeasible", "unknown"):
         if fmt not in ("json", "yaml", "table"):
             print_infeasible(data)
         sys.exit(1)

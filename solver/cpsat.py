@@ -77,10 +77,20 @@ def _equal(model: cp_model.CpModel, var, form: list[tuple[int, str]], y, guard) 
     model.Add(cp_model.LinearExpr.weighted_sum(terms, coeffs) == 0).OnlyEnforceIf(guard)
 
 
+class NoLayout(Exception):
+    """The rules (with the ``--fix`` pins) leave no pipeline shape or no value of some cost term."""
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TimeoutError("the time limit ran out while the CP-SAT model was being built")
+
+
 def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constraint",
-                rule_assumptions: bool = False) -> LayoutModel:
+                rule_assumptions: bool = False, deadline: float | None = None) -> LayoutModel:
     """``memory``: ``"constraint"`` (every slot fits) or ``"excess"`` (minimise the worst overflow, to
-    explain infeasibility). ``rule_assumptions``: guard each rule with an assumption literal."""
+    explain infeasibility). ``rule_assumptions``: guard each rule with an assumption literal.
+    Raises ``NoLayout`` when the space is empty by construction, ``TimeoutError`` past ``deadline``."""
     start = time.perf_counter()
     model = cp_model.CpModel()
     domains = space.domains
@@ -137,9 +147,13 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     row_rules = [(r, a) for r, a in space.rules() if set(a) <= set(ROW_AXES)]
     rows: list[tuple[PipelineRow, cp_model.IntVar]] = []
     for combo in itertools.product(*(domains[a] for a in ROW_AXES)):
+        if len(rows) % 64 == 0:
+            _check_deadline(deadline)
         fields = _fields_of(dict(zip(ROW_AXES, combo)))
         if all(rule.check(space.ctx, fields) for rule, _ in row_rules):
             rows.append((tables.row(*combo), model.NewBoolVar(f"row{len(rows)}")))
+    if not rows:
+        raise NoLayout("no pipeline shape (pp, vpp, split, recompute) obeys the rules")
     for axis_pos, axis in enumerate(ROW_AXES):
         for value, lit in zip(domains[axis], lits[axis]):
             model.Add(sum(r for row, r in rows if (row.pp, row.vpp, row.split, row.rc)[axis_pos] == value) == lit)
@@ -161,7 +175,10 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     hi: dict[str, int] = {}
     for name in sorted(used_terms):
         term = tables.terms[name]
+        _check_deadline(deadline)
         table = tables.table(name, domains)
+        if not table:
+            raise NoLayout(f"no value of the cost term {name} survives the rules")
         hi[name] = max(table.values())
         y[name] = model.NewIntVar(min(table.values()), hi[name], name)
         model.AddAllowedAssignments([var_of(a) for a in term.axes] + [y[name]],
@@ -195,7 +212,9 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     excess = model.NewIntVar(0, 10**9, "excess") if memory == "excess" else None
     capacity = tables.capacity_mib
     other = tables.other_mib
-    for row, r in rows:
+    for count, (row, r) in enumerate(rows):
+        if count % 32 == 0:
+            _check_deadline(deadline)
         v = row.vpp
         model.Add(total == sum(slot.multiplicity * tau[k] for k, slot in enumerate(row.slots))).OnlyEnforceIf(r)
         for k, slot in enumerate(row.slots):
@@ -271,6 +290,8 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
             continue
         bound = (gbs * point["tp"] * point["cp"] * layer_work) // (point["mbs"] * n_gpus)
         lb_rows.append(tuple(value_index(a, v) for a, v in zip(lb_axes, key)) + (bound,))
+    if not lb_rows:
+        raise NoLayout("no per-layer configuration survives the rules")
     pipe_lb = model.NewIntVar(0, max(r[-1] for r in lb_rows), "pipeline_lb")
     model.AddAllowedAssignments([var_of(a) for a in lb_axes] + [pipe_lb], lb_rows)
     model.Add(pipe >= pipe_lb)
@@ -341,6 +362,6 @@ def new_solver(time_limit_s: float | None, workers: int = 1, seed: int = 0) -> c
     solver.parameters.random_seed = seed
     solver.parameters.cp_model_presolve = False  # presolve and probing cost seconds per solve here
     solver.parameters.cp_model_probing_level = 0
-    if time_limit_s is not None:
-        solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    if time_limit_s is not None:  # CP-SAT overruns its limit a little: keep 10% in hand
+        solver.parameters.max_time_in_seconds = max(0.01, 0.9 * time_limit_s)
     return solver

@@ -127,22 +127,23 @@ def _static_fits_somewhere(space: SearchSpace, tables: CostTables, config: Point
     return False
 
 
-def warm_start(space: SearchSpace, tables: CostTables, want: int, budget_s: float = 0.5) -> list[Ranked]:
+def warm_start(space: SearchSpace, tables: CostTables, want: int, max_evaluations: int = 10_000) -> list[Ranked]:
     """Good layouts to hint CP-SAT with: per-layer configurations in increasing order of their compute
     bound, each completed with every legal pipeline / recompute / optimizer choice and costed, until
-    the next bound exceeds the ``want``-th best found or ``budget_s`` runs out (a heuristic: CP-SAT
-    still proves the result)."""
+    the next bound exceeds the ``want``-th best found or ``max_evaluations`` layouts were costed (a
+    heuristic with a deterministic budget: CP-SAT still proves the result)."""
     from megasolve.solver.space import SearchSpace as Space
 
-    deadline = time.perf_counter() + budget_s
     found: list[Ranked] = []
+    evaluations = 0
     for bound, config in config_lower_bounds(space, tables):
         if len(found) >= want and bound > found[want - 1].cost.step_us:
             break
-        if time.perf_counter() > deadline and found:
+        if evaluations >= max_evaluations and found:
             break
         sub = Space(ctx=space.ctx, domains={a: ((config[a],) if a in config else space.domains[a]) for a in AXES})
         for point in legal_points(sub):
+            evaluations += 1
             cost = tables.evaluate(point)
             if cost.fits:
                 found.append(Ranked(point, cost, point_key(space, point)))

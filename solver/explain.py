@@ -30,11 +30,15 @@ def feasible_point(space: SearchSpace, tables: CostTables, time_limit_s: float =
     Raises ``TimeoutError`` when the time limit ends the search first."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import build_model, decode, new_solver
+    from megasolve.solver.cpsat import NoLayout, build_model, decode, new_solver
 
-    built = build_model(space, tables)
+    deadline = time.perf_counter() + time_limit_s
+    try:
+        built = build_model(space, tables, deadline=deadline)
+    except NoLayout:
+        return None
     built.model.clear_objective()
-    solver = new_solver(time_limit_s)
+    solver = new_solver(max(0.01, deadline - time.perf_counter()))
     status = solver.Solve(built.model)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return decode(space, built, solver)
@@ -52,22 +56,43 @@ def fits_on(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed: dict[s
     return feasible_point(space, CostTables(spec, cluster, workload), time_limit_s)
 
 
+def rules_with_no_layout(space: SearchSpace) -> list[str]:
+    """Rules that no combination of the remaining axis values satisfies on its own."""
+    return [f"rule {rule.name} ({rule.source}): {rule.fix}" for rule, axes in space.rules()
+            if not space.allowed(rule, axes)]
+
+
 def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace,
                        tables: CostTables, *, fixed: dict[str, Any] | None, allow_cross_domain_tp: bool,
-                       time_limit_s: float | None) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+                       deadline: float | None) -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """Reasons, closest layouts and repairs, within ``deadline`` (None: up to 30 s)."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import build_model, decode, exclude, new_solver
+    from megasolve.solver.cpsat import NoLayout, build_model, decode, exclude, new_solver
 
-    budget = 10.0 if time_limit_s is None else max(1.0, time_limit_s)
-    deadline = time.perf_counter() + budget
+    if deadline is None:
+        deadline = time.perf_counter() + 30.0
     reasons: list[str] = []
     closest: list[dict[str, Any]] = []
-    built = build_model(space, tables, memory="excess", rule_assumptions=True)
+    pins = [f"pinned axes: {', '.join(f'{k}={v}' for k, v in fixed.items())}"] if fixed else []
+    try:
+        built = build_model(space, tables, memory="excess", rule_assumptions=True, deadline=deadline)
+    except NoLayout as exc:
+        reasons = rules_with_no_layout(space) or [f"Megatron's rules leave no layout: {exc}"]
+        return reasons + pins, closest, []
+    except TimeoutError:
+        return ["the time limit ran out before a fitting layout was found or the search was exhausted"], [], \
+            ["raise --time-limit"]
     for guard in built.rule_assumptions.values():
         built.model.AddAssumption(guard)
-    solver = new_solver(max(0.5, deadline - time.perf_counter()))
+    if time.perf_counter() >= deadline:
+        return ["the time limit ran out before a fitting layout was found or the search was exhausted"], [], \
+            ["raise --time-limit"]
+    solver = new_solver(deadline - time.perf_counter())
     status = solver.Solve(built.model)
+    if status == cp_model.UNKNOWN:
+        return ["the time limit ran out before a fitting layout was found or the search was exhausted"], [], \
+            ["raise --time-limit"]
     if status == cp_model.INFEASIBLE:
         names = {int(i) for i in solver.SufficientAssumptionsForInfeasibility()}
         binding = [name for name, guard in built.rule_assumptions.items() if guard.Index() in names]
@@ -76,11 +101,10 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
                 reasons.append(f"rule {rule.name} ({rule.source}) cannot hold together with the others listed; "
                                f"fix: {rule.fix}")
         if not reasons:
-            reasons.append("Megatron's rules leave no layout for this model, cluster and --fix pins")
-        if fixed:
-            reasons.append(f"pinned axes: {', '.join(f'{k}={v}' for k, v in fixed.items())}")
-        return reasons, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
-                                          memory_bound=False)
+            reasons = rules_with_no_layout(space) or ["Megatron's rules leave no layout for this model, "
+                                                      "cluster and --fix pins"]
+        return reasons + pins, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
+                                                 memory_bound=False)
     while status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and len(closest) < 3:
         point = decode(space, built, solver)
         cost = tables.evaluate(point)
@@ -90,7 +114,7 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
         exclude(space, built, point)
         if time.perf_counter() > deadline:
             break
-        solver = new_solver(max(0.5, deadline - time.perf_counter()))
+        solver = new_solver(deadline - time.perf_counter())
         status = solver.Solve(built.model)
     capacity_gb = tables.capacity_mib * MIB / 1e9
     if closest:
@@ -113,7 +137,10 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
     repairs: list[str] = []
 
     def left() -> float:
-        return max(0.5, deadline - time.perf_counter())
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            raise TimeoutError
+        return remaining
 
     # the smallest cluster of this GPU type
     n = cluster.num_gpus

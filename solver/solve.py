@@ -24,7 +24,7 @@ ENGINES = ("cpsat", "exhaustive")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SolveResult:
-    status: str  # optimal | feasible | infeasible
+    status: str  # optimal | feasible (not proven) | infeasible | unknown (time limit, nothing found)
     layouts: list[LayoutReport]
     objective_us: list[int]
     search: dict[str, Any]
@@ -42,7 +42,7 @@ class SolveResult:
             first = self.layouts[0].as_dict()
             out = {"model": first["model"], "cluster": first["cluster"], "workload": first["workload"], **out}
         out["search"] = self.search
-        if self.status == "infeasible":
+        if self.status in ("infeasible", "unknown"):
             out["reasons"] = self.reasons
             out["closest"] = self.closest
             out["repairs"] = self.repairs
@@ -54,6 +54,7 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
           allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True) -> SolveResult:
     """Rank the ``top_k`` fastest layouts that obey Megatron's rules and fit in memory."""
     start = time.perf_counter()
+    deadline = None if time_limit_s is None else start + time_limit_s
     space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp)
     tables = CostTables(spec, cluster, workload)
     search: dict[str, Any] = {"engine": engine, "space_size": space.size, "top_k": top_k,
@@ -63,7 +64,7 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
         ranked, proven = result.ranked, True
         search.update(legal_layouts=result.num_legal, fitting_layouts=result.num_fit)
     elif engine == "cpsat":
-        ranked, proven, stats = _solve_cpsat(space, tables, top_k, time_limit_s, workers)
+        ranked, proven, stats = _solve_cpsat(space, tables, top_k, deadline, workers)
         search.update(variables=stats.variables, constraints=stats.constraints, pipeline_rows=stats.rows,
                       stage_slots=stats.slots, solves=stats.solves, build_s=round(stats.build_s, 3),
                       solve_s=round(stats.solve_s, 3))
@@ -75,31 +76,39 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
     if ranked:
         return SolveResult(status="optimal" if proven else "feasible", layouts=reports,
                            objective_us=[r.cost.step_us for r in ranked], search=search)
+    if not proven:  # the time limit ended the search before any fitting layout was found
+        return SolveResult(status="unknown", layouts=[], objective_us=[], search=search,
+                           reasons=["the time limit ran out before any fitting layout was found"],
+                           repairs=["raise --time-limit"])
     if not explain:
         return SolveResult(status="infeasible", layouts=[], objective_us=[], search=search)
     from megasolve.solver.explain import explain_infeasible
 
     reasons, closest, repairs = explain_infeasible(spec, cluster, workload, space, tables, fixed=fixed,
                                                    allow_cross_domain_tp=allow_cross_domain_tp,
-                                                   time_limit_s=time_limit_s)
+                                                   deadline=deadline)
     search["wall_s"] = round(time.perf_counter() - start, 3)
     return SolveResult(status="infeasible", layouts=[], objective_us=[], search=search, reasons=reasons,
                        closest=closest, repairs=repairs)
 
 
-def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, time_limit_s: float | None, workers: int):
+def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: float | None, workers: int):
     """CP-SAT top-k: (1) a warm start ranks the layouts of the few per-layer configurations with the
     lowest compute bound (hints, and an upper bound on the k-th step); (2) CP-SAT finds and proves the
     optimum S1; (3) CP-SAT enumerates every layout with step <= S1 * (1 + margin), widening the margin
     until it holds k layouts (or reaches the warm start's k-th step, which always holds k). All layouts
     at or below that bound are enumerated, so the k best of them are the true top-k."""
-    from megasolve.solver.cpsat import build_model
+    from megasolve.solver.cpsat import ModelStats, NoLayout, build_model
     from megasolve.solver.exhaustive import warm_start
 
-    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
-    built = build_model(space, tables)
-    stats = built.stats
     seeds = warm_start(space, tables, want=top_k)
+    try:
+        built = build_model(space, tables, deadline=deadline)
+    except NoLayout:
+        return [], True, ModelStats()
+    except TimeoutError:  # the model could not even be built in time: the warm start's layouts, unproven
+        return seeds, False, ModelStats(proven_optimal=False)
+    stats = built.stats
     best = _optimise(space, tables, built, seeds[0] if seeds else None, deadline, workers)
     if best is None:
         return [], stats.proven_optimal, stats

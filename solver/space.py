@@ -34,6 +34,7 @@ FIX_NAMES = {
 }
 MAX_MBS = 8
 MIN_TOKENS_PER_CP_RANK = 2048
+MAX_UNEVEN_SPLITS = 4  # per pipeline size
 MAX_VPP = 8
 BLOCK_RECOMPUTE = (1, 2, 4, 8, 16)
 
@@ -182,20 +183,24 @@ def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple
     if not uneven:
         return out
     top = -(-num_layers // pp) + 1
+    uneven_splits: list[tuple[int, int]] = []
     for first in range(1, top + 1):
         for last in range(1, top + 1):
             middle = num_layers - first - last
             if pp == 2:
                 if middle == 0 and abs(first - last) <= 3 and (first, last) != (num_layers // 2, num_layers // 2):
-                    out.append((first, last))
+                    uneven_splits.append((first, last))
                 continue
             if middle <= 0 or middle % (pp - 2):
                 continue
             per_middle = middle // (pp - 2)
             near = max(first, last) <= per_middle + 1 and min(first, last) >= per_middle - 3
             if near and (num_layers % pp or (first, last) != (per_middle,) * 2):
-                out.append((first, last))
-    return out
+                uneven_splits.append((first, last))
+    # the MAX_UNEVEN_SPLITS closest to balanced (fewest layers moved), in a fixed order
+    middle_of = {s: (num_layers - sum(s)) / max(pp - 2, 1) if pp > 2 else num_layers / 2 for s in uneven_splits}
+    uneven_splits.sort(key=lambda s: (abs(s[0] - middle_of[s]) + abs(s[1] - middle_of[s]), s))
+    return out + sorted(uneven_splits[:MAX_UNEVEN_SPLITS])
 
 
 def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed: dict[str, Any] | None = None,
