@@ -144,13 +144,15 @@ def whatif_plot(path: str, data: dict[str, Any]) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
     sizes = sorted({p["cluster"]["num_gpus"] for p in data["points"]})
     markers = "osD^vP*X"
+    styles = ("-", "--", "-.", ":")  # overlapping series stay visible
     for ax, (title, ylabel, value) in zip(axes.flat, panels):
         for i, key in enumerate(keys):
             fitting = [p for p in series[key] if p["layout"] is not None]
             if not fitting:
                 continue
             ax.plot([p["cluster"]["num_gpus"] for p in fitting], [value(p) for p in fitting],
-                    marker=markers[i % len(markers)], label=_series_label(key, keys, data))
+                    marker=markers[i % len(markers)], linestyle=styles[i % len(styles)], markersize=7 - (i % 3),
+                    alpha=0.9, label=_series_label(key, keys, data))
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(FixedLocator(sizes))
         ax.xaxis.set_minor_locator(NullLocator())

@@ -15,6 +15,7 @@ sweep whatever the order of completion. Nothing here prints: progress is a callb
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -77,18 +78,21 @@ def _items(flag: str, text: str) -> list[str]:
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or any(not p for p in parts):
         raise MegasolveError(field=flag, value=text, rule="must be a comma-separated list without empty items",
-                             fix=f"e.g. {flag} 64,128")
+                             fix=f"e.g. {flag} {EXAMPLES.get(flag, '64,128')}")
     return parts
+
+
+EXAMPLES = {"--gpus": "64,128,256", "--seq-len": "4096,32768", "--gbs": "256,512"}
 
 
 def _positive(flag: str, text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise MegasolveError(field=flag, value=text, rule="must be a positive integer",
-                             fix=f"e.g. {flag} 64") from None
+        value = 0
     if value <= 0:
-        raise MegasolveError(field=flag, value=text, rule="must be a positive integer", fix=f"e.g. {flag} 64")
+        raise MegasolveError(field=flag, value=text, rule="must be a positive integer",
+                             fix=f"e.g. {flag} {EXAMPLES.get(flag, '64')}")
     return value
 
 
@@ -429,10 +433,11 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     if not sizes or not kinds or not seqs or (batches is not None and not batches):
         raise MegasolveError(field="whatif", value="empty", rule="every swept list needs at least one value",
                              fix="give --gpus, --gpu and --seq-len values")
-    if tokens is not None and not tokens > 0:
-        raise MegasolveError(field="--tokens", value=tokens, rule="must be > 0", fix="e.g. --tokens 1e12")
-    if gpu_hour_price is not None and not gpu_hour_price >= 0:
-        raise MegasolveError(field="--gpu-hour-price", value=gpu_hour_price, rule="must be >= 0",
+    if tokens is not None and not 0 < tokens < math.inf:
+        raise MegasolveError(field="--tokens", value=tokens, rule="must be a finite number > 0",
+                             fix="e.g. --tokens 1e12")
+    if gpu_hour_price is not None and not 0 <= gpu_hour_price < math.inf:
+        raise MegasolveError(field="--gpu-hour-price", value=gpu_hour_price, rule="must be a finite number >= 0",
                              fix="e.g. --gpu-hour-price 2.5")
     names = [k.name for k in kinds]  # resolves every GPU name now: unknown names fail before any work
     if len(set(names)) != len(names):
