@@ -189,7 +189,8 @@ def print_whatif(data: dict[str, Any], out) -> None:
         head = [get(p) for _, get in varying]
         if p["layout"] is None:
             notes.append(p["reason"])
-            table.add_row(*head, f"does not fit [{len(notes)}]", *["-"] * (len(columns) - len(head) - 1),
+            verdict = "not settled in time" if p["status"] == "unknown" else "does not fit"
+            table.add_row(*head, f"{verdict} [{len(notes)}]", *["-"] * (len(columns) - len(head) - 1),
                           style="dim")
             continue
         t, mem = p["time"], p["memory"]

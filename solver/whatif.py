@@ -165,7 +165,8 @@ class PointResult:
     scenario: Scenario
     cluster: Cluster
     workload: Workload
-    status: str  # optimal | feasible (time limit: best found, not proven) | infeasible
+    status: str  # optimal | feasible (time limit: best found, not proven) | infeasible | unknown (time limit,
+    #              nothing found)
     layouts: tuple[LayoutReport, ...] = ()
     reason: str | None = None
     solve_s: float = 0.0
@@ -318,7 +319,8 @@ def solve_point(spec: ModelSpec, kind: ClusterKind, scenario: Scenario, workload
         return PointResult(scenario=scenario, cluster=cluster, workload=workload, status="infeasible",
                            reason=str(exc), solve_s=time.perf_counter() - start)
     return PointResult(scenario=scenario, cluster=cluster, workload=workload, status=result.status,
-                       layouts=tuple(result.layouts), solve_s=time.perf_counter() - start)
+                       layouts=tuple(result.layouts), reason="; ".join(result.reasons) or None,
+                       solve_s=time.perf_counter() - start)
 
 
 def batch_split_reason(spec: ModelSpec, cluster: Cluster, workload: Workload) -> str | None:
