@@ -219,7 +219,8 @@ def print_whatif(data: dict[str, Any], out) -> None:
             continue
         below = f"; {m['largest_not_fitting']} do not" if m["largest_not_fitting"] else ""
         exact = "" if m["exact"] else f" (not exact: {m['note']})"
-        out.print(f"smallest cluster that fits ({where}): {m['num_gpus']} GPUs{below}{exact} "
+        plural = "" if m["num_gpus"] == 1 else "s"
+        out.print(f"smallest cluster that fits ({where}): {m['num_gpus']} GPU{plural}{below}{exact} "
                   f"({m['feasibility_solves']} CP-SAT feasibility solves)")
 
 
