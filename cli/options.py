@@ -8,7 +8,7 @@ from typing import Any, Callable
 import click
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import Layout, Workload
+from megasolve.models.layout import Layout, Workload, default_global_batch
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
 
@@ -84,14 +84,9 @@ def workload_options(func: F) -> F:
     )(func)
 
 
-def default_gbs(seq_len: int) -> int:
-    """About 4M tokens per step, at least 16 sequences (a common pretraining choice)."""
-    return max(16, min(1024, (4 * 1024 * 1024) // max(seq_len, 1)))
-
-
 def build_workload(*, seq_len: int, gbs: int | None, precision: str, attention: str,
                    tokens: float | None = None) -> Workload:
-    return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_gbs(seq_len),
+    return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_global_batch(seq_len),
                     precision=precision, attention=attention, tokens=tokens)
 
 

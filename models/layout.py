@@ -84,6 +84,16 @@ class Layout:
         return self.recompute_num_layers if self.recompute == "full" else None
 
 
+def default_global_batch(seq_length: int) -> int:
+    """The default global batch: about 4M tokens per step, 16 to 1024 sequences (a common
+    pretraining choice); ``--gbs`` overrides it.
+
+    >>> default_global_batch(4096), default_global_batch(32768), default_global_batch(1 << 20)
+    (1024, 128, 16)
+    """
+    return max(16, min(1024, (4 * 1024 * 1024) // max(seq_length, 1)))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Workload:
     """What is trained: sequence length, global batch, precision; tokens for time-to-train."""

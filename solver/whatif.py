@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import Workload
+from megasolve.models.layout import Workload, default_global_batch
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport
 from megasolve.topology.cluster import Cluster
@@ -94,16 +94,6 @@ def _positive(flag: str, text: str) -> int:
         raise MegasolveError(field=flag, value=text, rule="must be a positive integer",
                              fix=f"e.g. {flag} {EXAMPLES.get(flag, '64')}")
     return value
-
-
-def default_global_batch(seq_length: int) -> int:
-    """The default ``--gbs``: about 4M tokens per step, 16 to 1024 sequences. The same rule as
-    ``cli/options.py default_gbs`` (a test pins the two together).
-
-    >>> default_global_batch(4096), default_global_batch(32768), default_global_batch(1 << 20)
-    (1024, 128, 16)
-    """
-    return max(16, min(1024, (4 * 1024 * 1024) // max(seq_length, 1)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -97,3 +97,10 @@ def test_bad_cluster_yaml(tmp_path, text, match):
     path.write_text(text)
     with pytest.raises(MegasolveError, match=match):
         Cluster.from_yaml(path)
+
+
+def test_resized_cluster_keeps_a_custom_nvlink_domain():
+    """what-if and repairs resize clusters; a user's --nvlink-domain 4 must survive."""
+    small_domains = Cluster.from_flags(num_gpus=64, gpu="h100", nvlink_domain=4)
+    assert small_domains.with_num_gpus(128).nvlink_domain == 4
+    assert Cluster.from_flags(num_gpus=144, gpu="gb200").with_num_gpus(288).nvlink_domain == 72

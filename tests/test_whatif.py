@@ -68,13 +68,6 @@ def test_bad_gpu_counts_name_the_flag(text):
         parse_gpu_counts(text)
 
 
-def test_default_batch_is_the_cli_rule():
-    from megasolve.cli.options import default_gbs
-
-    for seq in (1, 128, 2048, 4096, 8192, 32768, 131072, 1 << 22):
-        assert default_global_batch(seq) == default_gbs(seq)
-
-
 def test_python_api_exports_the_three_commands():
     from megasolve.solver import estimate, solve
     from megasolve.solver import whatif as whatif_api

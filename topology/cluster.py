@@ -173,11 +173,13 @@ class Cluster:
                        name=str(name) if name else cluster.name)
 
     def with_num_gpus(self, num_gpus: int) -> Cluster:
-        """The same kind of cluster at another size (what-if sweeps)."""
-        return Cluster.from_flags(num_gpus=num_gpus, gpu=self.gpu,
-                                  gpus_per_node=self.gpus_per_node if num_gpus >= self.gpus_per_node else None,
-                                  nvlink_domain=min(self.nvlink_domain, max(num_gpus, 1))
-                                  if self.nvlink_domain > self.gpus_per_node else None,
+        """The same kind of cluster at another size (what-if sweeps, repairs): same GPU, node size,
+        NVLink domain (capped at the cluster size), NIC bandwidth and fabric."""
+        per_node = self.gpus_per_node if num_gpus >= self.gpus_per_node else None
+        domain = min(self.nvlink_domain, num_gpus)
+        if per_node is not None and domain % per_node and per_node % domain:
+            domain = None  # let from_flags choose a valid domain for this size
+        return Cluster.from_flags(num_gpus=num_gpus, gpu=self.gpu, gpus_per_node=per_node, nvlink_domain=domain,
                                   nic_gbit_per_gpu=self.nic_bytes_per_s * 8 / 1e9,
                                   fabric_oversubscription=self.fabric_oversubscription)
 
