@@ -124,7 +124,9 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
 
     # ---- micro-batch count m = gbs / (mbs * dp)
     gbs = tables.workload.global_batch_size
-    m_of = {(b, d): gbs // (b * d) for b in domains["mbs"] for d in domains["dp"] if gbs % (b * d) == 0}
+    # every (mbs, dp) pair gets its m (0 when mbs*dp > gbs): divisibility is the guarded batch rule's job,
+    # so that an explanation can name it
+    m_of = {(b, d): gbs // (b * d) for b in domains["mbs"] for d in domains["dp"]}
     m_values = sorted(set(m_of.values())) or [1]
     m_var = model.NewIntVar(min(m_values), max(m_values), "m")
     model.AddAllowedAssignments([index["mbs"], index["dp"], m_var],

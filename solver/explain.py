@@ -19,7 +19,7 @@ from megasolve.models.layout import Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
 from megasolve.solver.tables import MIB, CostTables
-from megasolve.topology.cluster import Cluster
+from megasolve.topology.cluster import MAX_GPUS, Cluster
 from megasolve.topology.gpus import all_gpus
 
 MAX_SCALE = 64  # look for a fitting cluster up to 64x the given one
@@ -54,6 +54,29 @@ def fits_on(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed: dict[s
     except MegasolveError:
         return None
     return feasible_point(space, CostTables(spec, cluster, workload), time_limit_s)
+
+
+def _minimise_core(built, binding: list[str], deadline: float) -> list[str]:
+    """Deletion-based core minimisation: drop each rule whose removal keeps the model infeasible, so
+    the reasons name only rules that really conflict (CP-SAT's core is sufficient, not minimal)."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.solver.cpsat import new_solver
+
+    core = list(binding)
+    for name in list(core):
+        if time.perf_counter() >= deadline or len(core) == 1:
+            break
+        trial = [n for n in core if n != name]
+        built.model.ClearAssumptions()
+        for other in trial:
+            built.model.AddAssumption(built.rule_assumptions[other])
+        solver = new_solver(deadline - time.perf_counter())
+        solver.parameters.stop_after_first_solution = True
+        if solver.Solve(built.model) == cp_model.INFEASIBLE:
+            core = trial
+    built.model.ClearAssumptions()
+    return core
 
 
 def rules_with_no_layout(space: SearchSpace) -> list[str]:
@@ -96,10 +119,11 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
     if status == cp_model.INFEASIBLE:
         names = {int(i) for i in solver.SufficientAssumptionsForInfeasibility()}
         binding = [name for name, guard in built.rule_assumptions.items() if guard.Index() in names]
+        binding = _minimise_core(built, binding, deadline)
         for rule, _ in space.rules():
             if rule.name in binding:
-                reasons.append(f"rule {rule.name} ({rule.source}) cannot hold together with the others listed; "
-                               f"fix: {rule.fix}")
+                others = "with the other rules listed" if len(binding) > 1 else "for any remaining layout"
+                reasons.append(f"rule {rule.name} ({rule.source}) cannot hold {others}; fix: {rule.fix}")
         if not reasons:
             reasons = rules_with_no_layout(space) or ["Megatron's rules leave no layout for this model, "
                                                       "cluster and --fix pins"]
@@ -142,15 +166,22 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
             raise TimeoutError
         return remaining
 
+    def fits_at(size: int) -> bool:
+        try:
+            resized = cluster.with_num_gpus(size)
+        except MegasolveError:  # beyond the largest cluster megasolve plans for
+            return False
+        return fits_on(spec, resized, workload, fixed, allow, left()) is not None
+
     # the smallest cluster of this GPU type
     n = cluster.num_gpus
     found = None
     size = n
     timed_out = False
     try:
-        while size < n * MAX_SCALE and time.perf_counter() < deadline:
+        while size < min(n * MAX_SCALE, MAX_GPUS) and time.perf_counter() < deadline:
             size *= 2
-            if fits_on(spec, cluster.with_num_gpus(size), workload, fixed, allow, left()):
+            if fits_at(size):
                 found = size
                 break
     except TimeoutError:
@@ -164,7 +195,7 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
                 mid = (low + high) // 2 // step * step
                 if mid <= low:
                     break
-                if fits_on(spec, cluster.with_num_gpus(mid), workload, fixed, allow, left()):
+                if fits_at(mid):
                     high = mid
                 else:
                     low = mid
