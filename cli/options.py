@@ -30,7 +30,7 @@ def model_option(func: F) -> F:
 
 
 def cluster_options(multi_gpus: bool = False) -> Callable[[F], F]:
-    gpus_help = ("GPU counts to sweep: 64,128,256 or a power-of-two range 8..1024." if multi_gpus
+    gpus_help = ("GPU counts to sweep: 64,128,256, or a doubling range 8..1024 (8, 16, ..., 1024)." if multi_gpus
                  else "Number of GPUs in the job.")
     return _stack(
         click.option("--gpus", "-n", "gpus", type=str if multi_gpus else int, default=None,
