@@ -143,7 +143,7 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
     capacity_gb = tables.capacity_mib * MIB / 1e9
     if closest:
         best = closest[0]
-        reasons.append(f"memory: no rule-legal layout fits in the usable {capacity_gb:.1f} GB of a "
+        reasons.append(f"memory: no rule-legal layout fits in the usable {capacity_gb:.1f} GB of one "
                        f"{cluster.gpu.name}; the closest needs {best['peak_gb']:.1f} GB per GPU "
                        f"({best['lacks_gb_per_gpu']:.1f} GB more), even with recompute, PP and EP searched")
     return reasons, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
@@ -166,48 +166,20 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
             raise TimeoutError
         return remaining
 
-    def fits_at(size: int) -> bool:
-        try:
-            resized = cluster.with_num_gpus(size)
-        except MegasolveError:  # beyond the largest cluster megasolve plans for
-            return False
-        return fits_on(spec, resized, workload, fixed, allow, left()) is not None
+    # the smallest cluster of this GPU type (the same search as `whatif`)
+    from megasolve.solver.whatif import ClusterKind, find_min_gpus
 
-    # the smallest cluster of this GPU type
     n = cluster.num_gpus
-    found = None
-    size = n
-    timed_out = False
-    try:
-        while size < min(n * MAX_SCALE, MAX_GPUS) and time.perf_counter() < deadline:
-            size *= 2
-            if fits_at(size):
-                found = size
-                break
-    except TimeoutError:
-        timed_out = True
-    if found is not None:
-        step = cluster.gpus_per_node
-        low, high = found // 2, found  # low does not fit
-        exact = True
-        try:
-            while high - low > step and time.perf_counter() < deadline:
-                mid = (low + high) // 2 // step * step
-                if mid <= low:
-                    break
-                if fits_at(mid):
-                    high = mid
-                else:
-                    low = mid
-        except TimeoutError:
-            exact = False
-        exact = exact and high - low <= step
-        repairs.append(f"use {'at least ' if exact else ''}{high} x {cluster.gpu.name}"
-                       + ("" if exact else f" (fits; between {low} and {high} not settled within the time limit)"))
-    elif timed_out or time.perf_counter() >= deadline:
-        repairs.append(f"no fitting cluster of this GPU type found within the time limit (tried up to {size})")
+    found = find_min_gpus(spec, ClusterKind(template=cluster), workload, time_limit_s=None,
+                          max_gpus=min(n * MAX_SCALE, MAX_GPUS), known_not_fitting=n, fixed=fixed,
+                          allow_cross_domain_tp=allow, deadline=deadline)
+    if found.num_gpus is not None:
+        repairs.append(f"use {'at least ' if found.exact else ''}{found.num_gpus} x {cluster.gpu.name}"
+                       + ("" if found.exact else f" (fits; {found.note})"))
+    elif not found.exact or time.perf_counter() >= deadline:
+        repairs.append(f"no fitting cluster of this GPU type found within the time limit ({found.note})")
     elif memory_bound:
-        repairs.append(f"no cluster of up to {n * MAX_SCALE} x {cluster.gpu.name} fits")
+        repairs.append(f"no cluster of up to {min(n * MAX_SCALE, MAX_GPUS):,} x {cluster.gpu.name} fits")
     if memory_bound:
         bigger = [g for g in all_gpus() if g.usable_memory_bytes > cluster.gpu.usable_memory_bytes]
         fitting = []

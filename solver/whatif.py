@@ -339,9 +339,13 @@ def batch_split_reason(spec: ModelSpec, cluster: Cluster, workload: Workload) ->
 
 
 def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, time_limit_s: float | None = 60.0,
-                  max_gpus: int = MAX_SEARCH_GPUS) -> MinGpus:
+                  max_gpus: int = MAX_SEARCH_GPUS, known_not_fitting: int | None = None,
+                  fixed: dict[str, Any] | None = None, allow_cross_domain_tp: bool = False,
+                  deadline: float | None = None) -> MinGpus:
     """The smallest cluster of ``kind`` on which some layout fits: feasibility solves on 1, 2, 4, ...
-    GPUs up to a node, then 1, 2, 4, ... nodes, then bisection over whole nodes."""
+    GPUs up to a node, then 1, 2, 4, ... nodes, then bisection over whole nodes. ``time_limit_s``
+    bounds each feasibility solve, ``deadline`` the whole search (a probe cut short counts as not
+    fitting and marks the answer inexact); sizes up to ``known_not_fitting`` are skipped."""
     from megasolve.solver.explain import fits_on
 
     node = kind.node_size
@@ -355,9 +359,13 @@ def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, tim
             cluster = kind.at(size)
         except MegasolveError:
             return False
+        budget = limit if deadline is None else min(limit, deadline - time.perf_counter())
+        if budget <= 0:
+            unsettled.append(size)
+            return False
         solves += 1
         try:
-            return fits_on(spec, cluster, workload, None, False, limit) is not None
+            return fits_on(spec, cluster, workload, fixed, allow_cross_domain_tp, budget) is not None
         except TimeoutError:  # not settled: count it as not fitting, mark the answer inexact
             unsettled.append(size)
             return False
@@ -365,6 +373,9 @@ def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, tim
     sizes = [s for s in (1 << k for k in range(32)) if s < node] + \
             [node << k for k in range(32) if node << k <= max_gpus]
     low: int | None = None
+    if known_not_fitting is not None:
+        low = known_not_fitting
+        sizes = [s for s in sizes if s > known_not_fitting]
     high: int | None = None
     for size in sizes:
         if fits(size):
@@ -374,7 +385,7 @@ def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, tim
     series = dict(gpu=kind.name, seq_length=workload.seq_length, global_batch_size=workload.global_batch_size)
     if high is None:
         return MinGpus(**series, num_gpus=None, largest_not_fitting=low, exact=not unsettled, solves=solves,
-                       note=f"no cluster of up to {sizes[-1]:,} x {kind.name} fits")
+                       note=f"no cluster of up to {sizes[-1] if sizes else max_gpus:,} x {kind.name} fits")
     while low is not None and high - low > node and low >= node:
         mid = (low + high) // 2 // node * node
         if mid <= low:
