@@ -177,8 +177,8 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
         repairs.append(f"use {'at least ' if found.exact else ''}{found.num_gpus} x {cluster.gpu.name}"
                        + ("" if found.exact else f" (fits; {found.note})"))
     elif not found.exact or time.perf_counter() >= deadline:
-        repairs.append(f"no fitting cluster of this GPU type settled within the time limit (up to "
-                       f"{found.largest_not_fitting or n} x {cluster.gpu.name} do not fit; raise --time-limit)")
+        repairs.append(f"the search for the smallest cluster of {cluster.gpu.name} that fits did not settle "
+                       f"within the time limit; raise --time-limit")
     elif memory_bound:
         repairs.append(f"no cluster of up to {min(n * MAX_SCALE, MAX_GPUS):,} x {cluster.gpu.name} fits")
     if memory_bound:
