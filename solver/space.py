@@ -114,7 +114,8 @@ class SearchSpace:
 def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
     """Not Megatron's rules: they keep one spelling of each configuration in the space. An uneven
     split that equals the even one, or block recompute of every layer of every chunk (= uniform full
-    recompute), is the same job under another name."""
+    recompute), is the same job under another name; block recompute of one layer without pipelining
+    saves nothing (its backward re-materialises exactly what it did not store) and only costs time."""
 
     def split_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
         split = (a["first_stage_layers"], a["last_stage_layers"])
@@ -126,6 +127,8 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
         counts = split_counts(spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"])
         if isinstance(counts, str):
             return True  # the Megatron rules reject it already
+        if a["pp"] == 1 and a["recompute_num_layers"] == 1:
+            return False  # one micro-batch in flight: re-materialising the layer costs what it saved
         return a["recompute_num_layers"] < max(counts) // a["vpp"]
 
     return (
