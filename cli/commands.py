@@ -8,8 +8,8 @@ import click
 
 from megasolve.cli import render
 from megasolve.cli.main import register
-from megasolve.cli.options import (build_cluster, build_layout, build_workload, cluster_options, format_option,
-                                   layout_options, load_model, model_option, workload_options)
+from megasolve.cli.options import (build_layout, cluster_options, format_option, layout_options, load_inputs,
+                                   model_option, workload_options)
 from megasolve.cli.plot import plot_option
 from megasolve.cli.report import report_option
 
@@ -108,12 +108,10 @@ def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, ni
     from megasolve.solver.api import estimate
 
     _check_extras(plot_path, report_path)
-    resolved = load_model(model_ref)
-    if resolved.note:
-        render.note(resolved.note)
-    cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
-                            nic_gbps=nic_gbps, cluster_file=cluster_file)
-    workload = build_workload(seq_len=seq_len, gbs=gbs, precision=precision, attention=attention)
+    resolved, cluster, workload = load_inputs(
+        model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
+        nic_gbps=nic_gbps, cluster_file=cluster_file, seq_len=seq_len, gbs=gbs, precision=precision,
+        attention=attention)
     layout = build_layout(cluster.num_gpus, **axes)
     report = estimate(resolved.spec, cluster, workload, layout, allow_cross_domain_tp)
     data = report.as_dict()

@@ -142,5 +142,19 @@ def format_option(*extra: str) -> F:
                         help="Output format." + (" Launch formats print copy-pasteable flags." if extra else ""))
 
 
+def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_node: int | None,
+                nvlink_domain: int | None, nic_gbps: float | None, cluster_file: str | None, seq_len: int,
+                gbs: int | None, precision: str, attention: str) -> tuple[ResolvedModel, Cluster, Workload]:
+    """The model (printing its alias note), cluster and workload of ``estimate`` and ``solve``."""
+    from megasolve.cli import render
+
+    resolved = load_model(model_ref)
+    if resolved.note:
+        render.note(resolved.note)
+    cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
+                            nic_gbps=nic_gbps, cluster_file=cluster_file)
+    return resolved, cluster, build_workload(seq_len=seq_len, gbs=gbs, precision=precision, attention=attention)
+
+
 def load_model(ref: str) -> ResolvedModel:
     return resolve_model(ref)

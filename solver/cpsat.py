@@ -202,7 +202,6 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
                 bounds[kind][k] = max(bounds[kind][k], upper(form))
             row_total += slot.multiplicity * upper(tables.time_form(row, slot, "t"))
         total_hi = max(total_hi, row_total)
-    big_time = max(max(b) for b in bounds.values()) + 1
     tau = [model.NewIntVar(0, bounds["tau"][k], f"tau{k}") for k in range(num_slots)]
     comp = [model.NewIntVar(0, bounds["comp"][k], f"comp{k}") for k in range(num_slots)]
     grad = [model.NewIntVar(0, bounds["grad"][k], f"grad{k}") for k in range(num_slots)]

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from megasolve.models.layout import Layout, Workload
+from megasolve.models.layout import Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport, estimate
 from megasolve.solver.exhaustive import Ranked, point_key, solve_exhaustive

@@ -36,7 +36,6 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from megasolve.cli import options
 from megasolve.cli.main import main
 
 FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False,

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from megasolve.cli.main import cli
 from megasolve.models import MegasolveError, Workload, load_preset
-from megasolve.solver.whatif import (ClusterKind, batch_split_reason, default_global_batch, find_min_gpus,
+from megasolve.solver.whatif import (ClusterKind, batch_split_reason, find_min_gpus,
                                      parse_gpu_counts, parse_int_list, whatif)
 from megasolve.topology import Cluster
 
