@@ -52,6 +52,8 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
     flags.append("--bf16")
     if workload.precision == "fp8":
         flags += ["--fp8-format hybrid"]
+        if workload.fp8_param_gather:
+            flags += ["--fp8-param-gather"]
     if spec.is_moe:
         flags += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"]
     return flags

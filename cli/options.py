@@ -8,7 +8,7 @@ from typing import Any, Callable
 import click
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import Layout, Workload, default_global_batch
+from megasolve.models.layout import PRECISION_CHOICES, Layout, Workload, default_global_batch, precision_fields
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
 
@@ -77,8 +77,9 @@ def workload_options(func: F) -> F:
         click.option("--gbs", type=int, default=None,
                      help="Global batch size in sequences (default: 1024 for seq <= 4096, fewer for longer"
                           " sequences: about 4M tokens per step)."),
-        click.option("--precision", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True,
-                     help="Training precision of the GEMMs (fp8 keeps bf16 parameters)."),
+        click.option("--precision", type=click.Choice(list(PRECISION_CHOICES)), default="bf16", show_default=True,
+                     help="Training precision of the GEMMs: fp8 keeps bf16 parameters (+ cached FP8 copies); "
+                          "fp8-params uses FP8 primary weights (--fp8-param-gather)."),
         click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash",
                      show_default=True, help="Fused/flash attention (no s x s scores) or unfused."),
     )(func)
@@ -87,7 +88,7 @@ def workload_options(func: F) -> F:
 def build_workload(*, seq_len: int, gbs: int | None, precision: str, attention: str,
                    tokens: float | None = None) -> Workload:
     return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_global_batch(seq_len),
-                    precision=precision, attention=attention, tokens=tokens)
+                    attention=attention, tokens=tokens, **precision_fields(precision))
 
 
 def layout_options(func: F) -> F:

@@ -15,7 +15,7 @@ from megasolve.cli.main import register
 from megasolve.cli.options import cluster_options, format_option, load_model, model_option
 from megasolve.cli.plot import plot_option
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import ATTENTION_KINDS, PRECISIONS
+from megasolve.models.layout import ATTENTION_KINDS, PRECISION_CHOICES
 
 
 @register
@@ -30,8 +30,8 @@ from megasolve.models.layout import ATTENTION_KINDS, PRECISIONS
               help="Sequence length(s) to sweep.")
 @click.option("--gbs", default=None, metavar="N[,N...]",
               help="Global batch size(s) to sweep (default: about 4M tokens per step for each sequence length).")
-@click.option("--precision", type=click.Choice(list(PRECISIONS)), default="bf16", show_default=True,
-              help="Training precision of the GEMMs.")
+@click.option("--precision", type=click.Choice(list(PRECISION_CHOICES)), default="bf16", show_default=True,
+              help="Training precision of the GEMMs (fp8-params: FP8 primary weights).")
 @click.option("--attention", type=click.Choice(list(ATTENTION_KINDS)), default="flash", show_default=True,
               help="Fused/flash attention or unfused.")
 @click.option("--tokens", type=float, default=None, metavar="N",

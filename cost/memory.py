@@ -37,7 +37,7 @@ class StaticBytes:
 
 
 def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, distributed_optimizer: bool,
-                 precision: str = "bf16") -> StaticBytes:
+                 precision: str = "bf16", fp8_param_gather: bool = False) -> StaticBytes:
     """Weights, fp32 main grads and Adam state of one rank (section 2).
 
     bf16 params (2 B) + fp32 main grads (4 B, full size even with the distributed optimizer) + fp32
@@ -61,7 +61,11 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     (2000000, 4000000, 3000000.0)
     """
     weights = BF16 * params.total
-    if precision == "fp8":
+    if precision == "fp8" and fp8_param_gather:
+        # FP8 primary weights (--fp8-param-gather): GEMM weights are Float8Tensors (1 B) with their
+        # Hopper transpose (1 B) instead of bf16 + a cached FP8 copy; the rest stays bf16
+        weights = BF16 * params.replicated + 2 * (params.tp_sharded + params.expert)
+    elif precision == "fp8":
         weights += calibration()["memory"]["fp8_weight_cache_bytes_per_param"] * (params.tp_sharded + params.expert)
     grads = FP32 * params.total
     if distributed_optimizer:
@@ -427,7 +431,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             activations += last_stage_extra_bytes(spec, workload, shape)
             activations += mtp_activation_bytes(spec, workload, shape, layer_kind, modules)
         static = static_bytes(params.params, dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,
-                              distributed_optimizer=layout.distributed_optimizer, precision=workload.precision)
+                              distributed_optimizer=layout.distributed_optimizer, precision=workload.precision,
+                              fp8_param_gather=workload.fp8_param_gather)
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,
                                optimizer_bytes=static.optimizer, activations_bytes=activations,

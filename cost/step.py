@@ -240,7 +240,8 @@ def pp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
                                        sequence_parallel=layout.sequence_parallel, pp=layout.pp)
 
 
-def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int) -> tuple[float, float]:
+def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int,
+              param_bytes: int = 2) -> tuple[float, float]:
     """Gradient reduce-scatter and parameter all-gather (distributed optimizer) or all-reduce, per step
     (section 5.5): fp32 grads over DP x CP (dense) and expert-DP (experts). Returns (grad, param) s."""
     dense_group = layout.dp * layout.cp
@@ -250,8 +251,8 @@ def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params
     if layout.distributed_optimizer:
         grad = collective_time_s("reduce_scatter", 4 * dense_params, dense_group, dense_link) + \
             collective_time_s("reduce_scatter", 4 * expert_params, expert_group, expert_link)
-        param = collective_time_s("all_gather", 2 * dense_params, dense_group, dense_link) + \
-            collective_time_s("all_gather", 2 * expert_params, expert_group, expert_link)
+        param = collective_time_s("all_gather", param_bytes * dense_params, dense_group, dense_link) + \
+            collective_time_s("all_gather", param_bytes * expert_params, expert_group, expert_link)
         return grad, param
     grad = collective_time_s("all_reduce", 4 * dense_params, dense_group, dense_link) + \
         collective_time_s("all_reduce", 4 * expert_params, expert_group, expert_link)
@@ -315,7 +316,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
                 tau = tau + one(spec.is_moe_layer(i), "full" if i in stored else base_kind)
         if params.has_output:
             tau = tau + logits_time(spec, cluster, workload, shape, ep=layout.ep)
-        grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert)
+        grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert, workload.param_bytes)
         window = overlap * tau.compute / layout.vpp  # last micro-batch's backward of the last chunk
         exposed = max(0.0, grad_s - window * 2 / 3) + max(0.0, param_s - window / 3)
         out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_exposed_s=exposed,

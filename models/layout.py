@@ -14,6 +14,19 @@ from megasolve.models.errors import MegasolveError
 
 RECOMPUTE_KINDS = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp8")
+# --precision choices of the CLI: "fp8-params" is FP8 with FP8 primary weights (--fp8-param-gather)
+PRECISION_CHOICES = ("bf16", "fp8", "fp8-params")
+
+
+def precision_fields(choice: str) -> dict[str, object]:
+    """Workload fields for a ``--precision`` choice.
+
+    >>> precision_fields("fp8-params")
+    {'precision': 'fp8', 'fp8_param_gather': True}
+    """
+    if choice == "fp8-params":
+        return {"precision": "fp8", "fp8_param_gather": True}
+    return {"precision": choice, "fp8_param_gather": False}
 ATTENTION_KINDS = ("flash", "unfused")
 
 
@@ -101,6 +114,7 @@ class Workload:
     seq_length: int = 4096
     global_batch_size: int = 256
     precision: str = "bf16"
+    fp8_param_gather: bool = False  # FP8 primary weights (Megatron --fp8-param-gather), fp8 only
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None
@@ -111,6 +125,10 @@ class Workload:
         if self.precision not in PRECISIONS:
             raise MegasolveError(field="--precision", value=self.precision,
                                  rule=f"must be one of {', '.join(PRECISIONS)}", fix="pick one")
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise MegasolveError(field="--precision", value=self.precision,
+                                 rule="FP8 primary weights (--fp8-param-gather) need FP8 training",
+                                 fix="use --precision fp8-params or drop the FP8 parameters")
         if self.attention not in ATTENTION_KINDS:
             raise MegasolveError(field="--attention", value=self.attention,
                                  rule=f"must be one of {', '.join(ATTENTION_KINDS)}", fix="pick one")
@@ -120,6 +138,11 @@ class Workload:
         if self.tokens is not None and not self.tokens > 0:
             raise MegasolveError(field="--tokens", value=self.tokens, rule="must be > 0",
                                  fix="e.g. --tokens 1e12")
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes per GEMM weight element that the parameter all-gather moves (1 with FP8 primary weights)."""
+        return 1 if self.fp8_param_gather else 2
 
     def num_microbatches(self, layout: Layout) -> int:
         """``m = global_batch / (mbs * dp)``; CP is not part of this DP (reference 4.5 rule 28)."""

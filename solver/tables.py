@@ -176,12 +176,12 @@ class CostTables:
             add(f"ms_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of: quantise_bytes(static_bytes(
                     f(tp), dense_shards=dp * cp, expert_shards=1, distributed_optimizer=dop,
-                    precision=precision).total))
+                    precision=precision, fp8_param_gather=wl.fp8_param_gather).total))
         if spec.is_moe:
             add("ms_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_bytes(static_bytes(
                     expert_layer(ep, etp), dense_shards=1, expert_shards=n // (etp * ep * pp),
-                    distributed_optimizer=dop, precision=precision).total))
+                    distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather).total))
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
@@ -249,7 +249,7 @@ class CostTables:
                     cluster, "grad", dop, 4 * f(tp).total, dp * cp, tp)))
             add(f"dq_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of: quantise_s(_dp_bytes_time(
-                    cluster, "param", dop, 2 * f(tp).total, dp * cp, tp)))
+                    cluster, "param", dop, wl.param_bytes * f(tp).total, dp * cp, tp)))
             add(f"o_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of: quantise_s(
                     (cal["optimizer_bytes_per_param"] * f(tp).total / (dp * cp if dop else 1)
@@ -266,7 +266,7 @@ class CostTables:
                     cluster, "grad", dop, 4 * expert_layer(ep, etp).total, edp(ep, etp, pp), etp * ep)))
             add("dq_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_s(_dp_bytes_time(
-                    cluster, "param", dop, 2 * expert_layer(ep, etp).total, edp(ep, etp, pp), etp * ep)))
+                    cluster, "param", dop, wl.param_bytes * expert_layer(ep, etp).total, edp(ep, etp, pp), etp * ep)))
             add("o_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_s(
                     (cal["optimizer_bytes_per_param"] * expert_layer(ep, etp).total / (edp(ep, etp, pp) if dop else 1)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import Workload, default_global_batch
+from megasolve.models.layout import Workload, default_global_batch, precision_fields
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport
 from megasolve.topology.cluster import Cluster
@@ -451,8 +451,8 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     points: list[tuple[ClusterKind, Scenario, Workload]] = []
     for kind, seq in itertools.product(kinds, seqs):
         for gbs in (batches if batches is not None else [default_global_batch(seq)]):
-            workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention,
-                                tokens=tokens)
+            workload = Workload(seq_length=seq, global_batch_size=gbs, attention=attention, tokens=tokens,
+                                **precision_fields(precision))
             series.append((kind, workload))
             for n in sizes:
                 kind.at(n)  # a size that is not a whole number of nodes is bad input, not an outcome

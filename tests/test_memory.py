@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from megasolve.cost import memory
 from megasolve.cost.memory import (
-    ActivationShape, attention_activation_terms, first_stage_extra_bytes, inflight_microbatches,
+    ActivationShape, attention_activation_terms, first_stage_extra_bytes, inflight_microbatches, static_bytes,
     last_stage_extra_bytes, layer_activation_bytes, mlp_activation_terms, moe_dispatch_transient_bytes,
     mtp_activation_bytes, other_bytes, selective_transient_bytes, stage_memory,
 )
@@ -282,3 +282,29 @@ def test_every_memory_term_is_non_negative(name, seq, axes, unfused, dropout, fp
             return
         for s in stages:
             assert min(s.weights_bytes, s.grads_bytes, s.optimizer_bytes, s.activations_bytes, s.other_bytes) >= 0
+
+
+def test_fp8_primary_weights_drop_the_bf16_copy_and_halve_the_param_gather():
+    """--fp8-param-gather: GEMM weights are FP8 (1 B) + the Hopper transpose (1 B) instead of bf16 (2 B)
+    + the cached FP8 copy (2 B); norms stay bf16. The DP parameter all-gather moves 1 B per element."""
+    from megasolve.cost.step import dp_comm_s
+    from megasolve.models import Layout
+    from megasolve.models.params import RankParams
+    from megasolve.topology import Cluster
+
+    params = RankParams(tp_sharded=1_000_000, replicated=1_000)
+    plain = static_bytes(params, dense_shards=8, expert_shards=1, distributed_optimizer=True, precision="fp8")
+    primary = static_bytes(params, dense_shards=8, expert_shards=1, distributed_optimizer=True, precision="fp8",
+                           fp8_param_gather=True)
+    assert plain.weights - primary.weights == 2 * 1_000_000  # (2 + 2) - (1 + 1) bytes per GEMM weight
+    assert primary.grads == plain.grads and primary.optimizer == plain.optimizer
+    cluster = Cluster.from_flags(num_gpus=16, gpu="h100")
+    layout = Layout(dp=16)
+    _, gather_bf16 = dp_comm_s(cluster, layout, 10**9, 0, param_bytes=2)
+    _, gather_fp8 = dp_comm_s(cluster, layout, 10**9, 0, param_bytes=1)
+    assert gather_fp8 < 0.51 * gather_bf16 + 1e-3
+
+
+def test_fp8_primary_weights_need_fp8_training():
+    with pytest.raises(MegasolveError, match="need FP8 training"):
+        Workload(precision="bf16", fp8_param_gather=True)
