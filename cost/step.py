@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megasolve.cost.calibration import calibration
-from megasolve.cost.comm import collective_time_s
+from megasolve.cost.comm import collective_latency_s, collective_time_s
 from megasolve.cost.compute import LayerWork, layer_work, logits_work, model_flops_per_sequence, work_time_s
 from megasolve.cost.memory import ActivationShape, recomputed_layers
 from megasolve.models.layout import Layout, Workload
@@ -240,35 +240,62 @@ def pp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
                                        sequence_parallel=layout.sequence_parallel, pp=layout.pp)
 
 
+@dataclass(frozen=True, slots=True)
+class DpComm:
+    """One parameter group's data-parallel traffic per step, bandwidth and latency apart (the solver
+    tabulates the bandwidth part per parameter piece and adds the latency once)."""
+
+    grad_bw_s: float = 0.0
+    grad_latency_s: float = 0.0
+    param_bw_s: float = 0.0
+    param_latency_s: float = 0.0
+
+
+def dp_group_comm(cluster: Cluster, *, params: int, group: int, stride: int, distributed_optimizer: bool,
+                  param_bytes: int = 2) -> DpComm:
+    """Gradient reduce-scatter + parameter all-gather (distributed optimizer) or gradient all-reduce of
+    ``params`` parameters over the group ``{base + i*stride : i < group}`` (section 5.5): fp32 grads
+    (4 B), ``param_bytes`` per gathered parameter (2 B bf16, 1 B with FP8 primary weights)."""
+    if group <= 1 or params <= 0:
+        return DpComm()
+    link = cluster.group_link(stride, group)
+    grad_kind = "reduce_scatter" if distributed_optimizer else "all_reduce"
+    grad_latency = collective_latency_s(grad_kind, group, link)
+    grad_bw = collective_time_s(grad_kind, 4 * params, group, link) - grad_latency
+    if not distributed_optimizer:
+        return DpComm(grad_bw, grad_latency)
+    param_latency = collective_latency_s("all_gather", group, link)
+    param_bw = collective_time_s("all_gather", param_bytes * params, group, link) - param_latency
+    return DpComm(grad_bw, grad_latency, param_bw, param_latency)
+
+
 def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int,
               param_bytes: int = 2) -> tuple[float, float]:
-    """Gradient reduce-scatter and parameter all-gather (distributed optimizer) or all-reduce, per step
-    (section 5.5): fp32 grads over DP x CP (dense) and expert-DP (experts). Returns (grad, param) s."""
-    dense_group = layout.dp * layout.cp
-    dense_link = cluster.group_link(layout.tp, dense_group)
-    expert_group = layout.expert_dp
-    expert_link = cluster.group_link(layout.etp * layout.ep, expert_group)
-    if layout.distributed_optimizer:
-        grad = collective_time_s("reduce_scatter", 4 * dense_params, dense_group, dense_link) + \
-            collective_time_s("reduce_scatter", 4 * expert_params, expert_group, expert_link)
-        param = collective_time_s("all_gather", param_bytes * dense_params, dense_group, dense_link) + \
-            collective_time_s("all_gather", param_bytes * expert_params, expert_group, expert_link)
-        return grad, param
-    grad = collective_time_s("all_reduce", 4 * dense_params, dense_group, dense_link) + \
-        collective_time_s("all_reduce", 4 * expert_params, expert_group, expert_link)
-    return grad, 0.0
+    """Gradient and parameter traffic of one rank per step (section 5.5): dense parameters over DP x CP
+    (stride ``tp``), experts over expert-DP (stride ``etp * ep``). Returns (grad, param) seconds."""
+    dense = dp_group_comm(cluster, params=dense_params, group=layout.dp * layout.cp, stride=layout.tp,
+                          distributed_optimizer=layout.distributed_optimizer, param_bytes=param_bytes)
+    expert = dp_group_comm(cluster, params=expert_params, group=layout.expert_dp, stride=layout.etp * layout.ep,
+                           distributed_optimizer=layout.distributed_optimizer, param_bytes=param_bytes)
+    return (dense.grad_bw_s + dense.grad_latency_s + expert.grad_bw_s + expert.grad_latency_s,
+            dense.param_bw_s + dense.param_latency_s + expert.param_bw_s + expert.param_latency_s)
+
+
+def optimizer_shard_s(cluster: Cluster, params: int, shards: int) -> float:
+    """Adam step on ``params`` parameters sharded ``shards`` ways (memory bound) plus zeroing / norm of
+    their full fp32 grads; linear in ``params``."""
+    cal = calibration()["time"]
+    traffic = cal["optimizer_bytes_per_param"] * params / shards + cal["grad_buffer_bytes_per_param"] * params
+    return traffic / cluster.gpu.hbm_bytes_per_s
 
 
 def optimizer_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int) -> float:
-    """Adam step on the local shard (memory bound) plus zeroing / norm of the full fp32 grads."""
-    cal = calibration()["time"]
-    if layout.distributed_optimizer:
-        shard = dense_params / (layout.dp * layout.cp) + expert_params / layout.expert_dp
-    else:
-        shard = dense_params + expert_params
-    traffic = cal["optimizer_bytes_per_param"] * shard + cal["grad_buffer_bytes_per_param"] * (
-        dense_params + expert_params)
-    return traffic / cluster.gpu.hbm_bytes_per_s
+    """Optimizer step of one rank: dense shards over DP x CP, experts over expert-DP (distributed
+    optimizer), or the full parameters without it."""
+    dense_shards = layout.dp * layout.cp if layout.distributed_optimizer else 1
+    expert_shards = layout.expert_dp if layout.distributed_optimizer else 1
+    return optimizer_shard_s(cluster, dense_params, dense_shards) + optimizer_shard_s(cluster, expert_params,
+                                                                                     expert_shards)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from megasolve.cost.calibration import calibration
-from megasolve.cost.comm import collective_latency_s, collective_time_s
 from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
                                    static_bytes)
-from megasolve.cost.step import layer_time, logits_time, pp_unit_comm_s
+from megasolve.cost.step import dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params, stage_layer_ids)
@@ -242,40 +241,39 @@ class CostTables:
             lambda tp, cp, mbs, sp, pp: quantise_s(pp_unit_comm_s(spec, cluster, wl, tp=tp, cp=cp, mbs=mbs,
                                                                   sequence_parallel=sp, pp=pp)))
         # ---- data-parallel traffic and optimizer per parameter piece (us) -----------------
-        cal = calibration()["time"]
+        # bandwidth terms per piece (linear in parameters); each group's latency is a term of its own
+        def dense_dp(tp, cp, dp, dop, params):
+            return dp_group_comm(cluster, params=params, group=dp * cp, stride=tp, distributed_optimizer=dop,
+                                 param_bytes=wl.param_bytes)
+
+        def expert_dp(ep, etp, pp, dop, params):
+            return dp_group_comm(cluster, params=params, group=n // (etp * ep * pp), stride=etp * ep,
+                                 distributed_optimizer=dop, param_bytes=wl.param_bytes)
+
         for piece, (axes, params_of) in pieces.items():
             add(f"dg_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_s(_dp_bytes_time(
-                    cluster, "grad", dop, 4 * f(tp).total, dp * cp, tp)))
+                lambda tp, cp, dp, dop, f=params_of: quantise_s(dense_dp(tp, cp, dp, dop, f(tp).total).grad_bw_s))
             add(f"dq_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_s(_dp_bytes_time(
-                    cluster, "param", dop, wl.param_bytes * f(tp).total, dp * cp, tp)))
+                lambda tp, cp, dp, dop, f=params_of: quantise_s(dense_dp(tp, cp, dp, dop, f(tp).total).param_bw_s))
             add(f"o_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of: quantise_s(
-                    (cal["optimizer_bytes_per_param"] * f(tp).total / (dp * cp if dop else 1)
-                     + cal["grad_buffer_bytes_per_param"] * f(tp).total) / cluster.gpu.hbm_bytes_per_s))
+                    optimizer_shard_s(cluster, f(tp).total, dp * cp if dop else 1)))
         add("dg_lat", ("tp", "cp", "dp", "dop"),
-            lambda tp, cp, dp, dop: quantise_s(_dp_latency(cluster, "grad", dop, dp * cp, tp)))
+            lambda tp, cp, dp, dop: quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
         add("dq_lat", ("tp", "cp", "dp", "dop"),
-            lambda tp, cp, dp, dop: quantise_s(_dp_latency(cluster, "param", dop, dp * cp, tp)))
+            lambda tp, cp, dp, dop: quantise_s(dense_dp(tp, cp, dp, dop, 1).param_latency_s))
         if spec.is_moe:
-            def edp(ep, etp, pp):
-                return n // (etp * ep * pp)
             add("dg_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(_dp_bytes_time(
-                    cluster, "grad", dop, 4 * expert_layer(ep, etp).total, edp(ep, etp, pp), etp * ep)))
+                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).grad_bw_s))
             add("dq_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(_dp_bytes_time(
-                    cluster, "param", dop, wl.param_bytes * expert_layer(ep, etp).total, edp(ep, etp, pp), etp * ep)))
+                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).param_bw_s))
             add("o_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(
-                    (cal["optimizer_bytes_per_param"] * expert_layer(ep, etp).total / (edp(ep, etp, pp) if dop else 1)
-                     + cal["grad_buffer_bytes_per_param"] * expert_layer(ep, etp).total)
-                    / cluster.gpu.hbm_bytes_per_s))
+                lambda ep, etp, pp, dop: quantise_s(optimizer_shard_s(
+                    cluster, expert_layer(ep, etp).total, n // (etp * ep * pp) if dop else 1)))
             add("dgx_lat", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(_dp_latency(cluster, "grad", dop, edp(ep, etp, pp), etp * ep)))
+                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
             add("dqx_lat", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(_dp_latency(cluster, "param", dop, edp(ep, etp, pp), etp * ep)))
+                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, 1).param_latency_s))
         return terms
 
     # ------------------------------------------------------------------ pipeline rows
@@ -449,34 +447,6 @@ def dp_exposed_us(grad_us: int, param_us: int, compute_us: int, vpp: int, overla
     first = max(0, scale * grad_us - 2 * overlap_pct * compute_us)
     second = max(0, scale * param_us - overlap_pct * compute_us)
     return ceil_div(first, scale) + ceil_div(second, scale)
-
-
-def _dp_bytes_time(cluster: Cluster, which: str, dop: bool, num_bytes: float, group: int, stride: int) -> float:
-    """Bandwidth part of the DP collective of ``step.dp_comm_s`` for ``num_bytes`` (no latency)."""
-    if group <= 1 or num_bytes <= 0:
-        return 0.0
-    link = cluster.group_link(stride, group)
-    if which == "grad":
-        kind = "reduce_scatter" if dop else "all_reduce"
-        scale = 1.0
-    else:
-        if not dop:
-            return 0.0
-        kind, scale = "all_gather", 1.0
-    full = collective_time_s(kind, num_bytes * scale, group, link)
-    return full - _latency(kind, group, link)
-
-
-def _dp_latency(cluster: Cluster, which: str, dop: bool, group: int, stride: int) -> float:
-    if group <= 1 or (which == "param" and not dop):
-        return 0.0
-    link = cluster.group_link(stride, group)
-    kind = ("reduce_scatter" if dop else "all_reduce") if which == "grad" else "all_gather"
-    return _latency(kind, group, link)
-
-
-def _latency(kind: str, group: int, link) -> float:
-    return collective_latency_s(kind, group, link)
 
 
 def _plausible(partial: Point, num_gpus: int) -> bool:
