@@ -351,19 +351,12 @@ class CostTables:
         """Memory that does not scale with micro-batches in flight: static, transients, last-stage extras."""
         dense, expert = self.param_form(row, slot, "ms_")
         form = dense + expert
-        if slot.dense_rc and slot.moe_rc:
-            form.append((1, "ma_max"))
-        elif slot.dense_rc:
-            form.append((1, "ma_dense"))
-        elif slot.moe_rc:
-            form.append((1, "ma_moe"))
-        elif row.rc[0] == "selective":  # backward re-runs one layer's selectively recomputed part
-            if slot.dense_base and slot.moe_base:
-                form.append((1, "ma_sel_max"))
-            elif slot.dense_base:
-                form.append((1, "ma_sel_dense"))
-            elif slot.moe_base:
-                form.append((1, "ma_sel_moe"))
+        # backward re-materialises one layer at a time: a whole recomputed layer (full recompute), else
+        # one layer's selectively recomputed part; the larger of the kinds the stage holds
+        if slot.dense_rc or slot.moe_rc:
+            form += _one_layer("ma_", slot.dense_rc, slot.moe_rc)
+        elif row.rc[0] == "selective":
+            form += _one_layer("ma_sel_", slot.dense_base, slot.moe_base)
         if slot.moe:
             form.append((1, "ma_dispatch"))
         if slot.last:
@@ -447,6 +440,15 @@ def dp_exposed_us(grad_us: int, param_us: int, compute_us: int, vpp: int, overla
     first = max(0, scale * grad_us - 2 * overlap_pct * compute_us)
     second = max(0, scale * param_us - overlap_pct * compute_us)
     return ceil_div(first, scale) + ceil_div(second, scale)
+
+
+def _one_layer(prefix: str, dense: int, moe: int) -> list[tuple[int, str]]:
+    """The term for one layer of the kinds present: ``{prefix}max`` of both, else the one kind's."""
+    if dense and moe:
+        return [(1, f"{prefix}max")]
+    if dense:
+        return [(1, f"{prefix}dense")]
+    return [(1, f"{prefix}moe")] if moe else []
 
 
 def _plausible(partial: Point, num_gpus: int) -> bool:
