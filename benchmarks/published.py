@@ -202,6 +202,18 @@ def _int_or(value: Any, default: int, name: str, notes: list[str]) -> int:
     return value
 
 
+# Megatron-Bridge perf recipes that run Megatron-FSDP also offload the activations of the first N layers
+# to host memory, which the performance-summary rows do not state. N from
+# ``src/megatron/bridge/perf_recipes/llama/{gb200,gb300}/llama3.py`` at 067f987df (the commit the records
+# were taken from): ``llama3_70b_pretrain_64gpu_{gb200,gb300}_{bf16,fp8cs}_config``.
+RECIPE_CPU_OFFLOAD_LAYERS = {
+    ("megatron_bridge_perf_summary", "Llama 3 70B", "GB300", "fp8"): 20,
+    ("megatron_bridge_perf_summary", "Llama 3 70B", "GB300", "bf16"): 30,
+    ("megatron_bridge_perf_summary", "Llama 3 70B", "GB200", "fp8"): 40,
+    ("megatron_bridge_perf_summary", "Llama 3 70B", "GB200", "bf16"): 20,
+}
+
+
 def _precision(raw: str | None) -> str:
     text = (raw or "").lower()
     if "nvfp4" in text:
@@ -318,6 +330,14 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         dist_opt = source not in ("narayanan2021", "korthikanti2022")
         notes.append(f"distributed optimizer not stated, assumed {'on' if dist_opt else 'off'}")
     recompute = _recompute(par.get("recompute"), source, notes)
+    fsdp = bool(par.get("fsdp")) and par["fsdp"] > 1
+    offload = 0
+    if fsdp:
+        dist_opt = True  # Megatron-FSDP runs on the distributed optimizer
+        offload = RECIPE_CPU_OFFLOAD_LAYERS.get((source, record["model"]["name"], hardware["gpu"], precision), 0)
+        if offload:
+            notes.append(f"activations of the first {offload} layers offloaded to host memory (the Bridge perf "
+                         f"recipe's cpu_offloading_num_layers; not in the record)")
     seq = record["model"]["seq_length"]
     gbs = par.get("gbs")
     if gbs is None:
@@ -330,7 +350,8 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         notes.append(f"{spec.num_layers} layers do not split evenly over pp {pp} x vpp {vpp}: modelled as "
                      f"vpp {v_used}, first/last stage {first}/{last} layers (Bridge uses a custom pipeline layout)")
     layout = Layout(tp=tp, pp=pp, vpp=v_used, cp=cp, dp=dp, ep=ep, etp=etp, mbs=mbs, sequence_parallel=sp,
-                    recompute=recompute, distributed_optimizer=bool(dist_opt), first_stage_layers=first,
+                    recompute=recompute, distributed_optimizer=bool(dist_opt), fsdp=fsdp,
+                    cpu_offload_layers=offload, first_stage_layers=first,
                     last_stage_layers=last)
     attention = "unfused" if source in ("narayanan2021", "korthikanti2022") else "flash"
     if attention == "unfused":

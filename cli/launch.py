@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_counts
 from megasolve.models.spec import ModelSpec
@@ -41,6 +42,11 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
               f"--seq-length {workload.seq_length}"]
     if layout.distributed_optimizer:
         flags += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+    if layout.fsdp:  # Megatron-LM docs/discussions/megatron-fsdp-user-guide, "Required Configurations"
+        flags += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params",
+                  "--no-gradient-accumulation-fusion", "--ckpt-format fsdp_dtensor"]
+    if layout.cpu_offload_layers:
+        flags.append(f"--cpu-offloading-num-layers {layout.cpu_offload_layers}")
     if layout.recompute == "selective":
         flags += ["--recompute-granularity selective", "--recompute-modules core_attn"]
     elif layout.recompute == "full":
@@ -67,6 +73,14 @@ def _recompute_items(layout: Layout) -> list[tuple[str, object]]:
     method = "uniform" if layout.recompute_num_layers is None else "block"
     return [("recompute_granularity", "full"), ("recompute_method", method),
             ("recompute_num_layers", layout.recompute_num_layers or 1)]
+
+
+def _offload_items(layout: Layout) -> list[tuple[str, object]]:
+    """Activation offloading as ``TransformerConfig`` fields (MPC L458-475), as the Bridge perf recipes set them."""
+    if not layout.cpu_offload_layers:
+        return []
+    return [("cpu_offloading", True), ("cpu_offloading_weights", False),
+            ("cpu_offloading_num_layers", layout.cpu_offload_layers)]
 
 
 def _fmt(value: object) -> str:
@@ -97,8 +111,16 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
                   ("train.micro_batch_size", layout.mbs), ("train.global_batch_size", workload.global_batch_size),
                   ("optimizer.use_distributed_optimizer", layout.distributed_optimizer),
                   ("ddp.use_distributed_optimizer", layout.distributed_optimizer)]
-        items += [(f"model.{k}", v) for k, v in _recompute_items(layout)]
+        if layout.fsdp:  # Megatron-Bridge skills/nemo-mbridge-perf-megatron-fsdp, "Enablement"
+            items += [("dist.use_megatron_fsdp", True), ("ddp.use_megatron_fsdp", True),
+                      ("ddp.data_parallel_sharding_strategy", "optim_grads_params"),
+                      ("ddp.average_in_collective", False), ("checkpoint.ckpt_format", "fsdp_dtensor")]
+        items += [(f"model.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)]
         return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
+    if layout.fsdp:
+        raise MegasolveError(field="--format", value=fmt,
+                             rule="Megatron-FSDP launch settings are written for megatron and bridge only",
+                             fix="use --format megatron or --format bridge")
     if fmt == "nemo":
         items = [("trainer.num_nodes", cluster.num_nodes), ("trainer.devices", min(cluster.gpus_per_node,
                                                                                     cluster.num_gpus)),
@@ -116,7 +138,7 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
             items.append(("trainer.strategy.num_layers_in_last_pipeline_stage", layout.last_stage_layers))
         items += [("data.global_batch_size", workload.global_batch_size), ("data.micro_batch_size", layout.mbs),
                   ("data.seq_length", workload.seq_length)]
-        items += [(f"model.config.{k}", v) for k, v in _recompute_items(layout)]
+        items += [(f"model.config.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)]
         return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
     if fmt == "verl":
         prefix = "actor_rollout_ref.actor.megatron."
@@ -127,7 +149,7 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
         if spec.is_moe:
             items += [("expert_model_parallel_size", layout.ep), ("expert_tensor_parallel_size", layout.etp)]
         lines = [f"{prefix}{k}={_fmt(v)}" for k, v in items]
-        for key, value in _recompute_items(layout):
+        for key, value in _recompute_items(layout) + _offload_items(layout):
             lines.append(f"+{prefix}override_transformer_config.{key}={_fmt(value)}")
         if layout.first_stage_layers is not None:
             lines.append(f"+{prefix}override_transformer_config.num_layers_in_first_pipeline_stage="

@@ -110,6 +110,12 @@ def layout_options(func: F) -> F:
                      help="Sequence parallelism (default: on whenever --tp > 1)."),
         click.option("--distributed-optimizer/--no-distributed-optimizer", "distributed_optimizer",
                      default=True, show_default=True, help="Shard optimizer state over data parallel ranks."),
+        click.option("--fsdp/--no-fsdp", "fsdp", default=False, show_default=True,
+                     help="Megatron-FSDP: shard weights, grads and optimizer state over data parallel ranks "
+                          "(--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params)."),
+        click.option("--cpu-offload-layers", type=int, default=0, show_default=True,
+                     help="Offload the activations of the first N layers to host memory "
+                          "(--cpu-offloading-num-layers; needs --pp 1 and --recompute none)."),
         click.option("--first-stage-layers", type=int, default=None,
                      help="Decoder layers on the first pipeline stage (--decoder-first-pipeline-num-layers)."),
         click.option("--last-stage-layers", type=int, default=None,

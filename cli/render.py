@@ -63,6 +63,10 @@ def layout_label(layout: dict[str, Any]) -> str:
         parts.append(f"split{layout['first_stage_layers'] or '-'}/{layout['last_stage_layers'] or '-'}")
     if not layout["distributed_optimizer"]:
         parts.append("no-distopt")
+    if layout.get("fsdp"):
+        parts.append("fsdp")
+    if layout.get("cpu_offload_layers"):
+        parts.append(f"offload{layout['cpu_offload_layers']}")
     return " ".join(parts)
 
 
@@ -96,6 +100,8 @@ def time_table(report: dict[str, Any]):
     table.add_column("share", justify="right")
     step = t["step_s"] or 1
     for term, value in t["breakdown_s"].items():
+        if term == "offload" and not value and not report["layout"].get("cpu_offload_layers"):
+            continue  # only layouts that offload activations have this term
         table.add_row(term.replace("_", " "), f"{value:.3f}", f"{value / step:.0%}")
     table.add_row("step", f"{t['step_s']:.3f}", "100%", style="bold")
     return table

@@ -40,8 +40,9 @@ ASSUMPTIONS = (
     "Megatron's divisibility rules (heads, query groups, experts, layers, sequence, batch), sequence "
     "parallelism with MoE+TP and the interleaved-schedule rules are checked; TP inside one NVLink domain "
     "is a planner policy.",
-    "Not modelled: data loading, checkpointing, evaluation, restarts after failures, Megatron-FSDP, CPU "
-    "offloading, expert imbalance, software-version differences.",
+    "Not modelled: data loading, checkpointing, evaluation, restarts after failures, Megatron-FSDP's hybrid "
+    "variants (HSDP / HFSDP), weight offloading, expert imbalance, software-version differences. The "
+    "search does not vary Megatron-FSDP or activation offloading (estimate models both).",
 )
 
 

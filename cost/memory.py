@@ -75,6 +75,45 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     return StaticBytes(weights, grads, optimizer)
 
 
+def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: RankParams, *, dense_shards: int,
+                      expert_shards: int, precision: str = "bf16", fp8_param_gather: bool = False) -> StaticBytes:
+    """Weights, grads and Adam state of one rank under Megatron-FSDP with ``optim_grads_params``
+    (ZeRO-3), dense parameters sharded over ``dense_shards = DP*CP``, experts over ``expert_shards =
+    EDP`` (Megatron-LM ``docs/user-guide/features/megatron_fsdp.md``, "Mixing FSDP & Model
+    Parallelism": FSDP shards over the DP (and CP) ranks of each mesh, last).
+
+    * Sharded, every parameter: compute weight (2 B, 1 B with FP8 primary weights), fp32 main grad
+      (4 B; ``--megatron-fsdp-main-grads-dtype`` follows the fp32 main grads of ``--bf16``), fp32 main
+      weight + Adam m, v (12 B; ``--megatron-fsdp-main-params-dtype`` default fp32, arguments.py
+      L3687): ``(2 + 4 + 12) / d``.
+    * Un-sharded, transient: parameters are all-gathered per FSDP unit (one transformer layer) before
+      forward and backward and gradients reduce-scattered per unit after backward; prefetching needs
+      "at least two FSDP units worth of un-sharded weight memory" and two of un-sharded gradient memory
+      (same document, "FSDP Unit Modules"; ``--fsdp-double-buffer`` allocates exactly two): ``2 x``
+      the largest layer in weights (+ its FP8 copy when training in FP8 without FP8 primary weights:
+      Bridge sets ``keep_fp8_transpose_cache = False`` so TE's copy lives only while the unit is
+      gathered) and ``2 x`` in fp32 grads.
+    * Non-unit parameters (embedding, output layer, final norm, MTP projections) are gathered on first
+      use and "remain persistently un-sharded" (same document, "FSDP Module Hooks"): full bf16 weights.
+
+    >>> s = fsdp_static_bytes(RankParams(tp_sharded=8_000_000), RankParams(tp_sharded=8_000_000),
+    ...                       RankParams(tp_sharded=1_000_000), dense_shards=8, expert_shards=1)
+    >>> s.weights, s.grads, s.optimizer  # (2 + 4 + 12)/8 per parameter + 2 layers x (2 + 4) bytes
+    (6000000.0, 12000000.0, 12000000.0)
+    """
+    gathered = 1 if precision == "fp8" and fp8_param_gather else BF16
+    fp8_copy = calibration()["memory"]["fp8_weight_cache_bytes_per_param"] \
+        if precision == "fp8" and not fp8_param_gather else 0
+
+    def sharded(p: RankParams) -> float:
+        return p.dense / dense_shards + p.expert / expert_shards
+
+    non_unit = params.total - layers.total
+    weights = gathered * sharded(layers) + BF16 * non_unit + 2 * (gathered + fp8_copy) * largest_layer.total
+    grads = FP32 * sharded(params) + 2 * FP32 * largest_layer.total
+    return StaticBytes(weights, grads, 12 * sharded(params))
+
+
 # ---------------------------------------------------------------------------- activations per layer
 def gemm_input_bytes(workload: Workload) -> int:
     """Bytes per element of a saved GEMM input: Transformer Engine keeps the FP8-cast copy (1 B) of
@@ -388,6 +427,25 @@ def recomputed_layers(layout: Layout, chunks: list[list[int]]) -> set[int]:
     return {i for chunk in chunks for i in chunk[:layout.recompute_num_layers]}
 
 
+@dataclass(frozen=True, slots=True)
+class Offloaded:
+    saved: float = 0.0  # activation bytes per micro-batch that live in host memory
+    in_transit: float = 0.0  # on the GPU while a layer's activations are copied out / back
+
+
+def offloaded_activation_bytes(spec: ModelSpec, layout: Layout, layer_ids: list[int],
+                               layer_bytes: dict[bool, float]) -> Offloaded:
+    """Activation offloading (``--cpu-offloading-num-layers N``, activations only; PP = 1 and no
+    recompute, TC L1884-1899): the saved activations of the first ``N`` transformer layers go to host
+    memory through Transformer Engine's CPU-offload context (``transformer_block.py`` L300-312), one
+    layer's worth at a time on the GPU while it is copied out in forward and back in backward."""
+    first = [i for i in layer_ids if i < layout.cpu_offload_layers]
+    if not first:
+        return Offloaded()
+    per_layer = [layer_bytes[spec.is_moe_layer(i)] for i in first]
+    return Offloaded(saved=sum(per_layer), in_transit=max(per_layer))
+
+
 def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[StageMemory]:
     """Memory of one rank of every pipeline stage. Peak = max over stages of ``total_bytes``.
 
@@ -415,6 +473,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         layer_ids = [i for chunk in chunks for i in chunk]
         stored = recomputed_layers(layout, chunks)
         per_microbatch = sum(input_only if i in stored else full_layer[spec.is_moe_layer(i)] for i in layer_ids)
+        offloaded = offloaded_activation_bytes(spec, layout, layer_ids, full_layer)
         transient = 0.0
         if stored:  # backward re-materialises one recomputed layer at a time
             transient = max(full_layer[spec.is_moe_layer(i)] for i in stored)
@@ -424,15 +483,20 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             transient += moe_dispatch_transient_bytes(spec, workload, shape)
         stage = params.stage
         inflight = inflight_microbatches(layout.pp, layout.vpp, m, stage)
-        activations = inflight * per_microbatch + transient
+        activations = inflight * (per_microbatch - offloaded.saved) + offloaded.in_transit + transient
         if params.has_embedding:
             activations += math.ceil(inflight) * first_stage_extra_bytes(spec, workload, shape)
         if params.has_output:
             activations += last_stage_extra_bytes(spec, workload, shape)
             activations += mtp_activation_bytes(spec, workload, shape, layer_kind, modules)
-        static = static_bytes(params.params, dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,
-                              distributed_optimizer=layout.distributed_optimizer, precision=workload.precision,
-                              fp8_param_gather=workload.fp8_param_gather)
+        if layout.fsdp:
+            static = fsdp_static_bytes(params.params, params.layers, params.largest_layer,
+                                       dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,
+                                       precision=workload.precision, fp8_param_gather=workload.fp8_param_gather)
+        else:
+            static = static_bytes(params.params, dense_shards=layout.dp * layout.cp,
+                                  expert_shards=layout.expert_dp, distributed_optimizer=layout.distributed_optimizer,
+                                  precision=workload.precision, fp8_param_gather=workload.fp8_param_gather)
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,
                                optimizer_bytes=static.optimizer, activations_bytes=activations,

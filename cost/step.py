@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import collective_latency_s, collective_time_s
 from megasolve.cost.compute import LayerWork, layer_work, logits_work, model_flops_per_sequence, work_time_s
-from megasolve.cost.memory import ActivationShape, recomputed_layers
+from megasolve.cost.memory import (ActivationShape, layer_activation_bytes, offloaded_activation_bytes,
+                                   recomputed_layers)
 from megasolve.models.layout import Layout, Workload
-from megasolve.models.params import stage_layer_ids, stage_params
+from megasolve.models.params import RankParams, stage_layer_ids, stage_params
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
 BF16 = 2
-TERMS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")
+TERMS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "offload")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,8 @@ class LayerTime:
     cp_comm: float = 0.0
     ep_comm: float = 0.0
     pp_comm: float = 0.0
+    dp_comm: float = 0.0  # Megatron-FSDP's per-micro-batch gathers / reduce-scatters (0 otherwise)
+    offload: float = 0.0  # activation copies to / from host memory not hidden by compute
 
     def __add__(self, other: LayerTime) -> LayerTime:
         return LayerTime(*(getattr(self, k) + getattr(other, k) for k in TERMS))
@@ -45,7 +48,7 @@ class LayerTime:
 
     @property
     def total(self) -> float:
-        return self.compute + self.tp_comm + self.cp_comm + self.ep_comm + self.pp_comm
+        return sum(getattr(self, t) for t in TERMS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,6 +284,27 @@ def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params
             dense.param_bw_s + dense.param_latency_s + expert.param_bw_s + expert.param_latency_s)
 
 
+def fsdp_microbatch_comm_s(cluster: Cluster, layout: Layout, params: RankParams, layers: RankParams, *,
+                           num_units: int, param_bytes: int = 2) -> float:
+    """Megatron-FSDP (``optim_grads_params``) traffic of one rank per micro-batch: the layers'
+    parameters all-gathered before forward and again before backward, every gradient reduce-scattered
+    after backward ("RS & AG communication groups on all microbatches", ``mcore_fsdp_adapter.py``
+    L166-169), dense over DP x CP (stride ``tp``), experts over expert-DP; one collective of each kind
+    per FSDP unit (``num_units`` latencies). Non-unit parameters are gathered once per step (the DP
+    tail, ``dp_comm_s``)."""
+    seconds = 0.0
+    for group, stride, gathered, reduced in (
+            (layout.dp * layout.cp, layout.tp, layers.dense, params.dense),
+            (layout.expert_dp, layout.etp * layout.ep, layers.expert, params.expert)):
+        if group <= 1 or reduced <= 0:
+            continue
+        ag = dp_group_comm(cluster, params=gathered, group=group, stride=stride, distributed_optimizer=True,
+                           param_bytes=param_bytes)
+        rs = dp_group_comm(cluster, params=reduced, group=group, stride=stride, distributed_optimizer=True)
+        seconds += 2 * (ag.param_bw_s + num_units * ag.param_latency_s) + rs.grad_bw_s + num_units * rs.grad_latency_s
+    return seconds
+
+
 def optimizer_shard_s(cluster: Cluster, params: int, shards: int) -> float:
     """Adam step on ``params`` parameters sharded ``shards`` ways (memory bound) plus zeroing / norm of
     their full fp32 grads; linear in ``params``."""
@@ -296,6 +320,20 @@ def optimizer_s(cluster: Cluster, layout: Layout, dense_params: int, expert_para
     expert_shards = layout.expert_dp if layout.distributed_optimizer else 1
     return optimizer_shard_s(cluster, dense_params, dense_shards) + optimizer_shard_s(cluster, expert_params,
                                                                                      expert_shards)
+
+
+def offload_exposed_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,
+                      chunks: list[list[int]], compute_s: float) -> float:
+    """Activation offloading per micro-batch: the offloaded bytes go to host memory during forward and
+    come back during backward (``memory.offloaded_activation_bytes``) over the GPU's host link,
+    asynchronously on a side stream (TE CPU-offload context): exposed only beyond the micro-batch's
+    compute."""
+    shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel,
+                            etp=layout.etp)
+    kinds = (False, True) if spec.is_moe else (False,)
+    per_layer = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none") for moe in kinds}
+    saved = offloaded_activation_bytes(spec, layout, [i for chunk in chunks for i in chunk], per_layer).saved
+    return max(0.0, 2 * saved / cluster.gpu.host_link_bytes_per_s - compute_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -343,7 +381,19 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
                 tau = tau + one(spec.is_moe_layer(i), "full" if i in stored else base_kind)
         if params.has_output:
             tau = tau + logits_time(spec, cluster, workload, shape, ep=layout.ep)
-        grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert, workload.param_bytes)
+        if layout.cpu_offload_layers:
+            tau = tau + LayerTime(offload=offload_exposed_s(spec, cluster, workload, layout, chunks, tau.compute))
+        if layout.fsdp:
+            # per micro-batch, hidden behind that micro-batch's compute by prefetching (separate streams)
+            traffic = fsdp_microbatch_comm_s(cluster, layout, params.params, params.layers,
+                                             num_units=max(1, params.num_layers), param_bytes=workload.param_bytes)
+            tau = tau + LayerTime(dp_comm=max(0.0, traffic - calibration()["time"]["fsdp_overlap_fraction"]
+                                              * tau.compute))
+            non_unit = params.params.total - params.layers.total  # gathered once per step
+            grad_s, param_s = 0.0, dp_comm_s(cluster, layout, non_unit, 0, workload.param_bytes)[1]
+        else:
+            grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert,
+                                        workload.param_bytes)
         window = overlap * tau.compute / layout.vpp  # last micro-batch's backward of the last chunk
         exposed = max(0.0, grad_s - window * 2 / 3) + max(0.0, param_s - window / 3)
         out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_exposed_s=exposed,
@@ -365,7 +415,7 @@ def step_time(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
     step = pipeline + dp_tail + opt + overhead
     breakdown = {term: m * getattr(slowest.per_microbatch, term) for term in TERMS}
     breakdown["bubble"] = pipeline - m * tau_max
-    breakdown["dp_comm"] = dp_tail
+    breakdown["dp_comm"] += dp_tail
     breakdown["optimizer"] = opt + overhead
     tokens = workload.global_batch_size * workload.seq_length
     flops = model_flops_per_sequence(spec, workload.seq_length) * workload.global_batch_size

@@ -59,6 +59,12 @@ class Layout:
     recompute: str = "none"
     recompute_num_layers: int | None = None  # full recompute: layers per stage (block) recomputed
     distributed_optimizer: bool = True
+    # Megatron-FSDP (``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params``):
+    # weights, grads and optimizer state sharded over the data-parallel ranks (ZeRO-3)
+    fsdp: bool = False
+    # activation offloading to host memory (``--cpu-offloading --cpu-offloading-num-layers N``, activations
+    # only): the first N transformer layers' saved activations leave the GPU (MPC L458-475)
+    cpu_offload_layers: int = 0
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
 
@@ -78,6 +84,16 @@ class Layout:
                     field="--recompute-num-layers", value=self.recompute_num_layers,
                     rule="only valid with --recompute full (TC L1926-1932)",
                     fix="drop it or use --recompute full")
+        if not isinstance(self.cpu_offload_layers, int) or isinstance(self.cpu_offload_layers, bool) \
+                or self.cpu_offload_layers < 0:
+            raise MegasolveError(field="--cpu-offload-layers", value=self.cpu_offload_layers,
+                                 rule="must be a non-negative integer", fix="pass --cpu-offload-layers >= 0")
+        if self.fsdp and not self.distributed_optimizer:
+            # Megatron-FSDP v1 runs on the DistributedOptimizer: Megatron-LM ``training/arguments.py``
+            # (@d98e8a6 L1118-1130) switches it on
+            raise MegasolveError(field="--no-distributed-optimizer", value=False,
+                                 rule="Megatron-FSDP requires the distributed optimizer (arguments.py L1118-1130)",
+                                 fix="drop --no-distributed-optimizer or --fsdp")
         for name in ("first_stage_layers", "last_stage_layers"):
             value = getattr(self, name)
             if value is not None:

@@ -281,6 +281,10 @@ class StageParams:
     has_output: bool
     has_mtp: bool
     params: RankParams
+    # the stage's transformer layers (decoder and MTP), each a Megatron-FSDP unit module
+    # (``TransformerLayer`` / ``MoETransformerLayer``, ``mcore_fsdp_adapter.py`` L171), and the largest one
+    layers: RankParams = RankParams()
+    largest_layer: RankParams = RankParams()
 
     @property
     def total(self) -> int:
@@ -299,10 +303,13 @@ def stage_params(spec: ModelSpec, layout: Layout) -> list[StageParams]:
     stages = []
     for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
         layer_ids = [i for chunk in chunks for i in chunk]
-        params = RankParams()
-        for i in layer_ids:
-            params = params + layer_params(spec, i, tp, ep, etp)
         first, last = stage == 0, stage == pp - 1
+        has_mtp = last and spec.mtp_num_layers > 0
+        per_layer = [layer_params(spec, i, tp, ep, etp) for i in layer_ids]
+        if has_mtp:  # each MTP depth holds one transformer layer of the last decoder layer's kind
+            per_layer += [layer_params(spec, spec.num_layers - 1, tp, ep, etp)] * spec.mtp_num_layers
+        layers = sum(per_layer, RankParams())
+        params = sum(per_layer[:len(layer_ids)], RankParams())
         if first:
             params = params + embedding_params(spec, tp)
         if last:
@@ -310,8 +317,8 @@ def stage_params(spec: ModelSpec, layout: Layout) -> list[StageParams]:
         stages.append(StageParams(
             stage=stage, num_layers=len(layer_ids),
             num_moe_layers=sum(spec.is_moe_layer(i) for i in layer_ids),
-            has_embedding=first, has_output=last, has_mtp=last and spec.mtp_num_layers > 0,
-            params=params))
+            has_embedding=first, has_output=last, has_mtp=has_mtp, params=params, layers=layers,
+            largest_layer=max(per_layer, key=lambda p: p.total, default=RankParams())))
     return stages
 
 

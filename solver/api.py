@@ -64,7 +64,8 @@ def layout_dict(layout: Layout, workload: Workload) -> dict[str, Any]:
         "dp": layout.dp, "mbs": layout.mbs, "gbs": workload.global_batch_size,
         "num_microbatches": workload.num_microbatches(layout), "sequence_parallel": layout.sequence_parallel,
         "recompute": layout.recompute, "recompute_num_layers": layout.recompute_num_layers,
-        "distributed_optimizer": layout.distributed_optimizer,
+        "distributed_optimizer": layout.distributed_optimizer, "fsdp": layout.fsdp,
+        "cpu_offload_layers": layout.cpu_offload_layers,
         "first_stage_layers": layout.first_stage_layers, "last_stage_layers": layout.last_stage_layers,
     }
 

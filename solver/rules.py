@@ -193,6 +193,24 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# Rules on Layout fields the search does not vary (its layouts keep their defaults, which obey them):
+# checked for ``estimate`` and user-given layouts only. TC lines are Megatron-LM @d98e8a6.
+FIXED_FIELD_RULES: tuple[Rule, ...] = (
+    Rule(name="cpu_offload_layers_below_num_layers", axes=("cpu_offload_layers",),
+         check=lambda c, a: a["cpu_offload_layers"] < c.spec.num_layers,
+         message=lambda c, a: f"CPU offloading can be done only for layers less than {c.spec.num_layers}",
+         fix="use --cpu-offload-layers below the layer count", source="TC L1884-1889"),
+    Rule(name="cpu_offload_needs_pp_1", axes=("cpu_offload_layers", "pp"),
+         check=lambda c, a: a["cpu_offload_layers"] == 0 or a["pp"] == 1,
+         message=lambda c, a: "Currently there is no support for Pipeline parallelism with CPU offloading",
+         fix="use --pp 1 or drop --cpu-offload-layers", source="TC L1891-1894"),
+    Rule(name="cpu_offload_without_recompute", axes=("cpu_offload_layers", "recompute"),
+         check=lambda c, a: a["cpu_offload_layers"] == 0 or a["recompute"] == "none",
+         message=lambda c, a: "CPU offloading does not work when activation recomputation is enabled",
+         fix="use --recompute none or drop --cpu-offload-layers", source="TC L1896-1899"),
+)
+
+
 def _m(ctx: RuleContext, a: Axes) -> int:
     return ctx.workload.global_batch_size // (a["mbs"] * a["dp"])
 
@@ -206,7 +224,8 @@ def layout_axes(layout: Layout) -> Axes:
     return {name: getattr(layout, name) for name in Layout.__slots__}
 
 
-def violations(ctx: RuleContext, layout: Layout, rules: tuple[Rule, ...] = RULES) -> list[Violation]:
+def violations(ctx: RuleContext, layout: Layout, rules: tuple[Rule, ...] = RULES + FIXED_FIELD_RULES
+               ) -> list[Violation]:
     """Every rule ``layout`` breaks, in rule order."""
     axes = layout_axes(layout)
     return [Violation(rule.name, rule.message(ctx, axes), rule.fix, rule.source)

@@ -36,8 +36,8 @@ def test_estimate_json_contract():
     assert set(data) >= {"model", "cluster", "layout", "feasible", "violations", "memory", "time"}
     assert data["layout"] == {"tp": 4, "pp": 4, "vpp": 1, "cp": 2, "ep": 1, "etp": 4, "dp": 2, "mbs": 1, "gbs": 512,
                               "num_microbatches": 256, "sequence_parallel": True, "recompute": "none",
-                              "recompute_num_layers": None, "distributed_optimizer": True,
-                              "first_stage_layers": None, "last_stage_layers": None}
+                              "recompute_num_layers": None, "distributed_optimizer": True, "fsdp": False,
+                              "cpu_offload_layers": 0, "first_stage_layers": None, "last_stage_layers": None}
     stage0 = data["memory"]["stages"][0]
     assert stage0["params"] == 4_541_710_336 and stage0["layers"] == 20
     assert set(stage0) == {"stage", "layers", "params", "weights_gb", "grads_gb", "optimizer_gb", "activations_gb",
@@ -57,6 +57,11 @@ def test_estimate_json_contract():
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--cp", "8", "--seq-len", "100"], "--cp=8"),
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "a100", "--precision", "fp8"], "FP8"),
     (["estimate", "-m", "llama-3.1-8b", "-g", "h100"], "--gpus=missing"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--fsdp", "-o", "nemo"], "--format=nemo"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--fsdp", "--no-distributed-optimizer"],
+     "Megatron-FSDP requires the distributed optimizer"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "2", "--cpu-offload-layers", "4"],
+     "no support for Pipeline parallelism with CPU offloading"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
     code, out, err = run(args)
@@ -107,3 +112,17 @@ def test_entry_point_handles_usage_errors(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["estimate", "--tp", "x"])
     assert exc.value.code == 2
+
+
+def test_fsdp_and_offloading_launch_settings():
+    args = ["estimate", "-m", "llama-3.1-70b", "-n", "64", "-g", "gb300", "--mbs", "2", "--gbs", "256",
+            "--seq-len", "8192", "--precision", "fp8", "--fsdp", "--cpu-offload-layers", "20"]
+    flags = CliRunner().invoke(cli, args + ["-o", "megatron"]).output
+    for flag in ("--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params",
+                 "--use-distributed-optimizer", "--ckpt-format fsdp_dtensor", "--cpu-offloading-num-layers 20"):
+        assert flag in flags
+    bridge = CliRunner().invoke(cli, args + ["-o", "bridge"]).output
+    assert "ddp.use_megatron_fsdp=true" in bridge and "model.cpu_offloading_num_layers=20" in bridge
+    data = json.loads(CliRunner().invoke(cli, args + ["-o", "json"]).output)
+    assert data["layout"]["fsdp"] is True and data["layout"]["cpu_offload_layers"] == 20
+    assert data["feasible"] is True  # the Bridge perf recipe's layout (279 of 288 GB)

@@ -308,3 +308,63 @@ def test_fp8_primary_weights_drop_the_bf16_copy_and_halve_the_param_gather():
 def test_fp8_primary_weights_need_fp8_training():
     with pytest.raises(MegasolveError, match="need FP8 training"):
         Workload(precision="bf16", fp8_param_gather=True)
+
+
+# ---------------------------------------------------------------------------- Megatron-FSDP, offloading
+def test_fsdp_static_memory_of_llama3_70b_by_hand():
+    """Llama-3 70B, TP1 PP1, Megatron-FSDP over 64 ranks, bf16 (memory.fsdp_static_bytes):
+    every parameter (2 + 4 + 12)/64 B sharded; two layers of 855.7M parameters gathered (2 B) with their
+    unsharded fp32 grads (4 B); the embedding and output layer (2 x 1.05B) un-sharded in bf16."""
+    from megasolve.models.params import stage_params
+
+    spec = load_preset("llama-3.1-70b")
+    layout = Layout(dp=64, fsdp=True)
+    stage = stage_params(spec, layout)[0]
+    total, layers, largest = stage.params.total, stage.layers.total, stage.largest_layer.total
+    assert total == 70_553_706_496 and layers == 80 * largest and largest == 855_654_400
+    non_unit = total - layers  # 2 x 128256 x 8192 + 8192 (final norm) = 2,101,354,496
+    assert non_unit == 2 * 128256 * 8192 + 8192
+    cluster = Cluster.from_flags(num_gpus=64, gpu="h100")
+    mem = stage_memory(spec, cluster, Workload(seq_length=8192, global_batch_size=64), layout)[0]
+    assert mem.weights_bytes == pytest.approx(2 * layers / 64 + 2 * non_unit + 2 * 2 * largest)  # 11.27 GB
+    assert mem.grads_bytes == pytest.approx(4 * total / 64 + 2 * 4 * largest)  # 4.41 + 6.85 GB
+    assert mem.optimizer_bytes == pytest.approx(12 * total / 64)  # 13.23 GB
+    plain = stage_memory(spec, cluster, Workload(seq_length=8192, global_batch_size=64),
+                         Layout(dp=64))[0]
+    assert plain.weights_bytes + plain.grads_bytes == pytest.approx(6 * total)  # 423 GB without FSDP
+    assert plain.activations_bytes == mem.activations_bytes
+
+
+def test_fsdp_needs_the_distributed_optimizer():
+    with pytest.raises(MegasolveError, match="distributed optimizer"):
+        Layout(dp=8, fsdp=True, distributed_optimizer=False)
+
+
+def test_cpu_offloading_moves_the_first_layers_activations_to_host():
+    """--cpu-offloading-num-layers N: N layers' saved activations leave the GPU, one layer's worth stays
+    in transit; nothing else changes."""
+    spec = load_preset("llama-3.1-8b")
+    cluster = Cluster.from_flags(num_gpus=8, gpu="h100")
+    workload = Workload(seq_length=8192, global_batch_size=64)
+    base = stage_memory(spec, cluster, workload, Layout(dp=8))[0]
+    shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    per_layer = layer_activation_bytes(spec, workload, shape, moe=False, recompute="none")
+    for n in (1, 8, 31):
+        off = stage_memory(spec, cluster, workload, Layout(dp=8, cpu_offload_layers=n))[0]
+        assert base.activations_bytes - off.activations_bytes == pytest.approx((n - 1) * per_layer)
+        assert (off.weights_bytes, off.grads_bytes, off.optimizer_bytes) == (
+            base.weights_bytes, base.grads_bytes, base.optimizer_bytes)
+
+
+@pytest.mark.parametrize("axes, rule", [
+    ({"pp": 2, "dp": 4}, "cpu_offload_needs_pp_1"),
+    ({"recompute": "selective"}, "cpu_offload_without_recompute"),
+    ({"cpu_offload_layers": 32}, "cpu_offload_layers_below_num_layers"),
+])
+def test_cpu_offloading_rules_follow_transformer_config(axes, rule):
+    from megasolve.solver.rules import RuleContext, violations
+
+    spec = load_preset("llama-3.1-8b")
+    ctx = RuleContext(spec=spec, cluster=Cluster.from_flags(num_gpus=8, gpu="h100"), workload=Workload())
+    layout = Layout(**{"dp": 8, "cpu_offload_layers": 4, **axes})
+    assert [v.rule for v in violations(ctx, layout)] == [rule]

@@ -222,3 +222,35 @@ def test_bubble_fraction_shrinks_with_more_microbatches(case):
 def test_step_time_is_deterministic(case):
     spec, cluster, workload, layout = case
     assert step_time(spec, cluster, workload, layout) == step_time(spec, cluster, workload, layout)
+
+
+def test_fsdp_traffic_is_per_micro_batch_and_hidden_by_compute():
+    """Megatron-FSDP gathers every layer twice and reduce-scatters every gradient per micro-batch; the
+    exposed part is what the micro-batch's compute cannot hide (cost/step.py)."""
+    from megasolve.cost.step import fsdp_microbatch_comm_s
+    from megasolve.models.params import stage_params
+
+    spec = load_preset("llama-3.1-70b")
+    cluster = Cluster.from_flags(num_gpus=64, gpu="h100")
+    layout = Layout(dp=64, fsdp=True)
+    stage = stage_params(spec, layout)[0]
+    traffic = fsdp_microbatch_comm_s(cluster, layout, stage.params, stage.layers, num_units=80)
+    # >= 2 all-gathers of 2 B + one reduce-scatter of 4 B per parameter, at the NIC or faster: the
+    # per-GPU volume (63/64) x 8 B x 70.55B = 555 GB; the hierarchical collective model splits it over
+    # 8 NICs and NVLink, so the time must lie between volume/(NVLink bw) and volume/(one NIC bw)
+    volume = 63 / 64 * (4 * stage.layers.total + 4 * stage.params.total)
+    assert volume / cluster.gpu.nvlink_bytes_per_s < traffic < volume / cluster.gpu.nic_bytes_per_s
+    short = step_time(spec, cluster, Workload(seq_length=1024, global_batch_size=64), layout)
+    long = step_time(spec, cluster, Workload(seq_length=8192, global_batch_size=64), layout)
+    assert short.breakdown_s["dp_comm"] > 0  # 1K tokens per micro-batch cannot hide ~2 s of traffic
+    assert long.breakdown_s["dp_comm"] < short.breakdown_s["dp_comm"]
+
+
+def test_offloading_is_hidden_over_c2c_and_exposed_over_slow_pcie():
+    spec = load_preset("llama-3.1-8b")
+    workload = Workload(seq_length=8192, global_batch_size=64)
+    layout = Layout(dp=8, cpu_offload_layers=31)
+    fast = step_time(spec, Cluster.from_flags(num_gpus=8, gpu="gb200"), workload, layout)
+    slow = step_time(spec, Cluster.from_flags(num_gpus=8, gpu="l40s"), workload, layout)
+    assert fast.breakdown_s["offload"] == 0.0
+    assert slow.breakdown_s["offload"] > 0.0

@@ -27,6 +27,7 @@ class GpuSpec:
     hbm_bytes_per_s: float
     nvlink_bytes_per_s: float | None  # None: no NVLink (PCIe only)
     pcie_bytes_per_s: float = 32e9  # PCIe Gen4 x16 per direction (Gen5: 64e9)
+    host_bytes_per_s: float | None = None  # GPU <-> CPU memory per direction; None: over PCIe
     nvlink_domain: int = 8
     gpus_per_node: int = 8
     nic_bytes_per_s: float = 50e9
@@ -43,6 +44,12 @@ class GpuSpec:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(field=f"gpu.{field}", value=value, rule="must be a positive integer",
                                   fix="check the GPU definition")
+
+    @property
+    def host_link_bytes_per_s(self) -> float:
+        """Bandwidth to host memory per direction (activation offloading): NVLink-C2C on Grace
+        superchips, else PCIe."""
+        return self.host_bytes_per_s or self.pcie_bytes_per_s
 
     def peak_flops(self, precision: str) -> float:
         """Dense peak for ``bf16`` or ``fp8`` (falls back to bf16 where the GPU has no FP8)."""
@@ -82,12 +89,14 @@ def gpu_from_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
     usable_gib = number("usable_mem_gib", mem_gb * 1e9 / GIB * 0.99)
     nvlink = number("nvlink_uni_gbps", required=False)
     fp8 = number("fp8_tflops", required=False)
+    host = number("host_uni_gbps", required=False)
     return GpuSpec(
         name=name, memory_bytes=mem_gb * 1e9, usable_memory_bytes=usable_gib * GIB,
         bf16_flops=number("bf16_tflops") * 1e12, fp8_flops=fp8 * 1e12 if fp8 else None,
         hbm_bytes_per_s=number("hbm_gbps", 2000) * 1e9,
         nvlink_bytes_per_s=nvlink * 1e9 if nvlink else None,
         pcie_bytes_per_s=number("pcie_uni_gbps", 32) * 1e9,
+        host_bytes_per_s=host * 1e9 if host else None,
         nvlink_domain=integer("nvlink_domain", 8), gpus_per_node=integer("gpus_per_node", 8),
         nic_bytes_per_s=number("nic_gbit_per_gpu", 400) * 1e9 / 8,
         aliases=tuple(aliases))
