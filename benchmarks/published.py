@@ -214,6 +214,13 @@ RECIPE_CPU_OFFLOAD_LAYERS = {
 }
 
 
+# NeMo 1.x (container 24.07) performance runs reduce gradients in bf16: the NeMo-Framework-Launcher
+# configs set ``optim.grad_sync_dtype: bf16`` (``conf/training/gpt3/20b_fp8_performance.yaml`` with Apex
+# ``distributed_fused_adam`` and ``contiguous_grad_buffer``; ``conf/training/nemotron/nemotron_340b.yaml``
+# with ``mcore_distributed_optim``), i.e. Megatron's ``--grad-reduce-in-bf16``.
+BF16_GRAD_REDUCTION_SOURCES = ("nemo_perf_summary_2407",)
+
+
 def _precision(raw: str | None) -> str:
     text = (raw or "").lower()
     if "nvfp4" in text:
@@ -356,7 +363,11 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     attention = "unfused" if source in ("narayanan2021", "korthikanti2022") else "flash"
     if attention == "unfused":
         notes.append("attention unfused (Megatron-LM 2021-2022 had no flash attention)")
-    workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention)
+    grad_bf16 = source in BF16_GRAD_REDUCTION_SOURCES
+    if grad_bf16:
+        notes.append("bf16 main grads and gradient reduction (NeMo 1.x launcher configs: optim.grad_sync_dtype bf16)")
+    workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention,
+                        grad_reduce_in_bf16=grad_bf16)
     measured, how = measured_tokens(record, spec, layout, num_gpus)
     return PublishedRun(
         id=record["id"], source_group=source, software=record.get("software_version") or "",

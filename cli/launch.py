@@ -60,6 +60,8 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
         flags += ["--fp8-format hybrid"]
         if workload.fp8_param_gather:
             flags += ["--fp8-param-gather"]
+    if workload.grad_reduce_in_bf16:
+        flags.append("--grad-reduce-in-bf16")
     if spec.is_moe:
         flags += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"]
     return flags
@@ -111,6 +113,8 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
                   ("train.micro_batch_size", layout.mbs), ("train.global_batch_size", workload.global_batch_size),
                   ("optimizer.use_distributed_optimizer", layout.distributed_optimizer),
                   ("ddp.use_distributed_optimizer", layout.distributed_optimizer)]
+        if workload.grad_reduce_in_bf16:
+            items.append(("ddp.grad_reduce_in_fp32", False))
         if layout.fsdp:  # Megatron-Bridge skills/nemo-mbridge-perf-megatron-fsdp, "Enablement"
             items += [("dist.use_megatron_fsdp", True), ("ddp.use_megatron_fsdp", True),
                       ("ddp.data_parallel_sharding_strategy", "optim_grads_params"),
@@ -136,6 +140,8 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
             items.append(("trainer.strategy.num_layers_in_first_pipeline_stage", layout.first_stage_layers))
         if layout.last_stage_layers is not None:
             items.append(("trainer.strategy.num_layers_in_last_pipeline_stage", layout.last_stage_layers))
+        if workload.grad_reduce_in_bf16:  # NeMo 2 recipes build DistributedDataParallelConfig here
+            items.append(("trainer.strategy.ddp.grad_reduce_in_fp32", False))
         items += [("data.global_batch_size", workload.global_batch_size), ("data.micro_batch_size", layout.mbs),
                   ("data.seq_length", workload.seq_length)]
         items += [(f"model.config.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)]
@@ -151,6 +157,8 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
         lines = [f"{prefix}{k}={_fmt(v)}" for k, v in items]
         for key, value in _recompute_items(layout) + _offload_items(layout):
             lines.append(f"+{prefix}override_transformer_config.{key}={_fmt(value)}")
+        if workload.grad_reduce_in_bf16:
+            lines.append(f"+{prefix}override_ddp_config.grad_reduce_in_fp32=False")
         if layout.first_stage_layers is not None:
             lines.append(f"+{prefix}override_transformer_config.num_layers_in_first_pipeline_stage="
                          f"{layout.first_stage_layers}")

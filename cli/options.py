@@ -82,13 +82,17 @@ def workload_options(func: F) -> F:
                           "fp8-params uses FP8 primary weights (--fp8-param-gather)."),
         click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash",
                      show_default=True, help="Fused/flash attention (no s x s scores) or unfused."),
+        click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
+                     help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
+                          "4 bytes per parameter held and reduced."),
     )(func)
 
 
 def build_workload(*, seq_len: int, gbs: int | None, precision: str, attention: str,
-                   tokens: float | None = None) -> Workload:
+                   tokens: float | None = None, grad_reduce_in_bf16: bool = False) -> Workload:
     return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_global_batch(seq_len),
-                    attention=attention, tokens=tokens, **precision_fields(precision))
+                    attention=attention, tokens=tokens, grad_reduce_in_bf16=grad_reduce_in_bf16,
+                    **precision_fields(precision))
 
 
 def layout_options(func: F) -> F:
@@ -151,7 +155,8 @@ def format_option(*extra: str) -> F:
 
 def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_node: int | None,
                 nvlink_domain: int | None, nic_gbps: float | None, cluster_file: str | None, seq_len: int,
-                gbs: int | None, precision: str, attention: str) -> tuple[ResolvedModel, Cluster, Workload]:
+                gbs: int | None, precision: str, attention: str,
+                grad_reduce_in_bf16: bool = False) -> tuple[ResolvedModel, Cluster, Workload]:
     """The model (printing its alias note), cluster and workload of ``estimate`` and ``solve``."""
     from megasolve.cli import render
 
@@ -160,7 +165,8 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
         render.note(resolved.note)
     cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
-    return resolved, cluster, build_workload(seq_len=seq_len, gbs=gbs, precision=precision, attention=attention)
+    return resolved, cluster, build_workload(seq_len=seq_len, gbs=gbs, precision=precision, attention=attention,
+                                             grad_reduce_in_bf16=grad_reduce_in_bf16)
 
 
 def load_model(ref: str) -> ResolvedModel:

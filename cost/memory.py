@@ -37,7 +37,7 @@ class StaticBytes:
 
 
 def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, distributed_optimizer: bool,
-                 precision: str = "bf16", fp8_param_gather: bool = False) -> StaticBytes:
+                 precision: str = "bf16", fp8_param_gather: bool = False, grad_bytes: int = FP32) -> StaticBytes:
     """Weights, fp32 main grads and Adam state of one rank (section 2).
 
     bf16 params (2 B) + fp32 main grads (4 B, full size even with the distributed optimizer) + fp32
@@ -54,6 +54,8 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     Blackwell keeps one FP8 buffer (1 B); this function does not know the GPU, so it uses the
     calibrated Hopper value (an over-estimate of ~1 B/param on Blackwell). Embedding and output
     weights are counted in ``tp_sharded`` although they stay bf16 (a small over-estimate).
+    ``grad_bytes = 2`` with ``--grad-reduce-in-bf16`` (the main-grad buffer takes the reduction dtype,
+    ``param_and_grad_buffer.py`` L921-924).
 
     >>> s = static_bytes(RankParams(tp_sharded=1_000_000), dense_shards=4, expert_shards=1,
     ...                  distributed_optimizer=True)
@@ -67,7 +69,7 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
         weights = BF16 * params.replicated + 2 * (params.tp_sharded + params.expert)
     elif precision == "fp8":
         weights += calibration()["memory"]["fp8_weight_cache_bytes_per_param"] * (params.tp_sharded + params.expert)
-    grads = FP32 * params.total
+    grads = grad_bytes * params.total
     if distributed_optimizer:
         optimizer = 12 * params.dense / dense_shards + 12 * params.expert / expert_shards
     else:
@@ -76,14 +78,16 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
 
 
 def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: RankParams, *, dense_shards: int,
-                      expert_shards: int, precision: str = "bf16", fp8_param_gather: bool = False) -> StaticBytes:
+                      expert_shards: int, precision: str = "bf16", fp8_param_gather: bool = False,
+                      grad_bytes: int = FP32) -> StaticBytes:
     """Weights, grads and Adam state of one rank under Megatron-FSDP with ``optim_grads_params``
     (ZeRO-3), dense parameters sharded over ``dense_shards = DP*CP``, experts over ``expert_shards =
     EDP`` (Megatron-LM ``docs/user-guide/features/megatron_fsdp.md``, "Mixing FSDP & Model
     Parallelism": FSDP shards over the DP (and CP) ranks of each mesh, last).
 
     * Sharded, every parameter: compute weight (2 B, 1 B with FP8 primary weights), fp32 main grad
-      (4 B; ``--megatron-fsdp-main-grads-dtype`` follows the fp32 main grads of ``--bf16``), fp32 main
+      (4 B, 2 B with ``--grad-reduce-in-bf16``: ``--megatron-fsdp-main-grads-dtype auto`` follows the
+      main-grad dtype), fp32 main
       weight + Adam m, v (12 B; ``--megatron-fsdp-main-params-dtype`` default fp32, arguments.py
       L3687): ``(2 + 4 + 12) / d``.
     * Un-sharded, transient: parameters are all-gathered per FSDP unit (one transformer layer) before
@@ -110,7 +114,7 @@ def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: Ran
 
     non_unit = params.total - layers.total
     weights = gathered * sharded(layers) + BF16 * non_unit + 2 * (gathered + fp8_copy) * largest_layer.total
-    grads = FP32 * sharded(params) + 2 * FP32 * largest_layer.total
+    grads = grad_bytes * (sharded(params) + 2 * largest_layer.total)
     return StaticBytes(weights, grads, 12 * sharded(params))
 
 
@@ -492,11 +496,13 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         if layout.fsdp:
             static = fsdp_static_bytes(params.params, params.layers, params.largest_layer,
                                        dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,
-                                       precision=workload.precision, fp8_param_gather=workload.fp8_param_gather)
+                                       precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
+                                       grad_bytes=workload.grad_bytes)
         else:
             static = static_bytes(params.params, dense_shards=layout.dp * layout.cp,
                                   expert_shards=layout.expert_dp, distributed_optimizer=layout.distributed_optimizer,
-                                  precision=workload.precision, fp8_param_gather=workload.fp8_param_gather)
+                                  precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
+                                  grad_bytes=workload.grad_bytes)
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,
                                optimizer_bytes=static.optimizer, activations_bytes=activations,

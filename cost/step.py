@@ -255,16 +255,17 @@ class DpComm:
 
 
 def dp_group_comm(cluster: Cluster, *, params: int, group: int, stride: int, distributed_optimizer: bool,
-                  param_bytes: int = 2) -> DpComm:
+                  param_bytes: int = 2, grad_bytes: int = 4) -> DpComm:
     """Gradient reduce-scatter + parameter all-gather (distributed optimizer) or gradient all-reduce of
     ``params`` parameters over the group ``{base + i*stride : i < group}`` (section 5.5): fp32 grads
-    (4 B), ``param_bytes`` per gathered parameter (2 B bf16, 1 B with FP8 primary weights)."""
+    (4 B; 2 B with --grad-reduce-in-bf16), ``param_bytes`` per gathered parameter (2 B bf16, 1 B with
+    FP8 primary weights)."""
     if group <= 1 or params <= 0:
         return DpComm()
     link = cluster.group_link(stride, group)
     grad_kind = "reduce_scatter" if distributed_optimizer else "all_reduce"
     grad_latency = collective_latency_s(grad_kind, group, link)
-    grad_bw = collective_time_s(grad_kind, 4 * params, group, link) - grad_latency
+    grad_bw = collective_time_s(grad_kind, grad_bytes * params, group, link) - grad_latency
     if not distributed_optimizer:
         return DpComm(grad_bw, grad_latency)
     param_latency = collective_latency_s("all_gather", group, link)
@@ -273,19 +274,21 @@ def dp_group_comm(cluster: Cluster, *, params: int, group: int, stride: int, dis
 
 
 def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int,
-              param_bytes: int = 2) -> tuple[float, float]:
+              param_bytes: int = 2, grad_bytes: int = 4) -> tuple[float, float]:
     """Gradient and parameter traffic of one rank per step (section 5.5): dense parameters over DP x CP
     (stride ``tp``), experts over expert-DP (stride ``etp * ep``). Returns (grad, param) seconds."""
     dense = dp_group_comm(cluster, params=dense_params, group=layout.dp * layout.cp, stride=layout.tp,
-                          distributed_optimizer=layout.distributed_optimizer, param_bytes=param_bytes)
+                          distributed_optimizer=layout.distributed_optimizer, param_bytes=param_bytes,
+                          grad_bytes=grad_bytes)
     expert = dp_group_comm(cluster, params=expert_params, group=layout.expert_dp, stride=layout.etp * layout.ep,
-                           distributed_optimizer=layout.distributed_optimizer, param_bytes=param_bytes)
+                           distributed_optimizer=layout.distributed_optimizer, param_bytes=param_bytes,
+                           grad_bytes=grad_bytes)
     return (dense.grad_bw_s + dense.grad_latency_s + expert.grad_bw_s + expert.grad_latency_s,
             dense.param_bw_s + dense.param_latency_s + expert.param_bw_s + expert.param_latency_s)
 
 
 def fsdp_microbatch_comm_s(cluster: Cluster, layout: Layout, params: RankParams, layers: RankParams, *,
-                           num_units: int, param_bytes: int = 2) -> float:
+                           num_units: int, param_bytes: int = 2, grad_bytes: int = 4) -> float:
     """Megatron-FSDP (``optim_grads_params``) traffic of one rank per micro-batch: the layers'
     parameters all-gathered before forward and again before backward, every gradient reduce-scattered
     after backward ("RS & AG communication groups on all microbatches", ``mcore_fsdp_adapter.py``
@@ -300,7 +303,8 @@ def fsdp_microbatch_comm_s(cluster: Cluster, layout: Layout, params: RankParams,
             continue
         ag = dp_group_comm(cluster, params=gathered, group=group, stride=stride, distributed_optimizer=True,
                            param_bytes=param_bytes)
-        rs = dp_group_comm(cluster, params=reduced, group=group, stride=stride, distributed_optimizer=True)
+        rs = dp_group_comm(cluster, params=reduced, group=group, stride=stride, distributed_optimizer=True,
+                           grad_bytes=grad_bytes)
         seconds += 2 * (ag.param_bw_s + num_units * ag.param_latency_s) + rs.grad_bw_s + num_units * rs.grad_latency_s
     return seconds
 
@@ -386,14 +390,15 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
         if layout.fsdp:
             # per micro-batch, hidden behind that micro-batch's compute by prefetching (separate streams)
             traffic = fsdp_microbatch_comm_s(cluster, layout, params.params, params.layers,
-                                             num_units=max(1, params.num_layers), param_bytes=workload.param_bytes)
+                                             num_units=max(1, params.num_layers), param_bytes=workload.param_bytes,
+                                             grad_bytes=workload.grad_bytes)
             tau = tau + LayerTime(dp_comm=max(0.0, traffic - calibration()["time"]["fsdp_overlap_fraction"]
                                               * tau.compute))
             non_unit = params.params.total - params.layers.total  # gathered once per step
             grad_s, param_s = 0.0, dp_comm_s(cluster, layout, non_unit, 0, workload.param_bytes)[1]
         else:
             grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert,
-                                        workload.param_bytes)
+                                        workload.param_bytes, workload.grad_bytes)
         window = overlap * tau.compute / layout.vpp  # last micro-batch's backward of the last chunk
         exposed = max(0.0, grad_s - window * 2 / 3) + max(0.0, param_s - window / 3)
         out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_exposed_s=exposed,

@@ -131,6 +131,9 @@ class Workload:
     global_batch_size: int = 256
     precision: str = "bf16"
     fp8_param_gather: bool = False  # FP8 primary weights (Megatron --fp8-param-gather), fp8 only
+    # bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16; ARG L1205-1217 otherwise
+    # keeps fp32 main grads with --bf16)
+    grad_reduce_in_bf16: bool = False
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None
@@ -159,6 +162,11 @@ class Workload:
     def param_bytes(self) -> int:
         """Bytes per GEMM weight element that the parameter all-gather moves (1 with FP8 primary weights)."""
         return 1 if self.fp8_param_gather else 2
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes per main-grad element, held and reduced: fp32 (4) unless --grad-reduce-in-bf16 (2)."""
+        return 2 if self.grad_reduce_in_bf16 else 4
 
     def num_microbatches(self, layout: Layout) -> int:
         """``m = global_batch / (mbs * dp)``; CP is not part of this DP (reference 4.5 rule 28)."""

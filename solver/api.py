@@ -49,6 +49,7 @@ class LayoutReport:
                         "gpus_per_node": self.cluster.gpus_per_node, "nvlink_domain": self.cluster.nvlink_domain},
             "workload": {"seq_length": self.workload.seq_length, "global_batch_size": self.workload.global_batch_size,
                          "precision": self.workload.precision, "fp8_param_gather": self.workload.fp8_param_gather,
+                         "grad_reduce_in_bf16": self.workload.grad_reduce_in_bf16,
                          "attention": self.workload.attention},
             "layout": self.layout_dict(),
             "feasible": self.feasible,

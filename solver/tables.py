@@ -175,12 +175,13 @@ class CostTables:
             add(f"ms_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of: quantise_bytes(static_bytes(
                     f(tp), dense_shards=dp * cp, expert_shards=1, distributed_optimizer=dop,
-                    precision=precision, fp8_param_gather=wl.fp8_param_gather).total))
+                    precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes).total))
         if spec.is_moe:
             add("ms_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_bytes(static_bytes(
                     expert_layer(ep, etp), dense_shards=1, expert_shards=n // (etp * ep * pp),
-                    distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather).total))
+                    distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
+                    grad_bytes=wl.grad_bytes).total))
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
@@ -244,11 +245,11 @@ class CostTables:
         # bandwidth terms per piece (linear in parameters); each group's latency is a term of its own
         def dense_dp(tp, cp, dp, dop, params):
             return dp_group_comm(cluster, params=params, group=dp * cp, stride=tp, distributed_optimizer=dop,
-                                 param_bytes=wl.param_bytes)
+                                 param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
 
         def expert_dp(ep, etp, pp, dop, params):
             return dp_group_comm(cluster, params=params, group=n // (etp * ep * pp), stride=etp * ep,
-                                 distributed_optimizer=dop, param_bytes=wl.param_bytes)
+                                 distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
 
         for piece, (axes, params_of) in pieces.items():
             add(f"dg_{piece}", ("tp", "cp", "dp", "dop"),

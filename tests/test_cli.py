@@ -123,6 +123,9 @@ def test_fsdp_and_offloading_launch_settings():
         assert flag in flags
     bridge = CliRunner().invoke(cli, args + ["-o", "bridge"]).output
     assert "ddp.use_megatron_fsdp=true" in bridge and "model.cpu_offloading_num_layers=20" in bridge
+    bf16 = CliRunner().invoke(cli, args + ["--grad-reduce-in-bf16", "-o", "megatron"]).output
+    assert "--grad-reduce-in-bf16" in bf16 and "--grad-reduce-in-bf16" not in flags
     data = json.loads(CliRunner().invoke(cli, args + ["-o", "json"]).output)
+    assert data["workload"]["grad_reduce_in_bf16"] is False
     assert data["layout"]["fsdp"] is True and data["layout"]["cpu_offload_layers"] == 20
     assert data["feasible"] is True  # the Bridge perf recipe's layout (279 of 288 GB)

@@ -368,3 +368,24 @@ def test_cpu_offloading_rules_follow_transformer_config(axes, rule):
     ctx = RuleContext(spec=spec, cluster=Cluster.from_flags(num_gpus=8, gpu="h100"), workload=Workload())
     layout = Layout(**{"dp": 8, "cpu_offload_layers": 4, **axes})
     assert [v.rule for v in violations(ctx, layout)] == [rule]
+
+
+def test_grad_reduce_in_bf16_halves_the_main_grads_and_their_reduction():
+    """--grad-reduce-in-bf16: the main-grad buffer takes the reduction dtype (2 B instead of 4,
+    param_and_grad_buffer.py L921-924) and the DP reduce-scatter moves half the bytes."""
+    from megasolve.cost.step import dp_comm_s
+    from megasolve.models.params import RankParams
+
+    params = RankParams(tp_sharded=1_000_000, replicated=1_000)
+    fp32 = static_bytes(params, dense_shards=8, expert_shards=1, distributed_optimizer=True)
+    bf16 = static_bytes(params, dense_shards=8, expert_shards=1, distributed_optimizer=True, grad_bytes=2)
+    assert fp32.grads == 2 * bf16.grads == 4 * 1_001_000
+    assert (fp32.weights, fp32.optimizer) == (bf16.weights, bf16.optimizer)
+    cluster = Cluster.from_flags(num_gpus=16, gpu="h100")
+    grads_fp32, _ = dp_comm_s(cluster, Layout(dp=16), 10**9, 0, grad_bytes=4)
+    grads_bf16, _ = dp_comm_s(cluster, Layout(dp=16), 10**9, 0, grad_bytes=2)
+    assert grads_bf16 < 0.51 * grads_fp32 + 1e-3
+    spec = load_preset("llama-3.1-8b")
+    plain = stage_memory(spec, cluster, Workload(), Layout(dp=16))[0]
+    halved = stage_memory(spec, cluster, Workload(grad_reduce_in_bf16=True), Layout(dp=16))[0]
+    assert halved.grads_bytes * 2 == plain.grads_bytes

@@ -127,13 +127,6 @@ KNOWN_NOT_FITTING = {
     # fit: 279.4 vs 287.8 GB.
     "megatron_bridge_perf_summary:llama-3-70b:gb200x64:6", "megatron_bridge_perf_summary:llama-3-70b:gb200x64:9",
     "megatron_bridge_perf_summary:llama-3-70b:gb200x64:12",
-    # NeMo 24.07 GPT-3 20B TP2 DP32 FP8 H100: 10B params/rank x (2 bf16 + 2 FP8 cache + 4 fp32 grad) =
-    # 80 GB static; one of the two per-parameter terms is too big for this run (FP8 primary weights or
-    # bf16 grad reduction in NeMo 24.07?).
-    "nemo_perf_summary_2407:gpt-3-20b-nemo:h100x64:1",
-    # NeMo 24.07 Nemotron-4 340B TP8 PP8 DP2 FP8: last stage 86.7 GB vs 85.5: the FP8 cache is also
-    # charged for the bf16 output layer (590M params/rank, ~1.2 GB): a small over-estimate.
-    "nemo_perf_summary_2407:nemotron-4-340b:h100x128:1",
 }
 
 
