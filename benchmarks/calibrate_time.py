@@ -50,7 +50,6 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     "gemm_half_width": ((("gemm_half_width",),), 16, 2048),
     "attention_efficiency": ((("attention_efficiency", "default"),), 0.15, 0.9),
     "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.2, 1.0),
-    "moe_tokens_half": ((("moe_tokens_half",),), 1, 4096),
     "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-6, 5e-3),
     "fp8_cast_bytes_per_token_hidden": ((("fp8_cast_bytes_per_token_hidden",),), 1, 400),
     "tp_exposed_fraction": ((("tp_exposed_fraction",),), 0.05, 1.0),

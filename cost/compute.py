@@ -139,6 +139,47 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     return LayerWork(gemm, expert, core, elementwise)
 
 
+def layer_weights_per_rank(spec: ModelSpec, shape: ActivationShape, *, moe: bool, ep: int) -> float:
+    """GEMM weights of one decoder layer held by one rank (reference section 1.3-1.6, 1.9):
+    attention projections and the dense MLP / shared experts split over TP, the router replicated,
+    ``E/ep`` local experts of width ``F_m/etp``.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    >>> # 2048*(4096 + 1024) + 4096*2048 (attention) + 2048*128 (router) + 16 experts * 3*2048*768
+    >>> layer_weights_per_rank(load_preset("qwen3-30b-a3b"), shape, moe=True, ep=8)
+    94633984.0
+    """
+    dense = attention_linear_flops_per_token(spec) / 6.0 / shape.tp
+    if not moe:
+        return dense + mlp_flops_per_token(spec, False) / 6.0 / shape.tp
+    m = spec.moe
+    e_ffn = 3 if spec.swiglu else 2
+    shared = spec.hidden_size * m.shared_expert_ffn_hidden_size * e_ffn / shape.tp
+    router = spec.hidden_size * m.num_experts
+    experts = m.num_experts / ep * spec.hidden_size * m.expert_ffn_hidden_size * e_ffn / shape.etp
+    return dense + shared + router + experts
+
+
+def weight_stream_bytes(weights: float, precision: str, recompute: str, grad_bytes: int = 4) -> float:
+    """HBM traffic of a layer's GEMM weights per micro-batch, forward + backward: the forward GEMM
+    and the dgrad GEMM each read the weight (bf16, or the FP8 copy Transformer Engine caches across
+    micro-batches, ``is_first_microbatch``; 1 byte), and the wgrad GEMM accumulates into the fp32
+    ``main_grad`` in place (read + write, 8 bytes: Megatron ``--gradient-accumulation-fusion``,
+    ``core/tensor_parallel/layers.py`` / TE ``fuse_wgrad_accumulation``, also in TE ``GroupedLinear``
+    for the experts; 4 bytes with ``--grad-reduce-in-bf16``, ``grad_bytes = 2``). Full recompute
+    reads the weights once more. Negligible for large dense GEMMs,
+    but a grouped expert GEMM with few routed tokens per expert is bound by it (wgrad arithmetic
+    intensity ~``n/4`` FLOP per byte for ``n`` tokens per expert).
+
+    >>> weight_stream_bytes(1e6, "bf16", "none"), weight_stream_bytes(1e6, "fp8", "full")
+    (12000000.0, 11000000.0)
+    """
+    weight_bytes = 1 if precision == "fp8" else 2
+    reads = 3 if recompute == "full" else 2
+    return weights * (reads * weight_bytes + 2 * grad_bytes)
+
+
 def logits_work(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> LayerWork:
     """Output layer + cross entropy on the last stage (and each MTP depth's head): ``6*h*V/t`` per
     token plus ~``16*V/t`` bytes per token of fp32 softmax traffic."""
@@ -176,25 +217,22 @@ def attention_efficiency(gpu: GpuSpec) -> float:
     return table
 
 
-def expert_gemm_efficiency(gpu: GpuSpec, precision: str, width: float, tokens_per_expert: float) -> float:
+def expert_gemm_efficiency(gpu: GpuSpec, precision: str, width: float) -> float:
     """Grouped expert GEMMs (TE ``GroupedLinear`` / cuBLASLt grouped GEMM): the dense curve at the
-    expert's per-rank width times ``grouped_gemm_factor``, times the fill of the token dimension
-    ``n / (n + moe_tokens_half)`` (each expert's M is its routed token count; with few tokens per
-    expert the tiles run mostly empty -- Megatron-Core ``moe/README.md`` "grouped GEMM" notes)."""
-    cal = calibration()["time"]
-    fill = tokens_per_expert / (tokens_per_expert + cal["moe_tokens_half"])
-    return gemm_efficiency(gpu, precision, width) * cal["grouped_gemm_factor"] * fill
+    expert's per-rank width times ``grouped_gemm_factor``. Few routed tokens per expert do not lower
+    the FLOP rate of the tiles themselves (balanced routing fills every 128-row tile); their cost is
+    the expert weights streamed per micro-batch (``weight_stream_bytes``), which the step model
+    charges at HBM bandwidth."""
+    return gemm_efficiency(gpu, precision, width) * calibration()["time"]["grouped_gemm_factor"]
 
 
-def work_time_s(work: LayerWork, gpu: GpuSpec, precision: str, gemm_width: float, expert_width: float,
-                tokens_per_expert: float = float("inf")) -> float:
+def work_time_s(work: LayerWork, gpu: GpuSpec, precision: str, gemm_width: float, expert_width: float) -> float:
     """Seconds for ``work`` on ``gpu``: GEMMs at their efficiency, flash attention at its own, and
     elementwise traffic at HBM bandwidth."""
     peak = gpu.peak_flops(precision)
     seconds = work.gemm_flops / (peak * gemm_efficiency(gpu, precision, gemm_width)) if work.gemm_flops else 0.0
     if work.expert_flops:
-        seconds += work.expert_flops / (peak * expert_gemm_efficiency(gpu, precision, expert_width,
-                                                                       tokens_per_expert))
+        seconds += work.expert_flops / (peak * expert_gemm_efficiency(gpu, precision, expert_width))
     if work.attention_flops:
         seconds += work.attention_flops / (gpu.bf16_flops * attention_efficiency(gpu))
     return seconds + work.elementwise_bytes / gpu.hbm_bytes_per_s

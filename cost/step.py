@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import collective_latency_s, collective_time_s
-from megasolve.cost.compute import LayerWork, layer_work, logits_work, model_flops_per_sequence, work_time_s
+from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
+                                    model_flops_per_sequence, weight_stream_bytes, work_time_s)
 from megasolve.cost.memory import (ActivationShape, layer_activation_bytes, offloaded_activation_bytes,
                                    recomputed_layers)
 from megasolve.models.layout import Layout, Workload
@@ -68,13 +69,6 @@ def _dense_gemm_width(spec: ModelSpec, workload: Workload, shape: ActivationShap
 
 def _expert_gemm_width(spec: ModelSpec) -> float:
     return min(spec.hidden_size, spec.moe.expert_ffn_hidden_size)
-
-
-def tokens_per_expert(spec: ModelSpec, workload: Workload, shape: ActivationShape, ep: int) -> float:
-    """Routed tokens per local expert per micro-batch under balanced routing (Bridge forces it):
-    ``(T/sigma)*k*etp / (E/ep)``."""
-    m = spec.moe
-    return (shape.tokens(workload) / shape.sigma) * m.top_k * shape.etp / (m.num_experts / ep)
 
 
 def remote_domains_per_token(num_experts: int, top_k: int, num_domains: int) -> float:
@@ -193,10 +187,11 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
     cal = calibration()["time"]
     work = layer_work(spec, workload, shape, moe=moe, recompute=recompute)
     if moe:
-        compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), _expert_gemm_width(spec),
-                              tokens_per_expert(spec, workload, shape, ep))
+        compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), _expert_gemm_width(spec))
     else:
         compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), 1.0)
+    weights = layer_weights_per_rank(spec, shape, moe=moe, ep=ep)
+    compute += weight_stream_bytes(weights, precision, recompute, workload.grad_bytes) / gpu.hbm_bytes_per_s
     refwd = 4 / 3 if recompute == "full" else 1.0
     compute += refwd * (cal["per_layer_overhead_s"] + (cal["per_moe_layer_overhead_s"] if moe else 0.0))
     attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
@@ -215,6 +210,10 @@ def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Ac
     work = logits_work(spec, workload, shape)
     seconds = work_time_s(work, gpu, workload.precision, min(spec.hidden_size, spec.padded_vocab_size(shape.tp)
                                                                 / shape.tp, shape.tokens(workload)), 1)
+    heads = 1 + spec.mtp_num_layers  # output GEMM weights (+ MTP eh_proj) streamed like a layer's
+    weights = (heads * spec.hidden_size * spec.padded_vocab_size(shape.tp)
+               + spec.mtp_num_layers * 2 * spec.hidden_size * spec.hidden_size) / shape.tp
+    seconds += weight_stream_bytes(weights, workload.precision, "none", workload.grad_bytes) / gpu.hbm_bytes_per_s
     out = LayerTime(compute=seconds)
     if spec.mtp_num_layers:
         last_moe = spec.is_moe_layer(spec.num_layers - 1)
