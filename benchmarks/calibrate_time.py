@@ -26,6 +26,7 @@ import math
 import re
 import statistics
 import sys
+import textwrap
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
@@ -52,6 +53,7 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.2, 1.0),
     "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-6, 5e-3),
     "fp8_cast_bytes_per_token_hidden": ((("fp8_cast_bytes_per_token_hidden",),), 1, 400),
+    "block_scaling_cast_factor": ((("block_scaling_cast_factor",),), 0.5, 4.0),
     "tp_exposed_fraction": ((("tp_exposed_fraction",),), 0.05, 1.0),
     "ep_exposed_fraction": ((("ep_exposed_fraction",),), 0.05, 1.0),
     "dp_overlap_fraction": ((("dp_overlap_fraction",),), 0.2, 4.0),
@@ -227,10 +229,13 @@ def write_back(params: dict[str, float], provenance: str) -> None:
             continue
         out.append(line)
     body = "\n".join(out)
+    # the provenance block: the marker line and its "  #   " continuation lines, replaced as a whole
     marker = "  # Fitted by benchmarks/calibrate_time.py"
-    body_lines = [l for l in body.split("\n") if not l.startswith(marker) and not l.startswith("  #   fit:")]
-    body = "\n".join([body_lines[0], f"{marker} ({provenance})."] + body_lines[1:]) \
-        if body_lines[0] == "" else "\n".join([f"{marker} ({provenance})."] + body_lines)
+    body_lines = [l for l in body.split("\n") if not l.startswith(marker) and not l.startswith("  #   ")]
+    block = textwrap.wrap(f"{marker[4:]} ({provenance}).", width=100 - 6)
+    block = ["  # " + block[0]] + ["  #   " + line for line in block[1:]]
+    start = 1 if body_lines[0] == "" else 0
+    body = "\n".join(body_lines[:start] + block + body_lines[start:])
     CALIBRATION_FILE.write_text(head + sep + body, encoding="utf-8")
 
 

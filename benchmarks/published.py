@@ -214,11 +214,24 @@ RECIPE_CPU_OFFLOAD_LAYERS = {
 }
 
 
-# NeMo 1.x (container 24.07) performance runs reduce gradients in bf16: the NeMo-Framework-Launcher
-# configs set ``optim.grad_sync_dtype: bf16`` (``conf/training/gpt3/20b_fp8_performance.yaml`` with Apex
-# ``distributed_fused_adam`` and ``contiguous_grad_buffer``; ``conf/training/nemotron/nemotron_340b.yaml``
-# with ``mcore_distributed_optim``), i.e. Megatron's ``--grad-reduce-in-bf16``.
-BF16_GRAD_REDUCTION_SOURCES = ("nemo_perf_summary_2407",)
+# Sources whose recipes reduce gradients in bf16 (Megatron's ``--grad-reduce-in-bf16``):
+# * NeMo 1.x (container 24.07): the NeMo-Framework-Launcher configs set ``optim.grad_sync_dtype: bf16``
+#   (``conf/training/gpt3/20b_fp8_performance.yaml`` with Apex ``distributed_fused_adam`` and
+#   ``contiguous_grad_buffer``; ``conf/training/nemotron/nemotron_340b.yaml`` with ``mcore_distributed_optim``);
+# * Megatron-Bridge performance recipes: ``perf_recipes/_common.py::_benchmark_common`` (@067f987df) sets
+#   ``ddp.grad_reduce_in_fp32 = False`` for every recipe (and ``cross_entropy_fusion_impl = "te"``, the
+#   default of its ``cross_entropy_impl`` argument, for the Llama / Qwen / DeepSeek / GPT-OSS recipes).
+BF16_GRAD_REDUCTION_SOURCES = ("nemo_perf_summary_2407", "megatron_bridge_perf_summary")
+TE_CROSS_ENTROPY_SOURCES = ("megatron_bridge_perf_summary",)
+
+
+def _fp8_recipe(raw: str | None, source: str) -> str:
+    """MXFP8 rows are block-scaled; Megatron-Bridge's plain "FP8" rows are current scaling
+    (``fp8_cs`` in its perf recipes); older sources used delayed scaling (Megatron's default)."""
+    text = (raw or "").lower()
+    if "mx" in text:
+        return "mxfp8"
+    return "tensorwise" if source == "megatron_bridge_perf_summary" else "delayed"
 
 
 def _precision(raw: str | None) -> str:
@@ -365,9 +378,13 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         notes.append("attention unfused (Megatron-LM 2021-2022 had no flash attention)")
     grad_bf16 = source in BF16_GRAD_REDUCTION_SOURCES
     if grad_bf16:
-        notes.append("bf16 main grads and gradient reduction (NeMo 1.x launcher configs: optim.grad_sync_dtype bf16)")
+        notes.append("bf16 main grads and gradient reduction (the source's recipes set it)")
+    loss = "te" if source in TE_CROSS_ENTROPY_SOURCES else "unfused"
+    if loss == "te":
+        notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
     workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention,
-                        grad_reduce_in_bf16=grad_bf16)
+                        grad_reduce_in_bf16=grad_bf16, cross_entropy=loss,
+                        fp8_recipe=_fp8_recipe(par.get("precision"), source))
     measured, how = measured_tokens(record, spec, layout, num_gpus)
     return PublishedRun(
         id=record["id"], source_group=source, software=record.get("software_version") or "",

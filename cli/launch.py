@@ -57,11 +57,13 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
                       f"--recompute-num-layers {layout.recompute_num_layers}"]
     flags.append("--bf16")
     if workload.precision == "fp8":
-        flags += ["--fp8-format hybrid"]
+        flags += ["--fp8-format hybrid", f"--fp8-recipe {workload.fp8_recipe}"]
         if workload.fp8_param_gather:
             flags += ["--fp8-param-gather"]
     if workload.grad_reduce_in_bf16:
         flags.append("--grad-reduce-in-bf16")
+    if workload.cross_entropy != "unfused":
+        flags += ["--cross-entropy-loss-fusion", f"--cross-entropy-fusion-impl {workload.cross_entropy}"]
     if spec.is_moe:
         flags += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"]
     return flags
@@ -83,6 +85,14 @@ def _offload_items(layout: Layout) -> list[tuple[str, object]]:
         return []
     return [("cpu_offloading", True), ("cpu_offloading_weights", False),
             ("cpu_offloading_num_layers", layout.cpu_offload_layers)]
+
+
+def _loss_items(workload: Workload) -> list[tuple[str, object]]:
+    """The fused loss as ``TransformerConfig`` fields (TC ``cross_entropy_loss_fusion`` /
+    ``cross_entropy_fusion_impl``)."""
+    if workload.cross_entropy == "unfused":
+        return []
+    return [("cross_entropy_loss_fusion", True), ("cross_entropy_fusion_impl", workload.cross_entropy)]
 
 
 def _fmt(value: object) -> str:
@@ -115,6 +125,7 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
                   ("ddp.use_distributed_optimizer", layout.distributed_optimizer)]
         if workload.grad_reduce_in_bf16:
             items.append(("ddp.grad_reduce_in_fp32", False))
+        items += [(f"model.{k}", v) for k, v in _loss_items(workload)]
         if layout.fsdp:  # Megatron-Bridge skills/nemo-mbridge-perf-megatron-fsdp, "Enablement"
             items += [("dist.use_megatron_fsdp", True), ("ddp.use_megatron_fsdp", True),
                       ("ddp.data_parallel_sharding_strategy", "optim_grads_params"),
@@ -144,7 +155,8 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
             items.append(("trainer.strategy.ddp.grad_reduce_in_fp32", False))
         items += [("data.global_batch_size", workload.global_batch_size), ("data.micro_batch_size", layout.mbs),
                   ("data.seq_length", workload.seq_length)]
-        items += [(f"model.config.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)]
+        items += [(f"model.config.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)
+                  + _loss_items(workload)]
         return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
     if fmt == "verl":
         prefix = "actor_rollout_ref.actor.megatron."
@@ -155,7 +167,7 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
         if spec.is_moe:
             items += [("expert_model_parallel_size", layout.ep), ("expert_tensor_parallel_size", layout.etp)]
         lines = [f"{prefix}{k}={_fmt(v)}" for k, v in items]
-        for key, value in _recompute_items(layout) + _offload_items(layout):
+        for key, value in _recompute_items(layout) + _offload_items(layout) + _loss_items(workload):
             lines.append(f"+{prefix}override_transformer_config.{key}={_fmt(value)}")
         if workload.grad_reduce_in_bf16:
             lines.append(f"+{prefix}override_ddp_config.grad_reduce_in_fp32=False")

@@ -82,6 +82,14 @@ def workload_options(func: F) -> F:
                           "fp8-params uses FP8 primary weights (--fp8-param-gather)."),
         click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash",
                      show_default=True, help="Fused/flash attention (no s x s scores) or unfused."),
+        click.option("--fp8-recipe", type=click.Choice(["delayed", "tensorwise", "mxfp8", "blockwise"]),
+                     default="delayed", show_default=True,
+                     help="FP8 scaling recipe (Megatron --fp8-recipe); block scaling (mxfp8, blockwise) costs "
+                          "more quantisation work."),
+        click.option("--cross-entropy", type=click.Choice(["unfused", "native", "te"]), default="unfused",
+                     show_default=True,
+                     help="Loss kernel: Megatron's default, --cross-entropy-loss-fusion with the native or the "
+                          "Transformer Engine implementation (te keeps bf16 logits only)."),
         click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
                      help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
                           "4 bytes per parameter held and reduced."),
@@ -89,9 +97,11 @@ def workload_options(func: F) -> F:
 
 
 def build_workload(*, seq_len: int, gbs: int | None, precision: str, attention: str,
-                   tokens: float | None = None, grad_reduce_in_bf16: bool = False) -> Workload:
+                   tokens: float | None = None, grad_reduce_in_bf16: bool = False,
+                   cross_entropy: str = "unfused", fp8_recipe: str = "delayed") -> Workload:
     return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_global_batch(seq_len),
                     attention=attention, tokens=tokens, grad_reduce_in_bf16=grad_reduce_in_bf16,
+                    cross_entropy=cross_entropy, fp8_recipe=fp8_recipe,
                     **precision_fields(precision))
 
 
@@ -156,7 +166,8 @@ def format_option(*extra: str) -> F:
 def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_node: int | None,
                 nvlink_domain: int | None, nic_gbps: float | None, cluster_file: str | None, seq_len: int,
                 gbs: int | None, precision: str, attention: str,
-                grad_reduce_in_bf16: bool = False) -> tuple[ResolvedModel, Cluster, Workload]:
+                grad_reduce_in_bf16: bool = False, cross_entropy: str = "unfused", fp8_recipe: str = "delayed"
+                ) -> tuple[ResolvedModel, Cluster, Workload]:
     """The model (printing its alias note), cluster and workload of ``estimate`` and ``solve``."""
     from megasolve.cli import render
 
@@ -166,7 +177,8 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
     cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
     return resolved, cluster, build_workload(seq_len=seq_len, gbs=gbs, precision=precision, attention=attention,
-                                             grad_reduce_in_bf16=grad_reduce_in_bf16)
+                                             grad_reduce_in_bf16=grad_reduce_in_bf16, cross_entropy=cross_entropy,
+                                             fp8_recipe=fp8_recipe)
 
 
 def load_model(ref: str) -> ResolvedModel:

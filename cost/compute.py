@@ -97,7 +97,9 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     ``unfused_attention_bytes_per_score`` per score element (``(n/t)*T*s/c`` scores per layer).
 
     FP8 (Transformer Engine): every GEMM input and output gradient is quantised (amax + cast) before
-    the GEMM: ``fp8_cast_bytes_per_token_hidden`` extra HBM bytes per token per ``h`` (calibrated).
+    the GEMM: ``fp8_cast_bytes_per_token_hidden`` extra HBM bytes per token per ``h`` (calibrated),
+    ``x block_scaling_cast_factor`` with a block-scaling recipe (MXFP8 / blockwise: a scale per block
+    and separate row- and column-wise quantised copies, TE ``MXFP8Quantizer``; calibrated).
     """
     cal = calibration()["time"]
     T = shape.tokens(workload)  # tokens on this CP rank
@@ -131,7 +133,8 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     passes = (4 if recompute == "full" else 3)  # elementwise passes: fwd + 2 bwd (+ refwd)
     per_token_bytes = cal["elementwise_bytes_per_token_hidden"] * spec.hidden_size
     if workload.precision == "fp8":
-        per_token_bytes += cal["fp8_cast_bytes_per_token_hidden"] * spec.hidden_size
+        per_token_bytes += cal["fp8_cast_bytes_per_token_hidden"] * spec.hidden_size * (
+            cal["block_scaling_cast_factor"] if workload.block_scaled_fp8 else 1.0)
     elementwise = passes / 3 * per_token_bytes * T / shape.sigma + scores_bytes * (4 / 3 if recompute == "full"
                                                                                    else 1.0)
     if moe:

@@ -346,6 +346,10 @@ def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
     forward pass one depth after another (``multi_token_prediction.py::process_mtp_loss`` L1012-1027),
     so all ``1 + D`` fp32 copies are alive at once, while only one bf16 logits tensor ``2*T*V/t``
     exists at a time (output GEMM result before ``.float()``; in backward the bf16 grad of the logits).
+    The fused ``native`` loss keeps the same fp32 ``exp_logits`` (``fusions/fused_cross_entropy.py``
+    L89-119). Transformer Engine's loss (``--cross-entropy-fusion-impl te``) computes in fp32 inside the
+    kernel, saves only the bf16 logits and writes their gradient in place (TE
+    ``pytorch/cross_entropy.py`` ``CrossEntropyFunction``): ``2*T*V/t`` per head.
 
     >>> from megasolve.models.presets import load_preset
     >>> spec = load_preset("llama-3.1-8b")  # V = 128256 -> 128512 at t = 4
@@ -357,7 +361,8 @@ def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
     T, t = shape.tokens(workload), shape.tp
     V = spec.padded_vocab_size(t)
     heads = 1 + spec.mtp_num_layers
-    return 4 * T * spec.hidden_size / shape.sigma + (heads * FP32 + BF16) * T * V / t
+    logits = heads * BF16 if workload.cross_entropy == "te" else heads * FP32 + BF16
+    return 4 * T * spec.hidden_size / shape.sigma + logits * T * V / t
 
 
 def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, recompute: str,

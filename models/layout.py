@@ -28,6 +28,12 @@ def precision_fields(choice: str) -> dict[str, object]:
         return {"precision": "fp8", "fp8_param_gather": True}
     return {"precision": choice, "fp8_param_gather": False}
 ATTENTION_KINDS = ("flash", "unfused")
+# Megatron's loss: unfused ``vocab_parallel_cross_entropy`` (default), ``--cross-entropy-loss-fusion``
+# with ``--cross-entropy-fusion-impl native`` or ``te`` (language_module.py L173-199)
+CROSS_ENTROPY_KINDS = ("unfused", "native", "te")
+# Megatron ``--fp8-recipe`` (ARG; TE recipes): per-tensor scaling (delayed: amax history, tensorwise:
+# current scaling) or block scaling (mxfp8: E8M0 scale per 32 elements, Blackwell; blockwise: 1x128 / 128x128)
+FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
 
 
 def _check_positive(field: str, value: object) -> None:
@@ -134,6 +140,8 @@ class Workload:
     # bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16; ARG L1205-1217 otherwise
     # keeps fp32 main grads with --bf16)
     grad_reduce_in_bf16: bool = False
+    cross_entropy: str = "unfused"
+    fp8_recipe: str = "delayed"  # with precision "fp8"
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None
@@ -151,6 +159,12 @@ class Workload:
         if self.attention not in ATTENTION_KINDS:
             raise MegasolveError(field="--attention", value=self.attention,
                                  rule=f"must be one of {', '.join(ATTENTION_KINDS)}", fix="pick one")
+        if self.fp8_recipe not in FP8_RECIPES:
+            raise MegasolveError(field="--fp8-recipe", value=self.fp8_recipe,
+                                 rule=f"must be one of {', '.join(FP8_RECIPES)}", fix="pick one")
+        if self.cross_entropy not in CROSS_ENTROPY_KINDS:
+            raise MegasolveError(field="--cross-entropy", value=self.cross_entropy,
+                                 rule=f"must be one of {', '.join(CROSS_ENTROPY_KINDS)}", fix="pick one")
         if not 0.0 <= self.hidden_dropout < 1.0:
             raise MegasolveError(field="hidden_dropout", value=self.hidden_dropout,
                                  rule="must be in [0, 1)", fix="use 0 (LLM recipes) or 0.1")
@@ -162,6 +176,11 @@ class Workload:
     def param_bytes(self) -> int:
         """Bytes per GEMM weight element that the parameter all-gather moves (1 with FP8 primary weights)."""
         return 1 if self.fp8_param_gather else 2
+
+    @property
+    def block_scaled_fp8(self) -> bool:
+        """FP8 with a block-scaling recipe (MXFP8, blockwise): more quantisation work per GEMM input."""
+        return self.precision == "fp8" and self.fp8_recipe in ("mxfp8", "blockwise")
 
     @property
     def grad_bytes(self) -> int:

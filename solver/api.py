@@ -50,6 +50,8 @@ class LayoutReport:
             "workload": {"seq_length": self.workload.seq_length, "global_batch_size": self.workload.global_batch_size,
                          "precision": self.workload.precision, "fp8_param_gather": self.workload.fp8_param_gather,
                          "grad_reduce_in_bf16": self.workload.grad_reduce_in_bf16,
+                         "cross_entropy": self.workload.cross_entropy,
+                         "fp8_recipe": self.workload.fp8_recipe if self.workload.precision == "fp8" else None,
                          "attention": self.workload.attention},
             "layout": self.layout_dict(),
             "feasible": self.feasible,

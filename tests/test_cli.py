@@ -129,3 +129,23 @@ def test_fsdp_and_offloading_launch_settings():
     assert data["workload"]["grad_reduce_in_bf16"] is False
     assert data["layout"]["fsdp"] is True and data["layout"]["cpu_offload_layers"] == 20
     assert data["feasible"] is True  # the Bridge perf recipe's layout (279 of 288 GB)
+
+
+def test_recipe_workload_flags_reach_json_and_launch_settings():
+    args = ["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "b200", "--precision", "fp8", "--fp8-recipe",
+            "mxfp8", "--cross-entropy", "te", "--grad-reduce-in-bf16"]
+    data = json.loads(CliRunner().invoke(cli, args + ["-o", "json"]).output)
+    assert {k: data["workload"][k] for k in ("fp8_recipe", "cross_entropy", "grad_reduce_in_bf16")} == {
+        "fp8_recipe": "mxfp8", "cross_entropy": "te", "grad_reduce_in_bf16": True}
+    flags = CliRunner().invoke(cli, args + ["-o", "megatron"]).output
+    for flag in ("--fp8-recipe mxfp8", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+                 "--grad-reduce-in-bf16"):
+        assert flag in flags
+    bridge = CliRunner().invoke(cli, args + ["-o", "bridge"]).output
+    assert "model.cross_entropy_fusion_impl=te" in bridge and "ddp.grad_reduce_in_fp32=false" in bridge
+    verl = CliRunner().invoke(cli, args + ["-o", "verl"]).output
+    assert "+actor_rollout_ref.actor.megatron.override_ddp_config.grad_reduce_in_fp32=False" in verl
+    plain = json.loads(CliRunner().invoke(cli, ["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "b200",
+                                                "-o", "json"]).output)
+    te_peak = data["memory"]["peak_gb"]
+    assert plain["workload"]["fp8_recipe"] is None and plain["memory"]["peak_gb"] > te_peak

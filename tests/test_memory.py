@@ -389,3 +389,17 @@ def test_grad_reduce_in_bf16_halves_the_main_grads_and_their_reduction():
     plain = stage_memory(spec, cluster, Workload(), Layout(dp=16))[0]
     halved = stage_memory(spec, cluster, Workload(grad_reduce_in_bf16=True), Layout(dp=16))[0]
     assert halved.grads_bytes * 2 == plain.grads_bytes
+
+
+def test_te_cross_entropy_keeps_only_the_bf16_logits():
+    """Megatron's loss keeps fp32 exp_logits per head (+ one bf16 logits tensor); TE's fused loss
+    keeps the bf16 logits per head and writes the gradient in place (memory.last_stage_extra_bytes)."""
+    spec = load_preset("llama-3.1-8b")  # V = 128256 -> 128512 at t = 4; T = 4096
+    shape = ActivationShape(tp=4, cp=1, mbs=1, sequence_parallel=True)
+    unfused = last_stage_extra_bytes(spec, Workload(seq_length=4096), shape)
+    native = last_stage_extra_bytes(spec, Workload(seq_length=4096, cross_entropy="native"), shape)
+    te = last_stage_extra_bytes(spec, Workload(seq_length=4096, cross_entropy="te"), shape)
+    assert unfused == native
+    assert unfused - te == 4 * 4096 * 128512 / 4  # the fp32 copy: 526 MB per micro-batch
+    with pytest.raises(MegasolveError, match="--cross-entropy"):
+        Workload(cross_entropy="fused")
