@@ -223,6 +223,9 @@ RECIPE_CPU_OFFLOAD_LAYERS = {
 #   default of its ``cross_entropy_impl`` argument, for the Llama / Qwen / DeepSeek / GPT-OSS recipes).
 BF16_GRAD_REDUCTION_SOURCES = ("nemo_perf_summary_2407", "megatron_bridge_perf_summary")
 TE_CROSS_ENTROPY_SOURCES = ("megatron_bridge_perf_summary",)
+# Bridge MXFP8 recipes that run the LM head in MXFP8 too (``fp8_output_proj = True``, @067f987df):
+# ``perf_recipes/deepseek/{gb200,gb300,b300}/deepseek_v3.py`` and ``perf_recipes/gpt_oss/common.py``
+FP8_OUTPUT_PROJ_MODELS = ("DeepSeek-V3", "GPT-OSS")
 
 
 def _fp8_recipe(raw: str | None, source: str) -> str:
@@ -376,6 +379,11 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     attention = "unfused" if source in ("narayanan2021", "korthikanti2022") else "flash"
     if attention == "unfused":
         notes.append("attention unfused (Megatron-LM 2021-2022 had no flash attention)")
+    recipe = _fp8_recipe(par.get("precision"), source)
+    output_proj = (precision == "fp8" and recipe == "mxfp8" and source == "megatron_bridge_perf_summary"
+                   and record["model"]["name"].startswith(FP8_OUTPUT_PROJ_MODELS))
+    if output_proj:
+        notes.append("MXFP8 output projection (the Bridge perf recipe sets fp8_output_proj)")
     grad_bf16 = source in BF16_GRAD_REDUCTION_SOURCES
     if grad_bf16:
         notes.append("bf16 main grads and gradient reduction (the source's recipes set it)")
@@ -384,7 +392,7 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
     workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention,
                         grad_reduce_in_bf16=grad_bf16, cross_entropy=loss,
-                        fp8_recipe=_fp8_recipe(par.get("precision"), source))
+                        fp8_recipe=recipe, fp8_output_proj=output_proj)
     measured, how = measured_tokens(record, spec, layout, num_gpus)
     return PublishedRun(
         id=record["id"], source_group=source, software=record.get("software_version") or "",

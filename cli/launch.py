@@ -58,6 +58,8 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
     flags.append("--bf16")
     if workload.precision == "fp8":
         flags += ["--fp8-format hybrid", f"--fp8-recipe {workload.fp8_recipe}"]
+        if workload.fp8_output_proj:
+            flags += ["--fp8-output-proj"]
         if workload.fp8_param_gather:
             flags += ["--fp8-param-gather"]
     if workload.grad_reduce_in_bf16:

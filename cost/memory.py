@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from megasolve.cost.calibration import calibration
 from megasolve.models.layout import Layout, Workload
-from megasolve.models.params import RankParams, stage_layer_ids, stage_params
+from megasolve.models.params import (RankParams, StageParams, embedding_params, output_params, stage_layer_ids,
+                                     stage_params)
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
@@ -37,7 +38,8 @@ class StaticBytes:
 
 
 def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, distributed_optimizer: bool,
-                 precision: str = "bf16", fp8_param_gather: bool = False, grad_bytes: int = FP32) -> StaticBytes:
+                 precision: str = "bf16", fp8_param_gather: bool = False, grad_bytes: int = FP32,
+                 bf16_only: int = 0) -> StaticBytes:
     """Weights, fp32 main grads and Adam state of one rank (section 2).
 
     bf16 params (2 B) + fp32 main grads (4 B, full size even with the distributed optimizer) + fp32
@@ -52,8 +54,9 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     non-TN FP8 GEMMs (Hopper, sm < 10.0: TE ``utils.py::is_non_tn_fp8_gemm_supported``) adds a
     materialised ``_transpose`` next to ``_data`` (``tensor/float8_tensor.py`` L423-427): 1 + 1 B.
     Blackwell keeps one FP8 buffer (1 B); this function does not know the GPU, so it uses the
-    calibrated Hopper value (an over-estimate of ~1 B/param on Blackwell). Embedding and output
-    weights are counted in ``tp_sharded`` although they stay bf16 (a small over-estimate).
+    calibrated Hopper value (an over-estimate of ~1 B/param on Blackwell). ``bf16_only``: sharded
+    weights that stay bf16 in FP8 training (word embedding, output layer: ``gpt_model.py`` L272-276
+    builds a plain ``ColumnParallelLinear``), no FP8 copy.
     ``grad_bytes = 2`` with ``--grad-reduce-in-bf16`` (the main-grad buffer takes the reduction dtype,
     ``param_and_grad_buffer.py`` L921-924).
 
@@ -66,9 +69,10 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     if precision == "fp8" and fp8_param_gather:
         # FP8 primary weights (--fp8-param-gather): GEMM weights are Float8Tensors (1 B) with their
         # Hopper transpose (1 B) instead of bf16 + a cached FP8 copy; the rest stays bf16
-        weights = BF16 * params.replicated + 2 * (params.tp_sharded + params.expert)
+        weights = BF16 * (params.replicated + bf16_only) + 2 * (params.tp_sharded + params.expert - bf16_only)
     elif precision == "fp8":
-        weights += calibration()["memory"]["fp8_weight_cache_bytes_per_param"] * (params.tp_sharded + params.expert)
+        weights += calibration()["memory"]["fp8_weight_cache_bytes_per_param"] * (
+            params.tp_sharded + params.expert - bf16_only)
     grads = grad_bytes * params.total
     if distributed_optimizer:
         optimizer = 12 * params.dense / dense_shards + 12 * params.expert / expert_shards
@@ -436,6 +440,17 @@ def recomputed_layers(layout: Layout, chunks: list[list[int]]) -> set[int]:
     return {i for chunk in chunks for i in chunk[:layout.recompute_num_layers]}
 
 
+def bf16_weights(spec: ModelSpec, layout: Layout, stage: StageParams) -> int:
+    """Sharded weights of a stage that FP8 training leaves in bf16: the word embedding (first stage,
+    and the MTP stage's copy with PP > 1) and the output layer."""
+    out = embedding_params(spec, layout.tp).tp_sharded if stage.has_embedding else 0
+    if stage.has_output:
+        out += output_params(spec, layout.tp, layout.pp).tp_sharded
+        if stage.has_mtp and layout.pp > 1:
+            out += spec.padded_vocab_size(layout.tp) * spec.hidden_size // layout.tp
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Offloaded:
     saved: float = 0.0  # activation bytes per micro-batch that live in host memory
@@ -504,7 +519,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
                                        precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
                                        grad_bytes=workload.grad_bytes)
         else:
-            static = static_bytes(params.params, dense_shards=layout.dp * layout.cp,
+            static = static_bytes(params.params, bf16_only=bf16_weights(spec, layout, params),
+                                  dense_shards=layout.dp * layout.cp,
                                   expert_shards=layout.expert_dp, distributed_optimizer=layout.distributed_optimizer,
                                   precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
                                   grad_bytes=workload.grad_bytes)

@@ -208,12 +208,15 @@ def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Ac
     layout's expert parallelism)."""
     gpu = cluster.gpu
     work = logits_work(spec, workload, shape)
-    seconds = work_time_s(work, gpu, workload.precision, min(spec.hidden_size, spec.padded_vocab_size(shape.tp)
-                                                                / shape.tp, shape.tokens(workload)), 1)
+    # the output layer is a plain bf16 ColumnParallelLinear even in FP8 training (gpt_model.py L272-276:
+    # FP8 autocast covers the transformer layers only) unless the MXFP8 output projection is on
+    head = "fp8" if workload.fp8_output_proj else "bf16"
+    seconds = work_time_s(work, gpu, head, min(spec.hidden_size, spec.padded_vocab_size(shape.tp)
+                                               / shape.tp, shape.tokens(workload)), 1)
     heads = 1 + spec.mtp_num_layers  # output GEMM weights (+ MTP eh_proj) streamed like a layer's
     weights = (heads * spec.hidden_size * spec.padded_vocab_size(shape.tp)
                + spec.mtp_num_layers * 2 * spec.hidden_size * spec.hidden_size) / shape.tp
-    seconds += weight_stream_bytes(weights, workload.precision, "none", workload.grad_bytes) / gpu.hbm_bytes_per_s
+    seconds += weight_stream_bytes(weights, head, "none", workload.grad_bytes) / gpu.hbm_bytes_per_s
     out = LayerTime(compute=seconds)
     if spec.mtp_num_layers:
         last_moe = spec.is_moe_layer(spec.num_layers - 1)

@@ -142,6 +142,9 @@ class Workload:
     grad_reduce_in_bf16: bool = False
     cross_entropy: str = "unfused"
     fp8_recipe: str = "delayed"  # with precision "fp8"
+    # the LM-head output projection in MXFP8 too (TC ``fp8_output_proj``; only with the mxfp8 recipe,
+    # ``fp8_utils.py::is_mxfp8_output_proj_active`` L730-745); otherwise it stays bf16
+    fp8_output_proj: bool = False
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None
@@ -162,6 +165,11 @@ class Workload:
         if self.fp8_recipe not in FP8_RECIPES:
             raise MegasolveError(field="--fp8-recipe", value=self.fp8_recipe,
                                  rule=f"must be one of {', '.join(FP8_RECIPES)}", fix="pick one")
+        if self.fp8_output_proj and not (self.precision == "fp8" and self.fp8_recipe == "mxfp8"):
+            raise MegasolveError(field="--fp8-output-proj", value=True,
+                                 rule="the output projection runs in FP8 only with the mxfp8 recipe "
+                                      "(fp8_utils.py L730-745)",
+                                 fix="add --precision fp8 --fp8-recipe mxfp8, or drop --fp8-output-proj")
         if self.cross_entropy not in CROSS_ENTROPY_KINDS:
             raise MegasolveError(field="--cross-entropy", value=self.cross_entropy,
                                  rule=f"must be one of {', '.join(CROSS_ENTROPY_KINDS)}", fix="pick one")

@@ -52,6 +52,7 @@ class LayoutReport:
                          "grad_reduce_in_bf16": self.workload.grad_reduce_in_bf16,
                          "cross_entropy": self.workload.cross_entropy,
                          "fp8_recipe": self.workload.fp8_recipe if self.workload.precision == "fp8" else None,
+                         "fp8_output_proj": self.workload.fp8_output_proj,
                          "attention": self.workload.attention},
             "layout": self.layout_dict(),
             "feasible": self.feasible,

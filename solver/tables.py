@@ -33,6 +33,7 @@ from megasolve.solver.space import Point
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
+BF16_PIECES = ("embedding", "output1", "outputN")  # no FP8 weight copy (memory.bf16_weights)
 OVERLAP_SCALE = 10_000  # the DP overlap fraction in parts per 10^4
 
 
@@ -173,9 +174,10 @@ class CostTables:
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
             add(f"ms_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_bytes(static_bytes(
+                lambda tp, cp, dp, dop, f=params_of, piece=piece: quantise_bytes(static_bytes(
                     f(tp), dense_shards=dp * cp, expert_shards=1, distributed_optimizer=dop,
-                    precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes).total))
+                    precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
+                    bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0).total))
         if spec.is_moe:
             add("ms_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_bytes(static_bytes(

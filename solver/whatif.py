@@ -418,13 +418,15 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
            seq_length: int | Sequence[int] = 4096, global_batch_size: int | Sequence[int] | None = None,
            precision: str = "bf16", attention: str = "flash", tokens: float | None = None,
            gpu_hour_price: float | None = None, time_limit_s: float | None = 60.0, jobs: int | None = None,
-           min_gpus: bool = True, progress: Progress | None = None) -> WhatIfResult:
+           min_gpus: bool = True, progress: Progress | None = None,
+           recipe: dict[str, object] | None = None) -> WhatIfResult:
     """Sweep the Cartesian product of ``gpus`` x ``gpu`` x ``seq_length`` x ``global_batch_size``.
 
     ``global_batch_size=None``: ``default_global_batch(seq)`` per sequence length. ``tokens``: train
     on this many tokens (days, GPU-hours; cost with ``gpu_hour_price`` per GPU-hour). ``jobs``:
     parallel processes (default: the CPUs this process may use). ``min_gpus``: also search the
-    smallest fitting cluster of every series.
+    smallest fitting cluster of every series. ``recipe``: further ``Workload`` fields held fixed
+    (``grad_reduce_in_bf16``, ``cross_entropy``, ``fp8_recipe``).
     """
     start = time.perf_counter()
     kinds = [k if isinstance(k, ClusterKind) else ClusterKind(gpu=k)
@@ -452,7 +454,7 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     for kind, seq in itertools.product(kinds, seqs):
         for gbs in (batches if batches is not None else [default_global_batch(seq)]):
             workload = Workload(seq_length=seq, global_batch_size=gbs, attention=attention, tokens=tokens,
-                                **precision_fields(precision))
+                                **precision_fields(precision), **(recipe or {}))
             series.append((kind, workload))
             for n in sizes:
                 kind.at(n)  # a size that is not a whole number of nodes is bad input, not an outcome

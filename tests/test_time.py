@@ -265,3 +265,20 @@ def test_expert_weight_stream_is_amortised_over_the_micro_batch():
     per_token = [layer_time(spec, cluster, workload, ActivationShape(tp=1, cp=1, mbs=mbs, sequence_parallel=False),
                             ep=8, moe=True, recompute="none").compute / mbs for mbs in (1, 2, 4)]
     assert per_token[0] > per_token[1] > per_token[2]
+
+
+def test_output_layer_runs_in_bf16_unless_the_mxfp8_output_projection_is_on():
+    """gpt_model.py builds the LM head as a plain bf16 ColumnParallelLinear; FP8 training speeds it up
+    only with fp8_output_proj (MXFP8 recipe)."""
+    from megasolve.cost.step import logits_time
+    from megasolve.models.errors import MegasolveError
+
+    spec, cluster = load_preset("qwen3-30b-a3b"), Cluster.from_flags(num_gpus=8, gpu="b200")
+    shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    bf16 = logits_time(spec, cluster, Workload(seq_length=4096), shape).compute
+    fp8 = logits_time(spec, cluster, Workload(seq_length=4096, precision="fp8", fp8_recipe="mxfp8"), shape).compute
+    head = logits_time(spec, cluster, Workload(seq_length=4096, precision="fp8", fp8_recipe="mxfp8",
+                                               fp8_output_proj=True), shape).compute
+    assert fp8 == pytest.approx(bf16) and head < 0.75 * bf16
+    with pytest.raises(MegasolveError, match="mxfp8"):
+        Workload(precision="fp8", fp8_output_proj=True)
