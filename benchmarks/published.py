@@ -223,6 +223,9 @@ RECIPE_CPU_OFFLOAD_LAYERS = {
 #   default of its ``cross_entropy_impl`` argument, for the Llama / Qwen / DeepSeek / GPT-OSS recipes).
 BF16_GRAD_REDUCTION_SOURCES = ("nemo_perf_summary_2407", "megatron_bridge_perf_summary")
 TE_CROSS_ENTROPY_SOURCES = ("megatron_bridge_perf_summary",)
+# Bridge splits layers that do not divide evenly with the embedding and loss counted as layers
+# (``recipes/llama/h100/llama3.py`` L1227-1228, Llama-3.1 405B: 126 + 2 = 128 layers over pp x vpp)
+ACCOUNTING_SOURCES = ("megatron_bridge_perf_summary",)
 # Bridge MXFP8 recipes that run the LM head in MXFP8 too (``fp8_output_proj = True``, @067f987df):
 # ``perf_recipes/deepseek/{gb200,gb300,b300}/deepseek_v3.py`` and ``perf_recipes/gpt_oss/common.py``
 FP8_OUTPUT_PROJ_MODELS = ("DeepSeek-V3", "GPT-OSS")
@@ -367,14 +370,23 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         raise Skip("global batch not stated")
     if gbs % (mbs * dp):
         raise Skip("gbs not divisible by mbs*dp")
-    v_used, first, last = pipeline_split(spec.num_layers, pp, vpp, gbs // (mbs * dp),
-                                         last_extra=spec.mtp_num_layers + 1.0)
+    account = False
+    if (spec.num_layers % pp or (spec.num_layers // pp) % vpp) and source in ACCOUNTING_SOURCES \
+            and (spec.num_layers + 2) % pp == 0 and ((spec.num_layers + 2) // pp) % vpp == 0:
+        account = True  # the stated vpp splits the layers + embedding + loss evenly
+        v_used, first, last = vpp, None, None
+        notes.append("embedding and loss counted as pipeline layers (--account-for-embedding/loss-in-pipeline-"
+                     "split, as the Bridge Llama-3.1 405B recipe sets)")
+    else:
+        v_used, first, last = pipeline_split(spec.num_layers, pp, vpp, gbs // (mbs * dp),
+                                             last_extra=spec.mtp_num_layers + 1.0)
     if (v_used, first, last) != (vpp, None, None):
         notes.append(f"{spec.num_layers} layers do not split evenly over pp {pp} x vpp {vpp}: modelled as "
                      f"vpp {v_used}, first/last stage {first}/{last} layers (Bridge uses a custom pipeline layout)")
     layout = Layout(tp=tp, pp=pp, vpp=v_used, cp=cp, dp=dp, ep=ep, etp=etp, mbs=mbs, sequence_parallel=sp,
                     recompute=recompute, distributed_optimizer=bool(dist_opt), fsdp=fsdp,
-                    cpu_offload_layers=offload, first_stage_layers=first,
+                    cpu_offload_layers=offload, account_for_embedding=account, account_for_loss=account,
+                    first_stage_layers=first,
                     last_stage_layers=last)
     attention = "unfused" if source in ("narayanan2021", "korthikanti2022") else "flash"
     if attention == "unfused":

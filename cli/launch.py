@@ -20,7 +20,8 @@ from megasolve.topology.cluster import Cluster
 
 def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[str]:
     flags = [f"--tensor-model-parallel-size {layout.tp}", f"--pipeline-model-parallel-size {layout.pp}"]
-    uneven = layout.first_stage_layers is not None or layout.last_stage_layers is not None
+    uneven = layout.first_stage_layers is not None or layout.last_stage_layers is not None \
+        or layout.account_for_embedding or layout.account_for_loss
     if layout.vpp > 1:
         if uneven:
             flags.append(f"--num-virtual-stages-per-pipeline-rank {layout.vpp}")
@@ -31,6 +32,10 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
         flags.append(f"--decoder-first-pipeline-num-layers {layout.first_stage_layers}")
     if layout.last_stage_layers is not None:
         flags.append(f"--decoder-last-pipeline-num-layers {layout.last_stage_layers}")
+    if layout.account_for_embedding:
+        flags.append("--account-for-embedding-in-pipeline-split")
+    if layout.account_for_loss:
+        flags.append("--account-for-loss-in-pipeline-split")
     if layout.cp > 1:
         flags.append(f"--context-parallel-size {layout.cp}")
     if spec.is_moe:
@@ -121,6 +126,10 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
             items.append(("model.num_layers_in_first_pipeline_stage", layout.first_stage_layers))
         if layout.last_stage_layers is not None:
             items.append(("model.num_layers_in_last_pipeline_stage", layout.last_stage_layers))
+        if layout.account_for_embedding:
+            items.append(("model.account_for_embedding_in_pipeline_split", True))
+        if layout.account_for_loss:
+            items.append(("model.account_for_loss_in_pipeline_split", True))
         items += [("model.seq_length", workload.seq_length), ("dataset.seq_length", workload.seq_length),
                   ("train.micro_batch_size", layout.mbs), ("train.global_batch_size", workload.global_batch_size),
                   ("optimizer.use_distributed_optimizer", layout.distributed_optimizer),

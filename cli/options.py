@@ -133,6 +133,12 @@ def layout_options(func: F) -> F:
         click.option("--cpu-offload-layers", type=int, default=0, show_default=True,
                      help="Offload the activations of the first N layers to host memory "
                           "(--cpu-offloading-num-layers; needs --pp 1 and --recompute none)."),
+        click.option("--account-for-embedding", "account_for_embedding", is_flag=True,
+                     help="Count the embedding as a layer when splitting over pipeline stages "
+                          "(--account-for-embedding-in-pipeline-split)."),
+        click.option("--account-for-loss", "account_for_loss", is_flag=True,
+                     help="Count the loss as a layer when splitting over pipeline stages "
+                          "(--account-for-loss-in-pipeline-split)."),
         click.option("--first-stage-layers", type=int, default=None,
                      help="Decoder layers on the first pipeline stage (--decoder-first-pipeline-num-layers)."),
         click.option("--last-stage-layers", type=int, default=None,

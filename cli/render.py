@@ -65,6 +65,9 @@ def layout_label(layout: dict[str, Any]) -> str:
         parts.append("no-distopt")
     if layout.get("fsdp"):
         parts.append("fsdp")
+    if layout.get("account_for_embedding") or layout.get("account_for_loss"):
+        parts.append("+" + "/".join(name for name, key in (("emb", "account_for_embedding"),
+                                                           ("loss", "account_for_loss")) if layout.get(key)))
     if layout.get("cpu_offload_layers"):
         parts.append(f"offload{layout['cpu_offload_layers']}")
     return " ".join(parts)

@@ -71,6 +71,11 @@ class Layout:
     # activation offloading to host memory (``--cpu-offloading --cpu-offloading-num-layers N``, activations
     # only): the first N transformer layers' saved activations leave the GPU (MPC L458-475)
     cpu_offload_layers: int = 0
+    # count the embedding / the loss as one layer each when splitting layers over pipeline (and virtual)
+    # stages (``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-pipeline-split``,
+    # ``transformer_block.py::get_num_layers_to_build`` L146-203): 126 layers + 2 split over pp 16 x vpp 8
+    account_for_embedding: bool = False
+    account_for_loss: bool = False
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
 
@@ -104,6 +109,13 @@ class Layout:
             value = getattr(self, name)
             if value is not None:
                 _check_positive("--" + name.replace("_", "-"), value)
+        if (self.account_for_embedding or self.account_for_loss) and (
+                self.first_stage_layers is not None or self.last_stage_layers is not None):
+            raise MegasolveError(
+                field="--account-for-embedding/--account-for-loss", value=True,
+                rule="a standalone embedding / loss stage does not combine with an uneven first/last stage "
+                     "(transformer_block.py L104-112)",
+                fix="drop --first-stage-layers/--last-stage-layers or the accounting flags")
 
     @property
     def world_size(self) -> int:

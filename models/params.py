@@ -203,6 +203,22 @@ def stage_layer_counts(spec: ModelSpec, layout: Layout) -> list[int]:
     """
     L, p, v = spec.num_layers, layout.pp, layout.vpp
     first, last = layout.first_stage_layers, layout.last_stage_layers
+    extra = layout.account_for_embedding + layout.account_for_loss
+    if extra:  # the embedding / loss count as a layer of the first / last stage (TB L146-203)
+        if (L + extra) % p or ((L + extra) // p) % v:
+            raise MegasolveError(
+                field="--pp", value=p,
+                rule=f"num_layers + {extra} (embedding/loss) = {L + extra} must split evenly over pp ({p}) x "
+                     f"vpp ({v}) (transformer_block.py L146-178)",
+                fix="pick pp and vpp that divide the layer count plus the accounted embedding/loss")
+        per = (L + extra) // p
+        counts = [per] * p
+        counts[0] -= layout.account_for_embedding
+        counts[-1] -= layout.account_for_loss
+        if min(counts) < 0 or (p == 1 and per - extra < 0):
+            raise MegasolveError(field="--pp", value=p, rule="not enough layers for the embedding/loss stages",
+                                 fix="use a smaller pp")
+        return counts
     if first is None and last is None:
         if L % p:
             raise MegasolveError(
@@ -259,12 +275,21 @@ def stage_layer_ids(spec: ModelSpec, layout: Layout) -> list[list[list[int]]]:
     [[[0, 1], [4, 5]], [[2, 3], [6, 7]]]
     """
     counts = stage_layer_counts(spec, layout)
-    v = layout.vpp
-    chunk_sizes = [c // v for c in counts]
+    v, p = layout.vpp, layout.pp
+    # per (stage, chunk): an even share of the stage; with the embedding/loss accounted, the first chunk
+    # of the first stage and the last chunk of the last stage hold one layer fewer (TB L191-203)
+    shares = [(c + (stage == 0) * layout.account_for_embedding + (stage == p - 1) * layout.account_for_loss) // v
+              for stage, c in enumerate(counts)]
+    sizes = [[share] * v for share in shares]
+    if layout.account_for_embedding:
+        sizes[0][0] -= 1
+    if layout.account_for_loss:
+        sizes[-1][-1] -= 1
     ids: list[list[list[int]]] = [[] for _ in counts]
     next_layer = 0
-    for _chunk in range(v):
-        for stage, size in enumerate(chunk_sizes):
+    for chunk in range(v):
+        for stage in range(p):
+            size = sizes[stage][chunk]
             ids[stage].append(list(range(next_layer, next_layer + size)))
             next_layer += size
     return ids

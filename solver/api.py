@@ -69,7 +69,8 @@ def layout_dict(layout: Layout, workload: Workload) -> dict[str, Any]:
         "num_microbatches": workload.num_microbatches(layout), "sequence_parallel": layout.sequence_parallel,
         "recompute": layout.recompute, "recompute_num_layers": layout.recompute_num_layers,
         "distributed_optimizer": layout.distributed_optimizer, "fsdp": layout.fsdp,
-        "cpu_offload_layers": layout.cpu_offload_layers,
+        "cpu_offload_layers": layout.cpu_offload_layers, "account_for_embedding": layout.account_for_embedding,
+        "account_for_loss": layout.account_for_loss,
         "first_stage_layers": layout.first_stage_layers, "last_stage_layers": layout.last_stage_layers,
     }
 

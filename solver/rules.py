@@ -52,23 +52,30 @@ class Violation:
 
 
 @functools.lru_cache(maxsize=65536)
-def split_counts(spec: ModelSpec, pp: int, vpp: int, first: int | None, last: int | None) -> tuple[int, ...] | str:
+def split_counts(spec: ModelSpec, pp: int, vpp: int, first: int | None, last: int | None,
+                 account_embedding: bool = False, account_loss: bool = False) -> tuple[int, ...] | str:
     """Layers per pipeline stage, or the reason Megatron rejects the split (cached: the solver asks
     for the same few splits hundreds of thousands of times)."""
     try:
         return tuple(stage_layer_counts(spec, Layout(pp=pp, vpp=vpp, first_stage_layers=first,
-                                                     last_stage_layers=last)))
+                                                     last_stage_layers=last, account_for_embedding=account_embedding,
+                                                     account_for_loss=account_loss)))
     except MegasolveError as exc:
         return exc.rule
 
 
+def _split(ctx: RuleContext, a: Axes) -> tuple[int, ...] | str:
+    # the accounting flags are Layout fields the search never varies (its points lack them: False)
+    return split_counts(ctx.spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"],
+                        a.get("account_for_embedding", False), a.get("account_for_loss", False))
+
+
 def _split_ok(ctx: RuleContext, a: Axes) -> bool:
-    return not isinstance(split_counts(ctx.spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"]),
-                          str)
+    return not isinstance(_split(ctx, a), str)
 
 
 def _split_message(ctx: RuleContext, a: Axes) -> str:
-    counts = split_counts(ctx.spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"])
+    counts = _split(ctx, a)
     return counts if isinstance(counts, str) else ""
 
 
@@ -216,7 +223,7 @@ def _m(ctx: RuleContext, a: Axes) -> int:
 
 
 def _min_chunk(ctx: RuleContext, a: Axes) -> int:
-    counts = split_counts(ctx.spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"])
+    counts = _split(ctx, a)
     return min(counts) // a["vpp"]
 
 

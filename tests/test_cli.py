@@ -37,7 +37,8 @@ def test_estimate_json_contract():
     assert data["layout"] == {"tp": 4, "pp": 4, "vpp": 1, "cp": 2, "ep": 1, "etp": 4, "dp": 2, "mbs": 1, "gbs": 512,
                               "num_microbatches": 256, "sequence_parallel": True, "recompute": "none",
                               "recompute_num_layers": None, "distributed_optimizer": True, "fsdp": False,
-                              "cpu_offload_layers": 0, "first_stage_layers": None, "last_stage_layers": None}
+                              "cpu_offload_layers": 0, "account_for_embedding": False, "account_for_loss": False,
+                              "first_stage_layers": None, "last_stage_layers": None}
     stage0 = data["memory"]["stages"][0]
     assert stage0["params"] == 4_541_710_336 and stage0["layers"] == 20
     assert set(stage0) == {"stage", "layers", "params", "weights_gb", "grads_gb", "optimizer_gb", "activations_gb",

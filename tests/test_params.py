@@ -124,3 +124,19 @@ def test_vpp_round_robin_chunks(llama8b):
 def test_expert_count_must_divide_by_ep(deepseek_v3):
     with pytest.raises(MegasolveError, match=r"num_moe_experts \(256\) is not divisible by ep \(3\)"):
         moe_mlp_params(deepseek_v3, tp=1, ep=3, etp=1)
+
+
+def test_embedding_and_loss_accounted_in_the_pipeline_split():
+    """--account-for-embedding/loss-in-pipeline-split (transformer_block.py L146-203): Llama-3.1 405B's
+    126 layers + 2 split over pp 16 x vpp 8 as 1 layer per chunk, the first chunk holding only the
+    embedding and the last only the loss."""
+    spec = load_preset("llama-3.1-405b")
+    layout = Layout(pp=16, vpp=8, account_for_embedding=True, account_for_loss=True)
+    ids = stage_layer_ids(spec, layout)
+    assert stage_layer_counts(spec, layout) == [7] + [8] * 14 + [7]
+    assert ids[0][0] == [] and ids[-1][-1] == [] and ids[1][0] == [0] and ids[0][1] == [15]
+    assert sorted(i for stage in ids for chunk in stage for i in chunk) == list(range(126))
+    with pytest.raises(MegasolveError, match="split evenly"):
+        stage_layer_counts(spec, Layout(pp=16, vpp=8, account_for_embedding=True))  # 127 layers
+    with pytest.raises(MegasolveError, match="uneven first/last"):
+        Layout(pp=16, account_for_loss=True, first_stage_layers=7)
