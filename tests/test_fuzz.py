@@ -386,6 +386,14 @@ def workload_flags(draw) -> list[str]:
         argv += ["--precision", pick(draw, sane, ["bf16", "fp8"], ["fp4"])]
     if not draw(st.integers(0, 5)):
         argv += ["--attention", pick(draw, sane, ["flash", "unfused"], ["sdpa"])]
+    if not draw(st.integers(0, 5)):
+        argv += ["--fp8-recipe", pick(draw, sane, ["delayed", "tensorwise", "mxfp8", "blockwise"], ["nvfp4"])]
+    if not draw(st.integers(0, 7)):
+        argv.append("--fp8-output-proj")
+    if not draw(st.integers(0, 5)):
+        argv += ["--cross-entropy", pick(draw, sane, ["unfused", "native", "te"], ["fused"])]
+    if not draw(st.integers(0, 5)):
+        argv.append("--grad-reduce-in-bf16")
     return argv
 
 
@@ -406,6 +414,13 @@ def layout_flags(draw) -> list[str]:
             argv.append(draw(st.sampled_from(pair)))
     if not draw(st.integers(0, 5)):
         argv.append("--allow-cross-domain-tp")
+    if not draw(st.integers(0, 6)):
+        argv.append("--fsdp")
+    if not draw(st.integers(0, 6)):
+        argv += ["--cpu-offload-layers", int_flag(draw, sane, [0, 2, 200])]
+    for flag in ("--account-for-embedding", "--account-for-loss"):
+        if not draw(st.integers(0, 7)):
+            argv.append(flag)
     return argv
 
 
