@@ -86,10 +86,28 @@ def _check_deadline(deadline: float | None) -> None:
         raise TimeoutError("the time limit ran out while the CP-SAT model was being built")
 
 
+def pipeline_rows(space: SearchSpace, tables: CostTables, deadline: float | None = None) -> list[PipelineRow]:
+    """Pipeline rows ``(pp, vpp, split, rc)`` that obey the rules on those axes alone."""
+    row_rules = [(r, a) for r, a in space.rules() if set(a) <= set(ROW_AXES)]
+    rows: list[PipelineRow] = []
+    for count, combo in enumerate(itertools.product(*(space.domains[a] for a in ROW_AXES))):
+        if count % 64 == 0:
+            _check_deadline(deadline)
+        fields = _fields_of(dict(zip(ROW_AXES, combo)))
+        if all(rule.check(space.ctx, fields) for rule, _ in row_rules):
+            rows.append(tables.row(*combo))
+    if not rows:
+        raise NoLayout("no pipeline shape (pp, vpp, split, recompute) obeys the rules")
+    return rows
+
+
 def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constraint",
-                rule_assumptions: bool = False, deadline: float | None = None) -> LayoutModel:
+                rule_assumptions: bool = False, deadline: float | None = None,
+                configs: dict[tuple, int] | None = None) -> LayoutModel:
     """``memory``: ``"constraint"`` (every slot fits) or ``"excess"`` (minimise the worst overflow, to
     explain infeasibility). ``rule_assumptions``: guard each rule with an assumption literal.
+    ``configs``: restrict ``bounds.GROUP_AXES`` (configuration, vpp, rc) to these keys, each with a
+    lower bound on its step (``bounds.ConfigBounds``; ``memory="constraint"`` only).
     Raises ``NoLayout`` when the space is empty by construction, ``TimeoutError`` past ``deadline``."""
     start = time.perf_counter()
     model = cp_model.CpModel()
@@ -146,16 +164,7 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         return threshold[t]
 
     # ---- pipeline rows (pp, vpp, split, rc) that obey the rules on those axes alone
-    row_rules = [(r, a) for r, a in space.rules() if set(a) <= set(ROW_AXES)]
-    rows: list[tuple[PipelineRow, cp_model.IntVar]] = []
-    for combo in itertools.product(*(domains[a] for a in ROW_AXES)):
-        if len(rows) % 64 == 0:
-            _check_deadline(deadline)
-        fields = _fields_of(dict(zip(ROW_AXES, combo)))
-        if all(rule.check(space.ctx, fields) for rule, _ in row_rules):
-            rows.append((tables.row(*combo), model.NewBoolVar(f"row{len(rows)}")))
-    if not rows:
-        raise NoLayout("no pipeline shape (pp, vpp, split, recompute) obeys the rules")
+    rows = [(row, model.NewBoolVar(f"row{i}")) for i, row in enumerate(pipeline_rows(space, tables, deadline))]
     for axis_pos, axis in enumerate(ROW_AXES):
         for value, lit in zip(domains[axis], lits[axis]):
             model.Add(sum(r for row, r in rows if (row.pp, row.vpp, row.split, row.rc)[axis_pos] == value) == lit)
@@ -305,6 +314,8 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         shape_lit = model.NewBoolVar("")
         model.Add(sum(members) == shape_lit)
         base_row = tables.row(p, v, split, ("none", None))
+        if any(t not in y for slot in base_row.slots for _, t in tables.time_form(base_row, slot, "t")):
+            continue  # a space without no-recompute rows (restricted or pinned) has no such terms
         stage_sum = 0
         for slot in base_row.slots:
             form = tables.time_form(base_row, slot, "t")
@@ -331,6 +342,18 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         + max(bounds["opt"]) + tables.overhead_us + 2
     step = model.NewIntVar(0, step_hi, "step_us")
     model.Add(step == pipe + dp_tail + opt_max + tables.overhead_us)
+    if configs is not None:
+        # Only these (configuration, vpp, rc) keys, each with a lower bound on its step (bounds.py):
+        # CP-SAT drops a key as soon as the incumbent (or an enumeration bound) is below its bound.
+        from megasolve.solver.bounds import GROUP_AXES
+
+        if memory != "constraint":
+            raise ValueError("configuration bounds assume that every layout fits")
+        lb_var = model.NewIntVar(min(configs.values(), default=0), max(configs.values(), default=0), "config_lb")
+        model.AddAllowedAssignments([index[a] for a in GROUP_AXES] + [lb_var],
+                                    [tuple(position[a][v] for a, v in zip(GROUP_AXES, key)) + (bound,)
+                                     for key, bound in configs.items()])
+        model.Add(step >= lb_var)
     if excess is not None:
         model.Minimize(excess)  # the closest layouts first (step-time ties are not ranked here)
     else:

@@ -1,0 +1,240 @@
+"""Memory-aware lower bounds on the canonical step time per *configuration*.
+
+A configuration fixes the axes that set every cost term's value -- ``CONFIG_AXES`` = tp, cp, pp,
+dp, mbs, sp, ep, etp, dop (dp follows from tp*cp*pp, so the micro-batch count ``m`` is fixed too).
+What remains open is the pipeline row ``(vpp, split, rc)``. The bound of a configuration is the
+minimum, over the *row groups* ``(vpp, rc)`` of its pp (the splits of a group are relaxed, never
+enumerated per configuration), of a lower bound on ``pipeline + optimizer + overhead`` -- taken
+only over the groups whose memory can possibly fit and whose rules can hold.
+
+Why it is valid (all term values are non-negative integers, ``tables.py``):
+
+* pipeline = ``m * tau_max + ceil((sum(tau) - tau_max) / v) >= ((m*v - 1) * tau_s + sum(tau)) / v``
+  for every stage ``s`` (the left side grows with ``tau_max >= tau_s``, since ``m >= 1/v``), and
+  ``>= ((m*v - 1 + pp) * sum(tau)) / (v * pp)`` (``tau_max >= sum(tau) / pp``);
+* optimizer = ``max`` over stages ``>=`` any one stage's;
+* memory: a row fits only if every stage's (scaled) memory form is ``<= v * (capacity - other)``.
+
+Each of these is a linear form ``sum(c_t * value_t)`` with non-negative coefficients that depend
+on the row. Over the rows of a group, the coefficient-wise minimum of the forms of stage ``s`` is
+a form whose value is ``<=`` that of every row in the group -- so a bound (or a necessary memory
+condition) that holds for each row of the group holds for the group's minimum form. This is the
+usual relaxation of a disjunction of linear constraints by their coefficient-wise minimum when
+all variables are non-negative.
+
+The result is used twice: as an allowed-assignment table ``(configuration axes, bound)`` with
+``step >= bound`` in the CP-SAT model (``cpsat.py``), so that CP-SAT prunes a configuration as soon
+as its incumbent (or an enumeration bound) is below the configuration's bound; and to omit
+configurations for which no row group can fit in memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from megasolve.cost.memory import recomputed_layers
+from megasolve.models.layout import Layout
+from megasolve.models.params import stage_layer_ids
+from megasolve.solver.space import SearchSpace, _fields_of
+from megasolve.solver.tables import CostTables, PipelineRow, ceil_div
+
+CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop")
+GROUP_AXES = CONFIG_AXES + ("vpp", "rc")  # a configuration and one row group of its pp
+Form = dict[str, int]
+
+
+def _merge(*parts: tuple[int, Any]) -> Form:
+    out: Form = {}
+    for k, form in parts:
+        pairs = ((c, t) for t, c in form.items()) if isinstance(form, dict) else form
+        for c, t in pairs:
+            out[t] = out.get(t, 0) + k * c
+    return out
+
+
+def _coefwise_min(forms: list[Form]) -> Form:
+    """Coefficient-wise minimum (a term missing from a form has coefficient 0 there)."""
+    names = set(forms[0])
+    for form in forms[1:]:
+        names &= set(form)
+    return {t: min(form[t] for form in forms) for t in sorted(names) if min(form[t] for form in forms)}
+
+
+def stage_slots(tables: CostTables, row: PipelineRow) -> list[int]:
+    """Index of the slot of ``row`` that holds each stage. Any choice of slot per stage keeps the
+    bounds valid (each slot's forms bound the row), so a stage whose composition is not found among
+    the slots falls back to the slot with the largest lowest-stage index at or below it."""
+    spec = tables.spec
+    layout = Layout(pp=row.pp, vpp=row.vpp, first_stage_layers=row.split[0], last_stage_layers=row.split[1],
+                    recompute=row.rc[0], recompute_num_layers=row.rc[1])
+    keys = {(s.dense_base, s.moe_base, s.dense_rc, s.moe_rc, s.first, s.last): j for j, s in enumerate(row.slots)}
+    out = []
+    for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
+        stored = recomputed_layers(layout, chunks)
+        ids = [i for chunk in chunks for i in chunk]
+        moe = [spec.is_moe_layer(i) for i in ids]
+        key = (sum(1 for i, x in zip(ids, moe) if not x and i not in stored),
+               sum(1 for i, x in zip(ids, moe) if x and i not in stored),
+               sum(1 for i, x in zip(ids, moe) if not x and i in stored),
+               sum(1 for i, x in zip(ids, moe) if x and i in stored), stage == 0, stage == row.pp - 1)
+        if key in keys:
+            out.append(keys[key])
+        else:
+            out.append(max((j for j, s in enumerate(row.slots) if s.stage <= stage),
+                           key=lambda j: row.slots[j].stage))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GroupForms:
+    """Minimum forms of one row group ``(pp, vpp, rc)`` for one micro-batch count ``m``."""
+
+    vpp: int
+    rc: tuple
+    time: tuple[tuple[Form, int], ...]  # (numerator form, denominator): pipeline >= ceil(form / den)
+    opt: tuple[Form, ...]  # optimizer >= form
+    memory: tuple[Form, ...]  # fits => form <= vpp * (capacity - other)
+
+
+def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
+                slots_of: dict[PipelineRow, list[int]] | None = None) -> GroupForms:
+    """The minimum forms over ``rows`` (same pp, vpp and rc; different splits) for ``m`` micro-batches."""
+    pp, v = rows[0].pp, rows[0].vpp
+    per_stage_time: list[list[Form]] = [[] for _ in range(pp)]
+    per_stage_opt: list[list[Form]] = [[] for _ in range(pp)]
+    per_stage_mem: list[list[Form]] = [[] for _ in range(pp)]
+    averages: list[Form] = []
+    for row in rows:
+        _, compiled = tables.compiled(row.pp, row.vpp, row.split, row.rc)
+        total = _merge(*((slot.multiplicity, t_form) for slot, t_form, *_ in compiled))
+        averages.append(_merge((m * v - 1 + pp, total)))
+        for stage, j in enumerate(slots_of[row] if slots_of else stage_slots(tables, row)):
+            slot, t_form, _, _, _, o_form, fixed_form, act_form = compiled[j]
+            per_stage_time[stage].append(_merge((m * v - 1, t_form), (1, total)))
+            per_stage_opt[stage].append(_merge((1, o_form)))
+            live = tables.live_units(row, slot, m)
+            mem = [(v, fixed_form), (live, act_form)]
+            if slot.first:
+                mem.append((v * ceil_div(live, v), [(1, "ma_first")]))
+            per_stage_mem[stage].append(_merge(*mem))
+    time = {_key(f): (f, v) for f in map(_coefwise_min, per_stage_time)}
+    average = _coefwise_min(averages)
+    time[_key(average)] = (average, v * pp)
+    opt = {_key(f): f for f in map(_coefwise_min, per_stage_opt)}
+    memory = {_key(f): f for f in map(_coefwise_min, per_stage_mem)}
+    return GroupForms(vpp=v, rc=rows[0].rc, time=tuple(time.values()), opt=tuple(opt.values()),
+                      memory=tuple(memory.values()))
+
+
+def _key(form: Form) -> tuple:
+    return tuple(sorted(form.items()))
+
+
+class ConfigBounds:
+    """The configurations of a space that can fit, each with its lower bound (``configs``), and per
+    configuration the bounds of the row groups ``(vpp, rc)`` that can fit (``groups``)."""
+
+    def __init__(self, space: SearchSpace, tables: CostTables, rows: list[PipelineRow]) -> None:
+        self.space, self.tables = space, tables
+        config_set = set(CONFIG_AXES)
+        self._config_rules = [(axes, set(space.allowed(rule, axes))) for rule, axes in space.rules()
+                              if set(axes) <= config_set]
+        # rules that also read vpp / rc: checked per (configuration, group) on the axes they read, cached
+        self._group_rules = [(rule, axes) for rule, axes in space.rules()
+                             if set(axes) <= config_set | {"vpp", "rc"} and not set(axes) <= config_set]
+        self._rule_memo: dict[tuple, bool] = {}
+        self._groups_of: dict[int, dict[tuple, list[PipelineRow]]] = {}
+        for row in rows:
+            self._groups_of.setdefault(row.pp, {}).setdefault((row.vpp, row.rc), []).append(row)
+        self._slots_of = {row: stage_slots(tables, row) for row in rows}
+        self._forms: dict[tuple, GroupForms] = {}
+
+    def configs(self, deadline: float | None = None) -> dict[tuple, int]:
+        """Per configuration (values of ``CONFIG_AXES``) that obeys the rules on its own axes and has
+        at least one row group that can fit: a lower bound on the canonical step (us) of every legal,
+        fitting layout with that configuration. A configuration that is absent has no such layout.
+        Raises ``TimeoutError`` past ``deadline``."""
+        domains = self.space.domains
+        n = self.tables.cluster.num_gpus
+        open_axes = [a for a in CONFIG_AXES if a != "dp"]
+        out: dict[tuple, int] = {}
+        for count, values in enumerate(itertools.product(*(domains[a] for a in open_axes))):
+            if count % 512 == 0 and deadline is not None and time.perf_counter() > deadline:
+                raise TimeoutError("the time limit ran out while the configuration bounds were computed")
+            config = dict(zip(open_axes, values))
+            pp = config["pp"]
+            dense = config["tp"] * config["cp"] * pp
+            if n % dense or n % (config["etp"] * config["ep"] * pp) or pp not in self._groups_of:
+                continue
+            config["dp"] = n // dense
+            if config["dp"] not in domains["dp"]:
+                continue
+            if not all(tuple(config[a] for a in axes) in ok for axes, ok in self._config_rules):
+                continue
+            best = self._bounds(config, lowest_only=True)
+            if best:
+                out[tuple(config[a] for a in CONFIG_AXES)] = min(best.values())
+        return out
+
+    def groups(self, key: tuple) -> dict[tuple, int]:
+        """``(vpp, rc) -> bound`` for the row groups of configuration ``key`` that can fit and obey the
+        rules (each bound >= the configuration's)."""
+        return self._bounds(dict(zip(CONFIG_AXES, key)), lowest_only=False)
+
+    def _group_ok(self, point: dict) -> bool:
+        for i, (rule, axes) in enumerate(self._group_rules):
+            key = (i,) + tuple(point[a] for a in axes)
+            ok = self._rule_memo.get(key)
+            if ok is None:
+                ok = self._rule_memo[key] = rule.check(self.space.ctx, _fields_of({a: point[a] for a in axes}))
+            if not ok:
+                return False
+        return True
+
+    def _bounds(self, config: dict, lowest_only: bool) -> dict[tuple, int]:
+        """Bounds of the groups of ``config`` that can fit; with ``lowest_only``, groups whose time
+        bound is not below the lowest so far are skipped (their memory is not checked)."""
+        tables = self.tables
+        pp = config["pp"]
+        m = tables.workload.global_batch_size // (config["mbs"] * config["dp"])
+        capacity = tables.capacity_mib - tables.other_mib
+        out: dict[tuple, int] = {}
+        best = None
+        cached: dict[bool, dict[str, int]] = {}
+        for (vpp, rc), members in self._groups_of.get(pp, {}).items():
+            point = dict(config, vpp=vpp, rc=rc, sel=rc[0] == "selective")
+            if self._group_rules and not self._group_ok(point):
+                continue
+            forms = self._forms.get((pp, vpp, rc, m))
+            if forms is None:
+                forms = self._forms[(pp, vpp, rc, m)] = group_forms(tables, members, m, self._slots_of)
+            cache = cached.setdefault(point["sel"], {})
+
+            def value(form: Form) -> int:
+                total = 0
+                for t, c in form.items():
+                    v = cache.get(t)
+                    if v is None:
+                        v = cache[t] = tables.value(t, point)
+                    total += c * v
+                return total
+
+            bound = max(-(-value(f) // den) for f, den in forms.time) + tables.overhead_us
+            if forms.opt:
+                bound += max(value(f) for f in forms.opt)
+            if lowest_only and best is not None and bound >= best:
+                continue
+            if any(value(f) > vpp * capacity for f in forms.memory):
+                continue
+            out[(vpp, rc)] = bound
+            best = bound if best is None else min(best, bound)
+        return out
+
+
+def config_bounds(space: SearchSpace, tables: CostTables, rows: list[PipelineRow],
+                  deadline: float | None = None) -> dict[tuple, int]:
+    """``ConfigBounds(space, tables, rows).configs(deadline)``."""
+    return ConfigBounds(space, tables, rows).configs(deadline)
