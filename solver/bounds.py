@@ -103,28 +103,31 @@ def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
                 slots_of: dict[PipelineRow, list[int]] | None = None) -> GroupForms:
     """The minimum forms over ``rows`` (same pp, vpp and rc; different splits) for ``m`` micro-batches."""
     pp, v = rows[0].pp, rows[0].vpp
-    per_stage_time: list[list[Form]] = [[] for _ in range(pp)]
-    per_stage_opt: list[list[Form]] = [[] for _ in range(pp)]
-    per_stage_mem: list[list[Form]] = [[] for _ in range(pp)]
-    averages: list[Form] = []
-    for row in rows:
-        _, compiled = tables.compiled(row.pp, row.vpp, row.split, row.rc)
-        total = _merge(*((slot.multiplicity, t_form) for slot, t_form, *_ in compiled))
-        averages.append(_merge((m * v - 1 + pp, total)))
-        for stage, j in enumerate(slots_of[row] if slots_of else stage_slots(tables, row)):
-            slot, t_form, _, _, _, o_form, fixed_form, act_form = compiled[j]
-            per_stage_time[stage].append(_merge((m * v - 1, t_form), (1, total)))
-            per_stage_opt[stage].append(_merge((1, o_form)))
+    slots = [slots_of[row] if slots_of else stage_slots(tables, row) for row in rows]
+    compiled = [tables.compiled(row.pp, row.vpp, row.split, row.rc)[1] for row in rows]
+    totals = [_merge(*((slot.multiplicity, t_form) for slot, t_form, *_ in parts)) for parts in compiled]
+    # stages that hold the same slot in every row have the same forms: one per distinct signature
+    signatures = sorted({tuple(row_slots[stage] for row_slots in slots) for stage in range(pp)})
+    time_forms, opt_forms, memory_forms = [], [], []
+    for signature in signatures:
+        times, opts, mems = [], [], []
+        for row, parts, total, j in zip(rows, compiled, totals, signature):
+            slot, t_form, _, _, _, o_form, fixed_form, act_form = parts[j]
+            times.append(_merge((m * v - 1, t_form), (1, total)))
+            opts.append(_merge((1, o_form)))
             live = tables.live_units(row, slot, m)
             mem = [(v, fixed_form), (live, act_form)]
             if slot.first:
                 mem.append((v * ceil_div(live, v), [(1, "ma_first")]))
-            per_stage_mem[stage].append(_merge(*mem))
-    time = {_key(f): (f, v) for f in map(_coefwise_min, per_stage_time)}
-    average = _coefwise_min(averages)
+            mems.append(_merge(*mem))
+        time_forms.append(_coefwise_min(times))
+        opt_forms.append(_coefwise_min(opts))
+        memory_forms.append(_coefwise_min(mems))
+    time = {_key(f): (f, v) for f in time_forms}
+    average = _coefwise_min([_merge((m * v - 1 + pp, total)) for total in totals])
     time[_key(average)] = (average, v * pp)
-    opt = {_key(f): f for f in map(_coefwise_min, per_stage_opt)}
-    memory = {_key(f): f for f in map(_coefwise_min, per_stage_mem)}
+    opt = {_key(f): f for f in opt_forms}
+    memory = {_key(f): f for f in memory_forms}
     return GroupForms(vpp=v, rc=rows[0].rc, time=tuple(time.values()), opt=tuple(opt.values()),
                       memory=tuple(memory.values()))
 
@@ -155,29 +158,103 @@ class ConfigBounds:
     def configs(self, deadline: float | None = None) -> dict[tuple, int]:
         """Per configuration (values of ``CONFIG_AXES``) that obeys the rules on its own axes and has
         at least one row group that can fit: a lower bound on the canonical step (us) of every legal,
-        fitting layout with that configuration. A configuration that is absent has no such layout.
-        Raises ``TimeoutError`` past ``deadline``."""
-        domains = self.space.domains
-        n = self.tables.cluster.num_gpus
+        fitting layout with that configuration (the lowest of ``groups(key)``, computed for all
+        configurations at once). A configuration that is absent has no such layout. Raises
+        ``TimeoutError`` past ``deadline``."""
+        import numpy as np
+
+        tables, domains = self.tables, self.space.domains
+        n = tables.cluster.num_gpus
+        _check(deadline)
+        # every combination of the open axes (dp follows), as positions in the domains
         open_axes = [a for a in CONFIG_AXES if a != "dp"]
-        out: dict[tuple, int] = {}
-        for count, values in enumerate(itertools.product(*(domains[a] for a in open_axes))):
-            if count % 512 == 0 and deadline is not None and time.perf_counter() > deadline:
-                raise TimeoutError("the time limit ran out while the configuration bounds were computed")
-            config = dict(zip(open_axes, values))
-            pp = config["pp"]
-            dense = config["tp"] * config["cp"] * pp
-            if n % dense or n % (config["etp"] * config["ep"] * pp) or pp not in self._groups_of:
-                continue
-            config["dp"] = n // dense
-            if config["dp"] not in domains["dp"]:
-                continue
-            if not all(tuple(config[a] for a in axes) in ok for axes, ok in self._config_rules):
-                continue
-            best = self._bounds(config, lowest_only=True)
-            if best:
-                out[tuple(config[a] for a in CONFIG_AXES)] = min(best.values())
-        return out
+        shape = [len(domains[a]) for a in open_axes]
+        grid = np.indices(shape).reshape(len(shape), -1)
+        value = {a: np.array([int(v) for v in domains[a]], dtype=np.int64)[grid[i]] for i, a in enumerate(open_axes)}
+        dense = value["tp"] * value["cp"] * value["pp"]
+        keep = (n % dense == 0) & (n % (value["etp"] * value["ep"] * value["pp"]) == 0)
+        keep &= np.isin(value["pp"], list(self._groups_of))
+        dp = np.where(keep, n // np.where(keep, dense, 1), 0)
+        dp_position = {v: i for i, v in enumerate(domains["dp"])}
+        keep &= np.isin(dp, list(dp_position))
+        positions = {a: grid[i] for i, a in enumerate(open_axes)}
+        positions["dp"] = np.array([dp_position.get(int(d), 0) for d in dp.tolist()], dtype=np.int64)
+        position = {a: {v: i for i, v in enumerate(domains[a])} for a in CONFIG_AXES}
+        for axes, ok in self._config_rules:  # rules on configuration axes alone: allowed tuples
+            def code_of(columns):
+                code = np.zeros_like(columns[0])
+                for a, col in zip(axes, columns):
+                    code = code * len(domains[a]) + col
+                return code
+            allowed = code_of([np.array([position[a][t[i]] for t in ok] or [-1], dtype=np.int64)
+                               for i, a in enumerate(axes)]) if ok else np.array([-1], dtype=np.int64)
+            keep &= np.isin(code_of([positions[a] for a in axes]), allowed)
+        rows_kept = np.flatnonzero(keep)
+        if len(rows_kept) == 0:
+            return {}
+        index = np.stack([positions[a][rows_kept] for a in CONFIG_AXES], axis=1)
+        keys = [tuple(domains[a][i] for a, i in zip(CONFIG_AXES, row)) for row in index.tolist()]
+        column = {a: i for i, a in enumerate(CONFIG_AXES)}
+        gbs = tables.workload.global_batch_size
+        mbs = np.array(domains["mbs"], dtype=np.int64)[index[:, column["mbs"]]]
+        dp = np.array(domains["dp"], dtype=np.int64)[index[:, column["dp"]]]
+        micro = gbs // (mbs * dp)
+        pps = np.array(domains["pp"], dtype=np.int64)[index[:, column["pp"]]]
+
+        def projected(axes: tuple[str, ...], extra: dict[str, Any], fn) -> np.ndarray:
+            """``fn(point)`` for every configuration, evaluated once per distinct projection on ``axes``."""
+            own = [a for a in axes if a in column]
+            code = np.zeros(len(keys), dtype=np.int64)
+            for a in own:
+                code = code * len(domains[a]) + index[:, column[a]]
+            unique, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+            out = np.empty(len(unique), dtype=np.int64)
+            for u, row in enumerate(first):
+                out[u] = fn(dict({a: keys[row][column[a]] for a in own}, **extra))
+            return out[inverse.reshape(-1)]
+
+        term_values: dict[tuple[str, bool], np.ndarray] = {}
+
+        def form_value(form: Form, sel: bool, rows: np.ndarray) -> np.ndarray:
+            total = np.zeros(len(rows), dtype=np.int64)
+            for t, c in form.items():
+                if (t, sel) not in term_values:
+                    _check(deadline)
+                    term_values[(t, sel)] = projected(tables.terms[t].axes, {"sel": sel},
+                                                      lambda point, t=t: tables.value(t, point))
+                total += c * term_values[(t, sel)][rows]
+            return total
+
+        capacity = tables.capacity_mib - tables.other_mib
+        unbounded = np.iinfo(np.int64).max
+        best = np.full(len(keys), unbounded, dtype=np.int64)
+        for pp, groups in self._groups_of.items():
+            of_pp = pps == pp
+            for (vpp, rc), members in groups.items():
+                ok = of_pp.copy()
+                for rule, axes in self._group_rules:
+                    extra = {"vpp": vpp, "rc": rc}
+                    ok &= projected(tuple(a for a in axes if a in column), extra,
+                                    lambda point, rule=rule: rule.check(self.space.ctx, _fields_of(point))) != 0
+                sel = rc[0] == "selective"
+                for m in np.unique(micro[ok]).tolist():
+                    rows = np.flatnonzero(ok & (micro == m))
+                    forms = self._group_forms(pp, vpp, rc, m, members)
+                    bound = np.full(len(rows), tables.overhead_us, dtype=np.int64)
+                    bound += np.max([-(-form_value(f, sel, rows) // den) for f, den in forms.time], axis=0)
+                    if forms.opt:
+                        bound += np.max([form_value(f, sel, rows) for f in forms.opt], axis=0)
+                    fits = np.ones(len(rows), dtype=bool)
+                    for f in forms.memory:
+                        fits &= form_value(f, sel, rows) <= vpp * capacity
+                    best[rows[fits]] = np.minimum(best[rows[fits]], bound[fits])
+        return {key: int(b) for key, b in zip(keys, best.tolist()) if b != unbounded}
+
+    def _group_forms(self, pp: int, vpp: int, rc: tuple, m: int, members: list[PipelineRow]) -> GroupForms:
+        forms = self._forms.get((pp, vpp, rc, m))
+        if forms is None:
+            forms = self._forms[(pp, vpp, rc, m)] = group_forms(self.tables, members, m, self._slots_of)
+        return forms
 
     def groups(self, key: tuple) -> dict[tuple, int]:
         """``(vpp, rc) -> bound`` for the row groups of configuration ``key`` that can fit and obey the
@@ -208,9 +285,7 @@ class ConfigBounds:
             point = dict(config, vpp=vpp, rc=rc, sel=rc[0] == "selective")
             if self._group_rules and not self._group_ok(point):
                 continue
-            forms = self._forms.get((pp, vpp, rc, m))
-            if forms is None:
-                forms = self._forms[(pp, vpp, rc, m)] = group_forms(tables, members, m, self._slots_of)
+            forms = self._group_forms(pp, vpp, rc, m, members)
             cache = cached.setdefault(point["sel"], {})
 
             def value(form: Form) -> int:
@@ -232,6 +307,11 @@ class ConfigBounds:
             out[(vpp, rc)] = bound
             best = bound if best is None else min(best, bound)
         return out
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TimeoutError("the time limit ran out while the configuration bounds were computed")
 
 
 def config_bounds(space: SearchSpace, tables: CostTables, rows: list[PipelineRow],

@@ -182,12 +182,30 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
             used_terms |= {t for _, t in tables.fixed_memory_form(row, slot) + tables.activation_form(slot)}
             if slot.first:
                 used_terms.add("ma_first")
+    # With `configs`, a table over axes that the keys fix keeps only the keys' projections (the other
+    # entries could never be selected): smaller tables, tighter term domains.
+    projections: list[dict[str, Any]] | None = None
+    if configs is not None:
+        from megasolve.solver.bounds import GROUP_AXES
+
+        projections = [dict(zip(GROUP_AXES, key)) for key in configs]
+        for point in projections:
+            point["sel"] = point["rc"][0] == "selective"
+
+    def reachable(axes: tuple[str, ...]) -> set[tuple] | None:
+        if projections is None or not set(axes) <= set(projections[0]):
+            return None
+        return {tuple(point[a] for a in axes) for point in projections}
+
     y: dict[str, cp_model.IntVar] = {}
     hi: dict[str, int] = {}
     for name in sorted(used_terms):
         term = tables.terms[name]
         _check_deadline(deadline)
         table = tables.table(name, domains)
+        keep = reachable(term.axes)
+        if keep is not None:
+            table = {key: val for key, val in table.items() if key in keep}
         if not table:
             raise NoLayout(f"no value of the cost term {name} survives the rules")
         hi[name] = max(table.values())
@@ -292,7 +310,10 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     lb_axes = ["tp", "cp", "mbs", "sp", "sel", "etp", "ep"]
     lb_rows = []
     n_gpus = tables.cluster.num_gpus
+    keep = reachable(tuple(lb_axes))
     for key in itertools.product(*(sel_values if a == "sel" else domains[a] for a in lb_axes)):
+        if keep is not None and key not in keep:
+            continue
         point = dict(zip(lb_axes, key))
         try:
             layer_work = sum(c * tables.value(t, point) for c, t in work)
