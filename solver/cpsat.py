@@ -103,11 +103,12 @@ def pipeline_rows(space: SearchSpace, tables: CostTables, deadline: float | None
 
 def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constraint",
                 rule_assumptions: bool = False, deadline: float | None = None,
-                configs: dict[tuple, int] | None = None) -> LayoutModel:
+                configs: dict[tuple, int] | None = None, rows: list[PipelineRow] | None = None) -> LayoutModel:
     """``memory``: ``"constraint"`` (every slot fits) or ``"excess"`` (minimise the worst overflow, to
     explain infeasibility). ``rule_assumptions``: guard each rule with an assumption literal.
     ``configs``: restrict ``bounds.GROUP_AXES`` (configuration, vpp, rc) to these keys, each with a
-    lower bound on its step (``bounds.ConfigBounds``; ``memory="constraint"`` only).
+    lower bound on its step (``bounds.ConfigBounds``; ``memory="constraint"`` only). ``rows``: the
+    space's ``pipeline_rows`` when the caller has them already.
     Raises ``NoLayout`` when the space is empty by construction, ``TimeoutError`` past ``deadline``."""
     start = time.perf_counter()
     model = cp_model.CpModel()
@@ -164,7 +165,9 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         return threshold[t]
 
     # ---- pipeline rows (pp, vpp, split, rc) that obey the rules on those axes alone
-    rows = [(row, model.NewBoolVar(f"row{i}")) for i, row in enumerate(pipeline_rows(space, tables, deadline))]
+    if rows is None:
+        rows = pipeline_rows(space, tables, deadline)
+    rows = [(row, model.NewBoolVar(f"row{i}")) for i, row in enumerate(rows)]
     for axis_pos, axis in enumerate(ROW_AXES):
         for value, lit in zip(domains[axis], lits[axis]):
             model.Add(sum(r for row, r in rows if (row.pp, row.vpp, row.split, row.rc)[axis_pos] == value) == lit)
@@ -202,10 +205,13 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     for name in sorted(used_terms):
         term = tables.terms[name]
         _check_deadline(deadline)
-        table = tables.table(name, domains)
         keep = reachable(term.axes)
-        if keep is not None:
-            table = {key: val for key, val in table.items() if key in keep}
+        if keep is None:
+            table = tables.table(name, domains)
+        else:  # the reachable entries only, in the order of the full table
+            table = {key: tables.value(name, dict(zip(term.axes, key)))
+                     for key in itertools.product(*(domains[a] if a in domains else sel_values for a in term.axes))
+                     if key in keep}
         if not table:
             raise NoLayout(f"no value of the cost term {name} survives the rules")
         hi[name] = max(table.values())

@@ -131,7 +131,8 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
     stats = ModelStats()
     start = time.perf_counter()
     try:
-        bounds = ConfigBounds(space, tables, pipeline_rows(space, tables, deadline))
+        rows = pipeline_rows(space, tables, deadline)
+        bounds = ConfigBounds(space, tables, rows)
         configs = bounds.configs(deadline)
     except NoLayout:
         return [], True, stats
@@ -150,8 +151,8 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
         last = threshold >= max(configs.values()) * 64 or attempt == 63
         chosen = {key + group: bound for key, low in configs.items() if last or low <= threshold
                   for group, bound in bounds.groups(key).items() if last or bound <= threshold}
-        done = _enumerate_configs(space, tables, chosen, None if last else threshold, below, found, stats,
-                                  deadline, workers)
+        done = _enumerate_configs(space, tables, rows, chosen, None if last else threshold, below, found,
+                                  stats, deadline, workers)
         if not done:
             proven = False
             break
@@ -165,7 +166,7 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
     return sorted(found.values(), key=lambda r: r.order)[:top_k], proven, stats
 
 
-def _enumerate_configs(space, tables, configs, threshold, below, found, stats, deadline, workers) -> bool:
+def _enumerate_configs(space, tables, rows, configs, threshold, below, found, stats, deadline, workers) -> bool:
     """Every layout with ``below < step <= threshold`` (None: no upper bound) whose configuration is one
     of ``configs``, into ``found``. False when the time limit stopped the enumeration."""
     from ortools.sat.python import cp_model
@@ -183,7 +184,12 @@ def _enumerate_configs(space, tables, configs, threshold, below, found, stats, d
     sub = SearchSpace(ctx=space.ctx, domains=domains)
     t0 = time.perf_counter()
     try:
-        built = build_model(sub, tables, deadline=deadline, configs=configs)
+        # the space's pipeline rows whose pp, vpp and rc the keys use (the same rules hold)
+        sub_rows = [row for row in rows if row.pp in domains["pp"] and row.vpp in domains["vpp"]
+                    and row.rc in domains["rc"] and row.split in domains["split"]]
+        if not sub_rows:
+            return True
+        built = build_model(sub, tables, deadline=deadline, configs=configs, rows=sub_rows)
     except NoLayout:
         return True
     except TimeoutError:
