@@ -10,8 +10,12 @@ row literal); ``m x max`` by one enforced equality per value of ``m``; the ceil-
 and the DP overlap by enforced linear inequalities; memory of every slot <= capacity by enforced
 linear inequalities per (row, class of ``m``). Nothing enumerates the Cartesian product.
 
-Top-k: solve, exclude the layout with a clause, solve again; layouts tied with the k-th are all
-collected and ordered like the oracle (lower peak memory, then the fixed axis key).
+With ``configs`` (``solve._solve_cpsat``), the model is restricted to the (configuration, vpp, rc)
+keys of ``bounds.py`` whose lower bound is below the current enumeration threshold: one more
+allowed-assignment table ``(keys, bound)`` with ``step >= bound``, and cost tables cut to the
+entries those keys can reach. Top-k: every layout below a growing threshold is enumerated; layouts
+tied with the k-th are all collected and ordered like the oracle (lower peak memory, then the
+fixed axis key).
 """
 
 from __future__ import annotations
@@ -390,6 +394,31 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
                        slots=num_slots, build_s=time.perf_counter() - start)
     return LayoutModel(model=model, literals=lits, step=step, excess=excess, rule_assumptions=assumptions,
                        stats=stats)
+
+
+def build_restricted(space: SearchSpace, tables: CostTables, rows: list[PipelineRow], keys: dict[tuple, int], *,
+                     deadline: float | None = None) -> tuple[SearchSpace, LayoutModel] | None:
+    """The model of ``space`` restricted to ``keys`` (``bounds.GROUP_AXES`` values -> lower bound):
+    axis domains cut to the values the keys use, ``rows`` (the space's ``pipeline_rows``) to those
+    domains. Returns the restricted space (decode with it; rank with ``space``) and the model, or
+    None when nothing is left. Raises ``TimeoutError`` past ``deadline``."""
+    from megasolve.solver.bounds import GROUP_AXES
+
+    if not keys:
+        return None
+    domains = dict(space.domains)
+    for i, axis in enumerate(GROUP_AXES):
+        used = {key[i] for key in keys}
+        domains[axis] = tuple(v for v in space.domains[axis] if v in used)
+    sub = SearchSpace(ctx=space.ctx, domains=domains)
+    sub_rows = [row for row in rows if row.pp in domains["pp"] and row.vpp in domains["vpp"]
+                and row.rc in domains["rc"] and row.split in domains["split"]]
+    if not sub_rows:
+        return None
+    try:
+        return sub, build_model(sub, tables, deadline=deadline, configs=keys, rows=sub_rows)
+    except NoLayout:
+        return None
 
 
 def decode(space: SearchSpace, built: LayoutModel, solver: cp_model.CpSolver) -> Point:

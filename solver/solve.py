@@ -171,31 +171,18 @@ def _enumerate_configs(space, tables, rows, configs, threshold, below, found, st
     of ``configs``, into ``found``. False when the time limit stopped the enumeration."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.bounds import GROUP_AXES
-    from megasolve.solver.cpsat import NoLayout, build_model, decode, new_solver
+    from megasolve.solver.cpsat import build_restricted, decode, new_solver
 
-    if not configs:
-        return True
-    # the model's domains: the values the chosen keys use (the layouts' keys stay those of `space`)
-    domains = dict(space.domains)
-    for i, axis in enumerate(GROUP_AXES):
-        used = {key[i] for key in configs}
-        domains[axis] = tuple(v for v in space.domains[axis] if v in used)
-    sub = SearchSpace(ctx=space.ctx, domains=domains)
     t0 = time.perf_counter()
     try:
-        # the space's pipeline rows whose pp, vpp and rc the keys use (the same rules hold)
-        sub_rows = [row for row in rows if row.pp in domains["pp"] and row.vpp in domains["vpp"]
-                    and row.rc in domains["rc"] and row.split in domains["split"]]
-        if not sub_rows:
-            return True
-        built = build_model(sub, tables, deadline=deadline, configs=configs, rows=sub_rows)
-    except NoLayout:
-        return True
+        restricted = build_restricted(space, tables, rows, configs, deadline=deadline)
     except TimeoutError:
         return False
     finally:
         stats.build_s += time.perf_counter() - t0
+    if restricted is None:
+        return True
+    sub, built = restricted
     stats.variables, stats.constraints = built.stats.variables, built.stats.constraints
     stats.rows, stats.slots = built.stats.rows, built.stats.slots
     model = built.model
