@@ -154,6 +154,7 @@ class ConfigBounds:
             self._groups_of.setdefault(row.pp, {}).setdefault((row.vpp, row.rc), []).append(row)
         self._slots_of = {row: stage_slots(tables, row) for row in rows}
         self._forms: dict[tuple, GroupForms] = {}
+        self._by_key: dict[tuple, dict[tuple, int]] = {}
 
     def configs(self, deadline: float | None = None) -> dict[tuple, int]:
         """Per configuration (values of ``CONFIG_AXES``) that obeys the rules on its own axes and has
@@ -259,7 +260,9 @@ class ConfigBounds:
     def groups(self, key: tuple) -> dict[tuple, int]:
         """``(vpp, rc) -> bound`` for the row groups of configuration ``key`` that can fit and obey the
         rules (each bound >= the configuration's)."""
-        return self._bounds(dict(zip(CONFIG_AXES, key)), lowest_only=False)
+        if key not in self._by_key:
+            self._by_key[key] = self._bounds(dict(zip(CONFIG_AXES, key)), lowest_only=False)
+        return self._by_key[key]
 
     def _group_ok(self, point: dict) -> bool:
         for i, (rule, axes) in enumerate(self._group_rules):
