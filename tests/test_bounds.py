@@ -68,3 +68,23 @@ def test_cpsat_top_25_equals_exhaustive(model, gpus, gpu, seq, gbs, fixed):
     assert fast.status == oracle.status == "optimal"
     assert [r.layout for r in fast.layouts] == [r.layout for r in oracle.layouts]
     assert fast.objective_us == oracle.objective_us
+
+
+@pytest.mark.parametrize("model,gpus,gpu,seq,gbs", [("llama-3.1-70b", 8, "h100", 4096, 64),
+                                                    ("llama-3.1-8b", 2, "h100", 4096, 16),
+                                                    ("mixtral-8x7b", 8, "h100", 4096, 64),
+                                                    ("qwen3-30b-a3b", 8, "h100", 4096, 64)])
+def test_feasible_point_agrees_with_the_oracle(model, gpus, gpu, seq, gbs):
+    """explain.feasible_point (bounds first, then restricted models in bound order) finds a layout
+    exactly when the oracle finds one that fits, and what it finds is legal and fits."""
+    from megasolve.solver.exhaustive import solve_exhaustive
+    from megasolve.solver.explain import feasible_point
+
+    spec, cluster, workload = instance(model, gpus, gpu, seq, gbs)
+    space = build_space(spec, cluster, workload)
+    tables = CostTables(spec, cluster, workload)
+    point = feasible_point(space, tables, time_limit_s=60)
+    oracle = solve_exhaustive(space, tables, 1)
+    assert (point is None) == (oracle.num_fit == 0)
+    if point is not None:
+        assert space.legal(point) and tables.evaluate(point).fits
