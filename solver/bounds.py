@@ -17,20 +17,23 @@ Why it is valid (all term values are non-negative integers, ``tables.py``):
 
 Each of these is a linear form ``sum(c_t * value_t)`` with non-negative coefficients that depend
 on the row. Over the rows of a group, the coefficient-wise minimum of the forms of stage ``s`` is
-a form whose value is ``<=`` that of every row in the group -- so a bound (or a necessary memory
-condition) that holds for each row of the group holds for the group's minimum form. This is the
-usual relaxation of a disjunction of linear constraints by their coefficient-wise minimum when
-all variables are non-negative.
+a form whose value is ``<=`` that of every row in the group (for ``x >= 0``,
+``min_r (c_r . x) >= (min_r c_r) . x``) -- so a bound, or a necessary memory condition, that holds
+for every row of the group holds for the group's minimum form.
 
-The result is used twice: as an allowed-assignment table ``(configuration axes, bound)`` with
-``step >= bound`` in the CP-SAT model (``cpsat.py``), so that CP-SAT prunes a configuration as soon
-as its incumbent (or an enumeration bound) is below the configuration's bound; and to omit
-configurations for which no row group can fit in memory.
+These forms mirror ``CostTables.evaluate`` (pipeline, DP exposure >= 0, optimizer, overhead; the
+per-slot memory check); a change to that combination must be mirrored here. ``tests/test_bounds.py``
+checks every bound against ``evaluate`` on every fitting layout of several spaces.
+
+Uses: ``solve._solve_cpsat`` restricts CP-SAT models to the (configuration, vpp, rc) keys whose
+bound is below its enumeration threshold (an allowed-assignment table ``(keys, bound)`` with
+``step >= bound``, ``cpsat.build_model(configs=...)``); ``explain.feasible_point`` answers "nothing
+fits" without a model when no configuration is left, and otherwise tries configurations in bound
+order.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass
 from typing import Any
