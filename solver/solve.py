@@ -117,11 +117,11 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
     """CP-SAT top-k as a best-first branch and bound over configurations (``bounds.CONFIG_AXES``):
 
     1. every configuration that can fit gets a memory-aware lower bound on its step
-       (``bounds.config_bounds``; the others have no fitting layout);
-    2. for a threshold ``T`` that grows from just above the lowest bound (``_next_threshold``), CP-SAT
+       (``bounds.ConfigBounds``; the others have no fitting layout);
+    2. for a threshold ``T`` that grows from the lowest bound (``_next_threshold``), CP-SAT
        enumerates every layout with ``T_prev < step <= T`` in a model restricted to the
-       configurations whose bound is ``<= T`` -- every such layout lies in one of them, so after the
-       round every layout with step ``<= T`` is known -- until they number ``k``. The ``k`` best of
+       (configuration, vpp, rc) keys whose bound is ``<= T`` -- every such layout lies in one of
+       them, so after the round every layout with step ``<= T`` is known -- until they number ``k``. The ``k`` best of
        them are the true top-k (all layouts tied with the k-th are among them), ordered like the
        oracle. A last round without a threshold (every fitting layout) ends the search when even a
        threshold 64x the highest bound holds fewer than ``k``."""
