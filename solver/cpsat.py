@@ -10,8 +10,12 @@ row literal); ``m x max`` by one enforced equality per value of ``m``; the ceil-
 and the DP overlap by enforced linear inequalities; memory of every slot <= capacity by enforced
 linear inequalities per (row, class of ``m``). Nothing enumerates the Cartesian product.
 
-Top-k: solve, exclude the layout with a clause, solve again; layouts tied with the k-th are all
-collected and ordered like the oracle (lower peak memory, then the fixed axis key).
+With ``configs`` (``solve._solve_cpsat``), the model is restricted to the (configuration, vpp, rc)
+keys of ``bounds.py`` whose lower bound is below the current enumeration threshold: one more
+allowed-assignment table ``(keys, bound)`` with ``step >= bound``, and cost tables cut to the
+entries those keys can reach. Top-k: every layout below a growing threshold is enumerated; layouts
+tied with the k-th are all collected and ordered like the oracle (lower peak memory, then the
+fixed axis key).
 """
 
 from __future__ import annotations
@@ -86,10 +90,29 @@ def _check_deadline(deadline: float | None) -> None:
         raise TimeoutError("the time limit ran out while the CP-SAT model was being built")
 
 
+def pipeline_rows(space: SearchSpace, tables: CostTables, deadline: float | None = None) -> list[PipelineRow]:
+    """Pipeline rows ``(pp, vpp, split, rc)`` that obey the rules on those axes alone."""
+    row_rules = [(r, a) for r, a in space.rules() if set(a) <= set(ROW_AXES)]
+    rows: list[PipelineRow] = []
+    for count, combo in enumerate(itertools.product(*(space.domains[a] for a in ROW_AXES))):
+        if count % 64 == 0:
+            _check_deadline(deadline)
+        fields = _fields_of(dict(zip(ROW_AXES, combo)))
+        if all(rule.check(space.ctx, fields) for rule, _ in row_rules):
+            rows.append(tables.row(*combo))
+    if not rows:
+        raise NoLayout("no pipeline shape (pp, vpp, split, recompute) obeys the rules")
+    return rows
+
+
 def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constraint",
-                rule_assumptions: bool = False, deadline: float | None = None) -> LayoutModel:
+                rule_assumptions: bool = False, deadline: float | None = None,
+                configs: dict[tuple, int] | None = None, rows: list[PipelineRow] | None = None) -> LayoutModel:
     """``memory``: ``"constraint"`` (every slot fits) or ``"excess"`` (minimise the worst overflow, to
     explain infeasibility). ``rule_assumptions``: guard each rule with an assumption literal.
+    ``configs``: restrict ``bounds.GROUP_AXES`` (configuration, vpp, rc) to these keys, each with a
+    lower bound on its step (``bounds.ConfigBounds``; ``memory="constraint"`` only). ``rows``: the
+    space's ``pipeline_rows`` when the caller has them already.
     Raises ``NoLayout`` when the space is empty by construction, ``TimeoutError`` past ``deadline``."""
     start = time.perf_counter()
     model = cp_model.CpModel()
@@ -146,16 +169,9 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         return threshold[t]
 
     # ---- pipeline rows (pp, vpp, split, rc) that obey the rules on those axes alone
-    row_rules = [(r, a) for r, a in space.rules() if set(a) <= set(ROW_AXES)]
-    rows: list[tuple[PipelineRow, cp_model.IntVar]] = []
-    for combo in itertools.product(*(domains[a] for a in ROW_AXES)):
-        if len(rows) % 64 == 0:
-            _check_deadline(deadline)
-        fields = _fields_of(dict(zip(ROW_AXES, combo)))
-        if all(rule.check(space.ctx, fields) for rule, _ in row_rules):
-            rows.append((tables.row(*combo), model.NewBoolVar(f"row{len(rows)}")))
-    if not rows:
-        raise NoLayout("no pipeline shape (pp, vpp, split, recompute) obeys the rules")
+    if rows is None:
+        rows = pipeline_rows(space, tables, deadline)
+    rows = [(row, model.NewBoolVar(f"row{i}")) for i, row in enumerate(rows)]
     for axis_pos, axis in enumerate(ROW_AXES):
         for value, lit in zip(domains[axis], lits[axis]):
             model.Add(sum(r for row, r in rows if (row.pp, row.vpp, row.split, row.rc)[axis_pos] == value) == lit)
@@ -173,12 +189,33 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
             used_terms |= {t for _, t in tables.fixed_memory_form(row, slot) + tables.activation_form(slot)}
             if slot.first:
                 used_terms.add("ma_first")
+    # With `configs`, a table over axes that the keys fix keeps only the keys' projections (the other
+    # entries could never be selected): smaller tables, tighter term domains.
+    projections: list[dict[str, Any]] | None = None
+    if configs is not None:
+        from megasolve.solver.bounds import GROUP_AXES
+
+        projections = [dict(zip(GROUP_AXES, key)) for key in configs]
+        for point in projections:
+            point["sel"] = point["rc"][0] == "selective"
+
+    def reachable(axes: tuple[str, ...]) -> set[tuple] | None:
+        if projections is None or not set(axes) <= set(projections[0]):
+            return None
+        return {tuple(point[a] for a in axes) for point in projections}
+
     y: dict[str, cp_model.IntVar] = {}
     hi: dict[str, int] = {}
     for name in sorted(used_terms):
         term = tables.terms[name]
         _check_deadline(deadline)
-        table = tables.table(name, domains)
+        keep = reachable(term.axes)
+        if keep is None:
+            table = tables.table(name, domains)
+        else:  # the reachable entries only, in the order of the full table
+            table = {key: tables.value(name, dict(zip(term.axes, key)))
+                     for key in itertools.product(*(domains[a] if a in domains else sel_values for a in term.axes))
+                     if key in keep}
         if not table:
             raise NoLayout(f"no value of the cost term {name} survives the rules")
         hi[name] = max(table.values())
@@ -283,7 +320,10 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     lb_axes = ["tp", "cp", "mbs", "sp", "sel", "etp", "ep"]
     lb_rows = []
     n_gpus = tables.cluster.num_gpus
+    keep = reachable(tuple(lb_axes))
     for key in itertools.product(*(sel_values if a == "sel" else domains[a] for a in lb_axes)):
+        if keep is not None and key not in keep:
+            continue
         point = dict(zip(lb_axes, key))
         try:
             layer_work = sum(c * tables.value(t, point) for c, t in work)
@@ -305,6 +345,8 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         shape_lit = model.NewBoolVar("")
         model.Add(sum(members) == shape_lit)
         base_row = tables.row(p, v, split, ("none", None))
+        if any(t not in y for slot in base_row.slots for _, t in tables.time_form(base_row, slot, "t")):
+            continue  # a space without no-recompute rows (restricted or pinned) has no such terms
         stage_sum = 0
         for slot in base_row.slots:
             form = tables.time_form(base_row, slot, "t")
@@ -331,6 +373,18 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         + max(bounds["opt"]) + tables.overhead_us + 2
     step = model.NewIntVar(0, step_hi, "step_us")
     model.Add(step == pipe + dp_tail + opt_max + tables.overhead_us)
+    if configs is not None:
+        # Only these (configuration, vpp, rc) keys, each with a lower bound on its step (bounds.py):
+        # CP-SAT drops a key as soon as the incumbent (or an enumeration bound) is below its bound.
+        from megasolve.solver.bounds import GROUP_AXES
+
+        if memory != "constraint":
+            raise ValueError("configuration bounds assume that every layout fits")
+        lb_var = model.NewIntVar(min(configs.values(), default=0), max(configs.values(), default=0), "config_lb")
+        model.AddAllowedAssignments([index[a] for a in GROUP_AXES] + [lb_var],
+                                    [tuple(position[a][v] for a, v in zip(GROUP_AXES, key)) + (bound,)
+                                     for key, bound in configs.items()])
+        model.Add(step >= lb_var)
     if excess is not None:
         model.Minimize(excess)  # the closest layouts first (step-time ties are not ranked here)
     else:
@@ -340,6 +394,31 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
                        slots=num_slots, build_s=time.perf_counter() - start)
     return LayoutModel(model=model, literals=lits, step=step, excess=excess, rule_assumptions=assumptions,
                        stats=stats)
+
+
+def build_restricted(space: SearchSpace, tables: CostTables, rows: list[PipelineRow], keys: dict[tuple, int], *,
+                     deadline: float | None = None) -> tuple[SearchSpace, LayoutModel] | None:
+    """The model of ``space`` restricted to ``keys`` (``bounds.GROUP_AXES`` values -> lower bound):
+    axis domains cut to the values the keys use, ``rows`` (the space's ``pipeline_rows``) to those
+    domains. Returns the restricted space (decode with it; rank with ``space``) and the model, or
+    None when nothing is left. Raises ``TimeoutError`` past ``deadline``."""
+    from megasolve.solver.bounds import GROUP_AXES
+
+    if not keys:
+        return None
+    domains = dict(space.domains)
+    for i, axis in enumerate(GROUP_AXES):
+        used = {key[i] for key in keys}
+        domains[axis] = tuple(v for v in space.domains[axis] if v in used)
+    sub = SearchSpace(ctx=space.ctx, domains=domains)
+    sub_rows = [row for row in rows if row.pp in domains["pp"] and row.vpp in domains["vpp"]
+                and row.rc in domains["rc"] and row.split in domains["split"]]
+    if not sub_rows:
+        return None
+    try:
+        return sub, build_model(sub, tables, deadline=deadline, configs=keys, rows=sub_rows)
+    except NoLayout:
+        return None
 
 
 def decode(space: SearchSpace, built: LayoutModel, solver: cp_model.CpSolver) -> Point:

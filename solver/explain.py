@@ -30,20 +30,36 @@ def feasible_point(space: SearchSpace, tables: CostTables, time_limit_s: float =
     Raises ``TimeoutError`` when the time limit ends the search first."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import NoLayout, build_model, decode, new_solver
+    from megasolve.solver.bounds import CONFIG_AXES, ConfigBounds
+    from megasolve.solver.cpsat import NoLayout, build_restricted, decode, new_solver, pipeline_rows
 
     deadline = time.perf_counter() + time_limit_s
     try:
-        built = build_model(space, tables, deadline=deadline)
+        rows = pipeline_rows(space, tables, deadline)
     except NoLayout:
         return None
-    built.model.clear_objective()
-    solver = new_solver(max(0.01, deadline - time.perf_counter()))
-    status = solver.Solve(built.model)
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return decode(space, built, solver)
-    if status == cp_model.UNKNOWN:
-        raise TimeoutError
+    bounds = ConfigBounds(space, tables, rows)
+    configs = bounds.configs(deadline)  # empty: no configuration's memory can fit (bounds.py)
+    # configurations in increasing order of their bound, 8, 16, 32, ... at a time: a restricted model
+    # per batch (small, so fast to load), until one has a layout or none is left
+    order = sorted(configs, key=lambda key: (configs[key], [space.domains[a].index(v)
+                                                            for a, v in zip(CONFIG_AXES, key)]))
+    start, size = 0, 8
+    while start < len(order):
+        keys = {key + group: bound for key in order[start:start + size]
+                for group, bound in bounds.groups(key).items()}
+        start, size = start + size, 2 * size
+        restricted = build_restricted(space, tables, rows, keys, deadline=deadline)
+        if restricted is None:
+            continue
+        sub, built = restricted
+        built.model.clear_objective()
+        solver = new_solver(max(0.01, deadline - time.perf_counter()))
+        status = solver.Solve(built.model)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return decode(sub, built, solver)
+        if status == cp_model.UNKNOWN:
+            raise TimeoutError
     return None
 
 

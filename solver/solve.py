@@ -7,6 +7,7 @@ closest layouts and repairs).
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,84 +93,109 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
                        closest=closest, repairs=repairs)
 
 
+def _grow(value: int, fraction: float) -> int:
+    return int(value * (1 + fraction)) + 1
+
+
+def _next_threshold(threshold: int, under: list[int], top_k: int, lowest: list[int]) -> int:
+    """The next enumeration bound: the bound that at least doubles the configurations in the model
+    (``lowest``: their lowest bounds, sorted); once ``c < k`` layouts are known, from ``best`` up to
+    ``threshold``, no more than ``best + (threshold - best) * k / c`` (``k / c`` clipped to 1.5..4)
+    if that is lower. Always at least 0.5% above the last bound. Only the number of rounds depends
+    on this: each round's enumeration is complete up to its bound."""
+    chosen = bisect.bisect_right(lowest, threshold)
+    target = lowest[min(2 * max(chosen, 1), len(lowest) - 1)] if chosen < len(lowest) else None
+    if under:
+        best = under[0]
+        ratio = min(4.0, max(1.5, top_k / len(under)))
+        span = best + int((threshold - best) * ratio) + 1
+        target = span if target is None else min(target, span)
+    return max(_grow(threshold, 0.005), target if target is not None else _grow(threshold, 1.0))
+
+
 def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: float | None, workers: int):
-    """CP-SAT top-k: (1) a warm start ranks the layouts of the few per-layer configurations with the
-    lowest compute bound (hints, and an upper bound on the k-th step); (2) CP-SAT finds and proves the
-    optimum S1; (3) CP-SAT enumerates every layout with step <= S1 * (1 + margin), widening the margin
-    until it holds k layouts (or reaches the warm start's k-th step, which always holds k). All layouts
-    at or below that bound are enumerated, so the k best of them are the true top-k."""
-    from megasolve.solver.cpsat import ModelStats, NoLayout, build_model
-    from megasolve.solver.exhaustive import warm_start
+    """CP-SAT top-k as a best-first branch and bound over configurations (``bounds.CONFIG_AXES``):
 
-    seeds = warm_start(space, tables, want=top_k)
+    1. every configuration that can fit gets a memory-aware lower bound on its step
+       (``bounds.ConfigBounds``; the others have no fitting layout);
+    2. for a threshold ``T`` that grows from the lowest bound (``_next_threshold``), CP-SAT
+       enumerates every layout with ``T_prev < step <= T`` in a model restricted to the
+       (configuration, vpp, rc) keys whose bound is ``<= T`` -- every such layout lies in one of
+       them, so after the round every layout with step ``<= T`` is known -- until they number ``k``. The ``k`` best of
+       them are the true top-k (all layouts tied with the k-th are among them), ordered like the
+       oracle. A last round without a threshold (every fitting layout) ends the search when even a
+       threshold 64x the highest bound holds fewer than ``k``."""
+    from megasolve.solver.bounds import ConfigBounds
+    from megasolve.solver.cpsat import ModelStats, NoLayout, pipeline_rows
+
+    stats = ModelStats()
+    start = time.perf_counter()
     try:
-        built = build_model(space, tables, deadline=deadline)
+        rows = pipeline_rows(space, tables, deadline)
+        bounds = ConfigBounds(space, tables, rows)
+        configs = bounds.configs(deadline)
     except NoLayout:
-        return [], True, ModelStats()
-    except TimeoutError:  # the model could not even be built in time: the warm start's layouts, unproven
-        return seeds, False, ModelStats(proven_optimal=False)
-    stats = built.stats
-    best = _optimise(space, tables, built, seeds[0] if seeds else None, deadline, workers)
-    if best is None:
-        return [], stats.proven_optimal, stats
-    if not stats.proven_optimal:  # time limit: the best found so far, not proven
-        return _merge([best], seeds, top_k), False, stats
-    cap = seeds[top_k - 1].cost.step_us if len(seeds) == top_k else None
-    bounds = sorted({int(best.cost.step_us * (1 + m)) for m in (0.05, 0.2, 0.8, 3.2, 12.8)})
-    if cap is not None:
-        bounds = [b for b in bounds if b < cap] + [cap]
-    else:
-        bounds.append(None)  # finally: every feasible layout (few, or the margins would have held k)
-    return _enumerate_below(space, tables, built, bounds, [best] + seeds, top_k, deadline, workers)
+        return [], True, stats
+    except TimeoutError:
+        return [], False, ModelStats(proven_optimal=False)
+    finally:
+        stats.build_s += time.perf_counter() - start
+    if not configs:  # no configuration has a row group that can fit: no layout fits
+        return [], True, stats
+    lowest = sorted(configs.values())
+    threshold = lowest[0]
+    below = 0  # every layout with step <= below is in `found` already
+    found: dict[tuple, Ranked] = {}
+    proven = True
+    for attempt in range(64):
+        last = threshold >= max(configs.values()) * 64 or attempt == 63
+        chosen = {key + group: bound for key, low in configs.items() if last or low <= threshold
+                  for group, bound in bounds.groups(key).items() if last or bound <= threshold}
+        done = _enumerate_configs(space, tables, rows, chosen, None if last else threshold, below, found,
+                                  stats, deadline, workers)
+        if not done:
+            proven = False
+            break
+        under = sorted(r.cost.step_us for r in found.values() if last or r.cost.step_us <= threshold)
+        if last or len(under) >= top_k:
+            break
+        below = threshold
+        threshold = _next_threshold(threshold, under, top_k, lowest)
+    stats.enumerated = len(found)
+    stats.proven_optimal = proven
+    return sorted(found.values(), key=lambda r: r.order)[:top_k], proven, stats
 
 
-def _merge(found: list[Ranked], seeds: list[Ranked], top_k: int) -> list[Ranked]:
-    return sorted({r.key: r for r in list(found) + list(seeds)}.values(), key=lambda r: r.order)[:top_k]
-
-
-def _optimise(space, tables, built, hint, deadline, workers):
-    """One CP-SAT optimisation: the single best layout (hinted with a warm-start layout if any)."""
+def _enumerate_configs(space, tables, rows, configs, threshold, below, found, stats, deadline, workers) -> bool:
+    """Every layout with ``below < step <= threshold`` (None: no upper bound) whose configuration is one
+    of ``configs``, into ``found``. False when the time limit stopped the enumeration."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import decode, new_solver
+    from megasolve.solver.cpsat import build_restricted, decode, new_solver
 
-    stats = built.stats
-    if hint is not None:
-        for axis in AXES:
-            for value, lit in zip(space.domains[axis], built.literals[axis]):
-                built.model.AddHint(lit, value == hint.point[axis])
-    remaining = None if deadline is None else max(0.01, deadline - time.perf_counter())
-    solver = new_solver(remaining, workers)
     t0 = time.perf_counter()
-    status = solver.Solve(built.model)
-    stats.solve_s += time.perf_counter() - t0
-    stats.solves += 1
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        stats.proven_optimal = status == cp_model.INFEASIBLE
-        return hint
-    stats.proven_optimal = status == cp_model.OPTIMAL
-    point = decode(space, built, solver)
-    cost = tables.evaluate(point)
-    if solver.Value(built.step) != cost.step_us or not cost.fits:  # the two encodings must agree exactly
-        raise AssertionError(f"CP-SAT objective {solver.Value(built.step)} != canonical {cost.step_us}")
-    return Ranked(point, cost, point_key(space, point))
-
-
-def _enumerate_below(space, tables, built, bounds, seeds, top_k, deadline, workers):
-    """Enumerate every layout with step <= bound, for each bound in turn (each guarded by its own
-    literal and switched on as an assumption), until the layouts found under the bound number k."""
-    from ortools.sat.python import cp_model
-
-    from megasolve.solver.cpsat import decode, new_solver
-
-    stats = built.stats
+    try:
+        restricted = build_restricted(space, tables, rows, configs, deadline=deadline)
+    except TimeoutError:
+        return False
+    finally:
+        stats.build_s += time.perf_counter() - t0
+    if restricted is None:
+        return True
+    sub, built = restricted
+    stats.variables, stats.constraints = built.stats.variables, built.stats.constraints
+    stats.rows, stats.slots = built.stats.rows, built.stats.slots
     model = built.model
     model.clear_objective()
-    found: dict[tuple, Ranked] = {}
+
+    if threshold is not None:
+        model.Add(built.step <= threshold)
+    if below:
+        model.Add(built.step > below)
 
     class Collect(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
-            point = decode(space, built, self)
+            point = decode(sub, built, self)
             key = point_key(space, point)
             if key not in found:
                 cost = tables.evaluate(point)
@@ -177,34 +203,16 @@ def _enumerate_below(space, tables, built, bounds, seeds, top_k, deadline, worke
                     raise AssertionError(f"CP-SAT step {self.Value(built.step)} != canonical {cost.step_us}")
                 found[key] = Ranked(point, cost, key)
 
-    guards = []
-    for bound in bounds:
-        guard = model.NewBoolVar(f"step<={bound}")
-        if bound is not None:
-            model.Add(built.step <= bound).OnlyEnforceIf(guard)
-        guards.append(guard)
-    proven = True
-    for bound, guard in zip(bounds, guards):
-        remaining = None if deadline is None else deadline - time.perf_counter()
-        if remaining is not None and remaining <= 0:
-            proven = False
-            break
-        model.ClearAssumptions()
-        model.AddAssumption(guard)
-        solver = new_solver(remaining, workers)
-        solver.parameters.enumerate_all_solutions = True
-        t0 = time.perf_counter()
-        status = solver.Solve(model, Collect())
-        stats.solve_s += time.perf_counter() - t0
-        stats.solves += 1
-        if status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE):  # stopped by the time limit
-            proven = False
-            break
-        under = [r for r in found.values() if bound is None or r.cost.step_us <= bound]
-        if len(under) >= top_k:
-            break
-    stats.enumerated = len(found)
-    stats.proven_optimal = proven
-    if proven:
-        return sorted(found.values(), key=lambda r: r.order)[:top_k], True, stats
-    return _merge(list(found.values()), seeds, top_k), False, stats
+    remaining = None if deadline is None else deadline - time.perf_counter()
+    if remaining is not None and remaining <= 0:
+        return False
+    # enumerating every solution is a sequential search in CP-SAT (as it was before, when assumption
+    # literals forced it); `workers` is kept for the signature
+    solver = new_solver(remaining, 1)
+    solver.parameters.enumerate_all_solutions = True
+    solver.parameters.linearization_level = 0  # the LP slows this enumeration down 2x here
+    t0 = time.perf_counter()
+    status = solver.Solve(model, Collect())
+    stats.solve_s += time.perf_counter() - t0
+    stats.solves += 1
+    return status in (cp_model.OPTIMAL, cp_model.INFEASIBLE)

@@ -1,0 +1,326 @@
+"""Memory-aware lower bounds on the canonical step time per *configuration*.
+
+A configuration fixes the axes that set every cost term's value -- ``CONFIG_AXES`` = tp, cp, pp,
+dp, mbs, sp, ep, etp, dop (dp follows from tp*cp*pp, so the micro-batch count ``m`` is fixed too).
+What remains open is the pipeline row ``(vpp, split, rc)``. The bound of a configuration is the
+minimum, over the *row groups* ``(vpp, rc)`` of its pp (the splits of a group are relaxed, never
+enumerated per configuration), of a lower bound on ``pipeline + optimizer + overhead`` -- taken
+only over the groups whose memory can possibly fit and whose rules can hold.
+
+Why it is valid (all term values are non-negative integers, ``tables.py``):
+
+* pipeline = ``m * tau_max + ceil((sum(tau) - tau_max) / v) >= ((m*v - 1) * tau_s + sum(tau)) / v``
+  for every stage ``s`` (the left side grows with ``tau_max >= tau_s``, since ``m >= 1/v``), and
+  ``>= ((m*v - 1 + pp) * sum(tau)) / (v * pp)`` (``tau_max >= sum(tau) / pp``);
+* optimizer = ``max`` over stages ``>=`` any one stage's;
+* memory: a row fits only if every stage's (scaled) memory form is ``<= v * (capacity - other)``.
+
+Each of these is a linear form ``sum(c_t * value_t)`` with non-negative coefficients that depend
+on the row. Over the rows of a group, the coefficient-wise minimum of the forms of stage ``s`` is
+a form whose value is ``<=`` that of every row in the group (for ``x >= 0``,
+``min_r (c_r . x) >= (min_r c_r) . x``) -- so a bound, or a necessary memory condition, that holds
+for every row of the group holds for the group's minimum form.
+
+These forms mirror ``CostTables.evaluate`` (pipeline, DP exposure >= 0, optimizer, overhead; the
+per-slot memory check); a change to that combination must be mirrored here. ``tests/test_bounds.py``
+checks every bound against ``evaluate`` on every fitting layout of several spaces.
+
+Uses: ``solve._solve_cpsat`` restricts CP-SAT models to the (configuration, vpp, rc) keys whose
+bound is below its enumeration threshold (an allowed-assignment table ``(keys, bound)`` with
+``step >= bound``, ``cpsat.build_model(configs=...)``); ``explain.feasible_point`` answers "nothing
+fits" without a model when no configuration is left, and otherwise tries configurations in bound
+order.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from megasolve.cost.memory import recomputed_layers
+from megasolve.models.layout import Layout
+from megasolve.models.params import stage_layer_ids
+from megasolve.solver.space import SearchSpace, _fields_of
+from megasolve.solver.tables import CostTables, PipelineRow, ceil_div
+
+CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop")
+GROUP_AXES = CONFIG_AXES + ("vpp", "rc")  # a configuration and one row group of its pp
+Form = dict[str, int]
+
+
+def _merge(*parts: tuple[int, Any]) -> Form:
+    out: Form = {}
+    for k, form in parts:
+        pairs = ((c, t) for t, c in form.items()) if isinstance(form, dict) else form
+        for c, t in pairs:
+            out[t] = out.get(t, 0) + k * c
+    return out
+
+
+def _coefwise_min(forms: list[Form]) -> Form:
+    """Coefficient-wise minimum (a term missing from a form has coefficient 0 there)."""
+    names = set(forms[0])
+    for form in forms[1:]:
+        names &= set(form)
+    return {t: min(form[t] for form in forms) for t in sorted(names) if min(form[t] for form in forms)}
+
+
+def stage_slots(tables: CostTables, row: PipelineRow) -> list[int]:
+    """Index of the slot of ``row`` that holds each stage. Any choice of slot per stage keeps the
+    bounds valid (each slot's forms bound the row), so a stage whose composition is not found among
+    the slots falls back to the slot with the largest lowest-stage index at or below it."""
+    spec = tables.spec
+    layout = Layout(pp=row.pp, vpp=row.vpp, first_stage_layers=row.split[0], last_stage_layers=row.split[1],
+                    recompute=row.rc[0], recompute_num_layers=row.rc[1])
+    keys = {(s.dense_base, s.moe_base, s.dense_rc, s.moe_rc, s.first, s.last): j for j, s in enumerate(row.slots)}
+    out = []
+    for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
+        stored = recomputed_layers(layout, chunks)
+        ids = [i for chunk in chunks for i in chunk]
+        moe = [spec.is_moe_layer(i) for i in ids]
+        key = (sum(1 for i, x in zip(ids, moe) if not x and i not in stored),
+               sum(1 for i, x in zip(ids, moe) if x and i not in stored),
+               sum(1 for i, x in zip(ids, moe) if not x and i in stored),
+               sum(1 for i, x in zip(ids, moe) if x and i in stored), stage == 0, stage == row.pp - 1)
+        if key in keys:
+            out.append(keys[key])
+        else:
+            out.append(max((j for j, s in enumerate(row.slots) if s.stage <= stage),
+                           key=lambda j: row.slots[j].stage))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GroupForms:
+    """Minimum forms of one row group ``(pp, vpp, rc)`` for one micro-batch count ``m``."""
+
+    vpp: int
+    rc: tuple
+    time: tuple[tuple[Form, int], ...]  # (numerator form, denominator): pipeline >= ceil(form / den)
+    opt: tuple[Form, ...]  # optimizer >= form
+    memory: tuple[Form, ...]  # fits => form <= vpp * (capacity - other)
+
+
+def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
+                slots_of: dict[PipelineRow, list[int]] | None = None) -> GroupForms:
+    """The minimum forms over ``rows`` (same pp, vpp and rc; different splits) for ``m`` micro-batches."""
+    pp, v = rows[0].pp, rows[0].vpp
+    slots = [slots_of[row] if slots_of else stage_slots(tables, row) for row in rows]
+    compiled = [tables.compiled(row.pp, row.vpp, row.split, row.rc)[1] for row in rows]
+    totals = [_merge(*((slot.multiplicity, t_form) for slot, t_form, *_ in parts)) for parts in compiled]
+    # stages that hold the same slot in every row have the same forms: one per distinct signature
+    signatures = sorted({tuple(row_slots[stage] for row_slots in slots) for stage in range(pp)})
+    time_forms, opt_forms, memory_forms = [], [], []
+    for signature in signatures:
+        times, opts, mems = [], [], []
+        for row, parts, total, j in zip(rows, compiled, totals, signature):
+            slot, t_form, _, _, _, o_form, fixed_form, act_form = parts[j]
+            times.append(_merge((m * v - 1, t_form), (1, total)))
+            opts.append(_merge((1, o_form)))
+            live = tables.live_units(row, slot, m)
+            mem = [(v, fixed_form), (live, act_form)]
+            if slot.first:
+                mem.append((v * ceil_div(live, v), [(1, "ma_first")]))
+            mems.append(_merge(*mem))
+        time_forms.append(_coefwise_min(times))
+        opt_forms.append(_coefwise_min(opts))
+        memory_forms.append(_coefwise_min(mems))
+    time = {_key(f): (f, v) for f in time_forms}
+    average = _coefwise_min([_merge((m * v - 1 + pp, total)) for total in totals])
+    time[_key(average)] = (average, v * pp)
+    opt = {_key(f): f for f in opt_forms}
+    memory = {_key(f): f for f in memory_forms}
+    return GroupForms(vpp=v, rc=rows[0].rc, time=tuple(time.values()), opt=tuple(opt.values()),
+                      memory=tuple(memory.values()))
+
+
+def _key(form: Form) -> tuple:
+    return tuple(sorted(form.items()))
+
+
+class ConfigBounds:
+    """The configurations of a space that can fit, each with its lower bound (``configs``), and per
+    configuration the bounds of the row groups ``(vpp, rc)`` that can fit (``groups``)."""
+
+    def __init__(self, space: SearchSpace, tables: CostTables, rows: list[PipelineRow]) -> None:
+        self.space, self.tables = space, tables
+        config_set = set(CONFIG_AXES)
+        self._config_rules = [(axes, set(space.allowed(rule, axes))) for rule, axes in space.rules()
+                              if set(axes) <= config_set]
+        # rules that also read vpp / rc: checked per (configuration, group) on the axes they read, cached
+        self._group_rules = [(rule, axes) for rule, axes in space.rules()
+                             if set(axes) <= config_set | {"vpp", "rc"} and not set(axes) <= config_set]
+        self._rule_memo: dict[tuple, bool] = {}
+        self._groups_of: dict[int, dict[tuple, list[PipelineRow]]] = {}
+        for row in rows:
+            self._groups_of.setdefault(row.pp, {}).setdefault((row.vpp, row.rc), []).append(row)
+        self._slots_of = {row: stage_slots(tables, row) for row in rows}
+        self._forms: dict[tuple, GroupForms] = {}
+        self._by_key: dict[tuple, dict[tuple, int]] = {}
+
+    def configs(self, deadline: float | None = None) -> dict[tuple, int]:
+        """Per configuration (values of ``CONFIG_AXES``) that obeys the rules on its own axes and has
+        at least one row group that can fit: a lower bound on the canonical step (us) of every legal,
+        fitting layout with that configuration (the lowest of ``groups(key)``, computed for all
+        configurations at once). A configuration that is absent has no such layout. Raises
+        ``TimeoutError`` past ``deadline``."""
+        import numpy as np
+
+        tables, domains = self.tables, self.space.domains
+        n = tables.cluster.num_gpus
+        _check(deadline)
+        # every combination of the open axes (dp follows), as positions in the domains
+        open_axes = [a for a in CONFIG_AXES if a != "dp"]
+        shape = [len(domains[a]) for a in open_axes]
+        grid = np.indices(shape).reshape(len(shape), -1)
+        value = {a: np.array([int(v) for v in domains[a]], dtype=np.int64)[grid[i]] for i, a in enumerate(open_axes)}
+        dense = value["tp"] * value["cp"] * value["pp"]
+        keep = (n % dense == 0) & (n % (value["etp"] * value["ep"] * value["pp"]) == 0)
+        keep &= np.isin(value["pp"], list(self._groups_of))
+        dp = np.where(keep, n // np.where(keep, dense, 1), 0)
+        dp_position = {v: i for i, v in enumerate(domains["dp"])}
+        keep &= np.isin(dp, list(dp_position))
+        positions = {a: grid[i] for i, a in enumerate(open_axes)}
+        positions["dp"] = np.array([dp_position.get(int(d), 0) for d in dp.tolist()], dtype=np.int64)
+        position = {a: {v: i for i, v in enumerate(domains[a])} for a in CONFIG_AXES}
+        for axes, ok in self._config_rules:  # rules on configuration axes alone: allowed tuples
+            def code_of(columns):
+                code = np.zeros_like(columns[0])
+                for a, col in zip(axes, columns):
+                    code = code * len(domains[a]) + col
+                return code
+            allowed = code_of([np.array([position[a][t[i]] for t in ok] or [-1], dtype=np.int64)
+                               for i, a in enumerate(axes)]) if ok else np.array([-1], dtype=np.int64)
+            keep &= np.isin(code_of([positions[a] for a in axes]), allowed)
+        rows_kept = np.flatnonzero(keep)
+        if len(rows_kept) == 0:
+            return {}
+        index = np.stack([positions[a][rows_kept] for a in CONFIG_AXES], axis=1)
+        keys = [tuple(domains[a][i] for a, i in zip(CONFIG_AXES, row)) for row in index.tolist()]
+        column = {a: i for i, a in enumerate(CONFIG_AXES)}
+        gbs = tables.workload.global_batch_size
+        mbs = np.array(domains["mbs"], dtype=np.int64)[index[:, column["mbs"]]]
+        dp = np.array(domains["dp"], dtype=np.int64)[index[:, column["dp"]]]
+        micro = gbs // (mbs * dp)
+        pps = np.array(domains["pp"], dtype=np.int64)[index[:, column["pp"]]]
+
+        def projected(axes: tuple[str, ...], extra: dict[str, Any], fn) -> np.ndarray:
+            """``fn(point)`` for every configuration, evaluated once per distinct projection on ``axes``."""
+            own = [a for a in axes if a in column]
+            code = np.zeros(len(keys), dtype=np.int64)
+            for a in own:
+                code = code * len(domains[a]) + index[:, column[a]]
+            unique, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+            out = np.empty(len(unique), dtype=np.int64)
+            for u, row in enumerate(first):
+                out[u] = fn(dict({a: keys[row][column[a]] for a in own}, **extra))
+            return out[inverse.reshape(-1)]
+
+        term_values: dict[tuple[str, bool], np.ndarray] = {}
+
+        def form_value(form: Form, sel: bool, rows: np.ndarray) -> np.ndarray:
+            total = np.zeros(len(rows), dtype=np.int64)
+            for t, c in form.items():
+                if (t, sel) not in term_values:
+                    _check(deadline)
+                    term_values[(t, sel)] = projected(tables.terms[t].axes, {"sel": sel},
+                                                      lambda point, t=t: tables.value(t, point))
+                total += c * term_values[(t, sel)][rows]
+            return total
+
+        capacity = tables.capacity_mib - tables.other_mib
+        unbounded = np.iinfo(np.int64).max
+        best = np.full(len(keys), unbounded, dtype=np.int64)
+        for pp, groups in self._groups_of.items():
+            of_pp = pps == pp
+            for (vpp, rc), members in groups.items():
+                ok = of_pp.copy()
+                for rule, axes in self._group_rules:
+                    extra = {"vpp": vpp, "rc": rc}
+                    ok &= projected(tuple(a for a in axes if a in column), extra,
+                                    lambda point, rule=rule: rule.check(self.space.ctx, _fields_of(point))) != 0
+                sel = rc[0] == "selective"
+                for m in np.unique(micro[ok]).tolist():
+                    rows = np.flatnonzero(ok & (micro == m))
+                    forms = self._group_forms(pp, vpp, rc, m, members)
+                    bound = np.full(len(rows), tables.overhead_us, dtype=np.int64)
+                    bound += np.max([-(-form_value(f, sel, rows) // den) for f, den in forms.time], axis=0)
+                    if forms.opt:
+                        bound += np.max([form_value(f, sel, rows) for f in forms.opt], axis=0)
+                    fits = np.ones(len(rows), dtype=bool)
+                    for f in forms.memory:
+                        fits &= form_value(f, sel, rows) <= vpp * capacity
+                    best[rows[fits]] = np.minimum(best[rows[fits]], bound[fits])
+        return {key: int(b) for key, b in zip(keys, best.tolist()) if b != unbounded}
+
+    def _group_forms(self, pp: int, vpp: int, rc: tuple, m: int, members: list[PipelineRow]) -> GroupForms:
+        forms = self._forms.get((pp, vpp, rc, m))
+        if forms is None:
+            forms = self._forms[(pp, vpp, rc, m)] = group_forms(self.tables, members, m, self._slots_of)
+        return forms
+
+    def groups(self, key: tuple) -> dict[tuple, int]:
+        """``(vpp, rc) -> bound`` for the row groups of configuration ``key`` that can fit and obey the
+        rules (each bound >= the configuration's)."""
+        if key not in self._by_key:
+            self._by_key[key] = self._bounds(dict(zip(CONFIG_AXES, key)), lowest_only=False)
+        return self._by_key[key]
+
+    def _group_ok(self, point: dict) -> bool:
+        for i, (rule, axes) in enumerate(self._group_rules):
+            key = (i,) + tuple(point[a] for a in axes)
+            ok = self._rule_memo.get(key)
+            if ok is None:
+                ok = self._rule_memo[key] = rule.check(self.space.ctx, _fields_of({a: point[a] for a in axes}))
+            if not ok:
+                return False
+        return True
+
+    def _bounds(self, config: dict, lowest_only: bool) -> dict[tuple, int]:
+        """Bounds of the groups of ``config`` that can fit; with ``lowest_only``, groups whose time
+        bound is not below the lowest so far are skipped (their memory is not checked)."""
+        tables = self.tables
+        pp = config["pp"]
+        m = tables.workload.global_batch_size // (config["mbs"] * config["dp"])
+        capacity = tables.capacity_mib - tables.other_mib
+        out: dict[tuple, int] = {}
+        best = None
+        cached: dict[bool, dict[str, int]] = {}
+        for (vpp, rc), members in self._groups_of.get(pp, {}).items():
+            point = dict(config, vpp=vpp, rc=rc, sel=rc[0] == "selective")
+            if self._group_rules and not self._group_ok(point):
+                continue
+            forms = self._group_forms(pp, vpp, rc, m, members)
+            cache = cached.setdefault(point["sel"], {})
+
+            def value(form: Form) -> int:
+                total = 0
+                for t, c in form.items():
+                    v = cache.get(t)
+                    if v is None:
+                        v = cache[t] = tables.value(t, point)
+                    total += c * v
+                return total
+
+            bound = max(-(-value(f) // den) for f, den in forms.time) + tables.overhead_us
+            if forms.opt:
+                bound += max(value(f) for f in forms.opt)
+            if lowest_only and best is not None and bound >= best:
+                continue
+            if any(value(f) > vpp * capacity for f in forms.memory):
+                continue
+            out[(vpp, rc)] = bound
+            best = bound if best is None else min(best, bound)
+        return out
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TimeoutError("the time limit ran out while the configuration bounds were computed")
+
+
+def config_bounds(space: SearchSpace, tables: CostTables, rows: list[PipelineRow],
+                  deadline: float | None = None) -> dict[tuple, int]:
+    """``ConfigBounds(space, tables, rows).configs(deadline)``."""
+    return ConfigBounds(space, tables, rows).configs(deadline)
