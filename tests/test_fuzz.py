@@ -533,8 +533,7 @@ def limited_solve() -> tuple[float, dict, float]:
 
 def test_time_limit_returns_best_so_far_not_proven(limited_solve):
     """Returns within the limit plus the model-building overhead (``search.build_s``, measured by the
-    solver) plus 0.5 s (once the warm-start budget, kept as slack) and 1 s of slack, marked not
-    proven optimal."""
+    solver) plus 1.5 s of slack, marked not proven optimal."""
     limit, data, wall = limited_solve
     search = data["search"]
     assert data["status"] == "feasible" and search["proven_optimal"] is False
@@ -542,10 +541,9 @@ def test_time_limit_returns_best_so_far_not_proven(limited_solve):
     assert wall <= limit + search["build_s"] + 0.5 + 1.0, (wall, search)
 
 
-@pytest.mark.xfail(strict=False, reason="--time-limit bounds only the CP-SAT calls: the deadline starts after "
-                   "build_model (0.5 s here since the space shrank in 08160f6, 3 s before) and warm_start (up to "
-                   "0.5 s); CP-SAT itself can overrun it (presolve is forced by enumerate_all_solutions); the "
-                   "infeasibility explanation gets its own fresh limit. Borderline now (~2.1 s for a 2 s limit).")
+@pytest.mark.xfail(strict=False, reason="a wall-clock bound: the deadline covers the whole search (bounds, "
+                   "enumeration rounds, reports), but on a loaded 2-core machine the fixed costs (OR-Tools import, "
+                   "cost tables) can overrun a 2 s limit by more than 10%; passes on an idle machine")
 def test_time_limit_bounds_the_whole_command_within_10_percent(limited_solve):
     limit, _, wall = limited_solve
     assert wall <= 1.1 * limit
