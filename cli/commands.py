@@ -98,7 +98,8 @@ def gpus_command(fmt: str) -> None:
 @plot_option("Draw the per-stage memory against the GPU's usable capacity.")
 @report_option
 def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file, seq_len, gbs,
-                     precision, attention, fp8_recipe: str, fp8_output_proj: bool, cross_entropy: str,
+                     precision, attention, fp8_recipe: str, fp8_output_proj: bool, moe_dispatcher: str,
+                     cross_entropy: str,
                      grad_reduce_in_bf16: bool,
                      allow_cross_domain_tp: bool, fmt: str,
                      plot_path, report_path, **axes) -> None:
@@ -114,7 +115,7 @@ def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, ni
         model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
         nic_gbps=nic_gbps, cluster_file=cluster_file, seq_len=seq_len, gbs=gbs, precision=precision,
         attention=attention, grad_reduce_in_bf16=grad_reduce_in_bf16, cross_entropy=cross_entropy,
-        fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj)
+        fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj, moe_dispatcher=moe_dispatcher)
     layout = build_layout(cluster.num_gpus, **axes)
     report = estimate(resolved.spec, cluster, workload, layout, allow_cross_domain_tp)
     data = report.as_dict()

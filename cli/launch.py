@@ -72,7 +72,9 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
     if workload.cross_entropy != "unfused":
         flags += ["--cross-entropy-loss-fusion", f"--cross-entropy-fusion-impl {workload.cross_entropy}"]
     if spec.is_moe:
-        flags += ["--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm"]
+        flags += [f"--moe-token-dispatcher-type {workload.moe_dispatcher}", "--moe-grouped-gemm"]
+        if workload.moe_dispatcher == "flex":
+            flags.append("--moe-flex-dispatcher-backend deepep")
     return flags
 
 

@@ -88,6 +88,9 @@ def workload_options(func: F) -> F:
                           "more quantisation work."),
         click.option("--fp8-output-proj", "fp8_output_proj", is_flag=True,
                      help="Run the output layer in MXFP8 too (needs --fp8-recipe mxfp8); default bf16."),
+        click.option("--moe-dispatcher", type=click.Choice(["alltoall", "flex"]), default="flex", show_default=True,
+                     help="MoE token dispatcher: flex (DeepEP: one copy of a token per remote NVLink domain) or "
+                          "plain all-to-all (one copy per chosen expert)."),
         click.option("--cross-entropy", type=click.Choice(["unfused", "native", "te"]), default="unfused",
                      show_default=True,
                      help="Loss kernel: Megatron's default, --cross-entropy-loss-fusion with the native or the "
@@ -101,10 +104,11 @@ def workload_options(func: F) -> F:
 def build_workload(*, seq_len: int, gbs: int | None, precision: str, attention: str,
                    tokens: float | None = None, grad_reduce_in_bf16: bool = False,
                    cross_entropy: str = "unfused", fp8_recipe: str = "delayed",
-                   fp8_output_proj: bool = False) -> Workload:
+                   fp8_output_proj: bool = False, moe_dispatcher: str = "flex") -> Workload:
     return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_global_batch(seq_len),
                     attention=attention, tokens=tokens, grad_reduce_in_bf16=grad_reduce_in_bf16,
                     cross_entropy=cross_entropy, fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj,
+                    moe_dispatcher=moe_dispatcher,
                     **precision_fields(precision))
 
 
@@ -176,7 +180,8 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
                 nvlink_domain: int | None, nic_gbps: float | None, cluster_file: str | None, seq_len: int,
                 gbs: int | None, precision: str, attention: str,
                 grad_reduce_in_bf16: bool = False, cross_entropy: str = "unfused", fp8_recipe: str = "delayed",
-                fp8_output_proj: bool = False) -> tuple[ResolvedModel, Cluster, Workload]:
+                fp8_output_proj: bool = False, moe_dispatcher: str = "flex"
+                ) -> tuple[ResolvedModel, Cluster, Workload]:
     """The model (printing its alias note), cluster and workload of ``estimate`` and ``solve``."""
     from megasolve.cli import render
 
@@ -187,7 +192,8 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
     return resolved, cluster, build_workload(seq_len=seq_len, gbs=gbs, precision=precision, attention=attention,
                                              grad_reduce_in_bf16=grad_reduce_in_bf16, cross_entropy=cross_entropy,
-                                             fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj)
+                                             fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj,
+                                             moe_dispatcher=moe_dispatcher)
 
 
 def load_model(ref: str) -> ResolvedModel:

@@ -153,7 +153,7 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     """Exposed expert-parallel traffic of one MoE layer (section 5.6, alltoall dispatcher): 4
     all-to-alls of ``2*(T/sigma)*k*h`` bytes over EP (+2 with full recompute) and the expert-TP
     all-gather / reduce-scatter of the received tokens (``x etp``). When the EP group leaves the
-    NVLink domain and ``ep_dispatcher_dedup`` is set (Megatron-Bridge recipes use the flex
+    NVLink domain and the workload uses the flex dispatcher (Megatron-Bridge recipes mostly use the flex
     dispatcher, DeepEP / HybridEP), only one copy per remote domain crosses the NIC
     (``remote_domains_per_token``). ``ep_exposed_fraction`` is the calibrated share not hidden by
     ``--overlap-moe-expert-parallel-comm``."""
@@ -167,7 +167,7 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
         link = cluster.group_link(shape.etp, ep)
         message = BF16 * routed * spec.hidden_size + 4 * routed
         remote = None
-        if link.tier != "nvlink" and calibration()["time"]["ep_dispatcher_dedup"]:
+        if link.tier != "nvlink" and workload.moe_dispatcher == "flex":
             domains = max(1, ep // max(link.members_per_unit, 1))
             remote = remote_domains_per_token(m.num_experts, m.top_k, domains) / m.top_k * ep / (ep - 1)
         seconds += (4 + 2 * refwd) * collective_time_s("all_to_all", message, ep, link, cluster,

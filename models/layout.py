@@ -34,6 +34,9 @@ CROSS_ENTROPY_KINDS = ("unfused", "native", "te")
 # Megatron ``--fp8-recipe`` (ARG; TE recipes): per-tensor scaling (delayed: amax history, tensorwise:
 # current scaling) or block scaling (mxfp8: E8M0 scale per 32 elements, Blackwell; blockwise: 1x128 / 128x128)
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+# Megatron ``--moe-token-dispatcher-type``: all-to-all (one copy of a token per chosen expert) or the
+# flex dispatcher (DeepEP / HybridEP: one copy per remote NVLink domain, TC L891-898)
+MOE_DISPATCHERS = ("alltoall", "flex")
 
 
 def _check_positive(field: str, value: object) -> None:
@@ -153,6 +156,7 @@ class Workload:
     # keeps fp32 main grads with --bf16)
     grad_reduce_in_bf16: bool = False
     cross_entropy: str = "unfused"
+    moe_dispatcher: str = "flex"  # MoE models only
     fp8_recipe: str = "delayed"  # with precision "fp8"
     # the LM-head output projection in MXFP8 too (TC ``fp8_output_proj``; only with the mxfp8 recipe,
     # ``fp8_utils.py::is_mxfp8_output_proj_active`` L730-745); otherwise it stays bf16
@@ -182,6 +186,9 @@ class Workload:
                                  rule="the output projection runs in FP8 only with the mxfp8 recipe "
                                       "(fp8_utils.py L730-745)",
                                  fix="add --precision fp8 --fp8-recipe mxfp8, or drop --fp8-output-proj")
+        if self.moe_dispatcher not in MOE_DISPATCHERS:
+            raise MegasolveError(field="--moe-dispatcher", value=self.moe_dispatcher,
+                                 rule=f"must be one of {', '.join(MOE_DISPATCHERS)}", fix="pick one")
         if self.cross_entropy not in CROSS_ENTROPY_KINDS:
             raise MegasolveError(field="--cross-entropy", value=self.cross_entropy,
                                  rule=f"must be one of {', '.join(CROSS_ENTROPY_KINDS)}", fix="pick one")

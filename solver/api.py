@@ -51,6 +51,7 @@ class LayoutReport:
                          "precision": self.workload.precision, "fp8_param_gather": self.workload.fp8_param_gather,
                          "grad_reduce_in_bf16": self.workload.grad_reduce_in_bf16,
                          "cross_entropy": self.workload.cross_entropy,
+                         "moe_dispatcher": self.workload.moe_dispatcher if self.spec.is_moe else None,
                          "fp8_recipe": self.workload.fp8_recipe if self.workload.precision == "fp8" else None,
                          "fp8_output_proj": self.workload.fp8_output_proj,
                          "attention": self.workload.attention},

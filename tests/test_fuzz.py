@@ -394,6 +394,8 @@ def workload_flags(draw) -> list[str]:
         argv += ["--cross-entropy", pick(draw, sane, ["unfused", "native", "te"], ["fused"])]
     if not draw(st.integers(0, 5)):
         argv.append("--grad-reduce-in-bf16")
+    if not draw(st.integers(0, 5)):
+        argv += ["--moe-dispatcher", pick(draw, sane, ["alltoall", "flex"], ["deepep"])]
     return argv
 
 

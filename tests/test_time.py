@@ -282,3 +282,18 @@ def test_output_layer_runs_in_bf16_unless_the_mxfp8_output_projection_is_on():
     assert fp8 == pytest.approx(bf16) and head < 0.75 * bf16
     with pytest.raises(MegasolveError, match="mxfp8"):
         Workload(precision="fp8", fp8_output_proj=True)
+
+
+def test_flex_dispatcher_sends_one_copy_per_remote_domain():
+    """--moe-token-dispatcher-type flex (DeepEP) deduplicates a token's copies per remote NVLink domain;
+    plain all-to-all sends one per chosen expert: more bytes once EP leaves the NVLink domain."""
+    from megasolve.cost.step import ep_comm_s
+
+    spec, cluster = load_preset("deepseek-v3"), Cluster.from_flags(num_gpus=64, gpu="h100")
+    shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    times = {d: ep_comm_s(spec, cluster, Workload(seq_length=4096, moe_dispatcher=d), shape, 32, "none")
+             for d in ("flex", "alltoall")}
+    assert 0 < times["flex"] < times["alltoall"]
+    inside = {d: ep_comm_s(spec, cluster, Workload(seq_length=4096, moe_dispatcher=d), shape, 8, "none")
+              for d in ("flex", "alltoall")}
+    assert inside["flex"] == inside["alltoall"]  # within one NVLink domain nothing is deduplicated
