@@ -89,18 +89,17 @@ def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: Ran
     EDP`` (Megatron-LM ``docs/user-guide/features/megatron_fsdp.md``, "Mixing FSDP & Model
     Parallelism": FSDP shards over the DP (and CP) ranks of each mesh, last).
 
-    * Sharded, every parameter: compute weight (2 B, 1 B with FP8 primary weights), fp32 main grad
-      (4 B, 2 B with ``--grad-reduce-in-bf16``: ``--megatron-fsdp-main-grads-dtype auto`` follows the
-      main-grad dtype), fp32 main
-      weight + Adam m, v (12 B; ``--megatron-fsdp-main-params-dtype`` default fp32, arguments.py
-      L3687): ``(2 + 4 + 12) / d``.
+    * Sharded, every parameter: compute weight (2 B, 1 B with FP8 primary weights), main grad (fp32
+      4 B, or 2 B with ``--grad-reduce-in-bf16``: ``--megatron-fsdp-main-grads-dtype auto`` follows
+      it), fp32 main weight + Adam m, v (12 B; ``--megatron-fsdp-main-params-dtype`` default fp32,
+      arguments.py L3687): ``(2 + 4 + 12) / d``.
     * Un-sharded, transient: parameters are all-gathered per FSDP unit (one transformer layer) before
       forward and backward and gradients reduce-scattered per unit after backward; prefetching needs
       "at least two FSDP units worth of un-sharded weight memory" and two of un-sharded gradient memory
       (same document, "FSDP Unit Modules"; ``--fsdp-double-buffer`` allocates exactly two): ``2 x``
       the largest layer in weights (+ its FP8 copy when training in FP8 without FP8 primary weights:
       Bridge sets ``keep_fp8_transpose_cache = False`` so TE's copy lives only while the unit is
-      gathered) and ``2 x`` in fp32 grads.
+      gathered) and ``2 x`` in main grads.
     * Non-unit parameters (embedding, output layer, final norm, MTP projections) are gathered on first
       use and "remain persistently un-sharded" (same document, "FSDP Module Hooks"): full bf16 weights.
 
