@@ -159,12 +159,17 @@ class ConfigBounds:
         self._forms: dict[tuple, GroupForms] = {}
         self._by_key: dict[tuple, dict[tuple, int]] = {}
 
-    def configs(self, deadline: float | None = None) -> dict[tuple, int]:
+    def configs(self, deadline: float | None = None, excess: bool = False) -> dict[tuple, int]:
         """Per configuration (values of ``CONFIG_AXES``) that obeys the rules on its own axes and has
         at least one row group that can fit: a lower bound on the canonical step (us) of every legal,
         fitting layout with that configuration (the lowest of ``groups(key)``, computed for all
         configurations at once). A configuration that is absent has no such layout. Raises
-        ``TimeoutError`` past ``deadline``."""
+        ``TimeoutError`` past ``deadline``.
+
+        ``excess=True``: instead, per ``GROUP_AXES`` key (configuration, vpp, rc) that obeys those
+        rules, a lower bound on the memory overflow (MiB) of its layouts, ``max(0, ceil((form -
+        vpp*(capacity - other)) / vpp))`` over the group's minimum memory forms -- the quantity
+        ``cpsat.build_model(memory="excess")`` minimises (for ``explain``'s closest layouts)."""
         import numpy as np
 
         tables, domains = self.tables, self.space.domains
@@ -232,6 +237,7 @@ class ConfigBounds:
         capacity = tables.capacity_mib - tables.other_mib
         unbounded = np.iinfo(np.int64).max
         best = np.full(len(keys), unbounded, dtype=np.int64)
+        overflow: dict[tuple, int] = {}
         for pp, groups in self._groups_of.items():
             of_pp = pps == pp
             for (vpp, rc), members in groups.items():
@@ -244,6 +250,13 @@ class ConfigBounds:
                 for m in np.unique(micro[ok]).tolist():
                     rows = np.flatnonzero(ok & (micro == m))
                     forms = self._group_forms(pp, vpp, rc, m, members)
+                    if excess:
+                        low = np.zeros(len(rows), dtype=np.int64)
+                        for f in forms.memory:
+                            low = np.maximum(low, -(-(form_value(f, sel, rows) - vpp * capacity) // vpp))
+                        for row, value in zip(rows.tolist(), low.tolist()):
+                            overflow[keys[row] + (vpp, rc)] = value
+                        continue
                     bound = np.full(len(rows), tables.overhead_us, dtype=np.int64)
                     bound += np.max([-(-form_value(f, sel, rows) // den) for f, den in forms.time], axis=0)
                     if forms.opt:
@@ -252,6 +265,8 @@ class ConfigBounds:
                     for f in forms.memory:
                         fits &= form_value(f, sel, rows) <= vpp * capacity
                     best[rows[fits]] = np.minimum(best[rows[fits]], bound[fits])
+        if excess:
+            return overflow
         return {key: int(b) for key, b in zip(keys, best.tolist()) if b != unbounded}
 
     def _group_forms(self, pp: int, vpp: int, rc: tuple, m: int, members: list[PipelineRow]) -> GroupForms:

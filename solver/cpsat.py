@@ -111,7 +111,7 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     """``memory``: ``"constraint"`` (every slot fits) or ``"excess"`` (minimise the worst overflow, to
     explain infeasibility). ``rule_assumptions``: guard each rule with an assumption literal.
     ``configs``: restrict ``bounds.GROUP_AXES`` (configuration, vpp, rc) to these keys, each with a
-    lower bound on its step (``bounds.ConfigBounds``; ``memory="constraint"`` only). ``rows``: the
+    lower bound on its step (``bounds.ConfigBounds``), or on its overflow with ``memory="excess"``. ``rows``: the
     space's ``pipeline_rows`` when the caller has them already.
     Raises ``NoLayout`` when the space is empty by construction, ``TimeoutError`` past ``deadline``."""
     start = time.perf_counter()
@@ -378,13 +378,13 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
         # CP-SAT drops a key as soon as the incumbent (or an enumeration bound) is below its bound.
         from megasolve.solver.bounds import GROUP_AXES
 
-        if memory != "constraint":
-            raise ValueError("configuration bounds assume that every layout fits")
         lb_var = model.NewIntVar(min(configs.values(), default=0), max(configs.values(), default=0), "config_lb")
         model.AddAllowedAssignments([index[a] for a in GROUP_AXES] + [lb_var],
                                     [tuple(position[a][v] for a, v in zip(GROUP_AXES, key)) + (bound,)
                                      for key, bound in configs.items()])
-        model.Add(step >= lb_var)
+        # the keys' bounds are on the step (memory="constraint") or on the overflow (memory="excess",
+        # bounds.ConfigBounds.configs(excess=True))
+        model.Add((step if excess is None else excess) >= lb_var)
     if excess is not None:
         model.Minimize(excess)  # the closest layouts first (step-time ties are not ranked here)
     else:
@@ -397,8 +397,10 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
 
 
 def build_restricted(space: SearchSpace, tables: CostTables, rows: list[PipelineRow], keys: dict[tuple, int], *,
-                     deadline: float | None = None) -> tuple[SearchSpace, LayoutModel] | None:
-    """The model of ``space`` restricted to ``keys`` (``bounds.GROUP_AXES`` values -> lower bound):
+                     deadline: float | None = None, memory: str = "constraint"
+                     ) -> tuple[SearchSpace, LayoutModel] | None:
+    """The model of ``space`` restricted to ``keys`` (``bounds.GROUP_AXES`` values -> lower bound on the
+    step, or on the overflow with ``memory="excess"``):
     axis domains cut to the values the keys use, ``rows`` (the space's ``pipeline_rows``) to those
     domains. Returns the restricted space (decode with it; rank with ``space``) and the model, or
     None when nothing is left. Raises ``TimeoutError`` past ``deadline``."""
@@ -416,7 +418,7 @@ def build_restricted(space: SearchSpace, tables: CostTables, rows: list[Pipeline
     if not sub_rows:
         return None
     try:
-        return sub, build_model(sub, tables, deadline=deadline, configs=keys, rows=sub_rows)
+        return sub, build_model(sub, tables, memory=memory, deadline=deadline, configs=keys, rows=sub_rows)
     except NoLayout:
         return None
 

@@ -3,7 +3,8 @@
 * Rules: every Megatron rule's table constraint is guarded by an assumption literal and memory is
   made soft; if even that is infeasible, CP-SAT's sufficient assumptions name the rules in conflict.
 * Memory: otherwise CP-SAT minimises the worst stage's overflow (``excess``, MiB), giving the
-  closest layouts and how much memory they lack per GPU.
+  closest layouts and how much memory they lack per GPU -- in small models over the configuration
+  groups with the lowest overflow bounds (``bounds.py``), best-first, exactly (``closest_points``).
 * Repairs: the smallest cluster of this GPU type that fits (doubling, then bisection over whole
   nodes, each a CP-SAT feasibility solve), catalog GPUs with more memory that fit at this size, and
   the longest sequence (halving) that fits.
@@ -107,7 +108,7 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
     """Reasons, closest layouts and repairs, within ``deadline`` (None: up to 30 s)."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import NoLayout, build_model, decode, exclude, new_solver
+    from megasolve.solver.cpsat import NoLayout, build_model, new_solver
 
     if deadline is None:
         deadline = time.perf_counter() + 30.0
@@ -127,6 +128,7 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
     if time.perf_counter() >= deadline:
         return ["the time limit ran out before a fitting layout was found or the search was exhausted"], [], \
             ["raise --time-limit"]
+    built.model.clear_objective()  # first only: do the rules leave any layout, fitting or not?
     solver = new_solver(deadline - time.perf_counter())
     status = solver.Solve(built.model)
     if status == cp_model.UNKNOWN:
@@ -145,17 +147,15 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
                                                       "cluster and --fix pins"]
         return reasons + pins, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
                                                  memory_bound=False)
-    while status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and len(closest) < 3:
-        point = decode(space, built, solver)
+    try:
+        points = closest_points(space, tables, 3, deadline)
+    except TimeoutError:
+        points = []
+    for point in points:
         cost = tables.evaluate(point)
         lack_gb = max(0.0, cost.peak_mib - tables.capacity_mib) * MIB / 1e9
         closest.append({"layout": _layout_dict(point, workload), "peak_gb": round(cost.peak_mib * MIB / 1e9, 1),
                         "lacks_gb_per_gpu": round(lack_gb, 1)})
-        exclude(space, built, point)
-        if time.perf_counter() > deadline:
-            break
-        solver = new_solver(deadline - time.perf_counter())
-        status = solver.Solve(built.model)
     capacity_gb = tables.capacity_mib * MIB / 1e9
     if closest:
         best = closest[0]
@@ -164,6 +164,49 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
                        f"({best['lacks_gb_per_gpu']:.1f} GB more), even with recompute, PP and EP searched")
     return reasons, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
                                       memory_bound=True)
+
+
+def closest_points(space: SearchSpace, tables: CostTables, want: int, deadline: float) -> list[dict]:
+    """The ``want`` rule-legal layouts with the smallest memory overflow (``cpsat`` ``memory="excess"``),
+    exactly: configuration groups in increasing order of their overflow lower bound
+    (``bounds.ConfigBounds.configs(excess=True)``), 16, 32, ... at a time, each batch a small CP-SAT
+    model that lists its ``want`` best, until no group left out has a bound below the ``want``-th
+    overflow found (every layout of such a group overflows at least that much). Raises
+    ``TimeoutError`` past ``deadline``."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.solver.bounds import GROUP_AXES, ConfigBounds
+    from megasolve.solver.cpsat import NoLayout, build_restricted, decode, exclude, new_solver, pipeline_rows
+
+    try:
+        rows = pipeline_rows(space, tables, deadline)
+    except NoLayout:
+        return []
+    bounds = ConfigBounds(space, tables, rows).configs(deadline, excess=True)
+    order = sorted(bounds, key=lambda key: (bounds[key], [space.domains[a].index(v) for a, v in zip(GROUP_AXES, key)]))
+    size = 16
+    while True:
+        found: list[tuple[int, dict]] = []
+        restricted = build_restricted(space, tables, rows, {key: bounds[key] for key in order[:size]},
+                                      deadline=deadline, memory="excess")
+        if restricted is not None:
+            sub, built = restricted
+            while len(found) < want:
+                if time.perf_counter() >= deadline:
+                    raise TimeoutError
+                solver = new_solver(deadline - time.perf_counter())
+                status = solver.Solve(built.model)
+                if status == cp_model.UNKNOWN or (status == cp_model.FEASIBLE):
+                    raise TimeoutError  # not proven closest
+                if status != cp_model.OPTIMAL:
+                    break
+                point = decode(sub, built, solver)
+                found.append((solver.Value(built.excess), point))
+                exclude(sub, built, point)
+        cutoff = found[want - 1][0] if len(found) >= want else None
+        if size >= len(order) or (cutoff is not None and bounds[order[size]] >= cutoff):
+            return [point for _, point in found]
+        size = max(2 * size, sum(1 for key in order if cutoff is None or bounds[key] < cutoff))
 
 
 def _layout_dict(point: dict, workload: Workload) -> dict[str, Any]:

@@ -88,3 +88,40 @@ def test_feasible_point_agrees_with_the_oracle(model, gpus, gpu, seq, gbs):
     assert (point is None) == (oracle.num_fit == 0)
     if point is not None:
         assert space.legal(point) and tables.evaluate(point).fits
+
+
+# infeasible instances: models too big for the cluster (memory), one also pinned
+INFEASIBLE = [
+    ("llama-3.1-70b", 8, "a100-40g", 4096, 64, {}),
+    ("mixtral-8x7b", 8, "a100-40g", 8192, 64, {"mbs": 2}),
+    ("deepseek-v3-proxy", 8, "h100", 4096, 64, {"cp": 1}),
+]
+
+
+@pytest.mark.parametrize("model,gpus,gpu,seq,gbs,fixed", INFEASIBLE, ids=[f"{c[0]}-{c[1]}" for c in INFEASIBLE])
+def test_overflow_bounds_and_closest_layouts_match_the_oracle(model, gpus, gpu, seq, gbs, fixed):
+    """``configs(excess=True)`` never exceeds a layout's overflow (``ceil(peak - capacity)`` MiB, what
+    ``memory="excess"`` minimises), and ``explain.closest_points`` returns the oracle's smallest
+    overflows (layouts may differ among ties)."""
+    import math
+    import time
+
+    from megasolve.solver.bounds import GROUP_AXES
+    from megasolve.solver.explain import closest_points
+
+    spec, cluster, workload = instance(model, gpus, gpu, seq, gbs)
+    space = build_space(spec, cluster, workload, fixed=fixed)
+    tables = CostTables(spec, cluster, workload)
+    lows = ConfigBounds(space, tables, pipeline_rows(space, tables)).configs(excess=True)
+    overflows = []
+    for point in legal_points(space):
+        cost = tables.evaluate(point)
+        assert not cost.fits
+        overflow = max(0, math.ceil(cost.peak_mib - tables.capacity_mib - 1e-9))
+        key = tuple(point[a] for a in GROUP_AXES)
+        assert key in lows and lows[key] <= overflow, (point, lows.get(key), overflow)
+        overflows.append(overflow)
+    assert overflows
+    closest = closest_points(space, tables, 3, time.perf_counter() + 60)
+    got = [max(0, math.ceil(tables.evaluate(p).peak_mib - tables.capacity_mib - 1e-9)) for p in closest]
+    assert got == sorted(overflows)[:3]
