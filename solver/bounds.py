@@ -159,7 +159,7 @@ class ConfigBounds:
         self._forms: dict[tuple, GroupForms] = {}
         self._by_key: dict[tuple, dict[tuple, int]] = {}
 
-    def configs(self, deadline: float | None = None, excess: bool = False) -> dict[tuple, int]:
+    def configs(self, deadline: float | None = None, excess: bool = False, clamp: bool = True) -> dict[tuple, int]:
         """Per configuration (values of ``CONFIG_AXES``) that obeys the rules on its own axes and has
         at least one row group that can fit: a lower bound on the canonical step (us) of every legal,
         fitting layout with that configuration (the lowest of ``groups(key)``, computed for all
@@ -169,7 +169,8 @@ class ConfigBounds:
         ``excess=True``: instead, per ``GROUP_AXES`` key (configuration, vpp, rc) that obeys those
         rules, a lower bound on the memory overflow (MiB) of its layouts, ``max(0, ceil((form -
         vpp*(capacity - other)) / vpp))`` over the group's minimum memory forms -- the quantity
-        ``cpsat.build_model(memory="excess")`` minimises (for ``explain``'s closest layouts)."""
+        ``cpsat.build_model(memory="excess")`` minimises (for ``explain``'s closest layouts); with
+        ``clamp=False`` not clamped at 0 (a negative value: the group's memory slack, MiB, at best)."""
         import numpy as np
 
         tables, domains = self.tables, self.space.domains
@@ -251,7 +252,8 @@ class ConfigBounds:
                     rows = np.flatnonzero(ok & (micro == m))
                     forms = self._group_forms(pp, vpp, rc, m, members)
                     if excess:
-                        low = np.zeros(len(rows), dtype=np.int64)
+                        low = np.zeros(len(rows), dtype=np.int64) if clamp else \
+                            np.full(len(rows), -unbounded, dtype=np.int64)
                         for f in forms.memory:
                             low = np.maximum(low, -(-(form_value(f, sel, rows) - vpp * capacity) // vpp))
                         for row, value in zip(rows.tolist(), low.tolist()):

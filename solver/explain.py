@@ -31,7 +31,7 @@ def feasible_point(space: SearchSpace, tables: CostTables, time_limit_s: float =
     Raises ``TimeoutError`` when the time limit ends the search first."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.bounds import CONFIG_AXES, ConfigBounds
+    from megasolve.solver.bounds import GROUP_AXES, ConfigBounds
     from megasolve.solver.cpsat import NoLayout, build_restricted, decode, new_solver, pipeline_rows
 
     deadline = time.perf_counter() + time_limit_s
@@ -39,16 +39,17 @@ def feasible_point(space: SearchSpace, tables: CostTables, time_limit_s: float =
         rows = pipeline_rows(space, tables, deadline)
     except NoLayout:
         return None
-    bounds = ConfigBounds(space, tables, rows)
-    configs = bounds.configs(deadline)  # empty: no configuration's memory can fit (bounds.py)
-    # configurations in increasing order of their bound, 8, 16, 32, ... at a time: a restricted model
-    # per batch (small, so fast to load), until one has a layout or none is left
-    order = sorted(configs, key=lambda key: (configs[key], [space.domains[a].index(v)
-                                                            for a, v in zip(CONFIG_AXES, key)]))
+    # per (configuration, vpp, rc) group, a lower bound on its layouts' memory overflow; groups that
+    # cannot fit (bound > 0) are out, the rest go in order of their slack (most first): only memory
+    # terms are costed, none of the time terms a step bound would need
+    lows = ConfigBounds(space, tables, rows).configs(deadline, excess=True, clamp=False)
+    order = sorted((key for key, low in lows.items() if low <= 0),
+                   key=lambda key: (lows[key], [space.domains[a].index(v) for a, v in zip(GROUP_AXES, key)]))
+    # 8, 16, 32, ... groups at a time: a restricted model per batch (small, so fast to load), until one
+    # has a layout or none is left
     start, size = 0, 8
     while start < len(order):
-        keys = {key + group: bound for key in order[start:start + size]
-                for group, bound in bounds.groups(key).items()}
+        keys = {key: 0 for key in order[start:start + size]}
         start, size = start + size, 2 * size
         restricted = build_restricted(space, tables, rows, keys, deadline=deadline)
         if restricted is None:
