@@ -8,8 +8,8 @@ import click
 
 from megasolve.cli import render
 from megasolve.cli.main import register
-from megasolve.cli.options import (build_layout, cluster_options, format_option, layout_options, load_inputs,
-                                   model_option, workload_options)
+from megasolve.cli.options import (WORKLOAD_OPTIONS, build_layout, cluster_options, format_option, layout_options,
+                                   load_inputs, model_option, take, workload_options)
 from megasolve.cli.plot import plot_option
 from megasolve.cli.report import report_option
 
@@ -97,12 +97,8 @@ def gpus_command(fmt: str) -> None:
 @format_option("megatron", "bridge", "nemo", "verl")
 @plot_option("Draw the per-stage memory against the GPU's usable capacity.")
 @report_option
-def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file, seq_len, gbs,
-                     precision, attention, fp8_recipe: str, fp8_output_proj: bool, moe_dispatcher: str,
-                     cross_entropy: str,
-                     grad_reduce_in_bf16: bool,
-                     allow_cross_domain_tp: bool, fmt: str,
-                     plot_path, report_path, **axes) -> None:
+def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file,
+                     allow_cross_domain_tp: bool, fmt: str, plot_path, report_path, **options) -> None:
     """Memory per pipeline stage and step time of ONE layout.
 
     Exit code 0: it fits; 1: it does not fit (or breaks a planner rule such as TP across NVLink
@@ -113,10 +109,8 @@ def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, ni
     _check_extras(plot_path, report_path)
     resolved, cluster, workload = load_inputs(
         model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
-        nic_gbps=nic_gbps, cluster_file=cluster_file, seq_len=seq_len, gbs=gbs, precision=precision,
-        attention=attention, grad_reduce_in_bf16=grad_reduce_in_bf16, cross_entropy=cross_entropy,
-        fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj, moe_dispatcher=moe_dispatcher)
-    layout = build_layout(cluster.num_gpus, **axes)
+        nic_gbps=nic_gbps, cluster_file=cluster_file, **take(options, WORKLOAD_OPTIONS))
+    layout = build_layout(cluster.num_gpus, **options)  # the rest are the layout flags
     report = estimate(resolved.spec, cluster, workload, layout, allow_cross_domain_tp)
     data = report.as_dict()
     if fmt in ("json", "yaml"):

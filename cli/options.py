@@ -8,7 +8,8 @@ from typing import Any, Callable
 import click
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import PRECISION_CHOICES, Layout, Workload, default_global_batch, precision_fields
+from megasolve.models.layout import (CROSS_ENTROPY_KINDS, FP8_RECIPES, MOE_DISPATCHERS, PRECISION_CHOICES, Layout,
+                                     Workload, default_global_batch, precision_fields)
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
 
@@ -70,6 +71,35 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
                               nvlink_domain=nvlink_domain, nic_gbit_per_gpu=nic_gbps)
 
 
+# Workload fields set by the training recipe rather than the layout (shared by estimate, solve, whatif)
+RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16")
+
+
+def recipe_options(func: F) -> F:
+    return _stack(
+        click.option("--fp8-recipe", type=click.Choice(list(FP8_RECIPES)), default="delayed", show_default=True,
+                     help="FP8 scaling recipe (Megatron --fp8-recipe); block scaling (mxfp8, blockwise) costs "
+                          "more quantisation work."),
+        click.option("--fp8-output-proj", "fp8_output_proj", is_flag=True,
+                     help="Run the output layer in MXFP8 too (needs --fp8-recipe mxfp8); default bf16."),
+        click.option("--moe-dispatcher", type=click.Choice(list(MOE_DISPATCHERS)), default="flex", show_default=True,
+                     help="MoE token dispatcher: flex (DeepEP: one copy of a token per remote NVLink domain) or "
+                          "plain all-to-all (one copy per chosen expert)."),
+        click.option("--cross-entropy", type=click.Choice(list(CROSS_ENTROPY_KINDS)), default="unfused",
+                     show_default=True,
+                     help="Loss kernel: Megatron's default, --cross-entropy-loss-fusion with the native or the "
+                          "Transformer Engine implementation (te keeps bf16 logits only)."),
+        click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
+                     help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
+                          "4 bytes per parameter held and reduced."),
+    )(func)
+
+
+def take(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """Remove and return the ``names`` entries of a command's keyword arguments."""
+    return {name: options.pop(name) for name in names}
+
+
 def workload_options(func: F) -> F:
     return _stack(
         click.option("--seq-len", "seq_len", type=int, default=4096, show_default=True,
@@ -82,34 +112,18 @@ def workload_options(func: F) -> F:
                           "fp8-params uses FP8 primary weights (--fp8-param-gather)."),
         click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash",
                      show_default=True, help="Fused/flash attention (no s x s scores) or unfused."),
-        click.option("--fp8-recipe", type=click.Choice(["delayed", "tensorwise", "mxfp8", "blockwise"]),
-                     default="delayed", show_default=True,
-                     help="FP8 scaling recipe (Megatron --fp8-recipe); block scaling (mxfp8, blockwise) costs "
-                          "more quantisation work."),
-        click.option("--fp8-output-proj", "fp8_output_proj", is_flag=True,
-                     help="Run the output layer in MXFP8 too (needs --fp8-recipe mxfp8); default bf16."),
-        click.option("--moe-dispatcher", type=click.Choice(["alltoall", "flex"]), default="flex", show_default=True,
-                     help="MoE token dispatcher: flex (DeepEP: one copy of a token per remote NVLink domain) or "
-                          "plain all-to-all (one copy per chosen expert)."),
-        click.option("--cross-entropy", type=click.Choice(["unfused", "native", "te"]), default="unfused",
-                     show_default=True,
-                     help="Loss kernel: Megatron's default, --cross-entropy-loss-fusion with the native or the "
-                          "Transformer Engine implementation (te keeps bf16 logits only)."),
-        click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
-                     help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
-                          "4 bytes per parameter held and reduced."),
+        recipe_options,
     )(func)
 
 
+WORKLOAD_OPTIONS = ("seq_len", "gbs", "precision", "attention") + RECIPE_OPTIONS
+
+
 def build_workload(*, seq_len: int, gbs: int | None, precision: str, attention: str,
-                   tokens: float | None = None, grad_reduce_in_bf16: bool = False,
-                   cross_entropy: str = "unfused", fp8_recipe: str = "delayed",
-                   fp8_output_proj: bool = False, moe_dispatcher: str = "flex") -> Workload:
+                   tokens: float | None = None, **recipe: Any) -> Workload:
+    """``recipe``: the ``RECIPE_OPTIONS`` fields (Workload defaults when absent)."""
     return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_global_batch(seq_len),
-                    attention=attention, tokens=tokens, grad_reduce_in_bf16=grad_reduce_in_bf16,
-                    cross_entropy=cross_entropy, fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj,
-                    moe_dispatcher=moe_dispatcher,
-                    **precision_fields(precision))
+                    attention=attention, tokens=tokens, **precision_fields(precision), **recipe)
 
 
 def layout_options(func: F) -> F:
@@ -177,12 +191,10 @@ def format_option(*extra: str) -> F:
 
 
 def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_node: int | None,
-                nvlink_domain: int | None, nic_gbps: float | None, cluster_file: str | None, seq_len: int,
-                gbs: int | None, precision: str, attention: str,
-                grad_reduce_in_bf16: bool = False, cross_entropy: str = "unfused", fp8_recipe: str = "delayed",
-                fp8_output_proj: bool = False, moe_dispatcher: str = "flex"
-                ) -> tuple[ResolvedModel, Cluster, Workload]:
-    """The model (printing its alias note), cluster and workload of ``estimate`` and ``solve``."""
+                nvlink_domain: int | None, nic_gbps: float | None, cluster_file: str | None,
+                **workload: Any) -> tuple[ResolvedModel, Cluster, Workload]:
+    """The model (printing its alias note), cluster and workload (``WORKLOAD_OPTIONS``) of ``estimate``
+    and ``solve``."""
     from megasolve.cli import render
 
     resolved = load_model(model_ref)
@@ -190,10 +202,7 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
         render.note(resolved.note)
     cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
-    return resolved, cluster, build_workload(seq_len=seq_len, gbs=gbs, precision=precision, attention=attention,
-                                             grad_reduce_in_bf16=grad_reduce_in_bf16, cross_entropy=cross_entropy,
-                                             fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj,
-                                             moe_dispatcher=moe_dispatcher)
+    return resolved, cluster, build_workload(**workload)
 
 
 def load_model(ref: str) -> ResolvedModel:

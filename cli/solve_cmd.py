@@ -52,12 +52,10 @@ def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
 @format_option("megatron", "bridge", "nemo", "verl")
 @plot_option("Draw the per-stage memory of layout #1 against the GPU's usable capacity.")
 @report_option
-def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file, seq_len, gbs,
-                  precision, attention, fp8_recipe: str, fp8_output_proj: bool, moe_dispatcher: str,
-                  cross_entropy: str,
-                  grad_reduce_in_bf16: bool,
+def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file,
                   top_k: int, fix: tuple[str, ...], time_limit: float, engine: str,
-                  allow_cross_domain_tp: bool, fmt: str, plot_path: str | None, report_path: str | None) -> None:
+                  allow_cross_domain_tp: bool, fmt: str, plot_path: str | None, report_path: str | None,
+                  **workload) -> None:
     """Rank the fastest Megatron layouts that fit, with memory and time breakdowns.
 
     Exit code 0: layouts found; 1: nothing fits (the reasons, the closest layouts and repairs are
@@ -69,9 +67,7 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
     _check_extras(plot_path, report_path)
     resolved, cluster, workload = load_inputs(
         model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
-        nic_gbps=nic_gbps, cluster_file=cluster_file, seq_len=seq_len, gbs=gbs, precision=precision,
-        attention=attention, grad_reduce_in_bf16=grad_reduce_in_bf16, cross_entropy=cross_entropy,
-        fp8_recipe=fp8_recipe, fp8_output_proj=fp8_output_proj, moe_dispatcher=moe_dispatcher)
+        nic_gbps=nic_gbps, cluster_file=cluster_file, **workload)
     with render.status(f"searching layouts for {resolved.spec.name} on {cluster.num_gpus} x {cluster.gpu.name}"):
         result = solve(resolved.spec, cluster, workload, top_k=top_k, fixed=parse_fix(fix), time_limit_s=time_limit,
                        engine=engine, allow_cross_domain_tp=allow_cross_domain_tp)

@@ -12,11 +12,10 @@ import click
 
 from megasolve.cli import render
 from megasolve.cli.main import register
-from megasolve.cli.options import cluster_options, format_option, load_model, model_option
+from megasolve.cli.options import cluster_options, format_option, load_model, model_option, recipe_options
 from megasolve.cli.plot import plot_option
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (ATTENTION_KINDS, CROSS_ENTROPY_KINDS, FP8_RECIPES, MOE_DISPATCHERS,
-                                     PRECISION_CHOICES)
+from megasolve.models.layout import ATTENTION_KINDS, PRECISION_CHOICES
 
 
 @register
@@ -35,16 +34,7 @@ from megasolve.models.layout import (ATTENTION_KINDS, CROSS_ENTROPY_KINDS, FP8_R
               help="Training precision of the GEMMs (fp8-params: FP8 primary weights).")
 @click.option("--attention", type=click.Choice(list(ATTENTION_KINDS)), default="flash", show_default=True,
               help="Fused/flash attention or unfused.")
-@click.option("--fp8-recipe", type=click.Choice(list(FP8_RECIPES)), default="delayed", show_default=True,
-              help="FP8 scaling recipe (Megatron --fp8-recipe).")
-@click.option("--fp8-output-proj", "fp8_output_proj", is_flag=True,
-              help="Run the output layer in MXFP8 too (needs --fp8-recipe mxfp8).")
-@click.option("--moe-dispatcher", type=click.Choice(list(MOE_DISPATCHERS)), default="flex", show_default=True,
-              help="MoE token dispatcher: flex (DeepEP) or plain all-to-all.")
-@click.option("--cross-entropy", type=click.Choice(list(CROSS_ENTROPY_KINDS)), default="unfused", show_default=True,
-              help="Loss kernel: unfused, or --cross-entropy-loss-fusion with the native / te implementation.")
-@click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
-              help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16).")
+@recipe_options
 @click.option("--tokens", type=float, default=None, metavar="N",
               help="Tokens to train on (e.g. 1e12): adds wall-clock days and GPU-hours per point.")
 @click.option("--gpu-hour-price", type=float, default=None, metavar="PRICE",
@@ -58,8 +48,8 @@ from megasolve.models.layout import (ATTENTION_KINDS, CROSS_ENTROPY_KINDS, FP8_R
 @format_option("csv")
 @plot_option("Draw throughput, MFU (and time and cost to train) against cluster size.")
 def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file, seq_lens, gbs,
-                   precision, attention, fp8_recipe, fp8_output_proj, moe_dispatcher, cross_entropy, grad_reduce_in_bf16, tokens, gpu_hour_price,
-                   time_limit, jobs, find_min, fmt, plot_path) -> None:
+                   precision, attention, tokens, gpu_hour_price, time_limit, jobs, find_min, fmt, plot_path,
+                   **recipe) -> None:
     """Sweep cluster sizes, GPU types, sequence lengths and batch sizes (every combination): the
     best layout and the runner-up at each point, peak memory, step time, tokens/s, MFU, scaling
     efficiency, time and cost to train, and the smallest cluster that fits (found by the solver).
@@ -89,10 +79,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
         result = whatif(resolved.spec, gpus=sizes, gpu=kinds, seq_length=seqs, global_batch_size=batches,
                         precision=precision, attention=attention, tokens=tokens, gpu_hour_price=gpu_hour_price,
                         time_limit_s=time_limit, jobs=jobs, min_gpus=find_min, progress=progress,
-                        recipe={"fp8_recipe": fp8_recipe, "fp8_output_proj": fp8_output_proj,
-                                "moe_dispatcher": moe_dispatcher,
-                                "cross_entropy": cross_entropy,
-                                "grad_reduce_in_bf16": grad_reduce_in_bf16})
+                        recipe=recipe)
     data = result.as_dict()
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))
