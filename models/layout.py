@@ -39,6 +39,11 @@ FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
 MOE_DISPATCHERS = ("alltoall", "flex")
 
 
+def _check_choice(field: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise MegasolveError(field=field, value=value, rule=f"must be one of {', '.join(choices)}", fix="pick one")
+
+
 def _check_positive(field: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise MegasolveError(field=field, value=value, rule="must be a positive integer",
@@ -88,9 +93,7 @@ class Layout:
         if self.etp is None:
             object.__setattr__(self, "etp", self.tp)
         _check_positive("--etp", self.etp)
-        if self.recompute not in RECOMPUTE_KINDS:
-            raise MegasolveError(field="--recompute", value=self.recompute,
-                                 rule=f"must be one of {', '.join(RECOMPUTE_KINDS)}", fix="pick one")
+        _check_choice("--recompute", self.recompute, RECOMPUTE_KINDS)
         if self.recompute_num_layers is not None:
             _check_positive("--recompute-num-layers", self.recompute_num_layers)
             if self.recompute != "full":
@@ -168,30 +171,20 @@ class Workload:
     def __post_init__(self) -> None:
         _check_positive("--seq-len", self.seq_length)
         _check_positive("--gbs", self.global_batch_size)
-        if self.precision not in PRECISIONS:
-            raise MegasolveError(field="--precision", value=self.precision,
-                                 rule=f"must be one of {', '.join(PRECISIONS)}", fix="pick one")
+        _check_choice("--precision", self.precision, PRECISIONS)
         if self.fp8_param_gather and self.precision != "fp8":
             raise MegasolveError(field="--precision", value=self.precision,
                                  rule="FP8 primary weights (--fp8-param-gather) need FP8 training",
                                  fix="use --precision fp8-params or drop the FP8 parameters")
-        if self.attention not in ATTENTION_KINDS:
-            raise MegasolveError(field="--attention", value=self.attention,
-                                 rule=f"must be one of {', '.join(ATTENTION_KINDS)}", fix="pick one")
-        if self.fp8_recipe not in FP8_RECIPES:
-            raise MegasolveError(field="--fp8-recipe", value=self.fp8_recipe,
-                                 rule=f"must be one of {', '.join(FP8_RECIPES)}", fix="pick one")
+        _check_choice("--attention", self.attention, ATTENTION_KINDS)
+        _check_choice("--fp8-recipe", self.fp8_recipe, FP8_RECIPES)
         if self.fp8_output_proj and not (self.precision == "fp8" and self.fp8_recipe == "mxfp8"):
             raise MegasolveError(field="--fp8-output-proj", value=True,
                                  rule="the output projection runs in FP8 only with the mxfp8 recipe "
                                       "(fp8_utils.py L730-745)",
                                  fix="add --precision fp8 --fp8-recipe mxfp8, or drop --fp8-output-proj")
-        if self.moe_dispatcher not in MOE_DISPATCHERS:
-            raise MegasolveError(field="--moe-dispatcher", value=self.moe_dispatcher,
-                                 rule=f"must be one of {', '.join(MOE_DISPATCHERS)}", fix="pick one")
-        if self.cross_entropy not in CROSS_ENTROPY_KINDS:
-            raise MegasolveError(field="--cross-entropy", value=self.cross_entropy,
-                                 rule=f"must be one of {', '.join(CROSS_ENTROPY_KINDS)}", fix="pick one")
+        _check_choice("--moe-dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)
+        _check_choice("--cross-entropy", self.cross_entropy, CROSS_ENTROPY_KINDS)
         if not 0.0 <= self.hidden_dropout < 1.0:
             raise MegasolveError(field="hidden_dropout", value=self.hidden_dropout,
                                  rule="must be in [0, 1)", fix="use 0 (LLM recipes) or 0.1")
