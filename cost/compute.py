@@ -94,7 +94,7 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     unfused attention (``workload.attention == "unfused"``: Megatron's 2021-2022 ``CoreAttention``,
     Korthikanti et al. 2022 section 4) computes the full ``s x s`` scores as batched GEMMs (2x the
     causal FLOPs) and streams the scores through the fused scale-mask-softmax and dropout: HBM traffic
-    ``unfused_attention_bytes_per_score`` per score element (``(n/t)*T*s/c`` scores per layer).
+    ``unfused_attention_bytes_per_score`` per score element (``(n/t)*T*s`` scores per layer).
 
     FP8 (Transformer Engine): every GEMM input and output gradient is quantised (amax + cast) before
     the GEMM: ``fp8_cast_bytes_per_token_hidden`` extra HBM bytes per token per ``h`` (calibrated),
@@ -107,7 +107,8 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     s = workload.seq_length
     unfused = workload.attention == "unfused"
     lin = attention_linear_flops_per_token(spec) * T / t
-    core = attention_core_flops_per_token_seq(spec) * T * s / shape.cp / t
+    # the T queries of this CP rank attend over the whole sequence: 6*n*d*(s^2/c)*b/t (reference 6.3)
+    core = attention_core_flops_per_token_seq(spec) * T * s / t
     mlp_total = mlp_flops_per_token(spec, moe) * T / t
     if moe:
         m = spec.moe
@@ -120,7 +121,7 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     scores_bytes = 0.0
     if unfused:  # full s x s batched GEMMs at GEMM efficiency, softmax/dropout memory bound
         gemm += 2 * core
-        scores_bytes = cal["unfused_attention_bytes_per_score"] * spec.num_attention_heads / t * T * s / shape.cp
+        scores_bytes = cal["unfused_attention_bytes_per_score"] * spec.num_attention_heads / t * T * s
         core = 0.0
     refwd = 4 / 3
     if recompute == "full":
@@ -128,7 +129,7 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     elif recompute == "selective":
         core = core * refwd
         if unfused:  # the recomputed core attention: QK^T, AV and the softmax forward again
-            gemm += 2 * attention_core_flops_per_token_seq(spec) * T * s / shape.cp / t / 3
+            gemm += 2 * attention_core_flops_per_token_seq(spec) * T * s / t / 3
             scores_bytes *= refwd
     passes = (4 if recompute == "full" else 3)  # elementwise passes: fwd + 2 bwd (+ refwd)
     per_token_bytes = cal["elementwise_bytes_per_token_hidden"] * spec.hidden_size

@@ -196,7 +196,7 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
     mask) ``+ 2*T*d*(n/t + 2*g_r)`` (Q, K, V) ``+ 2*T*n*d/t`` (O) ``+ 4*T*n/t`` (fp32 softmax LSE).
     MLA (section 3.5): standalone input norm, latents and their norms ``4*T*(q_lora + kv_lora)/sigma``,
     ``k_rope`` ``2*T*r/sigma``, up-projection outputs ``2*T*(n/t)*(2(qk + r) + (qk + dv) + dv)``, O.
-    Unfused attention adds ``(4 + delta)*n/t*T*s/c`` bytes of scores, softmax and dropout (Korthikanti
+    Unfused attention adds ``(4 + delta)*n/t*T*s`` bytes of scores, softmax and dropout (Korthikanti
     ``5as/h``; section 3.3).
 
     >>> from megasolve.models.presets import load_preset
@@ -226,7 +226,7 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
         terms["core_output"] = a * T * (n / t) * dv
     terms["softmax_stats"] = FP32 * T * n / t
     if workload.attention == "unfused":
-        terms["attn_scores"] = (4 + delta) * (n / t) * T * workload.seq_length / shape.cp
+        terms["attn_scores"] = (4 + delta) * (n / t) * T * workload.seq_length  # T queries x s keys
     return terms
 
 
