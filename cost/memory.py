@@ -151,7 +151,8 @@ class ActivationShape:
 # L1940-1970; default ``["core_attn"]``): each module, as data, with the saved tensors (term names of
 # ``attention_activation_terms`` / ``mlp_activation_terms``) it stops keeping. Sources:
 # * core_attn: ``attention.py`` L394 checkpoints core attention; Q, K, V stay (checkpoint inputs) and O
-#   stays (linear_proj input); the s x s scores/softmax/dropout (unfused) and the flash LSE go.
+#   stays (linear_proj input); the s x s scores/softmax/dropout and the expanded GQA K, V (unfused) and
+#   the flash LSE go.
 # * layernorm: ``transformer_layer.py`` L470-530 recomputes only a *standalone* norm
 #   (``not isinstance(input_layernorm, IdentityOp)``): with the TE spec the dense layers' norms are
 #   fused into ``TELayerNormColumnParallelLinear`` (IdentityOp, nothing to drop); the MoE pre-MLP norm
@@ -164,7 +165,7 @@ class ActivationShape:
 # * mla_up_proj: ``multi_latent_attention.py`` L173 discards the up-projection + RoPE outputs
 #   (Q, K, V of every head); the compressed latents stay (reference section 3.5).
 RECOMPUTE_MODULES: dict[str, frozenset[str]] = {
-    "core_attn": frozenset({"attn_scores", "softmax_stats"}),
+    "core_attn": frozenset({"attn_scores", "softmax_stats", "kv_expanded"}),
     "layernorm": frozenset({"attn_norm_output", "mlp_norm_output"}),
     "mlp": frozenset({"mlp_fused_norm_output", "fc1_output", "act_output"}),
     "moe_act": frozenset({"expert_act_output"}),
@@ -180,7 +181,7 @@ def dropped_terms(recompute_modules: tuple[str, ...]) -> frozenset[str]:
     """Saved-tensor names that selective recompute of ``recompute_modules`` re-materialises.
 
     >>> sorted(dropped_terms(("core_attn", "moe_act")))
-    ['attn_scores', 'expert_act_output', 'softmax_stats']
+    ['attn_scores', 'expert_act_output', 'kv_expanded', 'softmax_stats']
     """
     unknown = set(recompute_modules) - set(RECOMPUTE_MODULES)
     if unknown:
@@ -193,40 +194,75 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
     """Saved tensors of one attention block (section 3.3 GQA / 3.5 MLA), per micro-batch per rank, by name.
 
     GQA: ``(4 + delta)*T*h/sigma`` (input-LN input, LN output saved by the TE LayerNormLinear, dropout
-    mask) ``+ 2*T*d*(n/t + 2*g_r)`` (Q, K, V) ``+ 2*T*n*d/t`` (O) ``+ 4*T*n/t`` (fp32 softmax LSE).
-    MLA (section 3.5): standalone input norm, latents and their norms ``4*T*(q_lora + kv_lora)/sigma``,
-    ``k_rope`` ``2*T*r/sigma``, up-projection outputs ``2*T*(n/t)*(2(qk + r) + (qk + dv) + dv)``, O.
-    Unfused attention adds ``(4 + delta)*n/t*T*s`` bytes of scores, softmax and dropout (Korthikanti
-    ``5as/h``; section 3.3).
+    mask) ``+ 2*T*d*(n/t + 2*g_r)`` (Q, K, V) ``+ 2*T*n*d/t`` (O) ``+ 4*T*n/t`` (fp32 softmax LSE of
+    flash / fused attention); with ``qk_layernorm`` the per-head q/k norms keep their input and rstd,
+    ``T*(n/t + g_r)*(2d + 4)`` (traced with torch norms, case ``dense-gqa-qknorm``).
+    MLA (section 3.5): standalone input norm, the down-projection outputs ``2*T*(q_lora + kv_lora + r)
+    /sigma`` and, with ``qk_layernorm``, the q/kv norm outputs ``2*T*(q_lora + kv_lora)/sigma``; Q and K
+    after RoPE ``2*T*(n/t)*(qk + r)`` each, V ``2*T*(n/t)*dv``, O ``2*T*(n/t)*dv``. The kv up-projection
+    output ``[T, n/t, qk + dv]`` is not kept: it is split into K-nope and V and both are copied
+    (``torch.cat`` with the rope part, ``.contiguous()``), which save nothing (traced:
+    ``tests/data/megatron_activation_golden.json``, case ``mla-dense``).
+    Unfused attention (Megatron-Core ``DotProductAttention``, ``dot_product_attention.py``; traced, case
+    ``dense-gqa``): per score element of the ``(n/t) x T x s`` scores, the fp32 softmax output saved by
+    ``softmax`` (4 B: ``attention_softmax_in_fp32`` defaults to True, TC L343; ``FusedScaleMaskSoftmax``
+    upcasts before the torch softmax) and the bf16 probabilities saved by the context ``bmm`` (2 B); with
+    attention dropout its mask (1 B on CUDA) and the dropped-out probabilities replace the bf16 copy:
+    ``(6 + delta)`` B, plus the ``[s/c, s]`` bool causal mask ``masked_fill`` keeps per layer
+    (``transformer/utils.py::get_default_causal_mask``). GQA keys and values are expanded to the query
+    heads (``repeat_interleave``, L166-173) and saved expanded: ``2*T*d*(n/t)`` each instead of the
+    groups; with MHA and RoPE, V is a view of the QKV GEMM output and keeps all of it alive next to the
+    rotated Q and K (``+2*T*d*(n/t + g_r)``; the TE flash path copies V instead: Transformer Engine
+    ``attention/dot_product_attention/utils.py::get_qkv_layout`` makes q, k, v contiguous when their
+    strides differ). No LSE. (Korthikanti's ``5as/h`` assumed a 2-byte softmax and a 1-byte dropout mask.) The
+    fused upper-triangular softmax kernel (``fused_softmax.py::is_kernel_available``: ``s <= 4096``,
+    Apex/TE kernels present, ``masked_softmax_fusion``) keeps only the 2-byte softmax: this formula is
+    then an over-estimate, the safe side for an unfused run whose kernel path is unknown.
 
     >>> from megasolve.models.presets import load_preset
     >>> terms = attention_activation_terms(load_preset("llama-3.1-70b"), Workload(seq_length=8192),
     ...                                    ActivationShape(tp=4, cp=2, mbs=1, sequence_parallel=True))
     >>> sum(terms.values()) / 4096  # bytes per token: 4*8192/4 + 2*128*(16+4) + 2*64*128/4 + 4*64/4
     17472.0
+    >>> unfused = attention_activation_terms(load_preset("llama-3.1-8b"), Workload(seq_length=4096, attention="unfused"),
+    ...                                      ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False))
+    >>> unfused["attn_scores"] / 4096, unfused["kv_expanded"] / 4096  # 6*32*4096 + 4096 mask; 2*2*128*(32 - 8)
+    (790528.0, 12288.0)
     """
     T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     h, n = spec.hidden_size, spec.num_attention_heads
     delta = 1 if workload.hidden_dropout > 0 else 0
     a = gemm_input_bytes(workload)
     terms = {"attn_norm_input": BF16 * T * h / sigma, "attn_dropout_mask": delta * T * h / sigma}
+    unfused = workload.attention == "unfused"
     if spec.mla is None:
         d, g = spec.kv_channels, spec.num_query_groups
         g_local = max(g / t, 1)
         terms["attn_fused_norm_output"] = a * T * h / sigma
         terms["qkv"] = BF16 * T * d * (n / t + 2 * g_local)
         terms["core_output"] = a * T * n * d / t
+        if spec.qk_layernorm:  # q/k norms (TENorm) save their bf16 input and fp32 rstd per head row
+            terms["qk_norm_input"] = T * (n / t + g_local) * (BF16 * d + FP32)
+        if unfused and n / t > g_local:  # K and V repeated to the query heads inside core attention
+            terms["kv_expanded"] = 2 * BF16 * T * d * (n / t - g_local)
+        elif unfused and spec.position_embedding_type == "rope":
+            # MHA: V stays a view of the QKV GEMM output, so its Q and K thirds stay alive next to the
+            # rotated Q and K (traced, case dense-mha-gelu-layernorm)
+            terms["kv_expanded"] = BF16 * T * d * (n / t + g_local)
     else:
         mla = spec.mla
         qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
         latents = (mla.q_lora_rank or 0) + mla.kv_lora_rank
         terms["attn_norm_output"] = a * T * h / sigma
-        terms["mla_latents"] = 2 * BF16 * T * latents / sigma + BF16 * T * r / sigma
-        terms["mla_up"] = BF16 * T * (n / t) * ((qk + r) + (qk + dv) + (qk + r) + dv)
+        norms = BF16 * T * latents / sigma if spec.qk_layernorm else 0.0
+        terms["mla_latents"] = BF16 * T * (latents + r) / sigma + norms
+        terms["mla_up"] = BF16 * T * (n / t) * (2 * (qk + r) + dv)
         terms["core_output"] = a * T * (n / t) * dv
-    terms["softmax_stats"] = FP32 * T * n / t
-    if workload.attention == "unfused":
-        terms["attn_scores"] = (4 + delta) * (n / t) * T * workload.seq_length  # T queries x s keys
+    if unfused:
+        s_q = workload.seq_length / shape.cp
+        terms["attn_scores"] = (6 + delta) * (n / t) * T * workload.seq_length + s_q * workload.seq_length
+    else:
+        terms["softmax_stats"] = FP32 * T * n / t
     return terms
 
 
@@ -243,7 +279,12 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     Dense: ``(4 + delta)*T*h/sigma`` (pre-MLP LN input, fused LN output, dropout mask)
     ``+ 2*T*(f_glu + 1)*F/t`` (fc1 output, activation output).
     MoE: pre-MLP LN ``(4 + delta)*T*h/sigma`` (standalone norm: its output feeds the router GEMM,
-    which saves it), router state ``9*T*E/sigma``, local experts
+    which saves it), router and permutation state ``(10*E + 20*k)*T/sigma`` (traced, cases ``moe-*``:
+    the fp32 probabilities scattered to ``[T, E]`` and their transposed copy for the permutation,
+    4 + 4 B per expert; the bool routing map and its transposed copy, 1 + 1 B per expert; the top-k
+    indices and the sorted token indices of the permutation, int64, 8 + 8 B per choice; the fp32
+    top-k softmax, 4 B per choice; ``router.py::topk_softmax_with_capacity``,
+    ``moe_utils.py::permute``), local experts
     ``T_e*(2h + 4 + 2*(f_glu + 1)*F_m/etp)`` with ``T_e = (T/sigma)*k*etp`` routed tokens (balanced
     routing), shared experts ``2*T*(f_glu + 1)*F_s/t``.
 
@@ -269,7 +310,7 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     routed_tokens = (T / sigma) * m.top_k * shape.etp
     F_m, F_s = m.expert_ffn_hidden_size / shape.etp, m.shared_expert_ffn_hidden_size / t
     terms["mlp_norm_output"] = a * T * h / sigma
-    terms["router"] = 9 * T * m.num_experts / sigma
+    terms["router"] = (10 * m.num_experts + 20 * m.top_k) * T / sigma
     terms["expert_input"] = routed_tokens * (a * h + FP32)
     terms["expert_fc1_output"] = BF16 * glu * routed_tokens * F_m
     terms["expert_act_output"] = a * routed_tokens * F_m
@@ -314,8 +355,8 @@ def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activa
     >>> from megasolve.models.presets import load_preset
     >>> spec, w = load_preset("llama-3.1-8b"), Workload(seq_length=4096, attention="unfused")
     >>> shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
-    >>> selective_transient_bytes(spec, w, shape, moe=False) / 4096  # 4*32*4096 scores + 4*32 LSE
-    524416.0
+    >>> selective_transient_bytes(spec, w, shape, moe=False) / 4096  # 6*32*4096 + 4096 mask + 2*2*128*24 K, V
+    802816.0
     """
     return (layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none")
             - layer_activation_bytes(spec, workload, shape, moe=moe, recompute="selective",
@@ -370,14 +411,18 @@ def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
 
 def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, recompute: str,
                          recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> float:
-    """MTP depths (section 1.7): one transformer layer of the last layer's kind each, plus the
-    enorm/hnorm outputs and the ``eh_proj`` input (``2h`` wide): ``8*T*h/sigma`` per depth."""
+    """MTP depths (section 1.7): one transformer layer of the last layer's kind each, plus, per depth,
+    the inputs of ``enorm`` (the embedding of the shifted tokens) and ``hnorm`` (``2h`` each; the norm
+    outputs are concatenated, and only the concatenation, the ``eh_proj`` input ``4h``, is kept) and the
+    depth's final norm input and output (``4h``): ``12*T*h/sigma`` per depth
+    (``multi_token_prediction.py::MultiTokenPredictionLayer.forward``; traced with torch norms, case
+    ``mla-moe-mtp1``). Its fp32 logits are in ``last_stage_extra_bytes``."""
     if not spec.mtp_num_layers:
         return 0.0
     layer = layer_activation_bytes(spec, workload, shape, moe=spec.is_moe_layer(spec.num_layers - 1),
                                    recompute=recompute, recompute_modules=recompute_modules)
     T = shape.tokens(workload)
-    return spec.mtp_num_layers * (layer + 8 * T * spec.hidden_size / shape.sigma)
+    return spec.mtp_num_layers * (layer + 12 * T * spec.hidden_size / shape.sigma)
 
 
 # ---------------------------------------------------------------------------- pipeline schedule

@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Golden activation bytes from real Megatron-Core layers, traced on the CPU.
+
+What it does
+------------
+For every case in ``CASES`` (a small model + a layout) this script builds Megatron-Core's
+``GPTModel`` with the local (torch-native) layer spec on the CPU, runs one forward pass with a loss
+and one backward pass on real bf16 tensors, and records, from a ``TorchDispatchMode`` that sees every
+ATen op and follows each result's storage with a ``StorageWeakRef`` (the mechanism of
+``torch.distributed._tools.mem_tracker``):
+
+* ``retained_bytes``: bytes of the storages created during the forward pass that are still alive when
+  it returns (what autograd keeps for backward: saved tensors, also those kept as ``ctx`` attributes),
+  minus the loss itself, minus the persistent buffers below;
+* ``persistent``: storages that outlive a step by design (Megatron's global memory buffer,
+  ``parallel_state.get_global_memory_buffer()``), with their bytes;
+* ``forward_peak_bytes`` / ``backward_peak_bytes``: the largest live total during each pass above
+  what was live when the pass began (transients: all-gathered tensors, permutation buffers, fp32
+  temporaries, gradients in flight);
+* ``saved``: the alive storages themselves (creating op, shape, dtype, bytes), to explain each term.
+
+Per-layer bytes come from the difference of two models that differ by one layer of the same kind
+(``num_layers = L`` and ``L + 1``), so embedding, final norm, logits, loss and MTP cancel; the rest
+of the model ("extras") is the ``L``-layer total minus ``L`` layers.  The results are written to
+``tests/data/megatron_activation_golden.json``; ``tests/test_activation_golden.py`` compares
+megasolve's formulas (``cost/memory.py``) with them without torch or Megatron-Core installed.
+
+What a CPU trace can and cannot show
+------------------------------------
+Transformer Engine, flash attention and the fused softmax / cross-entropy kernels need CUDA, so the
+layers are the local spec: torch-native norms (``WrappedTorchNorm``), ``ColumnParallelLinear`` /
+``RowParallelLinear`` and the unfused ``DotProductAttention``.  The test states, term by term, how
+the TE spec differs (fused norm + linear, flash attention) and checks the formula for the local spec
+exactly; the TE terms are therefore derived from source, not measured.  Parallel groups are a fake
+process group (one process plays rank 0); TP > 1 runs with ``sequence_parallel=False`` because the
+torch-norm fallback refuses SP.  Expert parallelism is 1 (the token-count exchange of the all-to-all
+dispatcher needs real peers); the flex dispatcher needs DeepEP / HybridEP (CUDA) and is not traced.
+
+How to run (CPU only, ~1 minute on 2 cores)::
+
+    pip install torch megatron-core          # the benchmark extra: pip install -e .[trace]
+    python benchmarks/megatron_activation_golden.py            # writes the JSON
+    python benchmarks/megatron_activation_golden.py --only moe --out /dev/stdout
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import sys
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO / "tests" / "data" / "megatron_activation_golden.json"
+
+BASE = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=8, num_query_groups=4, kv_channels=32,
+            vocab_size=1024, seq_length=128, micro_batch_size=2, swiglu=True, normalization="RMSNorm",
+            qk_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0, tp=1,
+            num_moe_experts=None, moe_router_topk=2, moe_ffn_hidden_size=None,
+            moe_shared_expert_intermediate_size=None, moe_token_dispatcher_type="alltoall",
+            multi_latent_attention=False, q_lora_rank=None, kv_lora_rank=None, qk_head_dim=None,
+            qk_pos_emb_head_dim=None, v_head_dim=None, mtp_num_layers=None, cross_entropy_loss_fusion=False)
+
+
+def _case(name: str, **overrides) -> dict:
+    case = dict(BASE)
+    unknown = set(overrides) - set(BASE)
+    if unknown:
+        raise KeyError(f"case {name}: unknown keys {sorted(unknown)}")
+    case.update(overrides)
+    return dict(name=name, config=case)
+
+
+MOE = dict(num_moe_experts=8, moe_router_topk=2, moe_ffn_hidden_size=128)
+MLA = dict(multi_latent_attention=True, q_lora_rank=96, kv_lora_rank=64, qk_head_dim=32, qk_pos_emb_head_dim=16,
+           v_head_dim=32, num_query_groups=8)
+
+CASES = [
+    _case("dense-gqa"),
+    _case("dense-gqa-seq256", seq_length=256),
+    _case("dense-gqa-mbs1", micro_batch_size=1),
+    _case("dense-gqa-tp2", tp=2),
+    _case("dense-mha-gelu-layernorm", swiglu=False, normalization="LayerNorm", num_query_groups=8,
+          ffn_hidden_size=1024),
+    _case("dense-gqa-dropout", hidden_dropout=0.1, attention_dropout=0.1),
+    _case("dense-gqa-qknorm", qk_layernorm=True),
+    _case("dense-gqa-fused-ce", cross_entropy_loss_fusion=True),
+    _case("moe-alltoall", **MOE),
+    _case("moe-allgather", **MOE, moe_token_dispatcher_type="allgather"),
+    _case("moe-alltoall-top4-shared", **dict(MOE, moe_router_topk=4), moe_shared_expert_intermediate_size=256),
+    _case("mla-dense", **MLA),
+    _case("mla-moe-mtp1", **MLA, **MOE, mtp_num_layers=1),
+]
+
+
+# ---------------------------------------------------------------------------- CPU shims
+def install_cpu_shims(torch) -> None:
+    """Let modules that name ``cuda`` run on the CPU: factory calls with ``device="cuda"`` go to the
+    CPU, ``torch.cuda.current_device()`` is the CPU, streams and events are inert (MoE dispatchers
+    create them), and the model-parallel RNG tracker's ``fork`` is a no-op (no CUDA RNG)."""
+    from torch.overrides import TorchFunctionMode
+
+    class CudaToCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if "cuda" in str(kwargs.get("device", "")):
+                kwargs["device"] = "cpu"
+            return func(*args, **kwargs)
+
+    class _Inert:
+        def __init__(self, *a, **k):
+            pass
+
+        def __getattr__(self, name):  # wait_stream, record_event, synchronize, ...: inert
+            return lambda *a, **k: _Inert()
+
+    torch.cuda.current_device = lambda: torch.device("cpu")
+    torch.cuda.Stream = _Inert
+    torch.cuda.Event = _Inert
+    torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()
+    torch.cuda.current_stream = lambda *a, **k: _Inert()
+    torch.cuda.device_count = lambda: 1
+    CudaToCpu().__enter__()
+
+
+def install_mla_core_attention() -> None:
+    """The local ``DotProductAttention`` (0.16) does not take MLA's ``k_channels`` / ``v_channels``
+    (``multi_latent_attention.py`` L155-166 passes them); accept them and size the context by the value
+    head dim.  Its forward (unfused: baddbmm, softmax, bmm) is unchanged and handles qk != v widths."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+
+    original = DotProductAttention.__init__
+
+    def __init__(self, *args, k_channels=None, v_channels=None, **kwargs):
+        original(self, *args, **kwargs)
+        if v_channels is not None:
+            self.hidden_size_per_partition = v_channels * self.num_attention_heads_per_partition
+
+    DotProductAttention.__init__ = __init__
+    from megatron.core.transformer import multi_latent_attention as mla
+
+    if not isinstance(mla.TELinear, type):  # 0.16 without TE: placeholders, not classes (L54-65)
+        mla.HAVE_TE = False
+
+
+# ---------------------------------------------------------------------------- tracking
+def make_tracker(torch):
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class Tracker(TorchDispatchMode):
+        """Every storage an op returns, followed until it dies; peak of the live total."""
+
+        def __init__(self, preexisting):
+            super().__init__()
+            self.pre = set(preexisting)
+            self.refs = {}
+            self.info = {}
+            self.peak = 0
+
+        def live_bytes(self) -> int:
+            for key in [k for k, (ref, _) in self.refs.items() if ref.expired()]:
+                del self.refs[key]
+            return sum(n for _, n in self.refs.values())
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                    storage = t.untyped_storage()
+                    key = storage._cdata
+                    if key not in self.pre and key not in self.refs:
+                        self.refs[key] = (StorageWeakRef(storage), storage.nbytes())
+                        self.info[key] = (str(func).replace("aten.", ""), list(t.shape), str(t.dtype)[6:])
+            self.peak = max(self.peak, self.live_bytes())
+            return out
+
+    return Tracker
+
+
+# ---------------------------------------------------------------------------- model
+def make_config(torch, c: dict, num_layers: int):
+    from megatron.core.transformer import TransformerConfig
+    from megatron.core.transformer.transformer_config import MLATransformerConfig
+
+    kw = dict(num_layers=num_layers, hidden_size=c["hidden_size"], ffn_hidden_size=c["ffn_hidden_size"],
+              num_attention_heads=c["num_attention_heads"], num_query_groups=c["num_query_groups"],
+              kv_channels=c["kv_channels"], normalization=c["normalization"], qk_layernorm=c["qk_layernorm"],
+              gated_linear_unit=c["swiglu"],
+              activation_func=torch.nn.functional.silu if c["swiglu"] else torch.nn.functional.gelu,
+              add_bias_linear=False, hidden_dropout=c["hidden_dropout"], attention_dropout=c["attention_dropout"],
+              tensor_model_parallel_size=c["tp"], sequence_parallel=False,
+              bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
+              use_cpu_initialization=True, perform_initialization=True,
+              bias_dropout_fusion=False, masked_softmax_fusion=False, gradient_accumulation_fusion=False,
+              apply_rope_fusion=False, persist_layer_norm=False, bias_activation_fusion=False,
+              cross_entropy_loss_fusion=c["cross_entropy_loss_fusion"],
+              cross_entropy_fusion_impl="native")
+    if c["num_moe_experts"]:
+        kw.update(num_moe_experts=c["num_moe_experts"], moe_router_topk=c["moe_router_topk"],
+                  moe_ffn_hidden_size=c["moe_ffn_hidden_size"],
+                  moe_shared_expert_intermediate_size=c["moe_shared_expert_intermediate_size"],
+                  moe_token_dispatcher_type=c["moe_token_dispatcher_type"], moe_grouped_gemm=False,
+                  moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=0.0,
+                  moe_permute_fusion=False, moe_router_dtype="fp32")
+    if c["mtp_num_layers"]:
+        kw.update(mtp_num_layers=c["mtp_num_layers"], mtp_loss_scaling_factor=0.1)
+    if c["multi_latent_attention"]:
+        kw.update(multi_latent_attention=True, q_lora_rank=c["q_lora_rank"], kv_lora_rank=c["kv_lora_rank"],
+                  qk_head_dim=c["qk_head_dim"], qk_pos_emb_head_dim=c["qk_pos_emb_head_dim"],
+                  v_head_dim=c["v_head_dim"], rope_type="rope", apply_rope_fusion=False)
+        return MLATransformerConfig(**kw)
+    return TransformerConfig(**kw)
+
+
+def build_model(torch, c: dict, num_layers: int):
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt import gpt_layer_specs as specs
+
+    config = make_config(torch, c, num_layers)
+    if c["num_moe_experts"]:
+        layer_spec = specs.get_gpt_decoder_block_spec(config, use_transformer_engine=False,
+                                                      normalization=c["normalization"])
+    else:
+        layer_spec = specs.get_gpt_layer_local_spec(qk_layernorm=c["qk_layernorm"],
+                                                    multi_latent_attention=c["multi_latent_attention"],
+                                                    normalization=c["normalization"])
+    mtp_spec = None
+    if c["mtp_num_layers"]:
+        last = specs.get_gpt_decoder_layer_specs(config, use_transformer_engine=False,
+                                                 normalization=c["normalization"])[-1]
+        mtp_spec = specs.get_gpt_mtp_block_spec(config, last, use_transformer_engine=False)
+    return GPTModel(config=config, transformer_layer_spec=layer_spec, vocab_size=c["vocab_size"],
+                    max_sequence_length=c["seq_length"], pre_process=True, post_process=True,
+                    parallel_output=True, share_embeddings_and_output_weights=False,
+                    position_embedding_type="rope", mtp_block_spec=mtp_spec)
+
+
+
+
+def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
+    model = build_model(torch, c, num_layers)
+    model.train()
+    s, b = c["seq_length"], c["micro_batch_size"]
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, c["vocab_size"], (b, s), generator=gen)
+    labels = torch.randint(0, c["vocab_size"], (b, s), generator=gen)
+    position_ids = torch.arange(s).unsqueeze(0).expand(b, s)
+    pre = {p.untyped_storage()._cdata for p in model.parameters()}
+    pre |= {t.untyped_storage()._cdata for t in model.buffers()}
+    pre |= {t.untyped_storage()._cdata for t in (tokens, labels, position_ids)}
+    from megatron.core import parallel_state as ps
+    buffer = ps.get_global_memory_buffer().buffer
+    persistent_before = sum(t.untyped_storage().nbytes() for t in buffer.values())
+    pre |= {t.untyped_storage()._cdata for t in buffer.values()}
+    tracker = Tracker(pre)
+    with tracker:
+        start = tracker.live_bytes()
+        loss = model(tokens, position_ids, attention_mask=None, labels=labels)
+        loss = loss.float().sum()  # [b, s] per-token losses -> scalar (tiny)
+        after_forward = tracker.live_bytes()
+        forward_peak = tracker.peak - start
+        alive = {k: tracker.info[k] + (n,) for k, (_, n) in tracker.refs.items()}
+        tracker.peak = 0
+        loss.backward()
+        backward_peak = tracker.peak - after_forward
+    persistent = {}
+    retained = after_forward - start - loss.untyped_storage().nbytes()
+    saved = []
+    for key, (op, shape, dtype, n) in alive.items():
+        if key == loss.untyped_storage()._cdata:
+            continue
+        kind = None
+        if key in {t.untyped_storage()._cdata for t in buffer.values()}:
+            kind = "global_memory_buffer"  # parallel_state.get_global_memory_buffer(), utils.py GlobalMemoryBuffer
+        if kind:
+            persistent[kind] = persistent.get(kind, 0) + n
+            retained -= n
+        else:
+            saved.append([op, shape, dtype, n])
+    persistent["global_memory_buffer_total"] = sum(t.untyped_storage().nbytes() for t in buffer.values())
+    persistent["global_memory_buffer_growth"] = persistent["global_memory_buffer_total"] - persistent_before
+    return dict(retained_bytes=retained, persistent=persistent, forward_peak_bytes=forward_peak,
+                backward_peak_bytes=backward_peak, saved=saved)
+
+
+def run_case(torch, dist, ps, FakeStore, Tracker, case: dict) -> dict:
+    c = case["config"]
+    from megatron.core import tensor_parallel
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=c["tp"])
+    try:
+        ps.initialize_model_parallel(tensor_model_parallel_size=c["tp"], create_gloo_process_groups=False)
+        tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
+        torch.manual_seed(0)
+        lo = trace(torch, Tracker, c, 1)
+        torch.manual_seed(0)
+        hi = trace(torch, Tracker, c, 2)
+    finally:
+        ps.destroy_model_parallel()
+        dist.destroy_process_group()
+    per_layer = hi["retained_bytes"] - lo["retained_bytes"]
+    # the saved tensors of the second layer: those of the 2-layer model not matched in the 1-layer one
+    remaining = [tuple(x[:3]) for x in lo["saved"]]
+    layer_saved = []
+    for item in hi["saved"]:
+        key = tuple(item[:3])
+        if key in remaining:
+            remaining.remove(key)
+        else:
+            layer_saved.append(item)
+    return dict(name=case["name"], config=c, layer_bytes=per_layer,
+                extras_bytes=lo["retained_bytes"] - per_layer, persistent=hi["persistent"],
+                forward_peak_bytes=[lo["forward_peak_bytes"], hi["forward_peak_bytes"]],
+                backward_peak_bytes=[lo["backward_peak_bytes"], hi["backward_peak_bytes"]],
+                layer_saved=sorted(layer_saved, key=lambda x: -x[3]),
+                model_saved_1_layer=sorted(lo["saved"], key=lambda x: -x[3]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument("--only", default=None, help="substring of the case names to run")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    import torch
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    install_cpu_shims(torch)
+    import megatron.core
+    from megatron.core import parallel_state as ps
+
+    from megatron.core.transformer.moe import moe_utils
+
+    if not hasattr(moe_utils, "te_general_gemm"):  # 0.16 names it only when TE imports (moe_utils.py L1192)
+        moe_utils.te_general_gemm = None
+    install_mla_core_attention()
+    Tracker = make_tracker(torch)
+    results = []
+    for case in CASES:
+        if args.only and args.only not in case["name"]:
+            continue
+        res = run_case(torch, dist, ps, FakeStore, Tracker, case)
+        tokens = case["config"]["seq_length"] * case["config"]["micro_batch_size"]
+        print(f"{case['name']:28s} layer {res['layer_bytes']:>9d} B ({res['layer_bytes'] / tokens:8.1f} B/token)"
+              f"  extras {res['extras_bytes']:>9d}  persistent {res['persistent']}", file=sys.stderr)
+        results.append(res)
+    doc = dict(generator="benchmarks/megatron_activation_golden.py", spec="local (torch-native), CPU",
+               versions={"megatron-core": megatron.core.__version__, "torch": torch.__version__,
+                         "python": platform.python_version()},
+               units="bytes, one micro-batch of seq_length x micro_batch_size tokens, rank 0",
+               cases=results)
+    text = json.dumps(doc, indent=1)
+    if args.out == "/dev/stdout":
+        print(text)
+    else:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Activation bytes of cost/memory.py against real Megatron-Core layers traced on the CPU.
+
+The goldens (``tests/data/megatron_activation_golden.json``, written by
+``benchmarks/megatron_activation_golden.py``; megatron-core and torch versions inside) hold, per case,
+the bytes one layer keeps for backward (``layer_bytes``), the rest of a one-layer GPTModel
+(``extras_bytes``: final norm, logits and loss, MTP), the persistent buffers and the peak of the
+backward pass above its start. This test needs neither torch nor Megatron-Core: it reads the JSON.
+
+megasolve's formulas describe the GPU training path (Transformer Engine spec, fused RoPE, fused SwiGLU,
+flash attention unless ``attention="unfused"``, CUDA dropout). The trace runs the local spec on a CPU,
+which differs in a few places that are each stated in ``local_spec_delta_bytes`` below, with the
+Megatron-Core source that makes the difference; everything else must match to the byte:
+
+* norms: ``WrappedTorchNorm`` (torch RMSNorm, decomposed on the CPU) keeps an fp32 copy of its input,
+  the fp32 normalised tensor and the fp32 rstd (``8h + 4`` bytes per token) instead of the bf16 input;
+  its bf16 output is kept where a GEMM consumes it. TE's fused norm+linear keeps input and output
+  (``4h``). LayerNorm (``native_layer_norm``) keeps the bf16 input and output plus fp32 mean and rstd
+  (``+8`` bytes per token over TE's count, which leaves the two statistics out);
+* RoPE without fusion (``apply_rope_fusion=False``; ``rope_utils.py::_apply_rotary_pos_emb_bshd``) keeps
+  bf16 cos and sin for Q and for K per layer, ``4 x 2*s*d_rot`` bytes (the fused kernel keeps only the
+  shared frequencies); MLA builds its rotary table per layer (fp32 ``[s, r]``);
+* SwiGLU without ``bias_activation_fusion`` (``mlp.py`` L219-226) keeps the SiLU output and the copy
+  ``x_linear + glu_linear_offset`` too (``+4F`` per token); routed experts also keep the bf16 cast of
+  the probability-scaled activation (L232-235): ``+6 F_m`` per routed token;
+* CPU dropout keeps its mask in the input dtype (bf16, 2 B), CUDA in bool (1 B);
+* the allgather dispatcher keeps no ``[T, E]`` fp32 probabilities for the permutation (the alltoall
+  dispatcher does, 4E B per token) and no per-expert token counts (64 B).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from megasolve.cost.memory import (ActivationShape, last_stage_extra_bytes, layer_activation_bytes,
+                                   mtp_activation_bytes)
+from megasolve.models.layout import Workload
+from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
+
+GOLDEN = json.loads((Path(__file__).parent / "data" / "megatron_activation_golden.json").read_text())
+CASES = {c["name"]: c for c in GOLDEN["cases"]}
+
+
+def spec_of(c: dict) -> ModelSpec:
+    moe = MoESpec(num_experts=c["num_moe_experts"], top_k=c["moe_router_topk"],
+                  expert_ffn_hidden_size=c["moe_ffn_hidden_size"],
+                  shared_expert_ffn_hidden_size=c["moe_shared_expert_intermediate_size"] or 0,
+                  layer_pattern=(1,)) if c["num_moe_experts"] else None
+    mla = MLASpec(q_lora_rank=c["q_lora_rank"], kv_lora_rank=c["kv_lora_rank"], qk_head_dim=c["qk_head_dim"],
+                  qk_pos_emb_head_dim=c["qk_pos_emb_head_dim"],
+                  v_head_dim=c["v_head_dim"]) if c["multi_latent_attention"] else None
+    return ModelSpec(name=c.get("name", "traced"), num_layers=1, hidden_size=c["hidden_size"],
+                     ffn_hidden_size=c["ffn_hidden_size"], num_attention_heads=c["num_attention_heads"],
+                     num_query_groups=c["num_query_groups"], kv_channels=c["kv_channels"],
+                     vocab_size=c["vocab_size"], swiglu=c["swiglu"], normalization=c["normalization"],
+                     qk_layernorm=c["qk_layernorm"], moe=moe, mla=mla, mtp_num_layers=c["mtp_num_layers"] or 0,
+                     max_position_embeddings=c["seq_length"], make_vocab_size_divisible_by=1)
+
+
+def inputs(case: dict):
+    c = case["config"]
+    # the traced local DotProductAttention is the unfused path; one dropout probability for both kinds
+    assert c["hidden_dropout"] == c["attention_dropout"]
+    workload = Workload(seq_length=c["seq_length"], global_batch_size=c["micro_batch_size"], attention="unfused",
+                        hidden_dropout=c["hidden_dropout"],
+                        cross_entropy="native" if c["cross_entropy_loss_fusion"] else "unfused")
+    shape = ActivationShape(tp=c["tp"], cp=1, mbs=c["micro_batch_size"], sequence_parallel=False, etp=1)
+    return c, spec_of(c), workload, shape
+
+
+def local_norm_delta(c: dict) -> int:
+    """Per token, one pre-GEMM norm: torch norm on the CPU minus TE's fused norm (see module docstring)."""
+    h = c["hidden_size"]
+    return 6 * h + 4 if c["normalization"] == "RMSNorm" else 8
+
+
+def local_spec_delta_bytes(c: dict) -> float:
+    """Bytes one local-spec layer keeps beyond what megasolve's (TE, GPU) formula counts."""
+    s, b, tp = c["seq_length"], c["micro_batch_size"], c["tp"]
+    T, h = s * b, c["hidden_size"]
+    delta = 2 * local_norm_delta(c) * T  # input norm and pre-MLP norm
+    if c["multi_latent_attention"]:
+        r = c["qk_pos_emb_head_dim"]
+        delta += 4 * 2 * s * r + 4 * s * r  # cos/sin for Q and K, the layer's own fp32 rotary table
+    else:
+        delta += 4 * 2 * s * c["kv_channels"]
+    if c["qk_layernorm"] and not c["multi_latent_attention"]:
+        rows = T * (c["num_attention_heads"] + c["num_query_groups"]) / tp
+        delta += rows * 6 * c["kv_channels"]  # fp32 input + fp32 normalised (8d + 4) vs bf16 input (2d + 4)
+    if c["hidden_dropout"]:
+        delta += 2 * T * h + T * c["num_attention_heads"] / tp * s  # bf16 instead of bool masks
+    if c["num_moe_experts"]:
+        routed = T * c["moe_router_topk"]
+        delta += 6 * routed * c["moe_ffn_hidden_size"]
+        delta += 4 * T * (c["moe_shared_expert_intermediate_size"] or 0) / tp
+        if c["moe_token_dispatcher_type"] == "allgather":
+            delta -= 4 * T * c["num_moe_experts"]
+        else:
+            delta += 8 * c["num_moe_experts"]  # int64 tokens per expert of the permutation
+    elif c["swiglu"]:
+        delta += 4 * T * c["ffn_hidden_size"] / tp
+    return delta
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_layer_bytes_equal_the_formula_plus_the_stated_local_spec_differences(name):
+    case = CASES[name]
+    c, spec, workload, shape = inputs(case)
+    formula = layer_activation_bytes(spec, workload, shape, moe=spec.is_moe, recompute="none")
+    assert formula + local_spec_delta_bytes(c) == pytest.approx(case["layer_bytes"], abs=0.5)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_model_extras_equal_final_norm_logits_loss_and_mtp(name):
+    """One-layer model minus its layer: final norm, fp32 logits kept by the loss, MTP depth."""
+    case = CASES[name]
+    c, spec, workload, shape = inputs(case)
+    s, b, tp = c["seq_length"], c["micro_batch_size"], c["tp"]
+    T, h, V = s * b, c["hidden_size"], c["vocab_size"]
+    heads = 1 + (c["mtp_num_layers"] or 0)
+    # last_stage_extra_bytes is a peak: the bf16 logits (2 B) live only while the loss runs
+    expected = last_stage_extra_bytes(spec, workload, shape) - 2 * T * V / tp
+    expected += local_norm_delta(c) * T  # the final norm
+    expected += 9 * T * heads  # the loss keeps the int64 masked targets and the bool target mask per head
+    if not c["multi_latent_attention"]:
+        expected += 4 * s * c["kv_channels"]  # the model's fp32 rotary table (MLA layers build their own)
+    if c["hidden_dropout"]:
+        expected += 2 * T * h  # embedding dropout mask (CPU bf16; first_stage_extra_bytes counts the bool)
+    if tp > 1:
+        expected += 9 * T  # VocabParallelEmbedding keeps the shifted ids (int64) and the out-of-range mask
+    if c["mtp_num_layers"]:
+        layer = CASES[name]["layer_bytes"]  # the MTP depth's transformer layer, traced above
+        formula_layer = layer_activation_bytes(spec, workload, shape, moe=spec.is_moe, recompute="none")
+        expected += mtp_activation_bytes(spec, workload, shape, "none") - formula_layer + layer
+        expected += (18 * h + 12) * T  # enorm, hnorm (8h + 4 each), final norm (10h + 4) vs 12h
+        expected += (8 + 8 + 4) * T + 12  # rolled ids and labels (int64), loss-mask share (fp32), scalars
+    assert expected == pytest.approx(case["extras_bytes"], abs=0.5)
+
+
+# Cases whose backward peak is not the logits gradient, with what it is instead (bytes above the start of
+# backward): the fused loss keeps 12 B/token more while its gradient is made (fused_cross_entropy.py);
+# with few tokens per vocabulary row (mbs 1, TP 2) the unfused attention backward of one layer is larger:
+# the bf16 gradient of the probabilities and the fp32 gradient of the softmax input, ~5 B per score.
+BACKWARD_PEAK_ELSEWHERE = {"dense-gqa-fused-ce", "dense-gqa-mbs1", "dense-gqa-tp2"}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_backward_peak_is_the_bf16_logits_gradient(name):
+    """The largest transient of backward on a one-layer model: the bf16 gradient of the logits, made
+    while the fp32 softmax is still alive (+4 B: the loss's fp32 gradient scalar); this is the ``+2`` of
+    ``last_stage_extra_bytes``."""
+    case = CASES[name]
+    c = case["config"]
+    T = c["seq_length"] * c["micro_batch_size"]
+    logits_grad = 2 * T * c["vocab_size"] / c["tp"] + 4
+    if name in BACKWARD_PEAK_ELSEWHERE:
+        assert case["backward_peak_bytes"][0] > logits_grad
+        scores = c["micro_batch_size"] * c["num_attention_heads"] / c["tp"] * c["seq_length"] ** 2
+        assert case["backward_peak_bytes"][0] <= max(logits_grad + 12 * T, 5 * scores + 4 * T * c["hidden_size"])
+    else:
+        assert case["backward_peak_bytes"][0] == logits_grad
+
+
+def test_unfused_core_attention_keeps_a_persistent_score_sized_buffer():
+    """Megatron's global memory buffer (``parallel_state.get_global_memory_buffer()``, the ``baddbmm``
+    input of ``DotProductAttention``): one bf16 ``[b*n/t, s, s]`` buffer per rank, reused by every layer."""
+    for case in GOLDEN["cases"]:
+        c = case["config"]
+        expected = 2 * c["micro_batch_size"] * c["num_attention_heads"] // c["tp"] * c["seq_length"] ** 2
+        assert case["persistent"]["global_memory_buffer_total"] == expected, case["name"]
+
+
+def test_golden_records_the_versions_it_was_traced_with():
+    assert set(GOLDEN["versions"]) >= {"megatron-core", "torch"}
+    assert len(CASES) >= 10
