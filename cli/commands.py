@@ -161,8 +161,8 @@ def print_estimate(data: dict) -> None:
     out.print(render.memory_table(data, "Memory per GPU (GB = 1e9 bytes; * = peak stage)"))
     headroom = mem["capacity_gb"] - mem["peak_gb"]
     verdict = "fits" if headroom >= 0 else "DOES NOT FIT"
-    out.print(f"peak {mem['peak_gb']:.1f} GB of {mem['capacity_gb']:.1f} GB usable -> {verdict} "
-              f"({headroom:+.1f} GB headroom)")
+    out.print(f"peak {mem['peak_gb']:.1f} ± {mem.get('peak_uncertainty_gb', 0):.1f} GB of {mem['capacity_gb']:.1f} GB "
+              f"usable -> {verdict} ({headroom:+.1f} GB headroom)")
     out.print(render.time_table(data))
     out.print(f"{t['tokens_per_s_per_gpu']:.0f} tokens/s/GPU, {t['model_tflops_per_gpu']:.0f} model TFLOP/s/GPU, "
               f"MFU {t['mfu']:.1%}, bubble {t['bubble_fraction']:.1%}")

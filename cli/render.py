@@ -78,8 +78,8 @@ def memory_table(report: dict[str, Any], title: str):
 
     mem = report["memory"]
     table = Table(title=title, title_justify="left")
-    for col in ("stage", "layers", "params/rank", "weights", "grads", "optimizer", "activations", "other",
-                "total GB", "of GPU"):
+    for col in ("stage", "layers", "params/rank", "weights", "grads", "optimizer", "activations", "fixed", "other",
+                "total GB", "±", "of GPU"):
         table.add_column(col, justify="right")
     cap = mem["capacity_gb"]
     for s in mem["stages"]:
@@ -88,8 +88,8 @@ def memory_table(report: dict[str, Any], title: str):
         share = s["total_gb"] / cap if cap else 0
         table.add_row(str(s["stage"]) + (" *" if peak else ""), str(s["layers"]), f"{s['params'] / 1e9:.3f}B",
                       f"{s['weights_gb']:.1f}", f"{s['grads_gb']:.1f}", f"{s['optimizer_gb']:.1f}",
-                      f"{s['activations_gb']:.1f}", f"{s['other_gb']:.1f}", f"{s['total_gb']:.1f}",
-                      f"{share:.0%}", style=style)
+                      f"{s['activations_gb']:.1f}", f"{s.get('fixed_gb', 0):.1f}", f"{s['other_gb']:.1f}",
+                      f"{s['total_gb']:.1f}", f"{s.get('uncertainty_gb', 0):.1f}", f"{share:.0%}", style=style)
     return table
 
 

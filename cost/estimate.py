@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from megasolve.cost.memory import StageMemory, stage_memory
+from megasolve.cost.memory import StageMemory, memory_uncertainty_bytes, stage_memory
 from megasolve.cost.step import StepTime, step_time
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
@@ -19,6 +19,7 @@ class Estimate:
     memory: list[StageMemory]
     time: StepTime
     capacity_bytes: float
+    workload: Workload | None = None  # for the uncertainty band (attention kind)
 
     @property
     def peak_bytes(self) -> float:
@@ -46,8 +47,15 @@ class Estimate:
                 "weights_gb": round(s.weights_bytes / GB, 3), "grads_gb": round(s.grads_bytes / GB, 3),
                 "optimizer_gb": round(s.optimizer_bytes / GB, 3),
                 "activations_gb": round(s.activations_bytes / GB, 3), "other_gb": round(s.other_bytes / GB, 3),
-                "total_gb": round(s.total_bytes / GB, 3)} for s in self.memory],
+                "total_gb": round(s.total_bytes / GB, 3), "fixed_gb": round(s.fixed_bytes / GB, 3),
+                "uncertainty_gb": round(self.uncertainty_bytes(s) / GB, 3)} for s in self.memory],
+            "peak_uncertainty_gb": round(self.uncertainty_bytes(
+                max(self.memory, key=lambda s: (s.total_bytes, -s.stage))) / GB, 3),
         }
+
+    def uncertainty_bytes(self, stage: StageMemory) -> float:
+        """+/- band of one stage (``cost.memory.memory_uncertainty_bytes``)."""
+        return memory_uncertainty_bytes(stage, self.workload or Workload())
 
     def time_dict(self) -> dict[str, Any]:
         t = self.time
@@ -65,4 +73,4 @@ def estimate(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layo
     """Memory of every stage and the step time of ``layout`` (rules are checked by the caller)."""
     return Estimate(memory=stage_memory(spec, cluster, workload, layout),
                     time=step_time(spec, cluster, workload, layout),
-                    capacity_bytes=cluster.gpu.usable_memory_bytes)
+                    capacity_bytes=cluster.gpu.usable_memory_bytes, workload=workload)

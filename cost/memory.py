@@ -425,6 +425,68 @@ def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationS
     return spec.mtp_num_layers * (layer + 12 * T * spec.hidden_size / shape.sigma)
 
 
+# ---------------------------------------------------------------------------- fixed allocations
+MIB = 2**20
+# cuBLAS workspaces inside PyTorch's caching allocator, bytes. PyTorch allocates one per (handle, stream)
+# from the caching allocator (``aten/src/ATen/cuda/CublasHandlePool.cpp``, ``getChosenWorkspaceSize``:
+# default ``CUBLAS_WORKSPACE_CONFIG`` ``:4096:8`` = 32 MiB on sm >= 9.0, ``:4096:2:16:8`` = 8.125 MiB
+# before). Transformer Engine keeps its own (``pytorch/module/base.py::get_workspace``,
+# ``get_cublas_workspace_size_bytes``: 32 MiB on sm >= 9.0, else 4 MiB) and, for grouped GEMMs (MoE
+# experts), one more per compute stream (``get_multi_stream_cublas_workspace``; ``num_streams = 4``,
+# ``common/include/transformer_engine/multi_streams.h``).
+TORCH_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "older": 8.125 * MIB}
+TE_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "older": 4 * MIB}
+TE_GROUPED_GEMM_STREAMS = 4
+# Backward of one unfused core attention, per score element, above what the layer keeps: the fp32
+# gradient of the softmax input and the bf16 gradient of the probabilities (measured on the traced
+# layers: 4.98 B per score, tests/test_activation_golden.py BACKWARD_PEAK_ELSEWHERE).
+UNFUSED_BACKWARD_BYTES_PER_SCORE = 5
+
+
+def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> float:
+    """Buffers inside the caching allocator that every stage holds once, whatever the number of
+    micro-batches in flight: cuBLAS workspaces (PyTorch's and Transformer Engine's; the grouped-GEMM
+    stream workspaces with MoE); with unfused attention, Megatron's global memory buffer, the bf16
+    ``[b*n/t, s/c, s]`` input of the scores ``baddbmm`` kept for the whole run
+    (``parallel_state.get_global_memory_buffer()``, ``dot_product_attention.py`` L188-191; traced:
+    ``persistent.global_memory_buffer_total``), and the backward of one unfused core attention
+    (``UNFUSED_BACKWARD_BYTES_PER_SCORE``). A GPU with FP8 tensor cores (sm >= 8.9) is taken as sm >= 9.0
+    for the workspace sizes (the catalog has no compute capability; the L40-class error is 28 MiB).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    >>> fixed_allocation_bytes(load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100"),
+    ...                        Workload(seq_length=4096), shape) / MIB  # PyTorch 32 + TE 32 MiB
+    64.0
+    """
+    arch = "sm90+" if cluster.gpu.fp8_flops is not None else "older"
+    total = TORCH_CUBLAS_WORKSPACE_BYTES[arch] + TE_CUBLAS_WORKSPACE_BYTES[arch]
+    if spec.is_moe:
+        total += TE_GROUPED_GEMM_STREAMS * TE_CUBLAS_WORKSPACE_BYTES[arch]
+    if workload.attention == "unfused":
+        scores = shape.mbs * spec.num_attention_heads / shape.tp * workload.seq_length / shape.cp \
+            * workload.seq_length
+        total += (BF16 + UNFUSED_BACKWARD_BYTES_PER_SCORE) * scores
+    return total
+
+
+# ---------------------------------------------------------------------------- uncertainty
+# The +/- band of a stage's predicted peak allocated bytes, as fractions of its parts. Provenance:
+# * static (weights, grads, optimizer): per-rank parameter counts equal Megatron-Core's to the parameter
+#   (tests/test_megatron_golden.py); what is left is bucket padding (64-element alignment and a multiple
+#   of the DP size per bucket, param_and_grad_buffer.py L1455-1467) and the fp8 cache size: 0.5 %.
+# * activations: every per-layer term equals a traced Megatron-Core layer (tests/test_activation_golden.py)
+#   for the paths a CPU runs; the TE / flash / fused-kernel paths are derived from source, not measured
+#   on a GPU. The measured peaks at hand (ISEEKYAN/mbridge validation table, 4 runs, activations split
+#   out) are within -0.5 % .. -4.6 % (their own rounding to 0.1 GiB is +/-4 %): 10 %. Unfused attention
+#   adds the fused-softmax alternative (2 instead of 6 B per score): 15 %. MoE layers add routing
+#   imbalance (dropless; the published runs are force-balanced): +10 % of the MoE stage's activations.
+# * fixed allocations: sizes from source, exact.
+UNCERTAINTY_STATIC_FRACTION = 0.005
+UNCERTAINTY_ACTIVATION_FRACTION = {"flash": 0.10, "unfused": 0.15}
+UNCERTAINTY_MOE_EXTRA_FRACTION = 0.10
+
+
 # ---------------------------------------------------------------------------- pipeline schedule
 def inflight_microbatches(pp: int, vpp: int, num_microbatches: int, stage: int) -> float:
     """Activation sets live on ``stage``, in units of "all the stage's layers for one micro-batch"
@@ -456,15 +518,35 @@ class StageMemory:
     optimizer_bytes: float
     activations_bytes: float
     other_bytes: float
+    fixed_bytes: float = 0.0  # workspaces and persistent buffers inside the allocator (fixed_allocation_bytes)
+    moe: bool = False  # the stage holds MoE layers (widens the uncertainty band)
 
     @property
     def allocated_bytes(self) -> float:
         """Predicted peak of PyTorch's caching allocator (``torch.cuda.max_memory_allocated``)."""
-        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+        return (self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.fixed_bytes)
 
     @property
     def total_bytes(self) -> float:
         return self.allocated_bytes + self.other_bytes
+
+
+def memory_uncertainty_bytes(stage: StageMemory, workload: Workload) -> float:
+    """Half-width of the +/- band around ``stage.allocated_bytes``, bytes (fractions and their
+    provenance above: ``UNCERTAINTY_*``). A solver that wants to be safe keeps at least this much
+    headroom per stage.
+
+    >>> s = StageMemory(stage=0, num_layers=1, params=0, weights_bytes=2e9, grads_bytes=4e9, optimizer_bytes=2e9,
+    ...                 activations_bytes=10e9, other_bytes=2e9)
+    >>> round(memory_uncertainty_bytes(s, Workload()) / 1e9, 3)  # 0.5 % of 8 GB + 10 % of 10 GB
+    1.04
+    """
+    static = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
+    fraction = UNCERTAINTY_ACTIVATION_FRACTION["unfused" if workload.attention == "unfused" else "flash"]
+    if stage.moe:
+        fraction += UNCERTAINTY_MOE_EXTRA_FRACTION
+    return UNCERTAINTY_STATIC_FRACTION * static + fraction * stage.activations_bytes
 
 
 def other_bytes(cluster: Cluster) -> float:
@@ -520,7 +602,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     Activations = in-flight micro-batches (section 3.6) x the stage's per-layer bytes + transients
     (backward re-materialises one recomputed layer at a time: the whole layer with full recompute,
     the selectively recomputed tensors with selective recompute; plus the MoE dispatch buffers)
-    + embedding inputs per in-flight micro-batch on the first stage + logits and MTP on the last.
+    + embedding inputs per in-flight micro-batch on the first stage + logits and MTP on the last;
+    ``fixed_bytes``: workspaces and persistent buffers (``fixed_allocation_bytes``), every stage.
     ``layout.recompute_modules`` (Megatron's ``--recompute-modules``) is read when the Layout has it,
     else Megatron's default ``("core_attn",)``.
     """
@@ -536,6 +619,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
                            if layer_kind == "selective" else 0.0 for moe in kinds}
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
     reserve = other_bytes(cluster)
+    fixed = fixed_allocation_bytes(spec, cluster, workload, shape)
     out = []
     for params, chunks in zip(stage_params(spec, layout), stage_layer_ids(spec, layout)):
         layer_ids = [i for chunk in chunks for i in chunk]
@@ -571,5 +655,6 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,
                                optimizer_bytes=static.optimizer, activations_bytes=activations,
-                               other_bytes=reserve))
+                               other_bytes=reserve, fixed_bytes=fixed,
+                               moe=any(spec.is_moe_layer(i) for i in layer_ids)))
     return out

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from megasolve.cost.calibration import calibration
-from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, inflight_microbatches,
-                                   last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
-                                   mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
-                                   static_bytes)
+from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fixed_allocation_bytes,
+                                   inflight_microbatches, last_stage_extra_bytes, layer_activation_bytes,
+                                   moe_dispatch_transient_bytes, mtp_activation_bytes, other_bytes, recomputed_layers,
+                                   selective_transient_bytes, static_bytes)
 from megasolve.cost.step import dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
@@ -193,6 +193,9 @@ class CostTables:
                 spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute="full")))
         add("ma_first", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(first_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
+        add("ma_fixed", ("tp", "cp", "mbs", "sp"),
+            lambda tp, cp, mbs, sp: quantise_bytes(fixed_allocation_bytes(spec, self.cluster, wl,
+                                                                          shape(tp, cp, mbs, sp))))
         add("ma_last", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(last_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
         add("ma_sel_dense", ("tp", "cp", "mbs", "sp"),
@@ -353,7 +356,7 @@ class CostTables:
     def fixed_memory_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
         """Memory that does not scale with micro-batches in flight: static, transients, last-stage extras."""
         dense, expert = self.param_form(row, slot, "ms_")
-        form = dense + expert
+        form = dense + expert + [(1, "ma_fixed")]  # workspaces and persistent buffers, every stage
         # backward re-materialises one layer at a time: a whole recomputed layer (full recompute), else
         # one layer's selectively recomputed part; the larger of the kinds the stage holds
         if slot.dense_rc or slot.moe_rc:

@@ -42,7 +42,11 @@ def test_estimate_json_contract():
     stage0 = data["memory"]["stages"][0]
     assert stage0["params"] == 4_541_710_336 and stage0["layers"] == 20
     assert set(stage0) == {"stage", "layers", "params", "weights_gb", "grads_gb", "optimizer_gb", "activations_gb",
-                           "other_gb", "total_gb"}
+                           "other_gb", "total_gb", "fixed_gb", "uncertainty_gb"}
+    parts = sum(stage0[k] for k in ("weights_gb", "grads_gb", "optimizer_gb", "activations_gb", "fixed_gb", "other_gb"))
+    assert parts == pytest.approx(stage0["total_gb"], abs=0.006)  # each part rounded to 1 MB
+    assert 0 < stage0["uncertainty_gb"] < 0.2 * stage0["total_gb"]
+    assert data["memory"]["peak_uncertainty_gb"] > 0
     assert set(data["time"]["breakdown_s"]) >= {"compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
                                                 "bubble"}
 
