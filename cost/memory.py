@@ -37,9 +37,40 @@ class StaticBytes:
         return self.weights + self.grads + self.optimizer
 
 
+# Catalog names of the sm >= 10.0 (Blackwell) GPUs: b200, gb200, b300, gb300. The GPU catalog has no
+# compute-capability field; this prefix rule is checked against it in tests/test_memory.py.
+BLACKWELL_NAME_PREFIXES = ("b", "gb")
+
+
+def fp8_weight_bytes_per_param(gpu_name: str, recipe: str) -> float:
+    """Bytes per GEMM weight parameter of the FP8 weight Transformer Engine keeps in training (the cached
+    copy next to the bf16 weight, or the FP8 primary weight with ``--fp8-param-gather``).
+
+    Per-tensor scaling (``delayed``, ``tensorwise``): a ``Float8Tensor`` with columnwise usage; Hopper has
+    no non-TN FP8 GEMM and materialises a transpose next to the data (TE ``tensor/float8_tensor.py``
+    L423-427, ``utils.py::is_non_tn_fp8_gemm_supported``: sm >= 10.0 does not) -> 2 B on Hopper
+    (``calibration: fp8_weight_cache_bytes_per_param``), 1 B on Blackwell. ``mxfp8``: an ``MXFP8Tensor``
+    keeps rowwise and columnwise data, each with an E8M0 scale per 32 values (TE
+    ``tensor/mxfp8_tensor.py``): ``2 * (1 + 1/32)``. ``blockwise``: rowwise and columnwise data with an
+    fp32 scale per 128 x 128 block (TE ``tensor/float8_blockwise_tensor.py``; weights use 2D blocks): 2 B.
+
+    >>> fp8_weight_bytes_per_param("h100", "delayed"), fp8_weight_bytes_per_param("gb200", "tensorwise")
+    (2, 1.0)
+    >>> fp8_weight_bytes_per_param("b300", "mxfp8")
+    2.0625
+    """
+    if recipe == "mxfp8":
+        return 2 * (1 + 1 / 32)
+    if recipe == "blockwise":
+        return 2.0
+    if gpu_name.startswith(BLACKWELL_NAME_PREFIXES):
+        return 1.0
+    return calibration()["memory"]["fp8_weight_cache_bytes_per_param"]
+
+
 def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, distributed_optimizer: bool,
                  precision: str = "bf16", fp8_param_gather: bool = False, grad_bytes: int = FP32,
-                 bf16_only: int = 0) -> StaticBytes:
+                 bf16_only: int = 0, fp8_bytes: float | None = None) -> StaticBytes:
     """Weights, fp32 main grads and Adam state of one rank (section 2).
 
     bf16 params (2 B) + fp32 main grads (4 B, full size even with the distributed optimizer) + fp32
@@ -54,7 +85,8 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     non-TN FP8 GEMMs (Hopper, sm < 10.0: TE ``utils.py::is_non_tn_fp8_gemm_supported``) adds a
     materialised ``_transpose`` next to ``_data`` (``tensor/float8_tensor.py`` L423-427): 1 + 1 B.
     Blackwell keeps one FP8 buffer (1 B); this function does not know the GPU, so it uses the
-    calibrated Hopper value (an over-estimate of ~1 B/param on Blackwell). ``bf16_only``: sharded
+    calibrated Hopper value unless ``fp8_bytes`` (``fp8_weight_bytes_per_param`` of the GPU and recipe)
+    is given: ``stage_memory`` gives it (1 B per-tensor on Blackwell, ``2 + 2/32`` with MXFP8). ``bf16_only``: sharded
     weights that stay bf16 in FP8 training (word embedding, output layer: ``gpt_model.py`` L272-276
     builds a plain ``ColumnParallelLinear``), no FP8 copy.
     ``grad_bytes = 2`` with ``--grad-reduce-in-bf16`` (the main-grad buffer takes the reduction dtype,
@@ -66,13 +98,13 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     (2000000, 4000000, 3000000.0)
     """
     weights = BF16 * params.total
+    fp8 = calibration()["memory"]["fp8_weight_cache_bytes_per_param"] if fp8_bytes is None else fp8_bytes
     if precision == "fp8" and fp8_param_gather:
-        # FP8 primary weights (--fp8-param-gather): GEMM weights are Float8Tensors (1 B) with their
-        # Hopper transpose (1 B) instead of bf16 + a cached FP8 copy; the rest stays bf16
-        weights = BF16 * (params.replicated + bf16_only) + 2 * (params.tp_sharded + params.expert - bf16_only)
+        # FP8 primary weights (--fp8-param-gather): GEMM weights are FP8 tensors (on Hopper 1 B + its
+        # transpose 1 B) instead of bf16 + a cached FP8 copy; the rest stays bf16
+        weights = BF16 * (params.replicated + bf16_only) + fp8 * (params.tp_sharded + params.expert - bf16_only)
     elif precision == "fp8":
-        weights += calibration()["memory"]["fp8_weight_cache_bytes_per_param"] * (
-            params.tp_sharded + params.expert - bf16_only)
+        weights += fp8 * (params.tp_sharded + params.expert - bf16_only)
     grads = grad_bytes * params.total
     if distributed_optimizer:
         optimizer = 12 * params.dense / dense_shards + 12 * params.expert / expert_shards
@@ -83,7 +115,7 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
 
 def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: RankParams, *, dense_shards: int,
                       expert_shards: int, precision: str = "bf16", fp8_param_gather: bool = False,
-                      grad_bytes: int = FP32) -> StaticBytes:
+                      grad_bytes: int = FP32, fp8_bytes: float | None = None) -> StaticBytes:
     """Weights, grads and Adam state of one rank under Megatron-FSDP with ``optim_grads_params``
     (ZeRO-3), dense parameters sharded over ``dense_shards = DP*CP``, experts over ``expert_shards =
     EDP`` (Megatron-LM ``docs/user-guide/features/megatron_fsdp.md``, "Mixing FSDP & Model
@@ -109,8 +141,8 @@ def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: Ran
     (6000000.0, 12000000.0, 12000000.0)
     """
     gathered = 1 if precision == "fp8" and fp8_param_gather else BF16
-    fp8_copy = calibration()["memory"]["fp8_weight_cache_bytes_per_param"] \
-        if precision == "fp8" and not fp8_param_gather else 0
+    fp8 = calibration()["memory"]["fp8_weight_cache_bytes_per_param"] if fp8_bytes is None else fp8_bytes
+    fp8_copy = fp8 if precision == "fp8" and not fp8_param_gather else 0
 
     def sharded(p: RankParams) -> float:
         return p.dense / dense_shards + p.expert / expert_shards
@@ -620,6 +652,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
     reserve = other_bytes(cluster)
     fixed = fixed_allocation_bytes(spec, cluster, workload, shape)
+    fp8_bytes = fp8_weight_bytes_per_param(cluster.gpu.name, workload.fp8_recipe)
     out = []
     for params, chunks in zip(stage_params(spec, layout), stage_layer_ids(spec, layout)):
         layer_ids = [i for chunk in chunks for i in chunk]
@@ -645,13 +678,13 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             static = fsdp_static_bytes(params.params, params.layers, params.largest_layer,
                                        dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,
                                        precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
-                                       grad_bytes=workload.grad_bytes)
+                                       grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes)
         else:
             static = static_bytes(params.params, bf16_only=bf16_weights(spec, layout, params),
                                   dense_shards=layout.dp * layout.cp,
                                   expert_shards=layout.expert_dp, distributed_optimizer=layout.distributed_optimizer,
                                   precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
-                                  grad_bytes=workload.grad_bytes)
+                                  grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes)
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,
                                optimizer_bytes=static.optimizer, activations_bytes=activations,

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from megasolve.cost.calibration import calibration
 from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fixed_allocation_bytes,
-                                   inflight_microbatches, last_stage_extra_bytes, layer_activation_bytes,
+                                   fp8_weight_bytes_per_param, inflight_microbatches, last_stage_extra_bytes, layer_activation_bytes,
                                    moe_dispatch_transient_bytes, mtp_activation_bytes, other_bytes, recomputed_layers,
                                    selective_transient_bytes, static_bytes)
 from megasolve.cost.step import dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
@@ -172,18 +172,19 @@ class CostTables:
             terms.append(Term(name, axes, fn))
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
+        fp8_bytes = fp8_weight_bytes_per_param(self.cluster.gpu.name, wl.fp8_recipe)
         for piece, (axes, params_of) in pieces.items():
             add(f"ms_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of, piece=piece: quantise_bytes(static_bytes(
                     f(tp), dense_shards=dp * cp, expert_shards=1, distributed_optimizer=dop,
                     precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
-                    bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0).total))
+                    bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0, fp8_bytes=fp8_bytes).total))
         if spec.is_moe:
             add("ms_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_bytes(static_bytes(
                     expert_layer(ep, etp), dense_shards=1, expert_shards=n // (etp * ep * pp),
                     distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
-                    grad_bytes=wl.grad_bytes).total))
+                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes).total))
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(

@@ -403,3 +403,30 @@ def test_te_cross_entropy_keeps_only_the_bf16_logits():
     assert unfused - te == 4 * 4096 * 128512 / 4  # the fp32 copy: 526 MB per micro-batch
     with pytest.raises(MegasolveError, match="--cross-entropy"):
         Workload(cross_entropy="fused")
+
+
+# ---------------------------------------------------------------------------- FP8 weight copies per GPU
+def test_blackwell_name_rule_matches_the_catalog():
+    """fp8_weight_bytes_per_param tells sm >= 10.0 GPUs by catalog name (no compute-capability field):
+    every catalog GPU whose name starts with b/gb is a Blackwell part (B200, GB200, B300, GB300) and no
+    other is. Hopper/Ampere names (a100*, h100, h200, gh200, h20, ...) must not match."""
+    from megasolve.cost.memory import BLACKWELL_NAME_PREFIXES
+    from megasolve.topology.gpus import all_gpus
+
+    blackwell = {g.name for g in all_gpus() if g.name.startswith(BLACKWELL_NAME_PREFIXES)}
+    assert blackwell <= {"b200", "gb200", "b300", "gb300"}
+    assert {"b200", "gb200"} <= blackwell
+
+
+def test_per_tensor_fp8_cache_is_one_byte_on_blackwell_two_on_hopper():
+    from megasolve.cost.memory import fp8_weight_bytes_per_param
+    spec = load_preset("llama-3.1-70b")
+    layout = Layout(tp=4, pp=4, dp=4, mbs=1, sequence_parallel=True, distributed_optimizer=True)
+    workload = Workload(seq_length=8192, global_batch_size=64, precision="fp8", fp8_recipe="tensorwise")
+    weights = {gpu: stage_memory(spec, Cluster.from_flags(num_gpus=64, gpu=gpu), workload, layout)[1].weights_bytes
+               for gpu in ("h100", "gb200")}
+    stage1 = stage_memory(spec, Cluster.from_flags(num_gpus=64, gpu="h100"), workload, layout)[1]
+    gemm_params = stage1.params - 20 * 2 * 8192  # a middle stage: 20 layers, minus the two replicated norms
+    # bf16 weight (2 B) + cached FP8 copy: 2 B on Hopper (data + transpose), 1 B on Blackwell
+    assert weights["h100"] - weights["gb200"] == pytest.approx(gemm_params, rel=1e-9)
+    assert fp8_weight_bytes_per_param("gb200", "mxfp8") == 2 + 2 / 32
