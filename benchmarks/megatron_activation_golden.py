@@ -62,7 +62,8 @@ BASE = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=8, num_que
             num_moe_experts=None, moe_router_topk=2, moe_ffn_hidden_size=None,
             moe_shared_expert_intermediate_size=None, moe_token_dispatcher_type="alltoall",
             multi_latent_attention=False, q_lora_rank=None, kv_lora_rank=None, qk_head_dim=None,
-            qk_pos_emb_head_dim=None, v_head_dim=None, mtp_num_layers=None, cross_entropy_loss_fusion=False)
+            qk_pos_emb_head_dim=None, v_head_dim=None, mtp_num_layers=None, cross_entropy_loss_fusion=False,
+            recompute_granularity=None, recompute_modules=None, moe_aux_loss_coeff=0.0)
 
 
 def _case(name: str, **overrides) -> dict:
@@ -93,6 +94,9 @@ CASES = [
     _case("moe-alltoall-top4-shared", **dict(MOE, moe_router_topk=4), moe_shared_expert_intermediate_size=256),
     _case("mla-dense", **MLA),
     _case("mla-moe-mtp1", **MLA, **MOE, mtp_num_layers=1),
+    _case("moe-alltoall-auxloss", **MOE, moe_aux_loss_coeff=0.01),
+    _case("dense-gqa-full-recompute", recompute_granularity="full"),
+    _case("dense-gqa-selective-core-attn", recompute_granularity="selective", recompute_modules=["core_attn"]),
 ]
 
 
@@ -123,6 +127,21 @@ def install_cpu_shims(torch) -> None:
     torch.cuda.stream = lambda *a, **k: contextlib.nullcontext()
     torch.cuda.current_stream = lambda *a, **k: _Inert()
     torch.cuda.device_count = lambda: 1
+    # activation checkpointing saves and restores the CUDA RNG state (tensor_parallel/random.py)
+    torch.cuda.get_rng_state = lambda *a, **k: torch.get_rng_state()
+    from megatron.core.tensor_parallel import random as tp_random
+
+    tp_random._set_cuda_rng_state = lambda *a, **k: None
+    tp_random._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
+    # the recomputation in backward runs outside the function mode: build the causal mask on the CPU
+    from megatron.core.fusions import fused_softmax
+    from megatron.core.transformer import utils as transformer_utils
+
+    def causal_mask(sq: int):  # transformer/utils.py::get_default_causal_mask, device "cuda" -> CPU
+        return torch.triu(torch.ones(sq, sq), diagonal=1).bool()
+
+    transformer_utils.get_default_causal_mask = causal_mask
+    fused_softmax.get_default_causal_mask = causal_mask
     CudaToCpu().__enter__()
 
 
@@ -200,12 +219,16 @@ def make_config(torch, c: dict, num_layers: int):
               apply_rope_fusion=False, persist_layer_norm=False, bias_activation_fusion=False,
               cross_entropy_loss_fusion=c["cross_entropy_loss_fusion"],
               cross_entropy_fusion_impl="native")
+    if c["recompute_granularity"] == "full":
+        kw.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    elif c["recompute_granularity"] == "selective":
+        kw.update(recompute_granularity="selective", recompute_modules=list(c["recompute_modules"]))
     if c["num_moe_experts"]:
         kw.update(num_moe_experts=c["num_moe_experts"], moe_router_topk=c["moe_router_topk"],
                   moe_ffn_hidden_size=c["moe_ffn_hidden_size"],
                   moe_shared_expert_intermediate_size=c["moe_shared_expert_intermediate_size"],
                   moe_token_dispatcher_type=c["moe_token_dispatcher_type"], moe_grouped_gemm=False,
-                  moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=0.0,
+                  moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=c["moe_aux_loss_coeff"],
                   moe_permute_fusion=False, moe_router_dtype="fp32")
     if c["mtp_num_layers"]:
         kw.update(mtp_num_layers=c["mtp_num_layers"], mtp_loss_scaling_factor=0.1)
@@ -243,6 +266,11 @@ def build_model(torch, c: dict, num_layers: int):
 
 
 def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
+    from megatron.core.transformer.moe import moe_utils
+
+    get_tracker = getattr(moe_utils, "get_moe_layer_wise_logging_tracker", None)
+    if get_tracker is not None:  # the aux-loss tracker is sized by the first model's layer count
+        get_tracker().clear()
     model = build_model(torch, c, num_layers)
     model.train()
     s, b = c["seq_length"], c["micro_batch_size"]

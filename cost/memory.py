@@ -311,12 +311,14 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     Dense: ``(4 + delta)*T*h/sigma`` (pre-MLP LN input, fused LN output, dropout mask)
     ``+ 2*T*(f_glu + 1)*F/t`` (fc1 output, activation output).
     MoE: pre-MLP LN ``(4 + delta)*T*h/sigma`` (standalone norm: its output feeds the router GEMM,
-    which saves it), router and permutation state ``(10*E + 20*k)*T/sigma`` (traced, cases ``moe-*``:
+    which saves it), router and permutation state ``(14*E + 20*k)*T/sigma`` (traced, cases ``moe-*``:
     the fp32 probabilities scattered to ``[T, E]`` and their transposed copy for the permutation,
     4 + 4 B per expert; the bool routing map and its transposed copy, 1 + 1 B per expert; the top-k
     indices and the sorted token indices of the permutation, int64, 8 + 8 B per choice; the fp32
     top-k softmax, 4 B per choice; ``router.py::topk_softmax_with_capacity``,
-    ``moe_utils.py::permute``), local experts
+    ``moe_utils.py::permute``; the fp32 ``[T, E]`` softmax scores of the load-balancing loss, 4 B per
+    expert, ``router.py::_apply_aux_loss``, case ``moe-alltoall-auxloss``: the recipes use an auxiliary or
+    sequence-auxiliary loss), local experts
     ``T_e*(2h + 4 + 2*(f_glu + 1)*F_m/etp)`` with ``T_e = (T/sigma)*k*etp`` routed tokens (balanced
     routing), shared experts ``2*T*(f_glu + 1)*F_s/t``.
 
@@ -342,7 +344,7 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     routed_tokens = (T / sigma) * m.top_k * shape.etp
     F_m, F_s = m.expert_ffn_hidden_size / shape.etp, m.shared_expert_ffn_hidden_size / t
     terms["mlp_norm_output"] = a * T * h / sigma
-    terms["router"] = (10 * m.num_experts + 20 * m.top_k) * T / sigma
+    terms["router"] = (14 * m.num_experts + 20 * m.top_k) * T / sigma
     terms["expert_input"] = routed_tokens * (a * h + FP32)
     terms["expert_fc1_output"] = BF16 * glu * routed_tokens * F_m
     terms["expert_act_output"] = a * routed_tokens * F_m
@@ -375,7 +377,29 @@ def layer_activation_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
         return BF16 * shape.tokens(workload) * spec.hidden_size / shape.sigma
     terms = attention_activation_terms(spec, workload, shape) | mlp_activation_terms(spec, workload, shape, moe)
     drop = dropped_terms(recompute_modules) if recompute == "selective" else frozenset()
-    return sum(v for k, v in terms.items() if k not in drop)
+    kept = sum(v for k, v in terms.items() if k not in drop)
+    if recompute == "selective" and "core_attn" in recompute_modules:
+        kept += core_attention_checkpoint_inputs_bytes(spec, workload, shape)
+    return kept
+
+
+def core_attention_checkpoint_inputs_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """What checkpointing core attention keeps beyond the layer's own saved tensors: the checkpoint saves
+    its inputs (``attention.py::_checkpointed_attention_forward``, ``CheckpointFunction.forward``
+    ``save_for_backward(*args)``), and V is a view of the QKV GEMM output (GQA/MHA with RoPE: Q and K are
+    rotated copies, ``get_query_key_value_tensors`` splits V out) or of the kv up-projection output (MLA),
+    so that whole output stays alive: ``+2*T*d*(n/t + g_r)`` (GQA; V itself is counted in ``qkv``) or
+    ``+2*T*(n/t)*qk`` (MLA). Traced: case ``dense-gqa-selective-core-attn`` (+768 B/token over the
+    dropped-terms count). With flash attention this makes core_attn recompute cost memory, as Megatron
+    warns (TC L1983-1989)."""
+    T, t = shape.tokens(workload), shape.tp
+    n = spec.num_attention_heads
+    if spec.mla is not None:
+        return BF16 * T * (n / t) * spec.mla.qk_head_dim
+    if spec.position_embedding_type != "rope":
+        return 0.0
+    g_local = max(spec.num_query_groups / t, 1)
+    return BF16 * T * spec.kv_channels * (n / t + g_local)
 
 
 def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
@@ -387,12 +411,12 @@ def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activa
     >>> from megasolve.models.presets import load_preset
     >>> spec, w = load_preset("llama-3.1-8b"), Workload(seq_length=4096, attention="unfused")
     >>> shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
-    >>> selective_transient_bytes(spec, w, shape, moe=False) / 4096  # 6*32*4096 + 4096 mask + 2*2*128*24 K, V
-    802816.0
+    >>> selective_transient_bytes(spec, w, shape, moe=False) / 4096  # 6*32*4096 + 4096 + 2*2*128*24 - 2*128*40
+    792576.0
     """
-    return (layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none")
-            - layer_activation_bytes(spec, workload, shape, moe=moe, recompute="selective",
-                                     recompute_modules=recompute_modules))
+    return max(0.0, layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none")
+               - layer_activation_bytes(spec, workload, shape, moe=moe, recompute="selective",
+                                        recompute_modules=recompute_modules))
 
 
 def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
