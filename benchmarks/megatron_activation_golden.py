@@ -32,8 +32,8 @@ layers are the local spec: torch-native norms (``WrappedTorchNorm``), ``ColumnPa
 ``RowParallelLinear`` and the unfused ``DotProductAttention``.  The test states, term by term, how
 the TE spec differs (fused norm + linear, flash attention) and checks the formula for the local spec
 exactly; the TE terms are therefore derived from source, not measured.  Parallel groups are a fake
-process group (one process plays rank 0); TP > 1 runs with ``sequence_parallel=False`` because the
-torch-norm fallback refuses SP.  Expert parallelism is 1 (the token-count exchange of the all-to-all
+process group (one process plays rank 0; collectives produce tensors of the right shapes); SP runs with
+the torch norm built as if SP were off (``install_sequence_parallel_torch_norm``).  Expert parallelism is 1 (the token-count exchange of the all-to-all
 dispatcher needs real peers); the flex dispatcher needs DeepEP / HybridEP (CUDA) and is not traced.
 
 How to run (CPU only, ~1 minute on 2 cores)::
@@ -63,7 +63,7 @@ BASE = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=8, num_que
             moe_shared_expert_intermediate_size=None, moe_token_dispatcher_type="alltoall",
             multi_latent_attention=False, q_lora_rank=None, kv_lora_rank=None, qk_head_dim=None,
             qk_pos_emb_head_dim=None, v_head_dim=None, mtp_num_layers=None, cross_entropy_loss_fusion=False,
-            recompute_granularity=None, recompute_modules=None, moe_aux_loss_coeff=0.0)
+            recompute_granularity=None, recompute_modules=None, moe_aux_loss_coeff=0.0, sequence_parallel=False)
 
 
 def _case(name: str, **overrides) -> dict:
@@ -84,6 +84,8 @@ CASES = [
     _case("dense-gqa-seq256", seq_length=256),
     _case("dense-gqa-mbs1", micro_batch_size=1),
     _case("dense-gqa-tp2", tp=2),
+    _case("dense-gqa-tp2-sp", tp=2, sequence_parallel=True),
+    _case("moe-alltoall-tp2-sp", **MOE, tp=2, sequence_parallel=True),
     _case("dense-mha-gelu-layernorm", swiglu=False, normalization="LayerNorm", num_query_groups=8,
           ffn_hidden_size=1024),
     _case("dense-gqa-dropout", hidden_dropout=0.1, attention_dropout=0.1),
@@ -165,6 +167,25 @@ def install_mla_core_attention() -> None:
         mla.HAVE_TE = False
 
 
+def install_sequence_parallel_torch_norm() -> None:
+    """The torch norm of the local spec refuses sequence parallelism (``torch_norm.py`` L32) only because
+    its weight gradient is not all-reduced over TP; a norm of local tokens keeps the same tensors either
+    way. Build it with ``sequence_parallel`` off so SP layouts can be traced (the fake process group does
+    not run the gradient all-reduce anyway)."""
+    import dataclasses
+
+    from megatron.core.transformer import torch_norm
+
+    original = torch_norm.WrappedTorchNorm.__new__
+
+    def __new__(cls, config, *args, **kwargs):
+        if config.sequence_parallel:
+            config = dataclasses.replace(config, sequence_parallel=False)
+        return original(cls, config, *args, **kwargs)
+
+    torch_norm.WrappedTorchNorm.__new__ = __new__
+
+
 # ---------------------------------------------------------------------------- tracking
 def make_tracker(torch):
     from torch.multiprocessing.reductions import StorageWeakRef
@@ -212,7 +233,7 @@ def make_config(torch, c: dict, num_layers: int):
               gated_linear_unit=c["swiglu"],
               activation_func=torch.nn.functional.silu if c["swiglu"] else torch.nn.functional.gelu,
               add_bias_linear=False, hidden_dropout=c["hidden_dropout"], attention_dropout=c["attention_dropout"],
-              tensor_model_parallel_size=c["tp"], sequence_parallel=False,
+              tensor_model_parallel_size=c["tp"], sequence_parallel=c["sequence_parallel"],
               bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
               use_cpu_initialization=True, perform_initialization=True,
               bias_dropout_fusion=False, masked_softmax_fusion=False, gradient_accumulation_fusion=False,
@@ -368,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(moe_utils, "te_general_gemm"):  # 0.16 names it only when TE imports (moe_utils.py L1192)
         moe_utils.te_general_gemm = None
     install_mla_core_attention()
+    install_sequence_parallel_torch_norm()
     Tracker = make_tracker(torch)
     results = []
     for case in CASES:
