@@ -430,3 +430,22 @@ def test_per_tensor_fp8_cache_is_one_byte_on_blackwell_two_on_hopper():
     # bf16 weight (2 B) + cached FP8 copy: 2 B on Hopper (data + transpose), 1 B on Blackwell
     assert weights["h100"] - weights["gb200"] == pytest.approx(gemm_params, rel=1e-9)
     assert fp8_weight_bytes_per_param("gb200", "mxfp8") == 2 + 2 / 32
+
+
+# ---------------------------------------------------------------------------- uncertainty band
+def test_uncertainty_band_is_static_and_activation_fractions_wider_for_moe_and_unfused():
+    from megasolve.cost.memory import (UNCERTAINTY_ACTIVATION_FRACTION, UNCERTAINTY_MOE_EXTRA_FRACTION,
+                                       UNCERTAINTY_STATIC_FRACTION, memory_uncertainty_bytes)
+    cluster = Cluster.from_flags(num_gpus=16, gpu="h100")
+    layout = Layout(tp=2, pp=2, ep=2, etp=1, dp=4, mbs=1, sequence_parallel=True, distributed_optimizer=True)
+    for attention in ("flash", "unfused"):
+        workload = Workload(seq_length=4096, global_batch_size=64, attention=attention)
+        for name in ("llama-3.1-8b", "qwen3-30b-a3b"):
+            spec = load_preset(name)
+            for stage in stage_memory(spec, cluster, workload, layout):
+                fraction = UNCERTAINTY_ACTIVATION_FRACTION[attention] + (UNCERTAINTY_MOE_EXTRA_FRACTION if spec.is_moe else 0)
+                static = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
+                expected = UNCERTAINTY_STATIC_FRACTION * static + fraction * stage.activations_bytes
+                assert stage.moe == spec.is_moe
+                assert memory_uncertainty_bytes(stage, workload) == pytest.approx(expected, rel=1e-12)
+                assert 0 < memory_uncertainty_bytes(stage, workload) < 0.3 * stage.allocated_bytes
