@@ -33,8 +33,15 @@ layers are the local spec: torch-native norms (``WrappedTorchNorm``), ``ColumnPa
 the TE spec differs (fused norm + linear, flash attention) and checks the formula for the local spec
 exactly; the TE terms are therefore derived from source, not measured.  Parallel groups are a fake
 process group (one process plays rank 0; collectives produce tensors of the right shapes); SP runs with
-the torch norm built as if SP were off (``install_sequence_parallel_torch_norm``).  Expert parallelism is 1 (the token-count exchange of the all-to-all
-dispatcher needs real peers); the flex dispatcher needs DeepEP / HybridEP (CUDA) and is not traced.
+the torch norm built as if SP were off (``install_sequence_parallel_torch_norm``).  Expert parallelism
+is 1 (the token-count exchange of the all-to-all dispatcher needs real peers); the flex dispatcher
+needs DeepEP / HybridEP (CUDA) and is not traced.
+
+On a GPU (``--device cuda``, needs Transformer Engine): the same cases are built with the TE spec
+(fused norm + linear, fused RoPE / SwiGLU / softmax, ``--attention flash|unfused`` selects TE's
+backend), traced the same way, and ``torch.cuda.max_memory_allocated`` is recorded around forward and
+backward; the output goes to ``tests/data/megatron_activation_golden_gpu.json``. This mode was written
+without a GPU at hand and has not been run yet.
 
 How to run (CPU only, ~1 minute on 2 cores)::
 
@@ -55,6 +62,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO / "tests" / "data" / "megatron_activation_golden.json"
+DEFAULT_OUT_GPU = REPO / "tests" / "data" / "megatron_activation_golden_gpu.json"
+# Set by main(): "cpu" (local spec, shims) or "cuda" (Transformer Engine spec, no shims); TE attention backend.
+RUN = {"device": "cpu", "attention": "unfused"}
 
 BASE = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=8, num_query_groups=4, kv_channels=32,
             vocab_size=1024, seq_length=128, micro_batch_size=2, swiglu=True, normalization="RMSNorm",
@@ -210,7 +220,7 @@ def make_tracker(torch):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                if isinstance(t, torch.Tensor) and t.device.type == RUN["device"]:
                     storage = t.untyped_storage()
                     key = storage._cdata
                     if key not in self.pre and key not in self.refs:
@@ -240,6 +250,12 @@ def make_config(torch, c: dict, num_layers: int):
               apply_rope_fusion=False, persist_layer_norm=False, bias_activation_fusion=False,
               cross_entropy_loss_fusion=c["cross_entropy_loss_fusion"],
               cross_entropy_fusion_impl="native")
+    if RUN["device"] == "cuda":  # the GPU training path: Megatron-LM's default fusions, TE attention backend
+        from megatron.core.transformer.enums import AttnBackend
+
+        kw.update(use_cpu_initialization=False, bias_dropout_fusion=True, masked_softmax_fusion=True,
+                  apply_rope_fusion=True, bias_activation_fusion=c["swiglu"],
+                  attention_backend=AttnBackend[RUN["attention"]])
     if c["recompute_granularity"] == "full":
         kw.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
     elif c["recompute_granularity"] == "selective":
@@ -266,22 +282,27 @@ def build_model(torch, c: dict, num_layers: int):
     from megatron.core.models.gpt import gpt_layer_specs as specs
 
     config = make_config(torch, c, num_layers)
+    te = RUN["device"] == "cuda"
     if c["num_moe_experts"]:
-        layer_spec = specs.get_gpt_decoder_block_spec(config, use_transformer_engine=False,
+        layer_spec = specs.get_gpt_decoder_block_spec(config, use_transformer_engine=te,
                                                       normalization=c["normalization"])
+    elif te:
+        layer_spec = specs.get_gpt_layer_with_transformer_engine_spec(
+            qk_layernorm=c["qk_layernorm"], multi_latent_attention=c["multi_latent_attention"])
     else:
         layer_spec = specs.get_gpt_layer_local_spec(qk_layernorm=c["qk_layernorm"],
                                                     multi_latent_attention=c["multi_latent_attention"],
                                                     normalization=c["normalization"])
     mtp_spec = None
     if c["mtp_num_layers"]:
-        last = specs.get_gpt_decoder_layer_specs(config, use_transformer_engine=False,
+        last = specs.get_gpt_decoder_layer_specs(config, use_transformer_engine=te,
                                                  normalization=c["normalization"])[-1]
-        mtp_spec = specs.get_gpt_mtp_block_spec(config, last, use_transformer_engine=False)
-    return GPTModel(config=config, transformer_layer_spec=layer_spec, vocab_size=c["vocab_size"],
-                    max_sequence_length=c["seq_length"], pre_process=True, post_process=True,
-                    parallel_output=True, share_embeddings_and_output_weights=False,
-                    position_embedding_type="rope", mtp_block_spec=mtp_spec)
+        mtp_spec = specs.get_gpt_mtp_block_spec(config, last, use_transformer_engine=te)
+    with torch.device(RUN["device"]):
+            return GPTModel(config=config, transformer_layer_spec=layer_spec, vocab_size=c["vocab_size"],
+                        max_sequence_length=c["seq_length"], pre_process=True, post_process=True,
+                        parallel_output=True, share_embeddings_and_output_weights=False,
+                        position_embedding_type="rope", mtp_block_spec=mtp_spec)
 
 
 
@@ -296,9 +317,10 @@ def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
     model.train()
     s, b = c["seq_length"], c["micro_batch_size"]
     gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, c["vocab_size"], (b, s), generator=gen)
-    labels = torch.randint(0, c["vocab_size"], (b, s), generator=gen)
-    position_ids = torch.arange(s).unsqueeze(0).expand(b, s)
+    device = RUN["device"]
+    tokens = torch.randint(0, c["vocab_size"], (b, s), generator=gen).to(device)
+    labels = torch.randint(0, c["vocab_size"], (b, s), generator=gen).to(device)
+    position_ids = torch.arange(s, device=device).unsqueeze(0).expand(b, s)
     pre = {p.untyped_storage()._cdata for p in model.parameters()}
     pre |= {t.untyped_storage()._cdata for t in model.buffers()}
     pre |= {t.untyped_storage()._cdata for t in (tokens, labels, position_ids)}
@@ -307,6 +329,11 @@ def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
     persistent_before = sum(t.untyped_storage().nbytes() for t in buffer.values())
     pre |= {t.untyped_storage()._cdata for t in buffer.values()}
     tracker = Tracker(pre)
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        allocated_start = torch.cuda.memory_allocated()
     with tracker:
         start = tracker.live_bytes()
         loss = model(tokens, position_ids, attention_mask=None, labels=labels)
@@ -315,8 +342,17 @@ def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
         forward_peak = tracker.peak - start
         alive = {k: tracker.info[k] + (n,) for k, (_, n) in tracker.refs.items()}
         tracker.peak = 0
+        if cuda:
+            torch.cuda.synchronize()
+            cuda_stats = dict(forward_retained=torch.cuda.memory_allocated() - allocated_start,
+                              forward_peak=torch.cuda.max_memory_allocated() - allocated_start)
+            torch.cuda.reset_peak_memory_stats()
+            allocated_backward = torch.cuda.memory_allocated()
         loss.backward()
         backward_peak = tracker.peak - after_forward
+        if cuda:
+            torch.cuda.synchronize()
+            cuda_stats["backward_peak"] = torch.cuda.max_memory_allocated() - allocated_backward
     persistent = {}
     retained = after_forward - start - loss.untyped_storage().nbytes()
     saved = []
@@ -333,8 +369,11 @@ def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
             saved.append([op, shape, dtype, n])
     persistent["global_memory_buffer_total"] = sum(t.untyped_storage().nbytes() for t in buffer.values())
     persistent["global_memory_buffer_growth"] = persistent["global_memory_buffer_total"] - persistent_before
-    return dict(retained_bytes=retained, persistent=persistent, forward_peak_bytes=forward_peak,
-                backward_peak_bytes=backward_peak, saved=saved)
+    out = dict(retained_bytes=retained, persistent=persistent, forward_peak_bytes=forward_peak,
+               backward_peak_bytes=backward_peak, saved=saved)
+    if cuda:
+        out["cuda_memory_stats"] = cuda_stats  # torch.cuda.memory_allocated / max_memory_allocated deltas
+    return out
 
 
 def run_case(torch, dist, ps, FakeStore, Tracker, case: dict) -> dict:
@@ -367,20 +406,30 @@ def run_case(torch, dist, ps, FakeStore, Tracker, case: dict) -> dict:
                 forward_peak_bytes=[lo["forward_peak_bytes"], hi["forward_peak_bytes"]],
                 backward_peak_bytes=[lo["backward_peak_bytes"], hi["backward_peak_bytes"]],
                 layer_saved=sorted(layer_saved, key=lambda x: -x[3]),
+                **({"cuda_memory_stats": [lo["cuda_memory_stats"], hi["cuda_memory_stats"]]}
+                   if "cuda_memory_stats" in lo else {}),
                 model_saved_1_layer=sorted(lo["saved"], key=lambda x: -x[3]))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument("--out", default=None, help="default: tests/data/megatron_activation_golden[_gpu].json")
     parser.add_argument("--only", default=None, help="substring of the case names to run")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: Transformer Engine spec on a GPU (not run yet, see the module docstring)")
+    parser.add_argument("--attention", choices=("flash", "unfused"), default="flash",
+                        help="TE attention backend with --device cuda (the CPU path is always unfused)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     import torch
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    install_cpu_shims(torch)
+    RUN["device"] = args.device
+    RUN["attention"] = args.attention if args.device == "cuda" else "unfused"
+    out_path = args.out or str(DEFAULT_OUT_GPU if args.device == "cuda" else DEFAULT_OUT)
+    if args.device == "cpu":
+        install_cpu_shims(torch)
     import megatron.core
     from megatron.core import parallel_state as ps
 
@@ -388,8 +437,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if not hasattr(moe_utils, "te_general_gemm"):  # 0.16 names it only when TE imports (moe_utils.py L1192)
         moe_utils.te_general_gemm = None
-    install_mla_core_attention()
-    install_sequence_parallel_torch_norm()
+    if args.device == "cpu":
+        install_mla_core_attention()
+        install_sequence_parallel_torch_norm()
     Tracker = make_tracker(torch)
     results = []
     for case in CASES:
@@ -400,16 +450,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case['name']:28s} layer {res['layer_bytes']:>9d} B ({res['layer_bytes'] / tokens:8.1f} B/token)"
               f"  extras {res['extras_bytes']:>9d}  persistent {res['persistent']}", file=sys.stderr)
         results.append(res)
-    doc = dict(generator="benchmarks/megatron_activation_golden.py", spec="local (torch-native), CPU",
-               versions={"megatron-core": megatron.core.__version__, "torch": torch.__version__,
-                         "python": platform.python_version()},
+    versions = {"megatron-core": megatron.core.__version__, "torch": torch.__version__,
+                "python": platform.python_version()}
+    if args.device == "cuda":
+        import transformer_engine
+
+        versions["transformer-engine"] = transformer_engine.__version__
+        versions["gpu"] = torch.cuda.get_device_name()
+    spec = ("local (torch-native), CPU" if args.device == "cpu"
+            else f"transformer_engine, CUDA, attention backend {RUN['attention']}")
+    doc = dict(generator="benchmarks/megatron_activation_golden.py", spec=spec,
+               versions=versions,
                units="bytes, one micro-batch of seq_length x micro_batch_size tokens, rank 0",
                cases=results)
     text = json.dumps(doc, indent=1)
-    if args.out == "/dev/stdout":
+    if out_path == "/dev/stdout":
         print(text)
     else:
-        Path(args.out).write_text(text + "\n")
+        Path(out_path).write_text(text + "\n")
     return 0
 
 

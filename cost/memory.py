@@ -256,7 +256,8 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
     ...                                    ActivationShape(tp=4, cp=2, mbs=1, sequence_parallel=True))
     >>> sum(terms.values()) / 4096  # bytes per token: 4*8192/4 + 2*128*(16+4) + 2*64*128/4 + 4*64/4
     17472.0
-    >>> unfused = attention_activation_terms(load_preset("llama-3.1-8b"), Workload(seq_length=4096, attention="unfused"),
+    >>> unfused = attention_activation_terms(load_preset("llama-3.1-8b"),
+    ...                                      Workload(seq_length=4096, attention="unfused"),
     ...                                      ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False))
     >>> unfused["attn_scores"] / 4096, unfused["kv_expanded"] / 4096  # 6*32*4096 + 4096 mask; 2*2*128*(32 - 8)
     (790528.0, 12288.0)

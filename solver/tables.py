@@ -21,9 +21,9 @@ from typing import Any, Callable
 
 from megasolve.cost.calibration import calibration
 from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fixed_allocation_bytes,
-                                   fp8_weight_bytes_per_param, inflight_microbatches, last_stage_extra_bytes, layer_activation_bytes,
-                                   moe_dispatch_transient_bytes, mtp_activation_bytes, other_bytes, recomputed_layers,
-                                   selective_transient_bytes, static_bytes)
+                                   fp8_weight_bytes_per_param, inflight_microbatches, last_stage_extra_bytes,
+                                   layer_activation_bytes, moe_dispatch_transient_bytes, mtp_activation_bytes,
+                                   other_bytes, recomputed_layers, selective_transient_bytes, static_bytes)
 from megasolve.cost.step import dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,

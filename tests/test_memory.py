@@ -443,7 +443,8 @@ def test_uncertainty_band_is_static_and_activation_fractions_wider_for_moe_and_u
         for name in ("llama-3.1-8b", "qwen3-30b-a3b"):
             spec = load_preset(name)
             for stage in stage_memory(spec, cluster, workload, layout):
-                fraction = UNCERTAINTY_ACTIVATION_FRACTION[attention] + (UNCERTAINTY_MOE_EXTRA_FRACTION if spec.is_moe else 0)
+                fraction = UNCERTAINTY_ACTIVATION_FRACTION[attention]
+                fraction += UNCERTAINTY_MOE_EXTRA_FRACTION if spec.is_moe else 0
                 static = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
                 expected = UNCERTAINTY_STATIC_FRACTION * static + fraction * stage.activations_bytes
                 assert stage.moe == spec.is_moe
