@@ -105,14 +105,18 @@ def memory_blocks(entry: dict[str, Any]) -> list[Block]:
         peak = " (peak)" if s["stage"] == mem["peak_stage"] else ""
         rows.append([f"{s['stage']}{peak}", str(s["layers"]), f"{s['params'] / 1e9:.3f}B", f"{s['weights_gb']:.1f}",
                      f"{s['grads_gb']:.1f}", f"{s['optimizer_gb']:.1f}", f"{s['activations_gb']:.1f}",
-                     f"{s['other_gb']:.1f}", f"{s['total_gb']:.1f}", f"{s['total_gb'] / cap:.0%}" if cap else "-"])
+                     f"{s.get('fixed_gb', 0):.1f}", f"{s['other_gb']:.1f}", f"{s['total_gb']:.1f}",
+                     f"{s.get('uncertainty_gb', 0):.1f}", f"{s['total_gb'] / cap:.0%}" if cap else "-"])
     headroom = cap - mem["peak_gb"]
     verdict = "fits" if headroom >= 0 else "DOES NOT FIT"
     return [("h2", "Memory per GPU, by pipeline stage"),
             ("p", "One rank of each pipeline stage, in GB (1e9 bytes); params/rank = parameters held by that rank."),
-            ("table", (["stage", "layers", "params/rank", "weights", "grads", "optimizer", "activations", "other",
-                        "total", "of GPU"], rows)),
-            ("p", f"Peak {mem['peak_gb']:.1f} GB of {cap:.1f} GB usable: {verdict} ({headroom:+.1f} GB headroom).")]
+            ("table", (["stage", "layers", "params/rank", "weights", "grads", "optimizer", "activations", "fixed",
+                        "other", "total", "±", "of GPU"], rows)),
+            ("p", f"Peak {mem['peak_gb']:.1f} ± {mem.get('peak_uncertainty_gb', 0):.1f} GB of {cap:.1f} GB usable: "
+                  f"{verdict} ({headroom:+.1f} GB headroom). 'fixed' = cuBLAS / Transformer Engine workspaces and "
+                  "persistent buffers inside the allocator; ± = the stage's uncertainty band "
+                  "(docs/memory-audit.md).")]
 
 
 def time_blocks(entry: dict[str, Any]) -> list[Block]:
