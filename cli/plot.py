@@ -15,6 +15,7 @@ from megasolve.models.errors import MegasolveError
 SUFFIXES = (".png", ".svg")
 MEMORY_PARTS = (("weights_gb", "weights", "#4C72B0"), ("grads_gb", "gradients", "#55A868"),
                 ("optimizer_gb", "optimizer state", "#C44E52"), ("activations_gb", "activations", "#DD8452"),
+                ("fixed_gb", "workspaces, persistent buffers", "#937860"),
                 ("other_gb", "other (CUDA ctx, NCCL, reserve)", "#8C8C8C"))
 
 
@@ -68,7 +69,7 @@ def memory_plot(path: str, data: dict[str, Any], heading: str = "") -> None:
     x = [s["stage"] for s in stages]
     bottom = [0.0] * len(stages)
     for key, label, color in MEMORY_PARTS:
-        values = [s[key] for s in stages]
+        values = [s.get(key, 0.0) for s in stages]
         ax.bar(x, values, bottom=bottom, label=label, color=color, width=0.7)
         bottom = [b + v for b, v in zip(bottom, values)]
     cap = mem["capacity_gb"]
