@@ -411,6 +411,17 @@ def run_case(torch, dist, ps, FakeStore, Tracker, case: dict) -> dict:
                 model_saved_1_layer=sorted(lo["saved"], key=lambda x: -x[3]))
 
 
+def compact_lists(text: str) -> str:
+    """One line per saved tensor ``[op, [shape], dtype, bytes]``: collapse the innermost JSON arrays,
+    then the arrays that hold only those, so the golden file reads as a table."""
+    import re
+
+    inner = re.compile(r"\[\s*([^\[\]{}]*?)\s*\]", re.S)
+    text = inner.sub(lambda m: "[" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "]", text)
+    entry = re.compile(r"\[\s*(\"[^\"]*\",\s*\[[^\[\]]*\],\s*\"[^\"]*\",\s*\d+)\s*\]", re.S)
+    return entry.sub(lambda m: "[" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "]", text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     parser.add_argument("--out", default=None, help="default: tests/data/megatron_activation_golden[_gpu].json")
@@ -463,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
                versions=versions,
                units="bytes, one micro-batch of seq_length x micro_batch_size tokens, rank 0",
                cases=results)
-    text = json.dumps(doc, indent=1)
+    text = compact_lists(json.dumps(doc, indent=1))
     if out_path == "/dev/stdout":
         print(text)
     else:
