@@ -75,6 +75,17 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
         flags += [f"--moe-token-dispatcher-type {workload.moe_dispatcher}", "--moe-grouped-gemm"]
         if workload.moe_dispatcher == "flex":
             flags.append("--moe-flex-dispatcher-backend deepep")
+    # communication overlap the estimate assumed (Workload knobs; Megatron-LM @d98e8a6 flag names), only
+    # where Megatron accepts them: TP overlap needs SP (ARG L1441-1442), p2p overlap exists only for the
+    # interleaved schedule (ARG L1010-1013), EP overlap needs ep > 1 (TC L3002-3046)
+    if workload.tp_comm_overlap and layout.tp > 1 and layout.sequence_parallel:
+        flags.append("--tp-comm-overlap")
+    if not workload.overlap_p2p_comm and layout.vpp > 1:
+        flags.append("--no-overlap-p2p-communication")
+    if spec.is_moe and workload.moe_ep_overlap and layout.ep > 1:
+        flags.append("--overlap-moe-expert-parallel-comm")
+    if spec.is_moe and workload.moe_shared_expert_overlap and spec.moe.shared_expert_ffn_hidden_size:
+        flags.append("--moe-shared-expert-overlap")
     return flags
 
 

@@ -54,7 +54,12 @@ class LayoutReport:
                          "moe_dispatcher": self.workload.moe_dispatcher if self.spec.is_moe else None,
                          "fp8_recipe": self.workload.fp8_recipe if self.workload.precision == "fp8" else None,
                          "fp8_output_proj": self.workload.fp8_output_proj,
-                         "attention": self.workload.attention},
+                         "attention": self.workload.attention,
+                         "tp_comm_overlap": self.workload.tp_comm_overlap,
+                         "overlap_p2p_comm": self.workload.overlap_p2p_comm,
+                         "moe_ep_overlap": self.workload.moe_ep_overlap if self.spec.is_moe else None,
+                         "moe_shared_expert_overlap":
+                             self.workload.moe_shared_expert_overlap if self.spec.is_moe else None},
             "layout": self.layout_dict(),
             "feasible": self.feasible,
             "violations": violations_out,

@@ -29,7 +29,7 @@ from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params, stage_layer_ids)
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.space import Point
+from megasolve.solver.space import MAX_VPP, Point
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
@@ -243,6 +243,11 @@ class CostTables:
         add("t_p2p", ("tp", "cp", "mbs", "sp", "pp"),
             lambda tp, cp, mbs, sp, pp: quantise_s(pp_unit_comm_s(spec, cluster, wl, tp=tp, cp=cp, mbs=mbs,
                                                                   sequence_parallel=sp, pp=pp)))
+        if wl.overlap_p2p_comm:  # interleaved schedules with overlapped p2p: one table per vpp (step.py)
+            for v in range(2, MAX_VPP + 1):
+                add(f"t_p2p_v{v}", ("tp", "cp", "mbs", "sp", "pp"),
+                    lambda tp, cp, mbs, sp, pp, v=v: quantise_s(pp_unit_comm_s(
+                        spec, cluster, wl, tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, pp=pp, vpp=v)))
         # ---- data-parallel traffic and optimizer per parameter piece (us) -----------------
         # bandwidth terms per piece (linear in parameters); each group's latency is a term of its own
         def dense_dp(tp, cp, dp, dop, params):
@@ -310,7 +315,8 @@ class CostTables:
         if slot.last:
             form.append((1, f"{part}_logits"))
         if part == "t" and row.pp > 1:
-            form.append((row.vpp, "t_p2p"))
+            overlapped = row.vpp > 1 and self.workload.overlap_p2p_comm
+            form.append((row.vpp, f"t_p2p_v{row.vpp}" if overlapped else "t_p2p"))
         return [(c, t) for c, t in form if c]
 
     def param_form(self, row: PipelineRow, slot: Slot, prefix: str) -> tuple[list[tuple[int, str]],
