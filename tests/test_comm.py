@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import all_to_all_time_s
@@ -255,3 +257,47 @@ def test_mfu_never_exceeds_one(gpu, name, layout):
     spec = load_preset(name)
     t = step_time(spec, Cluster.from_flags(num_gpus=64, gpu=gpu), wl, layout)
     assert 0 < t.mfu <= 1
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(name=st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "mixtral-8x7b", "deepseek-v2-lite", "llama-3.1-70b"]),
+       tp=st.sampled_from([1, 2, 4]), cp=st.sampled_from([1, 2]), pp=st.sampled_from([1, 2, 4]),
+       ep=st.sampled_from([1, 2, 4]), sp=st.booleans(), mbs=st.sampled_from([1, 2]), m=st.sampled_from([4, 8]))
+def test_per_rank_flops_sum_to_the_model_flops(name, tp, cp, pp, ep, sp, mbs, m):
+    """Guard rail: the FLOPs the step model charges to every rank (GEMMs, routed experts, flash
+    attention; no recompute; minus the router, which Megatron's model FLOPs leave out) summed over all
+    ranks and micro-batches equal ``model_flops_per_sequence * gbs`` (reference 6.2)."""
+    from hypothesis import assume
+
+    from megasolve.cost.compute import layer_work, logits_work, model_flops_per_sequence
+    from megasolve.models.params import stage_layer_ids
+
+    spec = load_preset(name)
+    assume(spec.is_moe or ep == 1)
+    assume(not sp or tp > 1)
+    assume(spec.num_attention_heads % tp == 0 and (spec.num_query_groups % tp == 0 or tp % spec.num_query_groups == 0))
+    if spec.is_moe:
+        assume(spec.moe.num_experts % ep == 0)
+    dp = 2
+    layout = Layout(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=1 if spec.is_moe else None, mbs=mbs,
+                    sequence_parallel=sp)
+    wl = Workload(seq_length=4096, global_batch_size=m * mbs * dp)
+    try:
+        stages = stage_layer_ids(spec, layout)
+    except MegasolveError:
+        assume(False)
+    shape = ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=layout.etp)
+    total = 0.0
+    for index, chunks in enumerate(stages):
+        per_rank = 0.0
+        for i in (i for chunk in chunks for i in chunk):
+            moe = spec.is_moe_layer(i)
+            work = layer_work(spec, wl, shape, moe=moe, recompute="none")
+            router = 6.0 * shape.tokens(wl) * spec.hidden_size * spec.moe.num_experts / shape.sigma if moe else 0.0
+            per_rank += work.gemm_flops - router + work.expert_flops + work.attention_flops
+        if index == pp - 1:
+            per_rank += logits_work(spec, wl, shape).gemm_flops
+        total += per_rank * tp * cp * dp * m
+    expected = model_flops_per_sequence(spec, 4096) * wl.global_batch_size
+    # vocabulary padding per TP (padded_vocab_size(tp) vs (1)) is the only difference: < 0.1%
+    assert total == pytest.approx(expected, rel=1e-3)
