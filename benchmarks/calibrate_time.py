@@ -5,12 +5,14 @@
     python benchmarks/calibrate_time.py --fit        # fit on the fit split, report, print the factors
     python benchmarks/calibrate_time.py --fit --write   # ... and write them back into calibration.yaml
     python benchmarks/calibrate_time.py --data PATH --verbose
+    python benchmarks/calibrate_time.py --holdout    # also score the frozen holdout (once per calibration)
 
 Prediction: ``megasolve.cost.step.step_time(...).tokens_per_s_per_gpu`` for every run mapped by
 ``benchmarks/published.py``. Error: ``pred / measured - 1``; reported as the median absolute %
-error on the fit and the holdout split, dense and MoE separately, per GPU family and per GPU, and
-the ranking accuracy (fraction of correctly ordered pairs) inside every ``comparison_group`` with
-at least two mapped runs.
+error on the fit split (and, with ``--holdout``, the holdout split), dense and MoE separately, per
+GPU family and per GPU, and the ranking accuracy (fraction of correctly ordered pairs) inside every
+``comparison_group`` with at least two mapped runs. The holdout is not printed by default so that
+tuning a formula cannot consult it.
 
 Fit: minimise ``sum |log(pred / measured)|`` over the fit split (a robust, scale-free loss: a
 median-type fit that a few odd release-to-release outliers cannot drag), plus a weak pull
