@@ -115,6 +115,21 @@ def _loss_items(workload: Workload) -> list[tuple[str, object]]:
     return [("cross_entropy_loss_fusion", True), ("cross_entropy_fusion_impl", workload.cross_entropy)]
 
 
+def _bridge_overlap_items(spec: ModelSpec, workload: Workload, layout: Layout) -> list[tuple[str, object]]:
+    """The communication overlap the estimate assumed, as Megatron-Bridge ``CommOverlapConfig`` /
+    model fields (``training/comm_overlap.py`` L384-398 @067f987df), where Megatron accepts them."""
+    items: list[tuple[str, object]] = []
+    if workload.tp_comm_overlap and layout.tp > 1 and layout.sequence_parallel:
+        items.append(("comm_overlap.tp_comm_overlap", True))
+    if layout.vpp > 1:
+        items.append(("comm_overlap.overlap_p2p_comm", workload.overlap_p2p_comm))
+    if spec.is_moe and workload.moe_ep_overlap and layout.ep > 1:
+        items.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
+    if spec.is_moe and workload.moe_shared_expert_overlap and spec.moe.shared_expert_ffn_hidden_size:
+        items.append(("model.moe_shared_expert_overlap", True))
+    return items
+
+
 def _fmt(value: object) -> str:
     if value is None:
         return "null"
@@ -155,6 +170,7 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
                       ("ddp.data_parallel_sharding_strategy", "optim_grads_params"),
                       ("ddp.average_in_collective", False), ("checkpoint.ckpt_format", "fsdp_dtensor")]
         items += [(f"model.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)]
+        items += _bridge_overlap_items(spec, workload, layout)
         return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
     if layout.fsdp:
         raise MegasolveError(field="--format", value=fmt,

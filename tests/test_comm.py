@@ -301,3 +301,18 @@ def test_per_rank_flops_sum_to_the_model_flops(name, tp, cp, pp, ep, sp, mbs, m)
     expected = model_flops_per_sequence(spec, 4096) * wl.global_batch_size
     # vocabulary padding per TP (padded_vocab_size(tp) vs (1)) is the only difference: < 0.1%
     assert total == pytest.approx(expected, rel=1e-3)
+
+
+def test_exports_set_the_overlap_the_estimate_assumed():
+    from megasolve.cli.launch import launch_text, megatron_flags
+
+    spec, cluster = load_preset("qwen3-30b-a3b"), Cluster.from_flags(num_gpus=16, gpu="h100")
+    layout = Layout(tp=2, pp=2, vpp=2, dp=4, ep=8, etp=1, sequence_parallel=True)
+    plain = megatron_flags(spec, cluster, Workload(seq_length=4096, global_batch_size=64), layout)
+    assert not any("tp-comm-overlap" in f or "overlap-moe" in f or "p2p" in f for f in plain)  # Megatron defaults
+    wl = Workload(seq_length=4096, global_batch_size=64, tp_comm_overlap=True, moe_ep_overlap=True,
+                  overlap_p2p_comm=False)
+    flags = megatron_flags(spec, cluster, wl, layout)
+    assert {"--tp-comm-overlap", "--overlap-moe-expert-parallel-comm", "--no-overlap-p2p-communication"} <= set(flags)
+    bridge = launch_text("bridge", spec, cluster, wl, layout)
+    assert "comm_overlap.tp_comm_overlap=true" in bridge and "comm_overlap.overlap_moe_expert_parallel_comm=true" in bridge
