@@ -46,7 +46,11 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
     flags += [f"--micro-batch-size {layout.mbs}", f"--global-batch-size {workload.global_batch_size}",
               f"--seq-length {workload.seq_length}"]
     if layout.distributed_optimizer:
-        flags += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+        flags.append("--use-distributed-optimizer")
+        if workload.dp_comm_overlap:
+            flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
+    elif workload.dp_comm_overlap:
+        flags.append("--overlap-grad-reduce")  # --overlap-param-gather needs the distributed optimizer (ARG L1024-1029)
     if layout.fsdp:  # Megatron-LM docs/discussions/megatron-fsdp-user-guide, "Required Configurations"
         flags += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params",
                   "--no-gradient-accumulation-fusion", "--ckpt-format fsdp_dtensor"]

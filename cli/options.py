@@ -73,7 +73,8 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
 
 # Workload fields set by the training recipe rather than the layout (shared by estimate, solve, whatif)
 RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16",
-                  "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap")
+                  "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
+                  "dp_comm_overlap")
 
 
 def recipe_options(func: F) -> F:
@@ -105,6 +106,9 @@ def recipe_options(func: F) -> F:
                           "--overlap-moe-expert-parallel-comm: ep > 1, --vpp > 1 when --pp > 1, no full recompute)."),
         click.option("--moe-shared-expert-overlap", "moe_shared_expert_overlap", is_flag=True,
                      help="Run shared experts during the token dispatch (Megatron --moe-shared-expert-overlap)."),
+        click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
+                     help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
+                          "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),
     )(func)
 
 

@@ -345,6 +345,13 @@ def pp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
                                        sequence_parallel=layout.sequence_parallel, pp=layout.pp, vpp=layout.vpp)
 
 
+def dp_overlap_fraction(workload: Workload) -> float:
+    """Share of the last micro-batch's compute that hides the DP tail: the calibrated value with
+    ``--overlap-grad-reduce --overlap-param-gather`` (``Workload.dp_comm_overlap``), else 0 (the
+    reduce-scatter and all-gather run after the backward, exposed)."""
+    return calibration()["time"]["dp_overlap_fraction"] if workload.dp_comm_overlap else 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class DpComm:
     """One parameter group's data-parallel traffic per step, bandwidth and latency apart (the solver
@@ -477,7 +484,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
         return cache[(moe, kind)]
 
     p2p = pp_comm_s(spec, cluster, workload, layout)
-    overlap = calibration()["time"]["dp_overlap_fraction"]
+    overlap = dp_overlap_fraction(workload)
     out = []
     for params, chunks in zip(stage_params(spec, layout), stage_layer_ids(spec, layout)):
         stored = recomputed_layers(layout, chunks)

@@ -177,6 +177,10 @@ class Workload:
     moe_ep_overlap: bool = False
     # ``--moe-shared-expert-overlap`` (TC L717, default off): shared experts run during the dispatch
     moe_shared_expert_overlap: bool = False
+    # ``--overlap-grad-reduce`` + ``--overlap-param-gather`` (ARG L3121, L3148; Megatron's default is off):
+    # megasolve's exports set both with the distributed optimizer (every NVIDIA recipe does), so the
+    # estimate assumes them unless this is False (then the DP reduce-scatter / all-gather are exposed)
+    dp_comm_overlap: bool = True
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None

@@ -59,7 +59,8 @@ class LayoutReport:
                          "overlap_p2p_comm": self.workload.overlap_p2p_comm,
                          "moe_ep_overlap": self.workload.moe_ep_overlap if self.spec.is_moe else None,
                          "moe_shared_expert_overlap":
-                             self.workload.moe_shared_expert_overlap if self.spec.is_moe else None},
+                             self.workload.moe_shared_expert_overlap if self.spec.is_moe else None,
+                         "dp_comm_overlap": self.workload.dp_comm_overlap},
             "layout": self.layout_dict(),
             "feasible": self.feasible,
             "violations": violations_out,

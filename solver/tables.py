@@ -24,7 +24,8 @@ from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, inf
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
                                    static_bytes)
-from megasolve.cost.step import dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
+from megasolve.cost.step import (dp_group_comm, dp_overlap_fraction, layer_time, logits_time, optimizer_shard_s,
+                                 pp_unit_comm_s)
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params, stage_layer_ids)
@@ -92,7 +93,7 @@ class CostTables:
     def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> None:
         self.spec, self.cluster, self.workload = spec, cluster, workload
         cal = calibration()
-        self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * OVERLAP_SCALE))
+        self.overlap_pct = int(round(dp_overlap_fraction(workload) * OVERLAP_SCALE))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
         self.capacity_mib = int(cluster.gpu.usable_memory_bytes // MIB)

@@ -332,3 +332,16 @@ def test_llama3_405b_at_scale(gpus, measured_tflops):
                     account_for_loss=True)
     t = step_time(spec, Cluster.from_flags(num_gpus=gpus, gpu="h100"), wl, layout)
     assert t.model_tflops_per_gpu == pytest.approx(measured_tflops, rel=0.12)
+
+
+def test_dp_overlap_knob_exposes_the_dp_tail_and_drops_the_flags():
+    from megasolve.cli.launch import megatron_flags
+
+    spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=64, gpu="h100")
+    layout = Layout(dp=64)
+    on, off = Workload(seq_length=4096, global_batch_size=128), Workload(seq_length=4096, global_batch_size=128,
+                                                                         dp_comm_overlap=False)
+    assert step_time(spec, cluster, off, layout).breakdown_s["dp_comm"] > \
+        step_time(spec, cluster, on, layout).breakdown_s["dp_comm"]
+    assert "--overlap-grad-reduce" in megatron_flags(spec, cluster, on, layout)
+    assert "--overlap-grad-reduce" not in megatron_flags(spec, cluster, off, layout)
