@@ -113,6 +113,7 @@ def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, ni
     layout = build_layout(cluster.num_gpus, **options)  # the rest are the layout flags
     report = estimate(resolved.spec, cluster, workload, layout, allow_cross_domain_tp)
     data = report.as_dict()
+    render.model_notes(resolved.spec)
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))
     elif fmt == "table":
@@ -157,6 +158,7 @@ def print_estimate(data: dict) -> None:
     out.print(f"[bold]{data['model']}[/] on {data['cluster']['num_gpus']} x {data['cluster']['gpu']}  "
               f"seq {data['workload']['seq_length']}  gbs {layout['gbs']} ({layout['num_microbatches']} micro-batches)"
               f"  {data['workload']['precision']}")
+    out.print(render.model_line(data["model_params"]))
     out.print(f"layout: {render.layout_label(layout)}" + ("  sp" if layout["sequence_parallel"] else ""))
     out.print(render.memory_table(data, "Memory per GPU (GB = 1e9 bytes; * = peak stage)"))
     headroom = mem["capacity_gb"] - mem["peak_gb"]

@@ -82,6 +82,8 @@ def attention_params(spec: ModelSpec, tp: int) -> RankParams:
             replicated += h  # row-parallel linear_proj bias
         if spec.qk_layernorm:
             replicated += 2 * ns * d
+        if spec.softmax_type == "learnable":  # attention sinks: one logit per head, split over TP with
+            sharded += n  # the heads (TE ``softmax_offset``; ``extensions/transformer_engine.py`` L2361-2369)
     else:
         mla = spec.mla
         qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
@@ -363,11 +365,35 @@ def total_params(spec: ModelSpec, include_mtp: bool = False) -> int:
     return total.total
 
 
-def active_params(spec: ModelSpec) -> int:
-    """Parameters touched per token: routed experts counted ``top_k`` times instead of ``E``."""
+def active_params(spec: ModelSpec, include_input_embedding: bool = False) -> int:
+    """Parameters touched per token: routed experts counted ``top_k`` times instead of ``E``, and, as
+    model cards count it, without the input embedding (a table lookup, no FLOPs; the gpt-oss model
+    card, arXiv 2508.10925 Table 1: 5.13B active of 116.83B for gpt-oss-120b). With tied embeddings the
+    shared matrix is the output layer and stays. ``include_input_embedding`` restores it.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> round(active_params(load_preset("gpt-oss-120b")) / 1e9, 2)
+    5.13
+    """
     total = total_params(spec)
+    if not include_input_embedding and spec.untie_embeddings_and_output_weights:
+        total -= spec.vocab_size * spec.hidden_size
     if not spec.is_moe:
         return total
     moe = spec.moe
     per_expert = moe_mlp_params(spec, 1, 1, 1).expert // moe.num_experts
     return total - moe.num_moe_layers * per_expert * (moe.num_experts - moe.top_k)
+
+
+def model_params(spec: ModelSpec) -> dict[str, int | str]:
+    """The model's size as the JSON reports it (``model_params``): ``params_total`` as model cards
+    count it (language model, MTP excluded, plus a multimodal config's vision tower),
+    ``params_active`` per token without the input embedding (``active_params``),
+    ``params_language`` what megasolve plans, ``params_vision`` counted but not planned.
+
+    >>> model_params(__import__("megasolve.models.presets", fromlist=["x"]).load_preset("llama-3.1-8b"))["params_total"]
+    8030261248
+    """
+    language = total_params(spec)
+    return {"name": spec.name, "params_total": language + spec.vision_params, "params_active": active_params(spec),
+            "params_language": language, "params_vision": spec.vision_params}

@@ -41,7 +41,9 @@ class SolveResult:
                                    "time": data["time"], "violations": data["violations"]})
         if self.layouts:
             first = self.layouts[0].as_dict()
-            out = {"model": first["model"], "cluster": first["cluster"], "workload": first["workload"], **out}
+            out = {"model": first["model"], "model_params": first["model_params"],
+                   "ignored_features": first["ignored_features"], "cluster": first["cluster"],
+                   "workload": first["workload"], **out}
         out["search"] = self.search
         if self.status in ("infeasible", "unknown"):
             out["reasons"] = self.reasons
