@@ -28,7 +28,7 @@ MODEL_TYPES = {
     "qwen2_5_vl": "llama", "qwen2_5_vl_text": "llama", "qwen2_vl": "llama", "qwen2_vl_text": "llama",
     "mixtral": "mixtral", "minimax_m2": "mixtral", "gpt_oss": "mixtral",
     "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe",
-    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "kimi_k2": "deepseek", "glm4_moe": "deepseek",
+    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "glm4_moe": "deepseek",
     "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2",
 }
 # ``architectures[0]`` -> the model_type whose reader fits (checked first: Kimi-K2 ships

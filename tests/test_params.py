@@ -14,7 +14,7 @@ OFFICIAL_B = {"deepseek-v3": 671.03, "llama-3.1-405b": 405.85, "qwen3-235b-a22b"
               "llama-3.1-70b": 70.55, "mixtral-8x7b": 46.70, "qwen3-30b-a3b": 30.53, "gpt3-175b": 174.6}
 
 
-@pytest.mark.parametrize("name", preset_names())
+@pytest.mark.parametrize("name", [n for n in preset_names() if "params_b" in preset_info(n)])
 def test_every_preset_total_matches_reference(name):
     expected = preset_info(name)["params_b"]
     decimals = len(repr(float(expected)).split(".")[1])  # 27.0 is quoted to 0.1 B, 8.03 to 0.01 B
