@@ -488,6 +488,11 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         no_rope = tuple(1 - r for r in rope_layers)
         chunk_pattern = tuple(rope_layers) if chunk else None  # chunked attention on the RoPE layers
         l2_norm = bool(cfg.get("use_qk_norm", False))
+        if chunk:
+            notes.append(f"chunked attention ({chunk} tokens on {sum(rope_layers)} of {layers} layers) is costed as "
+                         "the model computes it; Megatron-Core has no chunked-attention training flag "
+                         "(attention.py L952), so a Megatron-Core run attends causally over the whole sequence "
+                         "on those layers (more attention FLOPs at long sequences)")
     elif model_type == "minimax_m2":
         attn_types = _int_list(cfg, "attn_type_list", layers)
         if attn_types and not all(attn_types):
