@@ -18,7 +18,7 @@ from typing import Any
 
 from megasolve.models.errors import ConfigError
 from megasolve.models.megatron_args import check_num_layers
-from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
+from megasolve.models.spec import MambaSpec, MLASpec, MoESpec, ModelSpec
 from megasolve.models.vision import vision_params
 
 # model_type -> family. Families share field names and defaults.
@@ -29,7 +29,7 @@ MODEL_TYPES = {
     "mixtral": "mixtral", "minimax_m2": "mixtral", "gpt_oss": "mixtral",
     "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "glm4_moe": "deepseek",
-    "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2",
+    "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2", "nemotron_h": "nemotron_h",
 }
 # ``architectures[0]`` -> the model_type whose reader fits (checked first: Kimi-K2 ships
 # ``model_type: kimi_k2`` with the DeepSeek-V3 architecture, moonshotai/Kimi-K2-Instruct README
@@ -41,7 +41,7 @@ ARCHITECTURES = {
     "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
     "Glm4MoeForCausalLM": "glm4_moe", "GptOssForCausalLM": "gpt_oss", "MiniMaxM2ForCausalLM": "minimax_m2",
     "Ernie4_5_ForCausalLM": "ernie4_5", "Ernie4_5_MoeForCausalLM": "ernie4_5_moe",
-    "Llama4ForCausalLM": "llama4_text",
+    "Llama4ForCausalLM": "llama4_text", "NemotronHForCausalLM": "nemotron_h",
 }
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
@@ -49,8 +49,6 @@ NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"
 # Architectures megasolve cannot plan yet, with what is missing. Never point these at the Megatron
 # YAML input: it describes GPTModel stacks (attention + MLP/MoE layers) only.
 UNSUPPORTED = {
-    "nemotron_h": "hybrid Mamba-2 / attention / MLP layers (hybrid_override_pattern): Megatron-Core builds it as "
-                  "MambaModel, and megasolve has no Mamba-2 layer (SSM state, conv, scan) yet",
     "qwen3_next": "gated-DeltaNet linear-attention layers interleaved with gated attention (layer_types): "
                   "megasolve has no linear-attention layer yet",
     "qwen3_5": "gated-DeltaNet linear-attention layers (layer_types): megasolve has no linear-attention layer yet",
@@ -100,6 +98,11 @@ NO_EFFECT = frozenset({
     "return_dict", "output_hidden_states", "output_attentions", "torchscript", "id2label", "label2id",
     "problem_type", "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
     "n_ctx", "task_specific_params", "num_labels", "sliding_window_pattern", "no_rope_layer_interval",
+    # Nemotron-H / Mamba-2 numerics and kernels (same parameters and FLOPs)
+    "mamba_hidden_act", "time_step_min", "time_step_max", "time_step_limit", "time_step_floor", "time_step_rank",
+    "chunk_size", "residual_in_fp32", "rescale_prenorm_residual", "use_mamba_kernels", "num_logits_to_keep",
+    "mamba_dt_min", "mamba_dt_max", "mamba_dt_limit", "mamba_dt_init_floor", "mamba_chunk_size", "mamba_proj_bias",
+    "mamba_conv_bias", "mamba_expand", "expand", "use_conv_bias", "use_bias", "mlp_bias",
 })
 # Keys that do change compute or memory but that megasolve does not model, when set: key -> what.
 UNMODELLED = {
@@ -365,6 +368,8 @@ def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str
     family = MODEL_TYPES[model_type]
     if family == "gpt2":
         spec = _gpt2(cfg, model_type, name, source)
+    elif family == "nemotron_h":
+        spec = _nemotron_h(cfg, model_type, name, source, notes)
     else:
         spec = _decoder(cfg, model_type, family, name, source, notes)
     vision, counted = vision_params(model_type, dict.get(cfg, "vision_config"), spec.hidden_size)
@@ -417,6 +422,52 @@ def _gpt2(cfg: _Config, model_type: str, name: str, source: str) -> ModelSpec:
         untie_embeddings_and_output_weights=not cfg.get("tie_word_embeddings", True),
         swiglu=False, normalization="LayerNorm", add_bias_linear=True,
         position_embedding_type="learned_absolute", source=source)
+
+
+def _nemotron_h(cfg: _Config, model_type: str, name: str, source: str, notes: list[str]) -> ModelSpec:
+    """Nemotron-H / Nemotron-3 (``NemotronHForCausalLM``) as Megatron-Core's hybrid ``MambaModel``:
+    ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E MoE), squared-ReLU MLPs (not gated),
+    RMSNorm, attention without position embedding (MambaModel's default ``position_embedding_type='none'``,
+    ``models/mamba/mamba_model.py`` L76)."""
+    pattern = _get(cfg, "hybrid_override_pattern", model_type)
+    if not isinstance(pattern, str):
+        raise ConfigError(field="hybrid_override_pattern", value=repr(pattern)[:40], rule="must be a string",
+                          fix='e.g. "M-M-M*-"')
+    layers = check_num_layers(_int(cfg, "num_hidden_layers", model_type), "num_hidden_layers")
+    heads = _int(cfg, "num_attention_heads", model_type)
+    mamba = MambaSpec(num_heads=_int(cfg, "mamba_num_heads", model_type),
+                      head_dim=_int(cfg, "mamba_head_dim", model_type),
+                      state_dim=_int(cfg, "ssm_state_size", model_type),
+                      num_groups=_int(cfg, "n_groups", model_type, "mamba_n_groups"),
+                      conv_kernel=_opt_int(cfg, "conv_kernel", model_type, None) or _opt_int(
+                          cfg, "mamba_d_conv", model_type, 4) or 4)
+    expand = cfg.get("expand", cfg.get("mamba_expand"))
+    if expand is not None and mamba.d_inner != expand * _int(cfg, "hidden_size", model_type):
+        notes.append(f"mamba_num_heads * mamba_head_dim ({mamba.d_inner}) sets d_inner, not expand ({expand}): "
+                     "Megatron-Core's rule when mamba_num_heads is given (mamba_mixer.py L229-232)")
+    activation = cfg.get("mlp_hidden_act", "relu2")
+    moe = None
+    if "E" in pattern:
+        shared = _opt_int(cfg, "moe_shared_expert_intermediate_size", model_type, 0) or 0
+        moe = MoESpec(num_experts=_int(cfg, "n_routed_experts", model_type),
+                      top_k=_int(cfg, "num_experts_per_tok", model_type),
+                      expert_ffn_hidden_size=_int(cfg, "moe_intermediate_size", model_type),
+                      shared_expert_ffn_hidden_size=shared, layer_pattern=tuple(int(c == "E") for c in pattern))
+    bias = bool(cfg.get("use_bias", False)) or bool(cfg.get("mlp_bias", False))
+    if bias or cfg.get("use_conv_bias", True) is False:
+        notes.append("use_bias / use_conv_bias differ from Megatron-Core's Mamba mixer (no linear bias, conv bias on): "
+                     "counted as Megatron-Core builds it")
+    return ModelSpec(
+        name=name, num_layers=layers, hidden_size=_int(cfg, "hidden_size", model_type),
+        ffn_hidden_size=_int(cfg, "intermediate_size", model_type), num_attention_heads=heads,
+        num_query_groups=_opt_int(cfg, "num_key_value_heads", model_type, heads) or heads,
+        kv_channels=_opt_int(cfg, "head_dim", model_type, None) or _opt_int(cfg, "attention_head_dim", model_type, None),
+        vocab_size=_int(cfg, "vocab_size", model_type),
+        max_position_embeddings=_opt_int(cfg, "max_position_embeddings", model_type, 4096) or 4096,
+        untie_embeddings_and_output_weights=not cfg.get("tie_word_embeddings", False),
+        swiglu=activation in ("silu", "swiglu"), normalization="RMSNorm",
+        add_qkv_bias=bool(cfg.get("attention_bias", False)), position_embedding_type="none",
+        moe=moe, hybrid_pattern=pattern, mamba=mamba, source=source)
 
 
 def _rotary_percent(cfg: _Config, head_dim: int | None) -> float:

@@ -27,7 +27,7 @@ import ast
 from typing import Any
 
 from megasolve.models.errors import ConfigError
-from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
+from megasolve.models.spec import MambaSpec, MLASpec, MoESpec, ModelSpec
 
 REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
 # Every key the reader understands: the ones it reads, and Megatron-LM arguments that change neither
@@ -43,6 +43,8 @@ READ_KEYS = frozenset({
     "moe_shared_expert_gate", "moe_layer_freq", "multi_latent_attention", "q_lora_rank", "kv_lora_rank",
     "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "make_vocab_size_divisible_by",
     "window_size", "window_attn_skip_freq", "no_rope_freq", "rotary_percent", "softmax_type", "qk_l2_norm",
+    "hybrid_override_pattern", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads",
+    "is_hybrid_model", "squared_relu",
 })
 NO_EFFECT_KEYS = frozenset({
     "rotary_base", "rope_scaling_factor", "use_rope_scaling", "rotary_scaling_factor", "rotary_interleaved",
@@ -59,9 +61,8 @@ NO_EFFECT_KEYS = frozenset({
 })
 # Megatron arguments of architectures megasolve cannot plan yet: key -> what is missing.
 UNPLANNABLE_KEYS = {
-    "hybrid_override_pattern": "Mamba-2 hybrid layers (MambaModel): megasolve has no Mamba-2 layer yet",
-    "hybrid_attention_ratio": "Mamba-2 hybrid layers (MambaModel): megasolve has no Mamba-2 layer yet",
-    "hybrid_mlp_ratio": "Mamba-2 hybrid layers (MambaModel): megasolve has no Mamba-2 layer yet",
+    "hybrid_attention_ratio": "layer ratios are not read: give the layers as hybrid_override_pattern",
+    "hybrid_mlp_ratio": "layer ratios are not read: give the layers as hybrid_override_pattern",
     "experimental_attention_variant": "linear-attention (gated DeltaNet) layers: megasolve has none yet",
     "linear_attention_freq": "linear-attention (gated DeltaNet) layers: megasolve has none yet",
 }
@@ -272,11 +273,25 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
                       qk_pos_emb_head_dim=_typed(args, "qk_pos_emb_head_dim", int, 64),
                       v_head_dim=_typed(args, "v_head_dim", int, 128))
     window, window_pattern = _window(args, num_layers)
+    pattern = _typed(args, "hybrid_override_pattern", str)
+    mamba = None
+    if pattern is not None:  # TC L1256-1270 defaults: state 128, head dim 64, 8 groups, heads = 2h / head dim
+        head_dim = _typed(args, "mamba_head_dim", int, 64)
+        mamba = MambaSpec(num_heads=_typed(args, "mamba_num_heads", int, 2 * h // head_dim), head_dim=head_dim,
+                          state_dim=_typed(args, "mamba_state_dim", int, 128),
+                          num_groups=_typed(args, "mamba_num_groups", int, 8))
+        if moe is not None:
+            moe = MoESpec(num_experts=moe.num_experts, top_k=moe.top_k,
+                          expert_ffn_hidden_size=moe.expert_ffn_hidden_size,
+                          shared_expert_ffn_hidden_size=moe.shared_expert_ffn_hidden_size,
+                          shared_expert_gate=moe.shared_expert_gate,
+                          layer_pattern=tuple(int(c == "E") for c in pattern))
     rotary = args.get("rotary_percent", 1.0)
     if isinstance(rotary, bool) or not isinstance(rotary, (int, float)):
         raise ConfigError(field="rotary_percent", value=repr(rotary), rule="must be a number in (0, 1]",
                           fix="e.g. 0.5")
     return ModelSpec(
+        hybrid_pattern=pattern, mamba=mamba,
         window_size=window, window_pattern=window_pattern, no_rope_pattern=_no_rope(args, num_layers),
         rotary_percent=float(rotary), softmax_type=_typed(args, "softmax_type", str, "vanilla"),
         qk_l2_norm=_typed(args, "qk_l2_norm", bool, False),
@@ -289,7 +304,8 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
         normalization=_typed(args, "normalization", str, "LayerNorm"),
         add_bias_linear=bias, add_qkv_bias=_typed(args, "add_qkv_bias", bool, False),
         qk_layernorm=_typed(args, "qk_layernorm", bool, False),
-        position_embedding_type=_typed(args, "position_embedding_type", str, "learned_absolute"),
+        position_embedding_type=_typed(args, "position_embedding_type", str,
+                                       "none" if pattern is not None else "learned_absolute"),  # MambaModel L76
         moe=moe, mla=mla, mtp_num_layers=_typed(args, "mtp_num_layers", int, 0) or 0,
         make_vocab_size_divisible_by=_typed(args, "make_vocab_size_divisible_by", int, 128),
         source=source)

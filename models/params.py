@@ -151,9 +151,47 @@ def moe_mlp_params(spec: ModelSpec, tp: int, ep: int, etp: int) -> RankParams:
                       replicated=replicated, expert=expert)
 
 
+def mamba_params(spec: ModelSpec, tp: int) -> RankParams:
+    """A Mamba-2 layer of a hybrid ``MambaModel`` on one TP rank (``ssm/mamba_mixer.py``, TE spec
+    ``models/mamba/mamba_layer_specs.py``: the layer norm is fused into ``in_proj``, a
+    ``TELayerNormColumnParallelLinear``, replicated). With ``d_i = nheads*headdim``, ``G`` groups,
+    state ``N``, conv kernel ``k``, all split over TP (``nheads % tp == 0`` and ``G % tp == 0``,
+    L243-255): ``in_proj`` ``h x (2 d_i + 2GN + nheads)`` (z, x, B, C, dt; no bias), depthwise
+    ``conv1d`` over ``x, B, C`` with bias ``(d_i + 2GN)(k + 1)``, ``dt_bias``, ``A_log``, ``D`` one
+    per head (``D_has_hdim=False``), the gated RMSNorm ``d_i``, ``out_proj`` ``d_i x h`` (no bias).
+
+    >>> from megasolve.models.spec import MambaSpec
+    >>> spec = ModelSpec(name="h", num_layers=1, hidden_size=4096, ffn_hidden_size=21504, num_attention_heads=32,
+    ...     num_query_groups=8, vocab_size=131072, swiglu=False, hybrid_pattern="M",
+    ...     mamba=MambaSpec(num_heads=128, head_dim=64, state_dim=128, num_groups=8))
+    >>> mamba_params(spec, 1).total  # 4096*18560 + 10240*5 + 3*128 + 8192 + 8192*4096 + 4096
+    109640064
+    """
+    m = spec.mamba
+    h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
+    _split(m.num_heads, tp, "mamba_num_heads", "--tp")
+    _split(m.num_groups, tp, "mamba_num_groups", "--tp")
+    d_i, gn = m.d_inner, m.num_groups * m.state_dim
+    sharded = h * (2 * d_i + 2 * gn + m.num_heads)  # in_proj
+    sharded += (d_i + 2 * gn) * (m.conv_kernel + 1)  # conv1d weight + bias
+    sharded += 3 * m.num_heads + d_i + d_i * h  # dt_bias, A_log, D; gated norm; out_proj
+    return RankParams(tp_sharded=_split(sharded, tp, "Mamba weights", "--tp"), replicated=ns * h)
+
+
 def layer_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int = 1) -> RankParams:
-    """Decoder layer ``layer`` (0-based; MoE or dense from the model's layer pattern) on one rank."""
+    """Decoder layer ``layer`` (0-based; MoE or dense from the model's layer pattern) on one rank.
+    A hybrid ``MambaModel`` layer is one block only (Mamba mixer, attention, MLP or MoE, each with
+    its own pre-norm: ``ssm/mamba_block.py`` L114-160)."""
+    kind = spec.layer_kind(layer)
+    if kind == "mamba":
+        return mamba_params(spec, tp)
+    if kind == "attention":
+        return attention_params(spec, tp)
+    if kind == "mlp":
+        return dense_mlp_params(spec, tp)
     mlp = moe_mlp_params(spec, tp, ep, etp) if spec.is_moe_layer(layer) else dense_mlp_params(spec, tp)
+    if kind == "moe":
+        return mlp
     return attention_params(spec, tp) + mlp
 
 

@@ -40,6 +40,25 @@ class MLASpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MambaSpec:
+    """Mamba-2 mixer of a hybrid ``MambaModel`` (``megatron/core/ssm/mamba_mixer.py`` L130-360,
+    TC ``mamba_state_dim`` / ``mamba_head_dim`` / ``mamba_num_groups`` / ``mamba_num_heads``)."""
+
+    num_heads: int  # nheads; d_inner = num_heads * head_dim
+    head_dim: int
+    state_dim: int  # d_state (N)
+    num_groups: int  # ngroups (G) of B and C
+    conv_kernel: int = 4  # d_conv
+
+    @property
+    def d_inner(self) -> int:
+        return self.num_heads * self.head_dim
+
+
+HYBRID_SYMBOLS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}  # mamba_hybrid_layer_allocation.py L25-32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
     """A decoder-only transformer, as Megatron-Core's ``GPTModel`` sees it.
 
@@ -88,6 +107,10 @@ class ModelSpec:
     # TE ``DotProductAttention.softmax_offset``, ``extensions/transformer_engine.py`` L2361-2369)
     softmax_type: str = "vanilla"
     qk_l2_norm: bool = False  # Llama 4's weightless QK L2 norm (TC ``qk_l2_norm``)
+    # ---- hybrid MambaModel (``--hybrid-override-pattern``): one symbol per layer, M Mamba-2 mixer,
+    # * attention, - MLP, E MoE (each its own layer with its own pre-norm); None = GPTModel
+    hybrid_pattern: str | None = None
+    mamba: MambaSpec | None = None
     # Parameters of a multimodal config's vision tower: counted in ``params_total``, not planned
     # (``models/vision.py``)
     vision_params: int = field(default=0, compare=False)
@@ -134,6 +157,7 @@ class ModelSpec:
             raise ConfigError(field="position_embedding_type", value=self.position_embedding_type,
                               rule="must be rope, learned_absolute or none", fix="pick one of them")
         self._check_attention_variants()
+        self._check_hybrid()
         if self.mtp_num_layers < 0:
             raise ConfigError(field="mtp_num_layers", value=self.mtp_num_layers,
                               rule="must be >= 0", fix="set 0 for no multi-token prediction")
@@ -186,6 +210,52 @@ class ModelSpec:
         if self.softmax_type not in ("vanilla", "off-by-one", "learnable"):
             raise ConfigError(field="softmax_type", value=self.softmax_type,
                               rule="must be vanilla, off-by-one or learnable (TC L170)", fix="pick one of them")
+
+    def _check_hybrid(self) -> None:
+        if self.hybrid_pattern is None:
+            return
+        bad = sorted(set(self.hybrid_pattern) - set(HYBRID_SYMBOLS))
+        if bad or len(self.hybrid_pattern) != self.num_layers:
+            raise ConfigError(field="hybrid_override_pattern", value=self.hybrid_pattern[:60],
+                              rule=f"must hold one of M * - E per layer ({self.num_layers}) "
+                                   "(mamba_hybrid_layer_allocation.py L82-83)",
+                              fix="write e.g. \"M-M*-\" with num_layers symbols")
+        if "M" in self.hybrid_pattern and self.mamba is None:
+            raise ConfigError(field="mamba_num_heads", value="missing", rule="Mamba layers need the mixer's sizes",
+                              fix="set mamba_num_heads, mamba_head_dim, mamba_state_dim, mamba_num_groups")
+        if self.mamba is not None:
+            m = self.mamba
+            for name, value in (("mamba_num_heads", m.num_heads), ("mamba_head_dim", m.head_dim),
+                                ("mamba_state_dim", m.state_dim), ("mamba_num_groups", m.num_groups),
+                                ("conv_kernel", m.conv_kernel)):
+                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                    raise ConfigError(field=name, value=value, rule="must be a positive integer", fix=f"set {name}")
+            if m.num_heads % m.num_groups:
+                raise ConfigError(field="mamba_num_groups", value=m.num_groups,
+                                  rule=f"must divide mamba_num_heads ({m.num_heads}) (mamba_mixer.py L255)",
+                                  fix="use a divisor of the head count")
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.hybrid_pattern is not None
+
+    def require_plannable(self) -> None:
+        """Hybrid Mamba-2 models are read and their per-rank parameters counted exactly, but the cost
+        model has no Mamba-2 terms yet (SSM state and conv activations, scan FLOPs, Mamba CP): planning
+        them is refused rather than costed as something else."""
+        if self.is_hybrid:
+            kinds = {k: self.hybrid_pattern.count(s) for s, k in HYBRID_SYMBOLS.items() if s in self.hybrid_pattern}
+            raise ConfigError(
+                field="--model", value=self.name,
+                rule=f"hybrid MambaModel ({', '.join(f'{n} {k}' for k, n in kinds.items())} layers): parameters are "
+                     "counted exactly but the memory and time of Mamba-2 layers are not modelled yet",
+                fix="no megasolve input can plan this model yet; the Python API models.params.stage_params gives "
+                    "its per-rank parameters")
+
+    def layer_kind(self, layer: int) -> str:
+        """``"mamba"``, ``"attention"``, ``"mlp"``, ``"moe"`` for a hybrid layer; ``"transformer"``
+        (attention + MLP or MoE) for a GPT layer."""
+        return HYBRID_SYMBOLS[self.hybrid_pattern[layer]] if self.hybrid_pattern is not None else "transformer"
 
     # ------------------------------------------------------------------ derived numbers
     def layer_window(self, layer: int) -> int | None:

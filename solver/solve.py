@@ -56,6 +56,7 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
           fixed: dict[str, Any] | None = None, time_limit_s: float | None = 30.0, engine: str = "cpsat",
           allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True) -> SolveResult:
     """Rank the ``top_k`` fastest layouts that obey Megatron's rules and fit in memory."""
+    spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp)
