@@ -97,7 +97,8 @@ NO_EFFECT = frozenset({
     "mrope_section", "keys_to_ignore_at_inference", "use_bfloat16", "chunk_size_feed_forward",
     "return_dict", "output_hidden_states", "output_attentions", "torchscript", "id2label", "label2id",
     "problem_type", "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
-    "n_ctx", "task_specific_params", "num_labels", "sliding_window_pattern", "no_rope_layer_interval",
+    "n_ctx", "task_specific_params", "num_labels", "sliding_window_pattern", "_sliding_window_pattern",
+    "no_rope_layer_interval",
     # Nemotron-H / Mamba-2 numerics and kernels (same parameters and FLOPs)
     "mamba_hidden_act", "time_step_min", "time_step_max", "time_step_limit", "time_step_floor", "time_step_rank",
     "chunk_size", "residual_in_fp32", "rescale_prenorm_residual", "use_mamba_kernels", "num_logits_to_keep",
@@ -333,7 +334,7 @@ def _window(cfg: dict[str, Any], model_type: str, layers: int, notes: list[str])
         if model_type == "gemma2":  # Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
             types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
         elif model_type == "gemma3_text":  # Gemma3DecoderLayer: bool((layer_idx + 1) % sliding_window_pattern)
-            period = cfg.get("sliding_window_pattern")
+            period = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern")  # transformers >= 4.53
             if period is None:
                 period = DOCUMENTED_DEFAULTS["gemma3_text"]["sliding_window_pattern"]
                 notes.append(f"sliding_window_pattern not set: transformers' default {period} "
