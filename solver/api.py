@@ -50,6 +50,7 @@ class LayoutReport:
             # cards count it and what the config reader could not model
             "model_params": model_params(self.spec),
             "ignored_features": list(self.spec.ignored_features),
+            "model_notes": list(self.spec.notes),  # defaults filled, readings chosen (also printed as notes)
             "cluster": {"gpu": self.cluster.gpu.name, "num_gpus": self.cluster.num_gpus,
                         "gpus_per_node": self.cluster.gpus_per_node, "nvlink_domain": self.cluster.nvlink_domain},
             "workload": {"seq_length": self.workload.seq_length, "global_batch_size": self.workload.global_batch_size,

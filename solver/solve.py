@@ -42,7 +42,8 @@ class SolveResult:
         if self.layouts:
             first = self.layouts[0].as_dict()
             out = {"model": first["model"], "model_params": first["model_params"],
-                   "ignored_features": first["ignored_features"], "cluster": first["cluster"],
+                   "ignored_features": first["ignored_features"], "model_notes": first["model_notes"],
+                   "cluster": first["cluster"],
                    "workload": first["workload"], **out}
         out["search"] = self.search
         if self.status in ("infeasible", "unknown"):

@@ -168,6 +168,7 @@ def test_estimate_json_shows_model_params_and_ignored_features(tmp_path):
     data = json.loads(result.stdout)
     assert data["model_params"]["params_total"] == 9_241_404_928  # 42 * (3584*(4096+2*2048) + 4096*3584 + 3*3584*14336 + 2*3584) + 256000*3584 + 3584
     assert data["ignored_features"] and data["ignored_features"][0].startswith("attn_logit_softcapping")
+    assert data["model_notes"] == ["ignored: " + data["ignored_features"][0]]
 
 
 def test_resolve_model_reads_a_nested_llama4_config(tmp_path):
