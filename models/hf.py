@@ -18,7 +18,7 @@ from typing import Any
 
 from megasolve.models.errors import ConfigError
 from megasolve.models.megatron_args import check_num_layers
-from megasolve.models.spec import MambaSpec, MLASpec, MoESpec, ModelSpec
+from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec
 from megasolve.models.vision import vision_params
 
 # model_type -> family. Families share field names and defaults.
@@ -27,7 +27,7 @@ MODEL_TYPES = {
     "gemma": "llama", "gemma2": "llama", "gemma3_text": "llama", "ernie4_5": "llama",
     "qwen2_5_vl": "llama", "qwen2_5_vl_text": "llama", "qwen2_vl": "llama", "qwen2_vl_text": "llama",
     "mixtral": "mixtral", "minimax_m2": "mixtral", "gpt_oss": "mixtral",
-    "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe",
+    "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe", "qwen3_next": "qwen_moe",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "glm4_moe": "deepseek",
     "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2", "nemotron_h": "nemotron_h",
 }
@@ -41,7 +41,7 @@ ARCHITECTURES = {
     "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
     "Glm4MoeForCausalLM": "glm4_moe", "GptOssForCausalLM": "gpt_oss", "MiniMaxM2ForCausalLM": "minimax_m2",
     "Ernie4_5_ForCausalLM": "ernie4_5", "Ernie4_5_MoeForCausalLM": "ernie4_5_moe",
-    "Llama4ForCausalLM": "llama4_text", "NemotronHForCausalLM": "nemotron_h",
+    "Llama4ForCausalLM": "llama4_text", "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
 }
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
@@ -49,8 +49,6 @@ NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"
 # Architectures megasolve cannot plan yet, with what is missing. Never point these at the Megatron
 # YAML input: it describes GPTModel stacks (attention + MLP/MoE layers) only.
 UNSUPPORTED = {
-    "qwen3_next": "gated-DeltaNet linear-attention layers interleaved with gated attention (layer_types): "
-                  "megasolve has no linear-attention layer yet",
     "qwen3_5": "gated-DeltaNet linear-attention layers (layer_types): megasolve has no linear-attention layer yet",
     "qwen3_5_moe": "gated-DeltaNet linear-attention layers (layer_types): megasolve has no linear-attention layer "
                    "yet",
@@ -63,7 +61,7 @@ UNSUPPORTED = {
     "mamba2": "a pure Mamba-2 model: megasolve has no Mamba-2 layer yet",
 }
 _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text")
-_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3_text", "deepseek_v2", "deepseek_v3", "kimi_k2")
+_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "deepseek_v2", "deepseek_v3", "kimi_k2")
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2", "ernie4_5", "ernie4_5_moe")
 # transformers' documented class defaults that released configs rely on (filled with a note).
 DOCUMENTED_DEFAULTS = {
@@ -257,7 +255,7 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         dense_only = set(dense_only)
         pattern = [int(i not in dense_only and (i + 1) % step == 0) for i in range(num_layers)]
         shared = _opt_int(cfg, "shared_expert_intermediate_size", model_type, 0) or 0
-        gate = model_type == "qwen2_moe" and shared > 0
+        gate = model_type in ("qwen2_moe", "qwen3_next") and shared > 0  # shared_expert_gate: Linear(h, 1)
         top_k = _int(cfg, "num_experts_per_tok", model_type)
     elif family == "deepseek":  # DeepSeek-V2/V3, Kimi-K2, GLM-4.5 (glm4_moe): first-k dense, shared experts
         experts = _opt_int(cfg, "n_routed_experts", model_type, 0)
@@ -525,7 +523,27 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         qk_norm = bool(cfg.get("use_qk_norm", False))
     if model_type == "minimax_m2" and dict.get(cfg, "qk_norm_type", "per_layer") != "per_layer":
         cfg.read.add("qk_norm_type")  # per-head norms: what is counted
-    window, window_pattern = _window(cfg, model_type, layers, notes)
+    linear, gdn = None, None
+    if model_type == "qwen3_next":  # Qwen3NextConfig: every full_attention_interval-th layer softmax attention
+        types = cfg.get("layer_types")
+        if types is None:
+            interval = _int(cfg, "full_attention_interval", model_type)
+            types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)]
+        else:
+            cfg.get("full_attention_interval")
+        if not isinstance(types, list) or len(types) != layers or set(types) - {"linear_attention", "full_attention"}:
+            raise ConfigError(field="layer_types", value=repr(types)[:60], rule=f"must list {layers} entries of "
+                              "linear_attention / full_attention", fix="pass the model's config.json unchanged")
+        cfg.read.add("layer_types")
+        linear = tuple(int(t == "linear_attention") for t in types)
+        gdn = GatedDeltaNetSpec(num_key_heads=_int(cfg, "linear_num_key_heads", model_type),
+                                key_head_dim=_int(cfg, "linear_key_head_dim", model_type),
+                                num_value_heads=_int(cfg, "linear_num_value_heads", model_type),
+                                value_head_dim=_int(cfg, "linear_value_head_dim", model_type),
+                                conv_kernel=_opt_int(cfg, "linear_conv_kernel_dim", model_type, 4) or 4)
+        window, window_pattern = None, None
+    else:
+        window, window_pattern = _window(cfg, model_type, layers, notes)
     chunk, chunk_pattern, no_rope, l2_norm = None, None, None, False
     if family == "llama4":
         chunk = _opt_int(cfg, "attention_chunk_size", model_type, None)
@@ -568,4 +586,5 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         window_size=window, window_pattern=window_pattern, attention_chunk_size=chunk, chunk_pattern=chunk_pattern,
         no_rope_pattern=no_rope, rotary_percent=_rotary_percent(cfg, head_dim or (hidden // heads)),
         softmax_type="learnable" if sinks else "vanilla", qk_l2_norm=l2_norm,
+        linear_attention_pattern=linear, gated_delta_net=gdn, attention_output_gate=model_type == "qwen3_next",
         source=source)

@@ -82,6 +82,8 @@ def attention_params(spec: ModelSpec, tp: int) -> RankParams:
             replicated += h  # row-parallel linear_proj bias
         if spec.qk_layernorm:
             replicated += 2 * ns * d
+        if spec.attention_output_gate:  # a second query-sized projection, the output gate (Qwen3-Next q_proj)
+            sharded += h * n * d
         if spec.softmax_type == "learnable":  # attention sinks: one logit per head, split over TP with
             sharded += n  # the heads (TE ``softmax_offset``; ``extensions/transformer_engine.py`` L2361-2369)
     else:
@@ -178,6 +180,27 @@ def mamba_params(spec: ModelSpec, tp: int) -> RankParams:
     return RankParams(tp_sharded=_split(sharded, tp, "Mamba weights", "--tp"), replicated=ns * h)
 
 
+def gated_delta_net_params(spec: ModelSpec, tp: int) -> RankParams:
+    """A gated-DeltaNet mixer with its input norm on one TP rank (transformers
+    ``Qwen3NextGatedDeltaNet``): ``in_proj_qkvz`` ``h x (2 K + 2 V)`` and ``in_proj_ba`` ``h x 2 n_v``
+    (no bias), a depthwise ``conv1d`` over q, k, v without bias ``(2K + V) x kernel``, ``dt_bias`` and
+    ``A_log`` one per value head, a gated RMSNorm over one value head ``d_v``, ``out_proj`` ``V x h``;
+    ``K = n_k d_k``, ``V = n_v d_v``. Heads split over TP; the norm over ``d_v`` is replicated.
+    Megatron-Core builds the same shapes (core 0.16.1 ``ssm/gated_delta_net.py``: one ``in_proj`` of
+    ``2K + 2V + 2 n_v`` outputs L146-158, ``conv1d`` with ``conv_bias=False`` L160-178, ``dt_bias`` /
+    ``A_log`` per local value head L180-200, ``out_norm`` over ``value_head_dim`` L202-207, ``out_proj``
+    L209); not checked against a built model (its layer spec needs Transformer Engine)."""
+    g = spec.gated_delta_net
+    h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
+    _split(g.num_key_heads, tp, "linear_num_key_heads", "--tp")
+    _split(g.num_value_heads, tp, "linear_num_value_heads", "--tp")
+    k, v = g.num_key_heads * g.key_head_dim, g.num_value_heads * g.value_head_dim
+    sharded = h * (2 * k + 2 * v) + h * 2 * g.num_value_heads + (2 * k + v) * g.conv_kernel
+    sharded += 2 * g.num_value_heads + v * h
+    return RankParams(tp_sharded=_split(sharded, tp, "gated DeltaNet weights", "--tp"),
+                      replicated=ns * h + g.value_head_dim)
+
+
 def layer_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int = 1) -> RankParams:
     """Decoder layer ``layer`` (0-based; MoE or dense from the model's layer pattern) on one rank.
     A hybrid ``MambaModel`` layer is one block only (Mamba mixer, attention, MLP or MoE, each with
@@ -192,6 +215,8 @@ def layer_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int = 1
     mlp = moe_mlp_params(spec, tp, ep, etp) if spec.is_moe_layer(layer) else dense_mlp_params(spec, tp)
     if kind == "moe":
         return mlp
+    if spec.linear_attention_pattern is not None and spec.linear_attention_pattern[layer]:
+        return gated_delta_net_params(spec, tp) + mlp
     return attention_params(spec, tp) + mlp
 
 

@@ -55,6 +55,18 @@ class MambaSpec:
         return self.num_heads * self.head_dim
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatedDeltaNetSpec:
+    """Gated DeltaNet linear attention (Qwen3-Next: transformers ``qwen3_next/modeling_qwen3_next.py``
+    ``Qwen3NextGatedDeltaNet``; Megatron-Core ``ssm/gated_delta_net``)."""
+
+    num_key_heads: int
+    key_head_dim: int
+    num_value_heads: int
+    value_head_dim: int
+    conv_kernel: int = 4
+
+
 HYBRID_SYMBOLS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}  # mamba_hybrid_layer_allocation.py L25-32
 
 
@@ -111,6 +123,12 @@ class ModelSpec:
     # * attention, - MLP, E MoE (each its own layer with its own pre-norm); None = GPTModel
     hybrid_pattern: str | None = None
     mamba: MambaSpec | None = None
+    # ---- linear attention in a GPT stack (Qwen3-Next): 1 = the layer's mixer is a gated DeltaNet,
+    # 0 = softmax attention; ``attention_output_gate``: the softmax layers gate their output with a
+    # sigmoid of a second query-sized projection (TC ``attention_output_gate``)
+    linear_attention_pattern: tuple[int, ...] | None = None
+    gated_delta_net: GatedDeltaNetSpec | None = None
+    attention_output_gate: bool = False
     # Parameters of a multimodal config's vision tower: counted in ``params_total``, not planned
     # (``models/vision.py``)
     vision_params: int = field(default=0, compare=False)
@@ -243,6 +261,14 @@ class ModelSpec:
         """Hybrid Mamba-2 models are read and their per-rank parameters counted exactly, but the cost
         model has no Mamba-2 terms yet (SSM state and conv activations, scan FLOPs, Mamba CP): planning
         them is refused rather than costed as something else."""
+        if self.linear_attention_pattern is not None and any(self.linear_attention_pattern):
+            raise ConfigError(
+                field="--model", value=self.name,
+                rule=f"gated-DeltaNet linear attention on {sum(self.linear_attention_pattern)} of {self.num_layers} "
+                     "layers: parameters are counted exactly but the memory and time of linear-attention layers "
+                     "are not modelled yet",
+                fix="no megasolve input can plan this model yet; the Python API models.params.stage_params gives "
+                    "its per-rank parameters")
         if self.is_hybrid:
             kinds = {k: self.hybrid_pattern.count(s) for s, k in HYBRID_SYMBOLS.items() if s in self.hybrid_pattern}
             raise ConfigError(

@@ -20,8 +20,9 @@ from megasolve.models.presets import preset_info, preset_names, resolve_model
 from conftest import DATA
 
 CONFIGS = DATA / "configs"
-REFUSED = {"qwen3-next-80b-a3b": "linear-attention"}
-COUNTED_NOT_PLANNED = {"nemotron-h-8b"}  # hybrid MambaModel: exact parameters, planning refused
+REFUSED: dict[str, str] = {}
+# hybrid MambaModel and gated-DeltaNet models: exact parameters, planning refused
+COUNTED_NOT_PLANNED = {"nemotron-h-8b": "Mamba-2 layers", "qwen3-next-80b-a3b": "linear-attention layers"}
 # The Kimi K2 report's 1.04T (arXiv 2507.20534) is 1.3 % above the released config's exact count
 # (1.026T, no MTP layer shipped: num_nextn_predict_layers 0); every other card is within 1 %.
 TOLERANCE = {"kimi-k2": 0.015}
@@ -42,8 +43,16 @@ def test_every_released_config_loads_or_is_refused_with_what_is_missing(path):
     spec = load(path.stem)
     assert stage_params(spec, Layout()) and model_params(spec)["params_total"] > 0
     if path.stem in COUNTED_NOT_PLANNED:
-        with pytest.raises(ConfigError, match="Mamba-2 layers are not modelled yet"):
+        with pytest.raises(ConfigError, match=f"{COUNTED_NOT_PLANNED[path.stem]} are not modelled yet"):
             spec.require_plannable()
+
+
+def test_qwen3_next_counts_gated_deltanet_and_gated_attention():
+    spec = load("qwen3-next-80b-a3b")
+    assert sum(spec.linear_attention_pattern) == 36 and spec.attention_output_gate
+    # 80B on the Qwen/Qwen3-Next-80B-A3B card; 79.67B counted (36 DeltaNet + 12 gated-attention layers,
+    # 512 experts + a gated shared expert on every layer)
+    assert model_params(spec)["params_total"] / 1e9 == pytest.approx(80.0, rel=0.01)
 
 
 def test_nemotron_h_is_read_as_megatron_core_builds_it():
