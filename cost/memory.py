@@ -437,10 +437,13 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
 
 def first_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
     """Per in-flight micro-batch on the first stage: int64 token ids (and position ids) and the
-    embedding dropout mask when dropout is on (section 3.7)."""
+    embedding dropout mask when dropout is on (section 3.7); with TP > 1 the vocab-parallel embedding
+    keeps the shifted ids (int64) and the out-of-range mask (bool) for its backward (``layers.py::
+    VocabParallelEmbedding.forward``; traced, case ``dense-gqa-tp2``: 9 B/token)."""
     T = shape.tokens(workload)
     delta = 1 if workload.hidden_dropout > 0 else 0
-    return 2 * 8 * T + delta * T * spec.hidden_size / shape.sigma
+    vocab_parallel = 9 * T if shape.tp > 1 else 0
+    return 2 * 8 * T + delta * T * spec.hidden_size / shape.sigma + vocab_parallel
 
 
 def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
@@ -462,14 +465,15 @@ def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
     >>> spec = load_preset("llama-3.1-8b")  # V = 128256 -> 128512 at t = 4
     >>> b = last_stage_extra_bytes(spec, Workload(seq_length=4096), ActivationShape(tp=4, cp=1, mbs=1,
     ...                            sequence_parallel=True))
-    >>> b == 4 * 4096 * 4096 / 4 + (4 + 2) * 4096 * 128512 / 4
+    >>> b == 4 * 4096 * 4096 / 4 + (4 + 2) * 4096 * 128512 / 4 + 9 * 4096
     True
     """
     T, t = shape.tokens(workload), shape.tp
     V = spec.padded_vocab_size(t)
     heads = 1 + spec.mtp_num_layers
     logits = heads * BF16 if workload.cross_entropy == "te" else heads * FP32 + BF16
-    return 4 * T * spec.hidden_size / shape.sigma + logits * T * V / t
+    targets = 9 * T * heads  # int64 masked targets + bool target mask per head (cross_entropy.py L187; traced)
+    return 4 * T * spec.hidden_size / shape.sigma + logits * T * V / t + targets
 
 
 def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, recompute: str,

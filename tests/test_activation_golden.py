@@ -31,13 +31,14 @@ Megatron-Core source that makes the difference; everything else must match to th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from megasolve.cost.memory import (ActivationShape, last_stage_extra_bytes, layer_activation_bytes,
-                                   mtp_activation_bytes)
+from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, last_stage_extra_bytes,
+                                   layer_activation_bytes, mtp_activation_bytes)
 from megasolve.models.layout import Workload
 from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
 
@@ -144,13 +145,13 @@ def test_model_extras_equal_final_norm_logits_loss_and_mtp(name):
     # last_stage_extra_bytes is a peak: the bf16 logits (2 B) live only while the loss runs
     expected = last_stage_extra_bytes(spec, workload, shape) - 2 * T * V / tp
     expected += local_norm_delta(c) * T / (tp if c["sequence_parallel"] else 1)  # the final norm
-    expected += 9 * T * heads  # the loss keeps the int64 masked targets and the bool target mask per head
     if not c["multi_latent_attention"]:
         expected += 4 * s * c["kv_channels"]  # the model's fp32 rotary table (MLA layers build their own)
     if c["hidden_dropout"]:
         expected += 2 * T * h  # embedding dropout mask (CPU bf16; first_stage_extra_bytes counts the bool)
-    if tp > 1:
-        expected += 9 * T  # VocabParallelEmbedding keeps the shifted ids (int64) and the out-of-range mask
+    if tp > 1:  # VocabParallelEmbedding keeps the shifted ids and the mask (first_stage_extra_bytes)
+        expected += first_stage_extra_bytes(spec, workload, shape) - first_stage_extra_bytes(
+            spec, workload, dataclasses.replace(shape, tp=1))
     if c["mtp_num_layers"]:
         layer = CASES[name]["layer_bytes"]  # the MTP depth's transformer layer, traced above
         formula_layer = layer_activation_bytes(spec, workload, shape, moe=spec.is_moe, recompute="none")

@@ -136,10 +136,12 @@ def test_full_recompute_pp1_activations_equal_reference_section3_closed_form(lla
     #   MLP       4*T*h/sigma + 2*T*(2 + 1)*F/t
     attn = 4 * T * h / sigma + 2 * T * 128 * (32 / t + 2 * 8 / t) + 2 * T * 32 * 128 / t + 4 * T * 32 / t
     mlp = 4 * T * h / sigma + 2 * T * 3 * 14336 / t
-    first = 2 * 8 * T  # section 3.7: int64 token and position ids, no dropout mask
+    # section 3.7: int64 token and position ids, no dropout mask; TP > 1: the vocab-parallel embedding
+    # keeps shifted ids + mask (9 B/token, traced)
+    first = 2 * 8 * T + 9 * T
     # section 3.7: final-LN in/out 4*T*h/sigma + fp32 logits kept by the cross entropy 4*T*V/t
-    # + one bf16 logits tensor 2*T*V/t
-    last = 4 * T * h / sigma + (4 + 2) * T * V / t
+    # + one bf16 logits tensor 2*T*V/t + the loss's int64 targets and bool mask (9 B/token, traced)
+    last = 4 * T * h / sigma + (4 + 2) * T * V / t + 9 * T
     expected = inputs + (attn + mlp) + first + last
     assert stage.activations_bytes == pytest.approx(expected, rel=CLOSED_FORM_TOLERANCE)
 
@@ -162,8 +164,10 @@ def test_llama3_70b_worked_example_per_layer_and_stage0(llama8b):
     stage0 = stage_memory(spec, Cluster.from_flags(num_gpus=64, gpu="h100"), workload, layout)[0]
     layers_gib = 4 * 20 * per_layer / GIB
     assert layers_gib == pytest.approx(21.0, rel=WORKED_EXAMPLE_TOLERANCE)
-    # the rest of stage 0's activations: 4 micro-batches of int64 token + position ids
-    assert stage0.activations_bytes == pytest.approx(4 * 20 * per_layer + 4 * 16 * 4096, rel=CLOSED_FORM_TOLERANCE)
+    # the rest of stage 0's activations: 4 micro-batches of int64 token + position ids, and (TP > 1) the
+    # vocab-parallel embedding's shifted ids + mask, 9 B/token
+    assert stage0.activations_bytes == pytest.approx(4 * 20 * per_layer + 4 * (16 + 9) * 4096,
+                                                     rel=CLOSED_FORM_TOLERANCE)
 
 
 def test_inflight_microbatches_follow_megatron_schedule():
@@ -197,8 +201,8 @@ def test_mtp_keeps_one_fp32_logits_copy_per_head():
     workload = Workload(seq_length=4096)
     shape = ActivationShape(tp=8, cp=1, mbs=1, sequence_parallel=True, etp=1)
     T, V, t = 4096, spec.padded_vocab_size(8), 8
-    # 4*T*h/sigma + (2 heads x 4 B fp32 + one 2 B bf16 tensor) * T * V/t
-    assert last_stage_extra_bytes(spec, workload, shape) == 4 * T * 7168 / 8 + (2 * 4 + 2) * T * V / t
+    # 4*T*h/sigma + (2 heads x 4 B fp32 + one 2 B bf16 tensor) * T * V/t + 9 B/token of targets per head
+    assert last_stage_extra_bytes(spec, workload, shape) == 4 * T * 7168 / 8 + (2 * 4 + 2) * T * V / t + 2 * 9 * T
 
 
 # ---------------------------------------------------------------------------- properties
