@@ -4,11 +4,12 @@ Variables: one Boolean per axis value (exactly one per axis), an integer index p
 table constraints, one integer per cost term (``AddAllowedAssignments`` over the term's few axes),
 one Boolean per pipeline row ``(pp, vpp, split, rc)`` channelled to the axis literals, and one
 Boolean per micro-batch count ``m``. Megatron's rules are allowed-assignment tables over their own
-axes. The canonical cost of ``tables.py`` is encoded exactly: per pipeline row, each stage slot's
-time, compute, DP traffic and optimizer time are linear forms of term variables (enforced by the
-row literal); ``m x max`` by one enforced equality per value of ``m``; the ceil-division by ``vpp``
-and the DP overlap by enforced linear inequalities; memory of every slot <= capacity by enforced
-linear inequalities per (row, class of ``m``). Nothing enumerates the Cartesian product.
+axes. Per pipeline row, each stage slot's time, compute, DP traffic and optimizer time are linear
+forms of term variables (``tables.py``, enforced by the row literal); they combine by
+``cost/combine.step`` itself, run in ``CpArith`` (products with ``m`` and ``vpp`` as enforced
+equalities per value, ceil-divisions by enforced linear inequalities, maxima by
+``AddMaxEquality``); memory of every slot (``combine.scaled_stage_memory``) <= capacity by
+enforced linear inequalities per (row, class of ``m``). Nothing enumerates the Cartesian product.
 
 With ``configs`` (``solve._solve_cpsat``), the model is restricted to the (configuration, vpp, rc)
 keys of ``bounds.py`` whose lower bound is below the current enumeration threshold: one more
@@ -28,7 +29,8 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from megasolve.solver.space import AXES, Point, SearchSpace, _fields_of
-from megasolve.solver.tables import OVERLAP_SCALE, CostTables, PipelineRow
+from megasolve.cost import combine
+from megasolve.solver.tables import CostTables, PipelineRow
 
 ROW_AXES = ("pp", "vpp", "split", "rc")
 
@@ -65,13 +67,93 @@ def _linear(form: list[tuple[int, str]], y: dict[str, cp_model.IntVar]):
     return cp_model.LinearExpr.weighted_sum([y[t] for _, t in form], [c for c, _ in form])
 
 
-def _scaled(*parts: tuple[int, list[tuple[int, str]]]) -> list[tuple[int, str]]:
-    """``sum(k * form)`` as one merged form."""
-    merged: dict[str, int] = {}
-    for k, form in parts:
-        for c, t in form:
-            merged[t] = merged.get(t, 0) + k * c
-    return [(c, t) for t, c in merged.items() if c]
+@dataclass(frozen=True)
+class Bounded:
+    """A linear expression of the model with known bounds (``CpArith``'s value type)."""
+
+    expr: Any
+    lo: int
+    hi: int
+
+    def __add__(self, other: Any) -> Bounded:
+        if isinstance(other, Bounded):
+            return Bounded(self.expr + other.expr, self.lo + other.lo, self.hi + other.hi)
+        return Bounded(self.expr + other, self.lo + other, self.hi + other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Bounded:
+        if isinstance(other, Bounded):
+            return Bounded(self.expr - other.expr, self.lo - other.hi, self.hi - other.lo)
+        return Bounded(self.expr - other, self.lo - other, self.hi - other)
+
+    def __mul__(self, k: int) -> Bounded:
+        lo, hi = sorted((k * self.lo, k * self.hi))
+        return Bounded(self.expr * k, lo, hi)
+
+    __rmul__ = __mul__
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An integer that takes ``values[i]`` when ``literals[i]`` holds (exactly one holds)."""
+
+    values: tuple[int, ...]
+    literals: tuple[Any, ...]
+
+    def __mul__(self, k: int) -> Choice:
+        return Choice(tuple(k * v for v in self.values), self.literals)
+
+    __rmul__ = __mul__
+
+
+class CpArith:
+    """``cost/combine.py``'s arithmetic over model expressions: every product with a ``Choice``,
+    ceil-division, ``pos`` and ``maximum`` becomes a new variable defined exactly by its constraints
+    (fully determined by the operands, so enumeration never sees two copies of one layout)."""
+
+    def __init__(self, model: cp_model.CpModel) -> None:
+        self.model = model
+        self._max: dict[tuple[int, ...], Bounded] = {}
+
+    @staticmethod
+    def var(v: cp_model.IntVar, lo: int, hi: int) -> Bounded:
+        return Bounded(v, lo, hi)
+
+    def mul(self, k: Any, x: Any) -> Any:
+        if not isinstance(k, Choice):
+            return k * x
+        if not isinstance(x, Bounded):
+            return k * x
+        products = [sorted((val * x.lo, val * x.hi)) for val in k.values]
+        r = self.model.NewIntVar(min(p[0] for p in products), max(p[1] for p in products), "")
+        for val, lit in zip(k.values, k.literals):
+            self.model.Add(r == val * x.expr).OnlyEnforceIf(lit)
+        return Bounded(r, min(p[0] for p in products), max(p[1] for p in products))
+
+    def ceil_div(self, x: Bounded, d: Any) -> Bounded:
+        divisors = list(zip(d.values, d.literals)) if isinstance(d, Choice) else [(d, None)]
+        lo = min(-(-x.lo // val) for val, _ in divisors)
+        hi = max(-(-x.hi // val) for val, _ in divisors)
+        e = self.model.NewIntVar(lo, hi, "")
+        for val, lit in divisors:
+            for ct in (self.model.Add(val * e >= x.expr), self.model.Add(val * e <= x.expr + val - 1)):
+                if lit is not None:
+                    ct.OnlyEnforceIf(lit)
+        return Bounded(e, lo, hi)
+
+    def pos(self, x: Bounded) -> Bounded:
+        p = self.model.NewIntVar(max(0, x.lo), max(0, x.hi), "")
+        self.model.AddMaxEquality(p, [x.expr, 0])
+        return Bounded(p, max(0, x.lo), max(0, x.hi))
+
+    def maximum(self, xs: list[Bounded]) -> Bounded:
+        key = tuple(id(x.expr) for x in xs)
+        if key not in self._max:
+            r = self.model.NewIntVar(max(x.lo for x in xs), max(x.hi for x in xs), "")
+            self.model.AddMaxEquality(r, [x.expr for x in xs])
+            self._max[key] = Bounded(r, max(x.lo for x in xs), max(x.hi for x in xs))
+        return self._max[key]
 
 
 def _equal(model: cp_model.CpModel, var, form: list[tuple[int, str]], y, guard) -> None:
@@ -244,8 +326,6 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
     grad = [model.NewIntVar(0, bounds["grad"][k], f"grad{k}") for k in range(num_slots)]
     param = [model.NewIntVar(0, bounds["param"][k], f"param{k}") for k in range(num_slots)]
     opt = [model.NewIntVar(0, bounds["opt"][k], f"opt{k}") for k in range(num_slots)]
-    exposed = [model.NewIntVar(0, bounds["grad"][k] + bounds["param"][k] + 2, f"exposed{k}")
-               for k in range(num_slots)]
     total = model.NewIntVar(0, total_hi, "sum_tau")
     excess = model.NewIntVar(0, 10**9, "excess") if memory == "excess" else None
     capacity = tables.capacity_mib
@@ -263,19 +343,15 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
             _equal(model, param[k], p_form, y, r)
             o_dense, o_expert = tables.param_form(row, slot, "o_")
             _equal(model, opt[k], o_dense + o_expert, y, r)
-            # memory: v*(fixed + other) + live*act + v*ceil(live/v)*first <= v*capacity, per class of m
-            fixed_form = tables.fixed_memory_form(row, slot)
-            act_form = tables.activation_form(slot)
+            # memory (combine.scaled_stage_memory) <= v*capacity, per class of m
             base_live = tables.live_units(row, slot, 10**9)
             small = [mv for mv in m_values if tables.live_units(row, slot, mv) < base_live]
             large = [mv for mv in m_values if mv not in small]
-            def fits(live: int):
-                form = _scaled((v, fixed_form), (live, act_form),
-                               (v * (-(-live // v)), [(1, "ma_first")] if slot.first else []))
-                lhs = _linear(form, y)
+            def fits(live: int, k=k):
+                lhs = _linear(tables.memory_form(row.pp, v, row.split, row.rc, k, live), y)
                 if excess is not None:
-                    return lhs - v * excess <= v * (capacity - other)
-                return lhs <= v * (capacity - other)
+                    return lhs - v * excess <= v * capacity
+                return lhs <= v * capacity
 
             for mv in small:
                 model.Add(fits(tables.live_units(row, slot, mv))).OnlyEnforceIf([r, m_lit[mv]])
@@ -286,24 +362,17 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
             for var in (tau[k], comp[k], grad[k], param[k], opt[k]):
                 model.Add(var == 0).OnlyEnforceIf(r)
 
-    # DP exposure per slot (tables.dp_exposed_us): e = ceil(max(0, 3*10^4*v*g - 2*ov*c) / (3*10^4*v)), exactly
-    ov = tables.overlap_pct
-    for k in range(num_slots):
-        halves = []
-        for comm, weight, bound in ((grad[k], 2, bounds["grad"][k]), (param[k], 1, bounds["param"][k])):
-            e = model.NewIntVar(0, bound + 1, f"e{weight}_{k}")
-            for v, lit in zip(domains["vpp"], lits["vpp"]):
-                scale = 3 * OVERLAP_SCALE * v
-                pos = model.NewIntVar(0, scale * (bound + 1), "")
-                model.AddMaxEquality(pos, [scale * comm - weight * ov * comp[k], 0])
-                model.Add(scale * e >= pos).OnlyEnforceIf(lit)
-                model.Add(scale * e <= pos + scale - 1).OnlyEnforceIf(lit)
-            halves.append(e)
-        model.Add(exposed[k] == halves[0] + halves[1])
-
-    t_max = model.NewIntVar(0, max(bounds["tau"]), "tau_max")
-    model.AddMaxEquality(t_max, tau)
-    pipe = model.NewIntVar(0, max(m_values) * max(bounds["tau"]) + total_hi, "pipeline")
+    # the combination of cost/combine.py, encoded: m and vpp are choices over their literals
+    ar = CpArith(model)
+    stages = [combine.StageCost(**{name: ar.var(var[k], 0, bounds[kind][k]) for name, var, kind in (
+        ("tau", tau, "tau"), ("compute", comp, "comp"), ("grad", grad, "grad"), ("param", param, "param"),
+        ("optimizer", opt, "opt"))}) for k in range(num_slots)]
+    t_max_e = ar.maximum([s.tau for s in stages])  # the same variable as combine.step's maximum
+    t_max = t_max_e.expr
+    step_e, pipe_e = combine.step(ar, stages, Choice(tuple(m_values), tuple(m_lit[mv] for mv in m_values)),
+                                  Choice(domains["vpp"], tuple(lits["vpp"])), tables.overlap_pct,
+                                  tables.overhead_us, total=ar.var(total, 0, total_hi))
+    pipe = pipe_e.expr
     # Redundant, row-independent bounds (they only tighten the relaxation): every layer runs on some
     # stage at least at its no-recompute cost, so sum(tau) >= the whole model's layer time, the slowest
     # stage carries at least 1/pp of it, and the average stage's static memory fits too.
@@ -359,20 +428,8 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
                   ).OnlyEnforceIf(lit)
         for mv, mlit in m_lit.items():
             model.Add(p * pipe >= mv * total).OnlyEnforceIf([lit, mlit])
-    q = model.NewIntVar(0, total_hi, "bubble_q")
-    for v, lit in zip(domains["vpp"], lits["vpp"]):
-        model.Add(v * q >= total - t_max).OnlyEnforceIf(lit)
-        model.Add(v * q <= total - t_max + v - 1).OnlyEnforceIf(lit)
-    for mv, lit in m_lit.items():
-        model.Add(pipe == mv * t_max + q).OnlyEnforceIf(lit)
-    dp_tail = model.NewIntVar(0, max(bounds["grad"]) + max(bounds["param"]) + 2, "dp_tail")
-    model.AddMaxEquality(dp_tail, exposed)
-    opt_max = model.NewIntVar(0, max(bounds["opt"]), "opt_max")
-    model.AddMaxEquality(opt_max, opt)
-    step_hi = max(m_values) * max(bounds["tau"]) + total_hi + max(bounds["grad"]) + max(bounds["param"]) \
-        + max(bounds["opt"]) + tables.overhead_us + 2
-    step = model.NewIntVar(0, step_hi, "step_us")
-    model.Add(step == pipe + dp_tail + opt_max + tables.overhead_us)
+    step = model.NewIntVar(max(0, step_e.lo), step_e.hi, "step_us")
+    model.Add(step == step_e.expr)
     if configs is not None:
         # Only these (configuration, vpp, rc) keys, each with a lower bound on its step (bounds.py):
         # CP-SAT drops a key as soon as the incumbent (or an enumeration bound) is below its bound.

@@ -1,15 +1,15 @@
-"""The cost model of ``cost/`` as integer term tables over small groups of axes, plus the one
-integer combination of those terms that both search engines use.
+"""The cost model of ``cost/`` as integer term tables over small groups of axes, and the per-stage
+linear forms over those terms.
 
 Every term is a pure function of a few axes (e.g. a dense layer's time of ``(tp, cp, mbs, sp,
 selective)``), evaluated by the functions in ``cost/`` and quantised once (``quantise_s``: whole
 microseconds; ``quantise_bytes``: MiB rounded *up*, so a layout never looks smaller than it is).
 The pipeline structure -- which layers sit on which stage, recomputed or not, in-flight
-micro-batches -- comes from ``PipelineRow``s over ``(pp, vpp, split, rc)``. A layout's canonical
-cost is a fixed integer combination of ``row coefficients x term values``: sums, ``m x max``,
-ceil-divisions by ``vpp`` and maxima over stages. ``exhaustive.py`` evaluates it in Python;
-``cpsat.py`` encodes exactly the same combination as linear constraints, so both engines agree to
-the microsecond. It mirrors ``cost/step.py`` and ``cost/memory.py`` up to the quantisation.
+micro-batches -- comes from ``PipelineRow``s over ``(pp, vpp, split, rc)``; per stage slot,
+``compiled`` gives the linear forms (time, compute, DP traffic, optimizer, memory) and
+``memory_form`` the scaled stage memory. How the slots' values combine into a step and a memory
+check is ``cost/combine.py``'s alone: ``evaluate`` runs it in integer arithmetic (the oracle),
+``cpsat.py`` encodes it, ``bounds.py`` relaxes it, and ``estimate`` runs it in floats.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
@@ -34,7 +35,6 @@ from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
 BF16_PIECES = ("embedding", "output1", "outputN")  # no FP8 weight copy (memory.bf16_weights)
-OVERLAP_SCALE = 10_000  # the DP overlap fraction in parts per 10^4
 
 
 def quantise_s(seconds: float) -> int:
@@ -92,7 +92,7 @@ class CostTables:
     def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> None:
         self.spec, self.cluster, self.workload = spec, cluster, workload
         cal = calibration()
-        self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * OVERLAP_SCALE))
+        self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * combine.OVERLAP_SCALE))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
         self.capacity_mib = int(cluster.gpu.usable_memory_bytes // MIB)
@@ -170,6 +170,9 @@ class CostTables:
 
         def add(name: str, axes: tuple[str, ...], fn: Callable[..., int]) -> None:
             terms.append(Term(name, axes, fn))
+
+        # ---- memory outside the caching allocator (MiB): a constant of the cluster
+        add("other", (), lambda: self.other_mib)
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
@@ -366,7 +369,18 @@ class CostTables:
             form.append((1, "ma_last"))
             if slot.mtp:
                 form.append((1, "ma_mtp"))
-        return form
+        return form + [(1, "other")]
+
+    @functools.cache
+    def memory_form(self, pp: int, vpp: int, split: tuple, rc: tuple, index: int, live: int) -> tuple:
+        """``combine.scaled_stage_memory`` of slot ``index`` of a row with ``live`` chunk-units in
+        flight, as ``((coefficient, term), ...)``: the slot fits iff its value is ``<= vpp * capacity``."""
+        row = self.row(pp, vpp, split, rc)
+        slot = row.slots[index]
+        first = combine.LinearForm.of([(1, "ma_first")]) if slot.first else 0
+        form = combine.scaled_stage_memory(combine.LinearForm.of(self.fixed_memory_form(row, slot)),
+                                           combine.LinearForm.of(self.activation_form(slot)), first, live, vpp)
+        return tuple(form.pairs())
 
     def live_units(self, row: PipelineRow, slot: Slot, m: int) -> int:
         """Chunk-units of activations in flight (``inflight x vpp``, an integer)."""
@@ -387,7 +401,8 @@ class CostTables:
         return row, tuple(out)
 
     def evaluate(self, point: Point) -> "Canonical":
-        """The integer cost of a point: step (us), per-slot memory check, peak memory."""
+        """The integer cost of a point (``combine`` in integer arithmetic): step (us), per-slot memory
+        check, peak memory (MiB)."""
         wl = self.workload
         m = wl.global_batch_size // (point["mbs"] * point["dp"])
         row, slots = self.compiled(point["pp"], point["vpp"], point["split"], point["rc"])
@@ -404,23 +419,15 @@ class CostTables:
             return total
 
         v = row.vpp
-        taus, dp_tail, opt, fits, peak = [], 0, 0, True, 0.0
-        for slot, t_form, c_form, g_form, p_form, o_form, fixed_form, act_form in slots:
-            tau = form_value(t_form)
-            compute = form_value(c_form)
-            taus.append((tau, slot.multiplicity))
-            exposed = dp_exposed_us(form_value(g_form), form_value(p_form), compute, v, self.overlap_pct)
-            dp_tail = max(dp_tail, exposed)
-            opt = max(opt, form_value(o_form))
-            live = self.live_units(row, slot, m)
-            first = slot.first * math.ceil(live / v) * v * form_value(((1, "ma_first"),))
-            scaled = v * (form_value(fixed_form) + self.other_mib) + live * form_value(act_form) + first
+        costs, fits, peak = [], True, 0.0
+        for index, (slot, t_form, c_form, g_form, p_form, o_form, _, _) in enumerate(slots):
+            costs.append(combine.StageCost(tau=form_value(t_form), compute=form_value(c_form),
+                                           grad=form_value(g_form), param=form_value(p_form),
+                                           optimizer=form_value(o_form), multiplicity=slot.multiplicity))
+            scaled = form_value(self.memory_form(row.pp, v, row.split, row.rc, index, self.live_units(row, slot, m)))
             fits = fits and scaled <= v * self.capacity_mib
             peak = max(peak, scaled / v)
-        t_max = max(t for t, _ in taus)
-        total = sum(t * k for t, k in taus)
-        pipeline = m * t_max + ceil_div(total - t_max, v)
-        step = pipeline + dp_tail + opt + self.overhead_us
+        step, _ = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us)
         return Canonical(step_us=step, fits=fits, peak_mib=peak)
 
 
@@ -431,18 +438,7 @@ class Canonical:
     peak_mib: float
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def dp_exposed_us(grad_us: int, param_us: int, compute_us: int, vpp: int, overlap_pct: int) -> int:
-    """``max(0, grad - 2/3 w) + max(0, param - 1/3 w)`` with ``w = overlap * compute / vpp`` (step.py),
-    in exact integer arithmetic (``overlap_pct`` = overlap x 10^4): both terms scaled by
-    ``3 * 10^4 * vpp``, then ceil-divided back."""
-    scale = 3 * OVERLAP_SCALE * vpp  # scale * (2/3) * (ov / 10^4) * c / v = 2 * ov * c
-    first = max(0, scale * grad_us - 2 * overlap_pct * compute_us)
-    second = max(0, scale * param_us - overlap_pct * compute_us)
-    return ceil_div(first, scale) + ceil_div(second, scale)
+ceil_div = combine.INTEGER.ceil_div
 
 
 def _one_layer(prefix: str, dense: int, moe: int) -> list[tuple[int, str]]:
