@@ -29,6 +29,23 @@ def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
     return fixed
 
 
+def parse_headroom(text: str | None):
+    """``--min-headroom``: ``10%`` (of usable memory), ``8`` or ``8GB`` (10^9 bytes), ``0`` (none);
+    None: the default (``solver.solve.DEFAULT_MIN_HEADROOM``)."""
+    from megasolve.solver.solve import DEFAULT_MIN_HEADROOM, Headroom
+
+    if text is None:
+        return DEFAULT_MIN_HEADROOM
+    raw = text.strip().lower().replace(" ", "")
+    try:
+        if raw.endswith("%"):
+            return Headroom(fraction=float(raw[:-1]) / 100)
+        return Headroom(gb=float(raw[:-2] if raw.endswith("gb") else raw))
+    except ValueError:
+        raise MegasolveError(field="--min-headroom", value=text, rule="must be a percentage or GB",
+                             fix="e.g. --min-headroom 10% or --min-headroom 8GB") from None
+
+
 @register
 @click.command("solve", epilog="Examples:\n\n\b\n"
                "  megasolve --model deepseek-v3-lite --gpus 64 --gpu a100-80g\n"
@@ -49,12 +66,19 @@ def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--engine", type=click.Choice(["cpsat", "exhaustive"]), default="cpsat", show_default=True,
               help="CP-SAT, or the brute-force oracle (for verification).")
 @click.option("--allow-cross-domain-tp", is_flag=True, help="Allow TP groups that leave an NVLink domain.")
+@click.option("--min-headroom", "min_headroom", metavar="PCT%|GB", default=None,
+              help="Memory every stage must leave free: 10% of usable memory by default (the memory model's "
+                   "measured error); 8GB for an absolute margin, 0 for none. If nothing fits with it, the "
+                   "layouts that fit without it are shown marked tight.")
+@click.option("--require", "requires", multiple=True, metavar="EXPR",
+              help='A team rule over the layout axes (repeatable), e.g. "tp*cp <= 8", "ep >= 8", '
+                   '"cp > 1 -> tp > 1 and sp".')
 @format_option("megatron", "bridge", "nemo", "verl")
 @plot_option("Draw the per-stage memory of layout #1 against the GPU's usable capacity.")
 @report_option
 def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file,
                   top_k: int, fix: tuple[str, ...], time_limit: float, engine: str,
-                  allow_cross_domain_tp: bool, fmt: str, plot_path: str | None, report_path: str | None,
+                  allow_cross_domain_tp: bool, min_headroom: str | None, requires: tuple[str, ...], fmt: str, plot_path: str | None, report_path: str | None,
                   **workload) -> None:
     """Rank the fastest Megatron layouts that fit, with memory and time breakdowns.
 
@@ -65,12 +89,14 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
     from megasolve.solver.solve import solve
 
     _check_extras(plot_path, report_path)
+    headroom = parse_headroom(min_headroom)
     resolved, cluster, workload = load_inputs(
         model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
         nic_gbps=nic_gbps, cluster_file=cluster_file, **workload)
     with render.status(f"searching layouts for {resolved.spec.name} on {cluster.num_gpus} x {cluster.gpu.name}"):
         result = solve(resolved.spec, cluster, workload, top_k=top_k, fixed=parse_fix(fix), time_limit_s=time_limit,
-                       engine=engine, allow_cross_domain_tp=allow_cross_domain_tp)
+                       engine=engine, allow_cross_domain_tp=allow_cross_domain_tp, min_headroom=headroom,
+                       requires=requires)
     data = result.as_dict()
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))
@@ -123,8 +149,30 @@ def why_line(data: dict) -> str:
     parts.append(f"compute {t['breakdown_s']['compute'] / t['step_s']:.0%} of the step; largest overhead "
                  f"{worst.replace('_', ' ')} {breakdown[worst] / t['step_s']:.0%}")
     headroom = best["memory"]["capacity_gb"] - best["memory"]["peak_gb"]
-    parts.append(f"{headroom:.1f} GB headroom on its peak stage")
+    required = data["search"].get("min_headroom_gb", 0.0)
+    if best.get("tight"):
+        parts.append(f"only {headroom:.1f} GB headroom on its peak stage, less than the {required:.1f} GB asked "
+                     "(TIGHT: nothing leaves the margin; it may run out of memory)")
+    else:
+        parts.append(f"{headroom:.1f} GB headroom on its peak stage (>= {required:.1f} GB required)")
     return "; ".join(parts)
+
+
+def equivalent_label(entry: dict) -> str:
+    """`` (= cp2 dp32 mbs4)``: the values in which each other spelling of the plan differs."""
+    spellings = []
+    mine = entry["layout"]
+    for other in entry.get("equivalent_layouts", []):
+        differ = [f"{axis}{other[axis]}" for axis in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs")
+                  if other[axis] != mine[axis]]
+        if other["sequence_parallel"] != mine["sequence_parallel"]:
+            differ.append("sp" if other["sequence_parallel"] else "no-sp")
+        ours = set(render.layout_label(mine).split())
+        differ += [part for part in render.layout_label(other).split() if part not in ours
+                   and not any(part.startswith(axis) and part[len(axis):].isdigit()
+                               for axis in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs"))]
+        spellings.append(" ".join(differ) or "same flags")
+    return f" (= {'; '.join(spellings)})" if spellings else ""
 
 
 def print_solve(data: dict, model: str, cluster, workload) -> None:
@@ -144,7 +192,8 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
         mem, t = entry["memory"], entry["time"]
         comm = {k: v for k, v in t["breakdown_s"].items() if k.endswith("_comm")}
         top = max(comm, key=comm.get)
-        label = render.layout_label(entry["layout"]) + (" sp" if entry["layout"]["sequence_parallel"] else "")
+        label = render.layout_label(entry["layout"]) + (" sp" if entry["layout"]["sequence_parallel"] else "") \
+            + equivalent_label(entry) + (" TIGHT" if entry.get("tight") else "")
         table.add_row(str(entry["rank"]), label, f"{mem['peak_gb']:.1f}", f"{mem['capacity_gb'] - mem['peak_gb']:.1f}",
                       f"{t['step_s']:.3f}", f"{t['tokens_per_s_per_gpu']:.0f}", f"{t['mfu']:.1%}",
                       f"{t['bubble_fraction']:.1%}", f"{top.replace('_comm', '')} {comm[top] / t['step_s']:.0%}")

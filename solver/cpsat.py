@@ -469,7 +469,7 @@ def build_restricted(space: SearchSpace, tables: CostTables, rows: list[Pipeline
     for i, axis in enumerate(GROUP_AXES):
         used = {key[i] for key in keys}
         domains[axis] = tuple(v for v in space.domains[axis] if v in used)
-    sub = SearchSpace(ctx=space.ctx, domains=domains)
+    sub = SearchSpace(ctx=space.ctx, domains=domains, requires=space.requires)
     sub_rows = [row for row in rows if row.pp in domains["pp"] and row.vpp in domains["vpp"]
                 and row.rc in domains["rc"] and row.split in domains["split"]]
     if not sub_rows:

@@ -82,6 +82,7 @@ class SearchSpace:
 
     ctx: RuleContext
     domains: dict[str, tuple[Any, ...]]
+    requires: tuple[Rule, ...] = ()  # the user's --require rules (require.py)
 
     @property
     def size(self) -> int:
@@ -94,7 +95,10 @@ class SearchSpace:
     def rules(self) -> list[tuple[Rule, tuple[str, ...]]]:
         """Rules that involve at least one axis, with the axes they read: Megatron's rules, then the
         space's canonical-form rules (one spelling per distinct Megatron configuration)."""
-        return [(rule, rule_axes(rule)) for rule in RULES + canonical_rules(self.ctx.spec) if rule.axes]
+        return [(rule, rule_axes(rule)) for rule in self._all_rules() if rule.axes]
+
+    def _all_rules(self) -> tuple[Rule, ...]:
+        return tuple(RULES) + canonical_rules(self.ctx.spec) + self.requires
 
     def allowed(self, rule: Rule, axes: tuple[str, ...]) -> list[tuple[Any, ...]]:
         """Tuples of ``axes`` values that obey ``rule`` (the rule's allowed-assignment table)."""
@@ -107,7 +111,7 @@ class SearchSpace:
 
     def legal(self, point: Point) -> bool:
         fields = point_fields(point)
-        return all(rule.check(self.ctx, fields) for rule in RULES + canonical_rules(self.ctx.spec))
+        return all(rule.check(self.ctx, fields) for rule in self._all_rules())
 
 
 @functools.cache
@@ -208,8 +212,12 @@ def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple
 
 def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed: dict[str, Any] | None = None,
                 allow_cross_domain_tp: bool = False, uneven_splits: bool = True,
-                block_recompute: Iterable[int] = BLOCK_RECOMPUTE) -> SearchSpace:
-    """Candidate values per axis for ``spec`` on ``cluster`` (``fixed``: ``--fix`` pins, Layout field names)."""
+                block_recompute: Iterable[int] = BLOCK_RECOMPUTE, requires: Iterable[str] = ()) -> SearchSpace:
+    """Candidate values per axis for ``spec`` on ``cluster`` (``fixed``: ``--fix`` pins, Layout field names;
+    ``requires``: ``--require`` expressions, compiled into rules by ``require.py``)."""
+    from megasolve.solver.require import compile_requirements
+
+    extra = compile_requirements(tuple(requires))
     fixed = dict(fixed or {})
     unknown = set(fixed) - set(FIX_NAMES)
     if unknown:
@@ -282,15 +290,17 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     if workload.attention == "flash" and fixed.get("recompute") != "selective":
         domains["rc"] = tuple(r for r in domains["rc"] if r[0] != "selective")
     # single-axis rules prune each domain once
-    for rule, axes in ((r, a) for r, a in SearchSpace(ctx=ctx, domains=domains).rules() if len(a) == 1):
+    for rule, axes in ((r, a) for r, a in SearchSpace(ctx=ctx, domains=domains, requires=extra).rules()
+                       if len(a) == 1):
         axis = axes[0]
         domains[axis] = tuple(v for v in domains[axis] if rule.check(ctx, _fields_of({axis: v})))
     for axis in AXES:
         if not domains[axis]:
             raise MegasolveError(field="--fix" if _fixed_axis(axis, fixed) else axis, value=_fixed_value(axis, fixed),
-                                 rule=f"no value of {axis} is allowed by Megatron's rules for this model/cluster",
+                                 rule=f"no value of {axis} is allowed by Megatron's rules (and --require) "
+                                      "for this model/cluster",
                                  fix="relax --fix or change the cluster")
-    return SearchSpace(ctx=ctx, domains={a: domains[a] for a in AXES})
+    return SearchSpace(ctx=ctx, domains={a: domains[a] for a in AXES}, requires=extra)
 
 
 def _fixed_axis(axis: str, fixed: dict[str, Any]) -> bool:

@@ -89,13 +89,15 @@ class PipelineRow:
 class CostTables:
     """Integer term tables for one (model, cluster, workload), filled lazily and cached."""
 
-    def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> None:
+    def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, headroom_bytes: float = 0.0) -> None:
+        """``headroom_bytes``: memory every stage must leave free (``solve``'s ``--min-headroom``)."""
         self.spec, self.cluster, self.workload = spec, cluster, workload
+        self.headroom_bytes = headroom_bytes
         cal = calibration()
         self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * combine.OVERLAP_SCALE))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
-        self.capacity_mib = int(cluster.gpu.usable_memory_bytes // MIB)
+        self.capacity_mib = int(max(0.0, cluster.gpu.usable_memory_bytes - headroom_bytes) // MIB)
         self.mtp_moe = spec.mtp_num_layers > 0 and spec.is_moe_layer(spec.num_layers - 1)
         self.terms: dict[str, Term] = {t.name: t for t in self._define_terms()}
         self._cache: dict[str, dict[tuple, int]] = {name: {} for name in self.terms}
@@ -427,8 +429,10 @@ class CostTables:
             scaled = form_value(self.memory_form(row.pp, v, row.split, row.rc, index, self.live_units(row, slot, m)))
             fits = fits and scaled <= v * self.capacity_mib
             peak = max(peak, scaled / v)
-        step, _ = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us)
-        return Canonical(step_us=step, fits=fits, peak_mib=peak)
+        step, pipeline = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us)
+        slowest = max(costs, key=lambda c: c.tau)
+        return Canonical(step_us=step, fits=fits, peak_mib=peak,
+                         parts=(pipeline, slowest.tau, slowest.compute, max(c.optimizer for c in costs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,6 +440,7 @@ class Canonical:
     step_us: int
     fits: bool
     peak_mib: float
+    parts: tuple[int, ...] = ()  # pipeline, slowest stage's tau and compute, optimizer (us): plan identity
 
 
 ceil_div = combine.INTEGER.ceil_div
