@@ -8,25 +8,55 @@ from typing import Any
 import click
 
 from megasolve.cli import render
-from megasolve.cli.main import register
+from megasolve.cli.app import register
 from megasolve.cli.options import cluster_options, format_option, load_inputs, model_option, workload_options
 from megasolve.cli.plot import plot_option
 from megasolve.cli.report import report_option
 from megasolve.models.errors import MegasolveError
 
 
+FIX_INTS = ("tp", "pp", "vpp", "cp", "dp", "ep", "etp", "mbs")
+FIX_OPTIONAL_INTS = ("recompute_num_layers", "first_stage_layers", "last_stage_layers")  # or "none"
+FIX_BOOLS = ("sp", "sequence_parallel", "dop", "distributed_optimizer")
+
+
 def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
-    """``--fix tp=4 --fix recompute=full`` -> {"tp": "4", "recompute": "full"}."""
+    """``--fix tp=4 --fix recompute=full --fix sp=true`` -> {"tp": 4, "recompute": "full", "sp": True}:
+    the text typed by axis (the solver checks the names and the values' ranges).
+
+    >>> parse_fix(("tp=4", "first_stage_layers=none", "dop=yes"))
+    {'tp': 4, 'first_stage_layers': None, 'dop': True}
+    """
     fixed: dict[str, Any] = {}
     for item in values:
         if "=" not in item:
             raise MegasolveError(field="--fix", value=item, rule="must be AXIS=VALUE", fix="e.g. --fix tp=4")
         key, value = item.split("=", 1)
-        key = key.strip().replace("-", "_")
-        if not key or not value.strip():
+        key, value = key.strip().replace("-", "_"), value.strip()
+        if not key or not value:
             raise MegasolveError(field="--fix", value=item, rule="must be AXIS=VALUE", fix="e.g. --fix pp=8")
-        fixed[key] = value.strip()
+        fixed[key] = _fix_value(key, value)
     return fixed
+
+
+def _fix_value(key: str, text: str) -> Any:
+    if key in FIX_OPTIONAL_INTS and text.lower() == "none":
+        return None
+    if key in FIX_INTS + FIX_OPTIONAL_INTS:
+        try:
+            return int(text)
+        except ValueError:
+            raise MegasolveError(field="--fix", value=f"{key}={text}", rule="must be an integer",
+                                 fix=f"e.g. --fix {key}=2") from None
+    if key in FIX_BOOLS:
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise MegasolveError(field="--fix", value=f"{key}={text}", rule="must be true or false",
+                             fix=f"e.g. --fix {key}=true")
+    return text  # recompute kind, or a name the solver rejects with the list of axes
 
 
 def parse_headroom(text: str | None):

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
+from megasolve.solver.plans import cover_us, group_plans
 from megasolve.solver.space import AXES, Point, SearchSpace
 from megasolve.solver.tables import Canonical, CostTables
 
@@ -68,8 +69,6 @@ class ExhaustiveResult:
 
 def solve_exhaustive(space: SearchSpace, tables: CostTables, top_k: int) -> ExhaustiveResult:
     """The ``top_k`` distinct plans (``plans.group_plans``), every spelling of each, best first."""
-    from megasolve.solver.plans import cover_us, group_plans
-
     start = time.perf_counter()
     best: list[Ranked] = []
     num_legal = num_fit = 0

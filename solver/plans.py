@@ -11,7 +11,14 @@ dimensions), followed by the others (``= cp2 dp32 mbs4``).
 
 from __future__ import annotations
 
-from megasolve.solver.exhaustive import Ranked
+from typing import Any, Protocol
+
+
+class Ranked(Protocol):
+    """A costed layout (``exhaustive.Ranked``): ``cost`` (``tables.Canonical``) and rank ``order``."""
+
+    cost: Any
+    order: tuple
 
 PLAN_TOLERANCE = 1e-3  # 0.1 %: the issue's "equal within 0.1 %", well below the speed model's error
 

@@ -268,7 +268,7 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     if "recompute" in fixed or "recompute_num_layers" in fixed:
         kind = fixed.get("recompute")
         layers = fixed.get("recompute_num_layers")
-        layers = None if layers in (None, "none", "None") else _as_int("recompute_num_layers", layers)
+        layers = _opt_int("recompute_num_layers", layers)
         if kind is not None and kind not in ("none", "selective", "full"):
             raise MegasolveError(field="--fix", value=f"recompute={kind}", rule="must be none, selective or full",
                                  fix="e.g. --fix recompute=full")
@@ -314,27 +314,21 @@ def _fixed_value(axis: str, fixed: dict[str, Any]) -> Any:
 
 
 def _as_int(name: str, value: Any) -> int:
-    try:
-        number = int(str(value))
-    except ValueError:
+    """A ``--fix`` value that must be a positive integer (``cli.solve_cmd.parse_fix`` turns text into it)."""
+    if isinstance(value, bool) or not isinstance(value, int):
         raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be an integer",
-                             fix=f"e.g. --fix {name}=2") from None
-    if number <= 0:
+                             fix=f"e.g. --fix {name}=2")
+    if value <= 0:
         raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be >= 1", fix=f"e.g. --fix {name}=2")
-    return number
+    return value
 
 
 def _opt_int(name: str, value: Any) -> int | None:
-    if value in (None, "none", "None"):
-        return None
-    return _as_int(name, value)
+    return None if value is None else _as_int(name, value)
 
 
 def _as_bool(name: str, value: Any) -> bool:
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be true or false",
-                         fix=f"e.g. --fix {name}=true")
+    if not isinstance(value, bool):
+        raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be true or false",
+                             fix=f"e.g. --fix {name}=true")
+    return value
