@@ -17,7 +17,7 @@ from megasolve.models.errors import MegasolveError
 
 FIX_INTS = ("tp", "pp", "vpp", "cp", "dp", "ep", "etp", "mbs")
 FIX_OPTIONAL_INTS = ("recompute_num_layers", "first_stage_layers", "last_stage_layers")  # or "none"
-FIX_BOOLS = ("sp", "sequence_parallel", "dop", "distributed_optimizer")
+FIX_BOOLS = ("sp", "sequence_parallel", "dop", "distributed_optimizer", "fsdp")
 
 
 def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def parse_headroom(text: str | None):
               help="How many layouts to rank.")
 @click.option("--fix", "fix", multiple=True, metavar="AXIS=VALUE",
               help="Pin an axis (repeatable): tp, pp, vpp, cp, dp, ep, etp, mbs, sequence_parallel, recompute, "
-                   "recompute_num_layers, distributed_optimizer, first_stage_layers, last_stage_layers.")
+                   "recompute_num_layers, distributed_optimizer, fsdp, first_stage_layers, last_stage_layers.")
 @click.option("--time-limit", type=click.FloatRange(0.1, 86400), default=60.0, show_default=True,
               help="Seconds for the search; when it runs out the best layouts found so far are returned, "
                    "marked as not proven optimal.")

@@ -81,14 +81,43 @@ class StageCost:
     grad: Any
     param: Any
     optimizer: Any
+    fsdp: Any = 0  # Megatron-FSDP gathers + reduce-scatters per micro-batch (0 without it)
     multiplicity: int = 1
 
 
-def stage_sum(stages: Sequence[StageCost]) -> Any:
+def fsdp_exposed(ar: Any, traffic: Any, compute: Any, overlap: Any) -> Any:
+    """Megatron-FSDP's per-micro-batch traffic not hidden behind that micro-batch's compute
+    (prefetch on separate streams, ``megatron_fsdp.md``): ``max(0, traffic - overlap * compute)``,
+    ``overlap`` in parts per ``OVERLAP_SCALE`` (``calibration: fsdp_overlap_fraction``).
+
+    >>> fsdp_exposed(FLOAT, 3.0, 2.0, OVERLAP_SCALE)
+    1.0
+    """
+    return ar.ceil_div(ar.pos(ar.mul(OVERLAP_SCALE, traffic) - overlap * compute), OVERLAP_SCALE)
+
+
+def stage_time_relaxation(tau: Any, fsdp: Any, compute: Any, fsdp_overlap: Any) -> tuple[Any, int]:
+    """(numerator, denominator) of a lower bound on ``stage_time`` linear in its inputs (``pos(x) >= x``,
+    ceil-division >= division): ``(S*tau + S*fsdp - overlap*compute) / S``, ``S = OVERLAP_SCALE``.
+
+    >>> n, d = stage_time_relaxation(5.0, 3.0, 2.0, OVERLAP_SCALE); n / d  # exact: 5 + max(0, 3 - 2)
+    6.0
+    """
+    return OVERLAP_SCALE * tau + OVERLAP_SCALE * fsdp + (-fsdp_overlap) * compute, OVERLAP_SCALE
+
+
+def stage_time(ar: Any, stage: StageCost, fsdp_overlap: Any) -> Any:
+    """``tau_r``: the stage's micro-batch time with its exposed Megatron-FSDP traffic."""
+    if isinstance(stage.fsdp, (int, float)) and stage.fsdp == 0:
+        return stage.tau
+    return stage.tau + fsdp_exposed(ar, stage.fsdp, stage.compute, fsdp_overlap)
+
+
+def stage_sum(stages: Sequence[StageCost], taus: Sequence[Any]) -> Any:
     """``sum_r(tau_r)`` over all stages (each slot counted ``multiplicity`` times)."""
     total = 0
-    for s in stages:
-        total = total + s.multiplicity * s.tau
+    for s, tau in zip(stages, taus):
+        total = total + s.multiplicity * tau
     return total
 
 
@@ -119,16 +148,19 @@ def dp_exposed(ar: Any, grad: Any, param: Any, compute: Any, vpp: Any, overlap: 
 
 
 def step(ar: Any, stages: Sequence[StageCost], m: Any, vpp: Any, overlap: Any, overhead: Any,
-         total: Any = None) -> tuple[Any, Any]:
-    """(step, pipeline): ``pipeline + max_r(dp tail) + max_r(optimizer) + overhead``. ``total``:
-    ``stage_sum(stages)`` when the caller has it as one value already (CP-SAT: a row-guarded sum).
+         total: Any = None, fsdp_overlap: Any = 0, taus: Sequence[Any] | None = None) -> tuple[Any, Any]:
+    """(step, pipeline): ``pipeline + max_r(dp tail) + max_r(optimizer) + overhead`` over the
+    stage times ``tau_r = stage_time(...)``. ``taus`` and ``total`` (``stage_sum``): when the caller
+    has them as values already (CP-SAT: variables and a row-guarded sum).
 
     >>> s = [StageCost(tau=2.0, compute=2.0, grad=0.0, param=0.0, optimizer=0.1, multiplicity=4)]
     >>> step(FLOAT, s, 8, 1, 0.0, 0.5)  # pipeline 21 + optimizer 0.1 + overhead 0.5
     (21.6, 21.0)
     """
-    tau_max = ar.maximum([s.tau for s in stages])
-    pipe = pipeline(ar, m, tau_max, stage_sum(stages) if total is None else total, vpp)
+    if taus is None:
+        taus = [stage_time(ar, s, fsdp_overlap) for s in stages]
+    tau_max = ar.maximum(list(taus))
+    pipe = pipeline(ar, m, tau_max, stage_sum(stages, taus) if total is None else total, vpp)
     tail = ar.maximum([dp_exposed(ar, s.grad, s.param, s.compute, vpp, overlap) for s in stages])
     return pipe + tail + ar.maximum([s.optimizer for s in stages]) + overhead, pipe
 
@@ -185,6 +217,12 @@ class LinearForm(dict):
 
     def __mul__(self, k: int) -> LinearForm:
         return LinearForm({t: k * c for t, c in self.items() if k * c})
+
+    def __neg__(self) -> LinearForm:
+        return -1 * self
+
+    def __sub__(self, other: Any) -> LinearForm:
+        return self + (-1) * other
 
     __rmul__ = __mul__
 

@@ -397,8 +397,9 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
             traffic = fsdp_microbatch_comm_s(cluster, layout, params.params, params.layers,
                                              num_units=max(1, params.num_layers), param_bytes=workload.param_bytes,
                                              grad_bytes=workload.grad_bytes)
-            tau = tau + LayerTime(dp_comm=max(0.0, traffic - calibration()["time"]["fsdp_overlap_fraction"]
-                                              * tau.compute))
+            tau = tau + LayerTime(dp_comm=combine.fsdp_exposed(
+                combine.FLOAT, traffic, tau.compute,
+                calibration()["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE))
             non_unit = params.params.total - params.layers.total  # gathered once per step
             grad_s, param_s = 0.0, dp_comm_s(cluster, layout, non_unit, 0, workload.param_bytes)[1]
         else:

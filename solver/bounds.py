@@ -1,7 +1,7 @@
 """Memory-aware lower bounds on the canonical step time per *configuration*.
 
 A configuration fixes the axes that set every cost term's value -- ``CONFIG_AXES`` = tp, cp, pp,
-dp, mbs, sp, ep, etp, dop (dp follows from tp*cp*pp, so the micro-batch count ``m`` is fixed too).
+dp, mbs, sp, ep, etp, dop, fsdp (dp follows from tp*cp*pp, so the micro-batch count ``m`` is fixed too).
 What remains open is the pipeline row ``(vpp, split, rc)``. The bound of a configuration is the
 minimum, over the *row groups* ``(vpp, rc)`` of its pp (the splits of a group are relaxed, never
 enumerated per configuration), of a lower bound on ``pipeline + optimizer + overhead`` -- taken
@@ -48,7 +48,7 @@ from megasolve.models.params import stage_layer_ids
 from megasolve.solver.space import SearchSpace, _fields_of
 from megasolve.solver.tables import CostTables, PipelineRow
 
-CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop")
+CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop", "fsdp")
 GROUP_AXES = CONFIG_AXES + ("vpp", "rc")  # a configuration and one row group of its pp
 Form = dict[str, int]
 
@@ -63,11 +63,11 @@ def _merge(*parts: tuple[int, Any]) -> Form:
 
 
 def _coefwise_min(forms: list[Form]) -> Form:
-    """Coefficient-wise minimum (a term missing from a form has coefficient 0 there)."""
-    names = set(forms[0])
-    for form in forms[1:]:
-        names &= set(form)
-    return {t: min(form[t] for form in forms) for t in sorted(names) if min(form[t] for form in forms)}
+    """Coefficient-wise minimum (a term missing from a form has coefficient 0 there; coefficients may
+    be negative: ``min_r (c_r . x) >= (min_r c_r) . x`` for any signs when ``x >= 0``)."""
+    names = set().union(*forms)
+    low = {t: min(form.get(t, 0) for form in forms) for t in sorted(names)}
+    return {t: c for t, c in low.items() if c}
 
 
 def stage_slots(tables: CostTables, row: PipelineRow) -> list[int]:
@@ -107,8 +107,10 @@ class GroupForms:
 
 
 def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
-                slots_of: dict[PipelineRow, list[int]] | None = None) -> GroupForms:
-    """The minimum forms over ``rows`` (same pp, vpp and rc; different splits) for ``m`` micro-batches."""
+                slots_of: dict[PipelineRow, list[int]] | None = None, fsdp: bool = False) -> GroupForms:
+    """The minimum forms over ``rows`` (same pp, vpp and rc; different splits) for ``m`` micro-batches.
+    ``fsdp``: Megatron-FSDP is searched, so each stage also gets the pipeline relaxation over its
+    ``combine.stage_time_relaxation`` (the exposed FSDP traffic counted in the stage time)."""
     pp, v = rows[0].pp, rows[0].vpp
     slots = [slots_of[row] if slots_of else stage_slots(tables, row) for row in rows]
     compiled = [tables.compiled(row.pp, row.vpp, row.split, row.rc)[1] for row in rows]
@@ -116,20 +118,30 @@ def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
               for parts in compiled]
     # stages that hold the same slot in every row have the same forms: one per distinct signature
     signatures = sorted({tuple(row_slots[stage] for row_slots in slots) for stage in range(pp)})
-    time_forms, opt_forms, memory_forms = [], [], []
+    time_forms, opt_forms, memory_forms, fsdp_forms = [], [], [], []
+    fsdp_den = v
     for signature in signatures:
-        times, opts, mems = [], [], []
+        times, opts, mems, fsdps = [], [], [], []
         for row, parts, total, j in zip(rows, compiled, totals, signature):
-            slot, t_form, _, _, _, o_form, _, _ = parts[j]
+            slot, t_form, c_form, _, _, o_form, _, _, f_form = parts[j]
             (stage_bound, den), _ = combine.pipeline_relaxations(m, v, pp, LinearForm.of(t_form), total)
             times.append(stage_bound)
+            if fsdp:
+                tau, tau_den = combine.stage_time_relaxation(LinearForm.of(t_form), LinearForm.of(f_form),
+                                                             LinearForm.of(c_form), tables.fsdp_overlap_pct)
+                (with_fsdp, den), _ = combine.pipeline_relaxations(m, v, pp, tau, tau_den * total)
+                fsdps.append(with_fsdp)
+                fsdp_den = den * tau_den
             opts.append(_merge((1, o_form)))
             live = tables.live_units(row, slot, m)
             mems.append({t: c for c, t in tables.memory_form(row.pp, v, row.split, row.rc, j, live)})
         time_forms.append(_coefwise_min(times))
+        if fsdp:
+            fsdp_forms.append(_coefwise_min(fsdps))
         opt_forms.append(_coefwise_min(opts))
         memory_forms.append(_coefwise_min(mems))
     time = {_key(f): (f, v) for f in time_forms}
+    time.update({_key(f): (f, fsdp_den) for f in fsdp_forms})
     averages = [combine.pipeline_relaxations(m, v, pp, None, total)[0] for total in totals]
     average = _coefwise_min([f for f, _ in averages])
     time[_key(average)] = (average, averages[0][1])
@@ -278,7 +290,8 @@ class ConfigBounds:
     def _group_forms(self, pp: int, vpp: int, rc: tuple, m: int, members: list[PipelineRow]) -> GroupForms:
         forms = self._forms.get((pp, vpp, rc, m))
         if forms is None:
-            forms = self._forms[(pp, vpp, rc, m)] = group_forms(self.tables, members, m, self._slots_of)
+            forms = self._forms[(pp, vpp, rc, m)] = group_forms(self.tables, members, m, self._slots_of,
+                                                                fsdp=True in self.space.domains["fsdp"])
         return forms
 
     def groups(self, key: tuple) -> dict[tuple, int]:

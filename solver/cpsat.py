@@ -215,7 +215,7 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
 
 
 SEL_VALUES = (False, True)
-SLOT_KINDS = ("tau", "comp", "grad", "param", "opt")  # per stage slot: its variables, in this order
+SLOT_KINDS = ("tau", "comp", "grad", "param", "opt", "fsdp")  # per stage slot: its variables, in this order
 
 
 class _Builder:
@@ -269,7 +269,8 @@ class _Builder:
         g_form, p_form = self.tables.dp_forms(row, slot)
         o_dense, o_expert = self.tables.param_form(row, slot, "o_")
         return {"tau": self.tables.time_form(row, slot, "t"), "comp": self.tables.time_form(row, slot, "c"),
-                "grad": g_form, "param": p_form, "opt": o_dense + o_expert}
+                "grad": g_form, "param": p_form, "opt": o_dense + o_expert,
+                "fsdp": self.tables.fsdp_form(row, slot)}
 
     # ---------------------------------------------------------------- steps
     def axes(self) -> None:
@@ -359,15 +360,17 @@ class _Builder:
         model, tables, y = self.model, self.tables, self.y
         self.num_slots = max(len(row.slots) for row, _ in self.row_lits)
         self.bounds = {kind: [0] * self.num_slots for kind in SLOT_KINDS}
-        self.total_hi = 0
+        self.total_hi = self.total_fsdp_hi = 0
         for row, _ in self.row_lits:
-            row_total = 0
+            row_total = row_fsdp = 0
             for k, slot in enumerate(row.slots):
                 forms = self.slot_forms(row, slot)
                 for kind in SLOT_KINDS:
                     self.bounds[kind][k] = max(self.bounds[kind][k], self.upper(forms[kind]))
                 row_total += slot.multiplicity * self.upper(forms["tau"])
+                row_fsdp += slot.multiplicity * self.upper(forms["fsdp"])
             self.total_hi = max(self.total_hi, row_total)
+            self.total_fsdp_hi = max(self.total_fsdp_hi, row_total + row_fsdp)
         self.slot_vars = {kind: [model.NewIntVar(0, self.bounds[kind][k], f"{kind}{k}") for k in range(self.num_slots)]
                           for kind in SLOT_KINDS}
         tau = self.slot_vars["tau"]
@@ -404,15 +407,27 @@ class _Builder:
 
     def combination(self) -> None:
         """``cost/combine.step`` itself, run in ``CpArith``: m and vpp are choices over their literals."""
-        ar = CpArith(self.model)
-        names = {"tau": "tau", "comp": "compute", "grad": "grad", "param": "param", "opt": "optimizer"}
+        model, ar = self.model, CpArith(self.model)
+        names = {"tau": "tau", "comp": "compute", "grad": "grad", "param": "param", "opt": "optimizer", "fsdp": "fsdp"}
         stages = [combine.StageCost(**{names[kind]: ar.var(self.slot_vars[kind][k], 0, self.bounds[kind][k])
-                                       for kind in SLOT_KINDS}) for k in range(self.num_slots)]
-        self.t_max = ar.maximum([s.tau for s in stages]).expr  # the same variable as combine.step's maximum
+                                       if self.bounds[kind][k] or kind != "fsdp" else 0 for kind in SLOT_KINDS})
+                  for k in range(self.num_slots)]
+        fsdp_overlap = self.tables.fsdp_overlap_pct
+        taus = [combine.stage_time(ar, s, fsdp_overlap) for s in stages]
+        if any(self.bounds["fsdp"]):  # Megatron-FSDP's exposed traffic is part of tau: sum the new taus
+            total = model.NewIntVar(0, self.total_fsdp_hi, "sum_tau_fsdp")
+            for row, r in self.row_lits:
+                model.Add(total == sum(slot.multiplicity * taus[k].expr for k, slot in enumerate(row.slots))
+                          ).OnlyEnforceIf(r)
+            total_e = ar.var(total, 0, self.total_fsdp_hi)
+        else:
+            total_e = ar.var(self.total, 0, self.total_hi)
+        taus = [tau if isinstance(tau, Bounded) else Bounded(tau, 0, 0) for tau in taus]
+        self.t_max = ar.maximum(taus).expr  # the same variable as combine.step's maximum
         step_e, pipe_e = combine.step(ar, stages, Choice(tuple(self.m_values),
                                                          tuple(self.m_lit[mv] for mv in self.m_values)),
                                       Choice(self.domains["vpp"], tuple(self.lits["vpp"])), self.tables.overlap_pct,
-                                      self.tables.overhead_us, total=ar.var(self.total, 0, self.total_hi))
+                                      self.tables.overhead_us, total=total_e, fsdp_overlap=fsdp_overlap, taus=taus)
         self.pipe = pipe_e.expr
         self.step_e = step_e
 

@@ -29,7 +29,7 @@ from megasolve.solver.rules import Rule
 NAMES = {
     "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "dp": "dp", "ep": "ep", "etp": "etp", "mbs": "mbs",
     "sp": "sequence_parallel", "sequence_parallel": "sequence_parallel",
-    "dop": "distributed_optimizer", "distributed_optimizer": "distributed_optimizer",
+    "dop": "distributed_optimizer", "distributed_optimizer": "distributed_optimizer", "fsdp": "fsdp",
     "recompute": "recompute", "recompute_num_layers": "recompute_num_layers",
     "first_stage_layers": "first_stage_layers", "last_stage_layers": "last_stage_layers",
 }

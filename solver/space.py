@@ -19,18 +19,18 @@ from megasolve.models.spec import ModelSpec
 from megasolve.solver.rules import RULES, Rule, RuleContext, split_counts
 from megasolve.topology.cluster import Cluster
 
-AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop")
+AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp")
 # Layout field -> the axis that carries it
 FIELD_AXIS = {
     "tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "mbs": "mbs", "sequence_parallel": "sp", "ep": "ep",
     "etp": "etp", "vpp": "vpp", "first_stage_layers": "split", "last_stage_layers": "split", "recompute": "rc",
-    "recompute_num_layers": "rc", "distributed_optimizer": "dop",
+    "recompute_num_layers": "rc", "distributed_optimizer": "dop", "fsdp": "fsdp",
 }
 FIX_NAMES = {
     "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "dp": "dp", "ep": "ep", "etp": "etp", "mbs": "mbs",
     "sp": "sp", "sequence_parallel": "sp", "recompute": "recompute", "recompute_num_layers": "recompute_num_layers",
     "distributed_optimizer": "dop", "dop": "dop", "first_stage_layers": "first_stage_layers",
-    "last_stage_layers": "last_stage_layers",
+    "last_stage_layers": "last_stage_layers", "fsdp": "fsdp",
 }
 MAX_MBS = 8
 MIN_TOKENS_PER_CP_RANK = 2048
@@ -48,7 +48,7 @@ def point_fields(point: Point) -> dict[str, Any]:
     return {"tp": point["tp"], "cp": point["cp"], "pp": point["pp"], "dp": point["dp"], "mbs": point["mbs"],
             "sequence_parallel": point["sp"], "ep": point["ep"], "etp": point["etp"], "vpp": point["vpp"],
             "first_stage_layers": first, "last_stage_layers": last, "recompute": recompute,
-            "recompute_num_layers": num_layers, "distributed_optimizer": point["dop"]}
+            "recompute_num_layers": num_layers, "distributed_optimizer": point["dop"], "fsdp": point["fsdp"]}
 
 
 def point_layout(point: Point) -> Layout:
@@ -59,7 +59,8 @@ def layout_point(layout: Layout) -> Point:
     return {"tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp, "mbs": layout.mbs,
             "sp": layout.sequence_parallel, "ep": layout.ep, "etp": layout.etp, "vpp": layout.vpp,
             "split": (layout.first_stage_layers, layout.last_stage_layers),
-            "rc": (layout.recompute, layout.recompute_num_layers), "dop": layout.distributed_optimizer}
+            "rc": (layout.recompute, layout.recompute_num_layers), "dop": layout.distributed_optimizer,
+            "fsdp": layout.fsdp}
 
 
 def rule_axes(rule: Rule) -> tuple[str, ...]:
@@ -238,6 +239,10 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
         "mbs": tuple(b for b in (1, 2, 4, 8) if b <= MAX_MBS and workload.global_batch_size % b == 0),
         "sp": (False, True),
         "dop": (True, False),
+        # Megatron-FSDP (weights, grads and optimizer sharded over DP x CP, two layers gathered at a
+        # time) or the distributed optimizer (models/layout.py; cost/memory.py fsdp_static_bytes,
+        # cost/step.py fsdp_microbatch_comm_s)
+        "fsdp": (False, True),
     }
     if spec.is_moe:
         domains["ep"] = tuple(d for d in divisors(spec.moe.num_experts) if n % d == 0)
@@ -265,6 +270,8 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
         domains["sp"] = (_as_bool("sequence_parallel", fixed["sp"]),)
     if "dop" in fixed:
         domains["dop"] = (_as_bool("distributed_optimizer", fixed["dop"]),)
+    if "fsdp" in fixed:
+        domains["fsdp"] = (_as_bool("fsdp", fixed["fsdp"]),)
     if "recompute" in fixed or "recompute_num_layers" in fixed:
         kind = fixed.get("recompute")
         layers = fixed.get("recompute_num_layers")

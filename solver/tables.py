@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
-from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, inflight_microbatches,
+from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
                                    static_bytes)
-from megasolve.cost.step import dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
+from megasolve.cost.step import DpComm, dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params, stage_layer_ids)
@@ -95,6 +95,7 @@ class CostTables:
         self.headroom_bytes = headroom_bytes
         cal = calibration()
         self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * combine.OVERLAP_SCALE))
+        self.fsdp_overlap_pct = int(round(cal["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
         self.capacity_mib = int(max(0.0, cluster.gpu.usable_memory_bytes - headroom_bytes) // MIB)
@@ -167,6 +168,22 @@ class CostTables:
             pieces["moe_layer"] = (("tp",), moe_layer_dense)
         if spec.mtp_num_layers:
             pieces["mtp_core"] = (("tp",), mtp_core)
+        mtp_layer = moe_layer_dense if self.mtp_moe else dense_layer
+        # the part of each piece that lives in Megatron-FSDP unit modules (transformer layers, gathered
+        # per micro-batch; params.py StageParams.layers); the rest is gathered once and kept
+        units: dict[str, Callable[[int], RankParams]] = {
+            "dense_layer": dense_layer, "moe_layer": moe_layer_dense,
+            "mtp_core": lambda tp: mtp_layer(tp) * spec.mtp_num_layers,
+        }
+
+        def unit_of(piece: str, tp: int) -> RankParams:
+            return units[piece](tp) if piece in units else RankParams()
+
+        def fsdp_static(whole: RankParams, unit: RankParams, dense_shards: int, expert_shards: int) -> int:
+            return quantise_bytes(fsdp_static_bytes(whole, unit, RankParams(), dense_shards=dense_shards,
+                                                    expert_shards=expert_shards, precision=precision,
+                                                    fp8_param_gather=wl.fp8_param_gather,
+                                                    grad_bytes=wl.grad_bytes).total)
 
         terms: list[Term] = []
 
@@ -178,17 +195,37 @@ class CostTables:
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
-            add(f"ms_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of, piece=piece: quantise_bytes(static_bytes(
+            add(f"ms_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
+                lambda tp, cp, dp, dop, fsdp, f=params_of, piece=piece: fsdp_static(
+                    f(tp), unit_of(piece, tp), dp * cp, 1) if fsdp else quantise_bytes(static_bytes(
                     f(tp), dense_shards=dp * cp, expert_shards=1, distributed_optimizer=dop,
                     precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
                     bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0).total))
         if spec.is_moe:
-            add("ms_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_bytes(static_bytes(
+            add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: fsdp_static(
+                    expert_layer(ep, etp), expert_layer(ep, etp), 1, n // (etp * ep * pp)) if fsdp else quantise_bytes(
+                    static_bytes(
                     expert_layer(ep, etp), dense_shards=1, expert_shards=n // (etp * ep * pp),
                     distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
                     grad_bytes=wl.grad_bytes).total))
+        # Megatron-FSDP's two un-sharded units (memory.fsdp_static_bytes: 2 x the largest layer in
+        # weights and grads), per kind of layer a stage can hold
+        def unit_bytes(layer: RankParams) -> int:
+            return quantise_bytes(fsdp_static_bytes(RankParams(), RankParams(), layer, dense_shards=1, expert_shards=1,
+                                                    precision=precision, fp8_param_gather=wl.fp8_param_gather,
+                                                    grad_bytes=wl.grad_bytes).total)
+
+        add("ms_unit_dense", ("tp", "fsdp"), lambda tp, fsdp: unit_bytes(dense_layer(tp)) if fsdp else 0)
+        if spec.is_moe:
+            def moe_unit(tp, ep, etp) -> RankParams:
+                return moe_layer_dense(tp) + expert_layer(ep, etp)
+
+            add("ms_unit_moe", ("tp", "ep", "etp", "fsdp"),
+                lambda tp, ep, etp, fsdp: unit_bytes(moe_unit(tp, ep, etp)) if fsdp else 0)
+            add("ms_unit_max", ("tp", "ep", "etp", "fsdp"),
+                lambda tp, ep, etp, fsdp: unit_bytes(max(dense_layer(tp), moe_unit(tp, ep, etp),
+                                                         key=lambda p: p.total)) if fsdp else 0)
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
@@ -258,30 +295,63 @@ class CostTables:
             return dp_group_comm(cluster, params=params, group=n // (etp * ep * pp), stride=etp * ep,
                                  distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
 
+        def fsdp_traffic(group: int, stride: int, gathered: int, reduced: int) -> DpComm:
+            """Megatron-FSDP per micro-batch (step.fsdp_microbatch_comm_s): parameters gathered twice,
+            gradients reduce-scattered once; bandwidth in ``param_bw_s``, one unit's latency in
+            ``param_latency_s``."""
+            ag = dp_group_comm(cluster, params=gathered, group=group, stride=stride, distributed_optimizer=True,
+                               param_bytes=wl.param_bytes)
+            rs = dp_group_comm(cluster, params=reduced, group=group, stride=stride, distributed_optimizer=True,
+                               grad_bytes=wl.grad_bytes)
+            return DpComm(param_bw_s=2 * ag.param_bw_s + rs.grad_bw_s,
+                          param_latency_s=2 * ag.param_latency_s + rs.grad_latency_s)
+
+        # Megatron-FSDP (fsdp): no gradient tail (reduce-scattered per micro-batch), the non-unit
+        # parameters all-gathered once per step (step.stage_times), the traffic per micro-batch in f_*
         for piece, (axes, params_of) in pieces.items():
-            add(f"dg_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_s(dense_dp(tp, cp, dp, dop, f(tp).total).grad_bw_s))
-            add(f"dq_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_s(dense_dp(tp, cp, dp, dop, f(tp).total).param_bw_s))
+            add(f"dg_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
+                lambda tp, cp, dp, dop, fsdp, f=params_of: 0 if fsdp else quantise_s(
+                    dense_dp(tp, cp, dp, dop, f(tp).total).grad_bw_s))
+            add(f"dq_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
+                lambda tp, cp, dp, dop, fsdp, f=params_of, piece=piece: quantise_s(dense_dp(
+                    tp, cp, dp, dop, f(tp).total - (unit_of(piece, tp).total if fsdp else 0)).param_bw_s))
+            add(f"f_{piece}", ("tp", "cp", "dp", "fsdp"),
+                lambda tp, cp, dp, fsdp, f=params_of, piece=piece: quantise_s(fsdp_traffic(
+                    dp * cp, tp, unit_of(piece, tp).total, f(tp).total).param_bw_s) if fsdp else 0)
             add(f"o_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of: quantise_s(
                     optimizer_shard_s(cluster, f(tp).total, dp * cp if dop else 1)))
-        add("dg_lat", ("tp", "cp", "dp", "dop"),
-            lambda tp, cp, dp, dop: quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
+        add("dg_lat", ("tp", "cp", "dp", "dop", "fsdp"),
+            lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
         add("dq_lat", ("tp", "cp", "dp", "dop"),
             lambda tp, cp, dp, dop: quantise_s(dense_dp(tp, cp, dp, dop, 1).param_latency_s))
+        # a stage of transformer layers only: with Megatron-FSDP nothing is gathered once per step
+        add("dq_lat_layers", ("tp", "cp", "dp", "dop", "fsdp"),
+            lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).param_latency_s))
+        add("f_lat", ("tp", "cp", "dp", "fsdp"),
+            lambda tp, cp, dp, fsdp: quantise_s(fsdp_traffic(dp * cp, tp, 1, 1).param_latency_s) if fsdp else 0)
         if spec.is_moe:
-            add("dg_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).grad_bw_s))
-            add("dq_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).param_bw_s))
+            add("dg_expert", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(
+                    expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).grad_bw_s))
+            add("dq_expert", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(
+                    expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).param_bw_s))
+            add("f_expert", ("ep", "etp", "pp", "fsdp"),
+                lambda ep, etp, pp, fsdp: quantise_s(fsdp_traffic(
+                    n // (etp * ep * pp), etp * ep, expert_layer(ep, etp).total,
+                    expert_layer(ep, etp).total).param_bw_s) if fsdp else 0)
+            add("fx_lat", ("ep", "etp", "pp", "fsdp"),
+                lambda ep, etp, pp, fsdp: quantise_s(fsdp_traffic(
+                    n // (etp * ep * pp), etp * ep, 1, 1).param_latency_s) if fsdp else 0)
             add("o_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_s(optimizer_shard_s(
                     cluster, expert_layer(ep, etp).total, n // (etp * ep * pp) if dop else 1)))
-            add("dgx_lat", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
-            add("dqx_lat", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, 1).param_latency_s))
+            add("dgx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
+            add("dqx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(
+                    expert_dp(ep, etp, pp, dop, 1).param_latency_s))
         return terms
 
     # ------------------------------------------------------------------ pipeline rows
@@ -341,13 +411,24 @@ class CostTables:
     def dp_forms(self, row: PipelineRow, slot: Slot) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
         """(grad, param) data-parallel time forms of one slot, latencies included."""
         out = []
-        for prefix, lat, lat_x in (("dg_", "dg_lat", "dgx_lat"), ("dq_", "dq_lat", "dqx_lat")):
+        param_lat = "dq_lat" if slot.first or slot.last else "dq_lat_layers"
+        for prefix, lat, lat_x in (("dg_", "dg_lat", "dgx_lat"), ("dq_", param_lat, "dqx_lat")):
             dense, expert = self.param_form(row, slot, prefix)
             form = dense + [(1, lat)] + expert
             if expert:
                 form.append((1, lat_x))
             out.append(form)
         return out[0], out[1]
+
+    def fsdp_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
+        """Megatron-FSDP traffic of one slot per micro-batch (zero without it): every piece's gathers
+        and reduce-scatters, one latency per unit (decoder layer) and group (step.fsdp_microbatch_comm_s)."""
+        dense, expert = self.param_form(row, slot, "f_")
+        units = max(1, slot.dense + slot.moe)
+        form = dense + expert + [(units, "f_lat")]
+        if expert:
+            form.append((units, "fx_lat"))
+        return form
 
     def activation_form(self, slot: Slot) -> list[tuple[int, str]]:
         form = [(slot.dense_base, "ma_dense"), (slot.dense_rc + slot.moe_rc, "ma_input")]
@@ -358,7 +439,8 @@ class CostTables:
     def fixed_memory_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
         """Memory that does not scale with micro-batches in flight: static, transients, last-stage extras."""
         dense, expert = self.param_form(row, slot, "ms_")
-        form = dense + expert
+        form = dense + expert + _one_layer("ms_unit_", slot.dense or (slot.mtp and not self.mtp_moe),
+                                           slot.moe or (slot.mtp and self.mtp_moe))
         # backward re-materialises one layer at a time: a whole recomputed layer (full recompute), else
         # one layer's selectively recomputed part; the larger of the kinds the stage holds
         if slot.dense_rc or slot.moe_rc:
@@ -391,7 +473,8 @@ class CostTables:
     # ------------------------------------------------------------------ canonical evaluation
     @functools.cache
     def compiled(self, pp: int, vpp: int, split: tuple, rc: tuple) -> tuple:
-        """Per slot of a row: (tau, compute, grad, param, optimizer, fixed memory, activation) forms."""
+        """Per slot of a row: (slot, tau, compute, grad, param, optimizer, fixed memory, activation,
+        Megatron-FSDP traffic) forms."""
         row = self.row(pp, vpp, split, rc)
         out = []
         for slot in row.slots:
@@ -399,7 +482,8 @@ class CostTables:
             o_dense, o_expert = self.param_form(row, slot, "o_")
             out.append((slot, tuple(self.time_form(row, slot, "t")), tuple(self.time_form(row, slot, "c")),
                         tuple(grad), tuple(param), tuple(o_dense + o_expert),
-                        tuple(self.fixed_memory_form(row, slot)), tuple(self.activation_form(slot))))
+                        tuple(self.fixed_memory_form(row, slot)), tuple(self.activation_form(slot)),
+                        tuple(self.fsdp_form(row, slot))))
         return row, tuple(out)
 
     def evaluate(self, point: Point) -> "Canonical":
@@ -422,14 +506,16 @@ class CostTables:
 
         v = row.vpp
         costs, fits, peak = [], True, 0.0
-        for index, (slot, t_form, c_form, g_form, p_form, o_form, _, _) in enumerate(slots):
+        for index, (slot, t_form, c_form, g_form, p_form, o_form, _, _, f_form) in enumerate(slots):
             costs.append(combine.StageCost(tau=form_value(t_form), compute=form_value(c_form),
                                            grad=form_value(g_form), param=form_value(p_form),
-                                           optimizer=form_value(o_form), multiplicity=slot.multiplicity))
+                                           optimizer=form_value(o_form), fsdp=form_value(f_form),
+                                           multiplicity=slot.multiplicity))
             scaled = form_value(self.memory_form(row.pp, v, row.split, row.rc, index, self.live_units(row, slot, m)))
             fits = fits and scaled <= v * self.capacity_mib
             peak = max(peak, scaled / v)
-        step, pipeline = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us)
+        step, pipeline = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us,
+                                      fsdp_overlap=self.fsdp_overlap_pct)
         slowest = max(costs, key=lambda c: c.tau)
         return Canonical(step_us=step, fits=fits, peak_mib=peak,
                          parts=(pipeline, slowest.tau, slowest.compute, max(c.optimizer for c in costs)))

@@ -1,7 +1,7 @@
 """One definition of how cost terms combine (``cost/combine.py``), four engines: estimate (floats),
 the oracle (integers), CP-SAT (encoded) and the bounds (relaxed) must agree on random layouts that
 cover every searched knob (tp, cp, pp, vpp, dp, mbs, sp, ep, etp, uneven split, none / selective /
-full / block recompute, distributed optimizer on and off)."""
+full / block recompute, distributed optimizer on and off, Megatron-FSDP)."""
 
 from __future__ import annotations
 
@@ -66,8 +66,9 @@ def test_estimate_oracle_cpsat_and_bounds_agree_on_random_layouts(case):
     bounds = ConfigBounds(space, tables, rows)
     points = random_points(space, 14, seed=len(case[0]))
     assert len(points) >= 10
-    knobs = {(p["dop"], p["rc"][0], p["vpp"] > 1, p["split"] != (None, None)) for p in points}
+    knobs = {(p["dop"], p["fsdp"], p["rc"][0], p["vpp"] > 1, p["split"] != (None, None)) for p in points}
     assert len(knobs) >= 3  # the sample mixes the knobs
+    assert {p["fsdp"] for p in points} == {False, True}  # Megatron-FSDP and the distributed optimizer
     for point in points:
         cost = tables.evaluate(point)
         layout = point_layout(point)

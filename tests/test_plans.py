@@ -146,3 +146,40 @@ def test_require_that_nothing_obeys_names_the_axis():
     spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100")
     with pytest.raises(MegasolveError, match="--require"):
         solve(spec, cluster, Workload(seq_length=4096, global_batch_size=64), requires=("tp > 64",))
+
+
+# ---------------------------------------------------------------------------- Megatron-FSDP as a searched knob
+def test_solve_proposes_megatron_fsdp_for_llama3_8b_on_8_h100():
+    """NVIDIA's own recipe for Llama-3-8B on 8 H100 runs Megatron-FSDP (Megatron-Bridge performance
+    summary); solve ranks an FSDP layout first and every returned layout fits with the margin."""
+    spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100")
+    result = solve(spec, cluster, Workload(seq_length=4096, global_batch_size=1024), top_k=3)
+    assert result.layouts[0].layout.fsdp and result.layouts[0].layout.distributed_optimizer
+    assert all(r.estimate.fits for r in result.layouts)
+
+
+def test_published_megatron_fsdp_layout_is_found_and_fits():
+    """Llama 3 70B, 64 GB300, FP8, seq 8192, gbs 256: tp1 pp1 dp64 mbs2 with Megatron-FSDP
+    (shared/data/calibration_runs.yaml, Megatron-Bridge performance summary, NeMo 26.04), with the
+    recipe's bf16 gradient reduction and TE loss. Pinned to the published axes, solve returns an FSDP
+    layout that fits with the default margin -- with full recompute, because the recipe's activation
+    offloading (first N layers) is not a searched knob yet."""
+    spec, cluster = load_preset("llama-3.1-70b"), Cluster.from_flags(num_gpus=64, gpu="gb300")
+    workload = Workload(seq_length=8192, global_batch_size=256, precision="fp8", grad_reduce_in_bf16=True,
+                        cross_entropy="te")
+    result = solve(spec, cluster, workload, top_k=1, fixed={"tp": 1, "pp": 1, "cp": 1, "mbs": 2, "fsdp": True})
+    best = result.layouts[0]
+    assert (best.layout.tp, best.layout.pp, best.layout.dp, best.layout.mbs, best.layout.fsdp) == (1, 1, 64, 2, True)
+    assert not result.search["tight"] and best.estimate.fits
+    free = best.estimate.capacity_bytes - best.estimate.peak_bytes
+    assert free >= DEFAULT_MIN_HEADROOM.bytes(cluster)
+
+
+def test_fix_fsdp_pins_it_and_the_export_carries_its_flags(capsys):
+    main(["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--top-k", "1", "--fix", "fsdp=true",
+          "--format", "megatron"])  # exit code 0: main returns
+    out = capsys.readouterr().out
+    assert "--use-megatron-fsdp" in out and "--data-parallel-sharding-strategy optim_grads_params" in out
+    spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100")
+    plain = solve(spec, cluster, Workload(seq_length=4096, global_batch_size=256), top_k=3, fixed={"fsdp": False})
+    assert plain.layouts and not any(r.layout.fsdp for r in plain.layouts)
