@@ -108,8 +108,8 @@ def parse_headroom(text: str | None):
 @report_option
 def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file,
                   top_k: int, fix: tuple[str, ...], time_limit: float, engine: str,
-                  allow_cross_domain_tp: bool, min_headroom: str | None, requires: tuple[str, ...], fmt: str, plot_path: str | None, report_path: str | None,
-                  **workload) -> None:
+                  allow_cross_domain_tp: bool, min_headroom: str | None, requires: tuple[str, ...], fmt: str,
+                  plot_path: str | None, report_path: str | None, **workload) -> None:
     """Rank the fastest Megatron layouts that fit, with memory and time breakdowns.
 
     Exit code 0: layouts found; 1: nothing fits (the reasons, the closest layouts and repairs are
@@ -189,7 +189,7 @@ def why_line(data: dict) -> str:
 
 
 def equivalent_label(entry: dict) -> str:
-    """`` (= cp2 dp32 mbs4)``: the values in which each other spelling of the plan differs."""
+    """`` = cp2 dp32 mbs4``: the values in which each other spelling of the plan differs."""
     spellings = []
     mine = entry["layout"]
     for other in entry.get("equivalent_layouts", []):
@@ -202,7 +202,7 @@ def equivalent_label(entry: dict) -> str:
                    and not any(part.startswith(axis) and part[len(axis):].isdigit()
                                for axis in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs"))]
         spellings.append(" ".join(differ) or "same flags")
-    return f" (= {'; '.join(spellings)})" if spellings else ""
+    return f" = {'; = '.join(spellings)}" if spellings else ""
 
 
 def print_solve(data: dict, model: str, cluster, workload) -> None:
@@ -223,11 +223,14 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
         comm = {k: v for k, v in t["breakdown_s"].items() if k.endswith("_comm")}
         top = max(comm, key=comm.get)
         label = render.layout_label(entry["layout"]) + (" sp" if entry["layout"]["sequence_parallel"] else "") \
-            + equivalent_label(entry) + (" TIGHT" if entry.get("tight") else "")
+            + (" TIGHT" if entry.get("tight") else "")
         table.add_row(str(entry["rank"]), label, f"{mem['peak_gb']:.1f}", f"{mem['capacity_gb'] - mem['peak_gb']:.1f}",
                       f"{t['step_s']:.3f}", f"{t['tokens_per_s_per_gpu']:.0f}", f"{t['mfu']:.1%}",
                       f"{t['bubble_fraction']:.1%}", f"{top.replace('_comm', '')} {comm[top] / t['step_s']:.0%}")
     out.print(table)
+    for entry in data["layouts"]:  # one plan per row; its other spellings cost the same
+        if entry.get("equivalent_layouts"):
+            out.print(f"#{entry['rank']}{equivalent_label(entry)} (same cost, other spelling)")
     out.print(f"why #1: {why_line(data)}")
     proven = "proven optimal under the cost model" if search["proven_optimal"] else \
         "NOT proven optimal (time limit): best found so far"
