@@ -197,6 +197,7 @@ class ConfigBounds:
         shape = [len(domains[a]) for a in open_axes]
         grid = np.indices(shape).reshape(len(shape), -1)
         value = {a: np.array([int(v) for v in domains[a]], dtype=np.int64)[grid[i]] for i, a in enumerate(open_axes)}
+        # models/ranks.py's data_parallel_size / expert_data_parallel_size, vectorised over configurations
         dense = value["tp"] * value["cp"] * value["pp"]
         keep = (n % dense == 0) & (n % (value["etp"] * value["ep"] * value["pp"]) == 0)
         keep &= np.isin(value["pp"], list(self._groups_of))

@@ -26,6 +26,7 @@ from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fsd
                                    mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
                                    static_bytes)
 from megasolve.cost.step import DpComm, dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
+from megasolve.models import ranks
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params, stage_layer_ids)
@@ -130,6 +131,12 @@ class CostTables:
         n = cluster.num_gpus
         precision = wl.precision
 
+        def dense_shards(tp, cp, dp) -> int:
+            return ranks.dense_dp_group(tp, cp, dp).size
+
+        def expert_shards(ep, etp, pp) -> int:
+            return ranks.expert_dp_group(n, etp, ep, pp).size
+
         def shape(tp, cp, mbs, sp, etp=None):
             return ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp if etp is not None else tp)
 
@@ -197,16 +204,16 @@ class CostTables:
         for piece, (axes, params_of) in pieces.items():
             add(f"ms_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
                 lambda tp, cp, dp, dop, fsdp, f=params_of, piece=piece: fsdp_static(
-                    f(tp), unit_of(piece, tp), dp * cp, 1) if fsdp else quantise_bytes(static_bytes(
-                    f(tp), dense_shards=dp * cp, expert_shards=1, distributed_optimizer=dop,
+                    f(tp), unit_of(piece, tp), dense_shards(tp, cp, dp), 1) if fsdp else quantise_bytes(static_bytes(
+                    f(tp), dense_shards=dense_shards(tp, cp, dp), expert_shards=1, distributed_optimizer=dop,
                     precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
                     bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0).total))
         if spec.is_moe:
             add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp"),
                 lambda ep, etp, pp, dop, fsdp: fsdp_static(
-                    expert_layer(ep, etp), expert_layer(ep, etp), 1, n // (etp * ep * pp)) if fsdp else quantise_bytes(
-                    static_bytes(
-                    expert_layer(ep, etp), dense_shards=1, expert_shards=n // (etp * ep * pp),
+                    expert_layer(ep, etp), expert_layer(ep, etp), 1, expert_shards(ep, etp, pp))
+                if fsdp else quantise_bytes(static_bytes(
+                    expert_layer(ep, etp), dense_shards=1, expert_shards=expert_shards(ep, etp, pp),
                     distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
                     grad_bytes=wl.grad_bytes).total))
         # Megatron-FSDP's two un-sharded units (memory.fsdp_static_bytes: 2 x the largest layer in
@@ -288,21 +295,23 @@ class CostTables:
         # ---- data-parallel traffic and optimizer per parameter piece (us) -----------------
         # bandwidth terms per piece (linear in parameters); each group's latency is a term of its own
         def dense_dp(tp, cp, dp, dop, params):
-            return dp_group_comm(cluster, params=params, group=dp * cp, stride=tp, distributed_optimizer=dop,
-                                 param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
-
-        def expert_dp(ep, etp, pp, dop, params):
-            return dp_group_comm(cluster, params=params, group=n // (etp * ep * pp), stride=etp * ep,
+            group = ranks.dense_dp_group(tp, cp, dp)
+            return dp_group_comm(cluster, params=params, group=group.size, stride=group.stride,
                                  distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
 
-        def fsdp_traffic(group: int, stride: int, gathered: int, reduced: int) -> DpComm:
+        def expert_dp(ep, etp, pp, dop, params):
+            group = ranks.expert_dp_group(n, etp, ep, pp)
+            return dp_group_comm(cluster, params=params, group=group.size, stride=group.stride,
+                                 distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
+
+        def fsdp_traffic(group: ranks.Group, gathered: int, reduced: int) -> DpComm:
             """Megatron-FSDP per micro-batch (step.fsdp_microbatch_comm_s): parameters gathered twice,
             gradients reduce-scattered once; bandwidth in ``param_bw_s``, one unit's latency in
             ``param_latency_s``."""
-            ag = dp_group_comm(cluster, params=gathered, group=group, stride=stride, distributed_optimizer=True,
-                               param_bytes=wl.param_bytes)
-            rs = dp_group_comm(cluster, params=reduced, group=group, stride=stride, distributed_optimizer=True,
-                               grad_bytes=wl.grad_bytes)
+            ag = dp_group_comm(cluster, params=gathered, group=group.size, stride=group.stride,
+                               distributed_optimizer=True, param_bytes=wl.param_bytes)
+            rs = dp_group_comm(cluster, params=reduced, group=group.size, stride=group.stride,
+                               distributed_optimizer=True, grad_bytes=wl.grad_bytes)
             return DpComm(param_bw_s=2 * ag.param_bw_s + rs.grad_bw_s,
                           param_latency_s=2 * ag.param_latency_s + rs.grad_latency_s)
 
@@ -317,10 +326,10 @@ class CostTables:
                     tp, cp, dp, dop, f(tp).total - (unit_of(piece, tp).total if fsdp else 0)).param_bw_s))
             add(f"f_{piece}", ("tp", "cp", "dp", "fsdp"),
                 lambda tp, cp, dp, fsdp, f=params_of, piece=piece: quantise_s(fsdp_traffic(
-                    dp * cp, tp, unit_of(piece, tp).total, f(tp).total).param_bw_s) if fsdp else 0)
+                    ranks.dense_dp_group(tp, cp, dp), unit_of(piece, tp).total, f(tp).total).param_bw_s) if fsdp else 0)
             add(f"o_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of: quantise_s(
-                    optimizer_shard_s(cluster, f(tp).total, dp * cp if dop else 1)))
+                    optimizer_shard_s(cluster, f(tp).total, dense_shards(tp, cp, dp) if dop else 1)))
         add("dg_lat", ("tp", "cp", "dp", "dop", "fsdp"),
             lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
         add("dq_lat", ("tp", "cp", "dp", "dop"),
@@ -329,7 +338,8 @@ class CostTables:
         add("dq_lat_layers", ("tp", "cp", "dp", "dop", "fsdp"),
             lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).param_latency_s))
         add("f_lat", ("tp", "cp", "dp", "fsdp"),
-            lambda tp, cp, dp, fsdp: quantise_s(fsdp_traffic(dp * cp, tp, 1, 1).param_latency_s) if fsdp else 0)
+            lambda tp, cp, dp, fsdp: quantise_s(fsdp_traffic(
+                ranks.dense_dp_group(tp, cp, dp), 1, 1).param_latency_s) if fsdp else 0)
         if spec.is_moe:
             add("dg_expert", ("ep", "etp", "pp", "dop", "fsdp"),
                 lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(
@@ -339,14 +349,14 @@ class CostTables:
                     expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).param_bw_s))
             add("f_expert", ("ep", "etp", "pp", "fsdp"),
                 lambda ep, etp, pp, fsdp: quantise_s(fsdp_traffic(
-                    n // (etp * ep * pp), etp * ep, expert_layer(ep, etp).total,
+                    ranks.expert_dp_group(n, etp, ep, pp), expert_layer(ep, etp).total,
                     expert_layer(ep, etp).total).param_bw_s) if fsdp else 0)
             add("fx_lat", ("ep", "etp", "pp", "fsdp"),
                 lambda ep, etp, pp, fsdp: quantise_s(fsdp_traffic(
-                    n // (etp * ep * pp), etp * ep, 1, 1).param_latency_s) if fsdp else 0)
+                    ranks.expert_dp_group(n, etp, ep, pp), 1, 1).param_latency_s) if fsdp else 0)
             add("o_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_s(optimizer_shard_s(
-                    cluster, expert_layer(ep, etp).total, n // (etp * ep * pp) if dop else 1)))
+                    cluster, expert_layer(ep, etp).total, expert_shards(ep, etp, pp) if dop else 1)))
             add("dgx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
                 lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
             add("dqx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
@@ -543,9 +553,7 @@ def _one_layer(prefix: str, dense: int, moe: int) -> list[tuple[int, str]]:
 
 def _plausible(partial: Point, num_gpus: int) -> bool:
     """Cheap necessary conditions on a few axes: the groups they form fit in the world."""
-    dense = partial.get("tp", 1) * partial.get("cp", 1) * partial.get("dp", 1) * partial.get("pp", 1)
-    expert = partial.get("etp", 1) * partial.get("ep", 1) * partial.get("pp", 1)
-    return num_gpus % dense == 0 and num_gpus % expert == 0
+    return ranks.fits_world(num_gpus, **{a: partial[a] for a in ("tp", "cp", "dp", "pp", "ep", "etp") if a in partial})
 
 
 def _derived(axis: str, point: Point) -> Any:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Workload, default_global_batch, precision_fields
+from megasolve.models.ranks import data_parallel_size
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport
 from megasolve.solver.feasibility import ClusterKind, MinGpus, find_min_gpus
@@ -203,8 +204,8 @@ def batch_split_reason(spec: ModelSpec, cluster: Cluster, workload: Workload) ->
         return str(exc)
     d = space.domains
     n = cluster.num_gpus
-    possible = sorted({n // (tp * cp * pp) for tp in d["tp"] for cp in d["cp"] for pp in d["pp"]
-                       if n % (tp * cp * pp) == 0 and n // (tp * cp * pp) in d["dp"]})
+    sizes = {data_parallel_size(n, tp, cp, pp) for tp in d["tp"] for cp in d["cp"] for pp in d["pp"]}
+    possible = sorted(dp for dp in sizes if dp is not None and dp in d["dp"])
     gbs = workload.global_batch_size
     if not possible or any(gbs % dp == 0 for dp in possible):
         return None
