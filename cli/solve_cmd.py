@@ -128,6 +128,7 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
                        engine=engine, allow_cross_domain_tp=allow_cross_domain_tp, min_headroom=headroom,
                        requires=requires)
     data = result.as_dict()
+    render.model_notes(resolved.spec)
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))
     elif fmt == "table":
@@ -231,6 +232,7 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
     for entry in data["layouts"]:  # one plan per row; its other spellings cost the same
         if entry.get("equivalent_layouts"):
             out.print(f"#{entry['rank']}{equivalent_label(entry)} (same cost, other spelling)")
+    out.print(render.model_line(data["model_params"]))
     out.print(f"why #1: {why_line(data)}")
     proven = "proven optimal under the cost model" if search["proven_optimal"] else \
         "NOT proven optimal (time limit): best found so far"

@@ -53,7 +53,10 @@ class SolveResult:
                                    "equivalent_layouts": [layout_dict(x, report.workload) for x in same]})
         if self.layouts:
             first = self.layouts[0].as_dict()
-            out = {"model": first["model"], "cluster": first["cluster"], "workload": first["workload"], **out}
+            out = {"model": first["model"], "model_params": first["model_params"],
+                   "ignored_features": first["ignored_features"], "model_notes": first["model_notes"],
+                   "cluster": first["cluster"],
+                   "workload": first["workload"], **out}
         out["search"] = self.search
         if self.status in ("infeasible", "unknown"):
             out["reasons"] = self.reasons
@@ -105,6 +108,7 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
     Layouts inside the margin are excluded, so #1 leaves it; only when nothing fits with the margin
     but something fits without it are those layouts returned, each marked ``tight`` (an answer that
     may OOM, said so, beats "nothing fits" on a small cluster)."""
+    spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp,
