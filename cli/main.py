@@ -89,6 +89,6 @@ def register(command: Any) -> Any:
 
 
 # Commands register themselves on import.
-from megasolve.cli import commands, solve_cmd, whatif_cmd  # noqa: E402,F401  (import for side effect)
+from megasolve.cli import commands, runs_cmd, solve_cmd, whatif_cmd  # noqa: E402,F401  (import for side effect)
 
 __all__ = ["cli", "main", "options"]

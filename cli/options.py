@@ -92,7 +92,17 @@ def recipe_options(func: F) -> F:
         click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
                      help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
                           "4 bytes per parameter held and reduced."),
+        click.option("--profile", "profile", default=None, metavar="PROFILE.yaml",
+                     help="Calibration profile written by `megasolve calibrate` (default: the shipped "
+                          "published-megatron-runs)."),
     )(func)
+
+
+def load_profile_option(options: dict[str, Any]) -> Any:
+    """Remove ``--profile`` from a command's keyword arguments and load it (None: the shipped profile)."""
+    from megasolve.cost.calibration import load_profile
+
+    return load_profile(options.pop("profile", None))
 
 
 def take(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

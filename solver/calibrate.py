@@ -262,7 +262,7 @@ def _choose(runs: Sequence[Run], base: Profile, gpu: str) -> tuple[list[Knob], d
                                   "(the compute factor carries it otherwise)")
             continue
         if np.max(np.abs(s)) < MIN_SHARE:
-            reasons[knob.name] = f"no run spends >= {MIN_SHARE:.0%} of its step in {knob.term}"
+            reasons[knob.name] = f"no run's step time moves by {MIN_SHARE:.0%} or more with it"
             continue
         primary = [k for k in free if k.name in PRIMARY]
         if knob.name in PRIMARY and len(free) >= len(runs):
@@ -328,7 +328,7 @@ def _reserve(runs: Sequence[Run], base: Profile, free_profile: Profile) -> tuple
         usable = r.cluster.gpu.usable_memory_bytes / GB
         allocated = (r.measured.peak_allocated_gb if r.measured.peak_allocated_gb is not None
                      else max(s.allocated_bytes for s in est.memory) / GB)
-        room = usable - allocated - fraction * usable
+        room = usable - allocated - fraction * usable  # what other_reserve_gb may take before it stops fitting
         if r.measured.oom:
             low = max(low, room)
         else:
@@ -336,7 +336,9 @@ def _reserve(runs: Sequence[Run], base: Profile, free_profile: Profile) -> tuple
     if not gaps and low == 0.0 and high == math.inf:
         return None, {"free": False, "reason": "no run reports reserved memory or ran out of memory",
                       "value": prior, "prior": prior}
-    target = statistics.median(gaps) + CONTEXT_GB if gaps else prior
+    # the reserve is other_reserve_gb + fraction * usable; the gap and the bounds are on the whole of it
+    usable = runs[0].cluster.gpu.usable_memory_bytes / GB
+    target = statistics.median(gaps) + CONTEXT_GB - fraction * usable if gaps else prior
     value = (len(gaps) * target + prior) / (len(gaps) + 1)
     value = min(max(value, low), high) if low <= high else value
     value = max(value, 0.0)
