@@ -32,6 +32,9 @@ def run_options(func):
                      help="Global batch size where the log has none."),
         click.option("--step-time", "step_time_s", type=float, default=None,
                      help="Measured seconds per step where the log has no iteration lines."),
+        click.option("--arg", "args", multiple=True, metavar="NAME=VALUE",
+                     help="A Megatron argument the log does not print (repeatable), e.g. "
+                          "--arg tensor-model-parallel-size=2 --arg micro-batch-size=1."),
     ]):
         func = decorator(func)
     return func
@@ -41,6 +44,16 @@ def read_all(paths: tuple[str, ...], defaults: dict[str, Any]) -> tuple[list[Any
     """Every run the paths hold; a path that cannot be read is one line naming what is missing."""
     from megasolve.solver.runs import read_runs
 
+    defaults = dict(defaults)
+    pairs = defaults.pop("args", ()) or ()
+    parsed = {}
+    for item in pairs:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise MegasolveError(field="--arg", value=item, rule="must be NAME=VALUE",
+                                 fix="e.g. --arg tensor-model-parallel-size=2")
+        parsed[key.strip()] = value.strip()
+    defaults["args"] = parsed
     runs, failed = [], []
     for path in paths:
         try:

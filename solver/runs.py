@@ -141,7 +141,9 @@ def read_runs(path: str | Path, **defaults: Any) -> list[Run]:
 
     ``defaults`` fill what the input does not say: ``gpu``, ``num_gpus``, ``gpus_per_node``,
     ``nvlink_domain``, ``model`` (anything ``--model`` takes, replacing the shape in the log),
-    ``vocab_size``, ``seq_length``, ``global_batch_size``, ``precision``, ``step_time_s``.
+    ``vocab_size``, ``seq_length``, ``global_batch_size``, ``precision``, ``step_time_s``, and ``args``
+    (a mapping of Megatron argument names, e.g. ``{"tensor-model-parallel-size": 2}``, for logs that do
+    not print their argument dump).
     """
     path = Path(path)
     if not path.is_file():
@@ -162,7 +164,7 @@ def read_runs(path: str | Path, **defaults: Any) -> list[Run]:
 
 
 def _looks_like_log(text: str) -> bool:
-    return bool(re.search(r"elapsed time per iteration|-{4,} arguments -{4,}|train_step_timing", text))
+    return bool(re.search(r"elapsed time per iteration|-{4,} arguments -{4,}|train_step_timing|\s\.{6,}\s", text))
 
 
 # ---------------------------------------------------------------------------- runs file
@@ -322,13 +324,15 @@ _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFL
 _GBS = re.compile(r"global batch size:\s*(\d+)")
 _MEMORY = re.compile(r"\[Rank (\d+)\]\s*\(after (\d+) iterations\) memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|"
                      r"\s*max allocated:\s*([\d.]+)\s*\|\s*reserved:\s*([\d.]+)\s*\|\s*max reserved:\s*([\d.]+)")
-_THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB, activation=([\d.]+) MB, "
-                     r"total=([\d.]+) MB")
+_THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
+                     r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?")
 _OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) ([GM]i?B)")
 _OOM_CAPACITY = re.compile(r"total capacit[yi]? of ([\d.]+) GiB|([\d.]+) GiB total capacity")
 _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
 _NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*([\d.]+)")
 _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
+# NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
+_TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
 _CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?\s*$")
 _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
@@ -386,12 +390,11 @@ def parse_log(text: str) -> LogFacts:
         if _ARGS_END.search(line):
             in_args = False
             continue
-        if in_args:
-            m = _ARG_LINE.match(line)
-            if m:
-                facts.args.setdefault(m.group(1), _scalar(m.group(2)))
+        m = _ARG_LINE.match(line)
+        if m and (in_args or not m.group(2).startswith(":")):  # excerpts may start inside the dump
+            facts.args.setdefault(m.group(1), _scalar(m.group(2)))
             continue
-        _parse_line(line, facts)
+        _parse_line(line, facts)  # a dump cut off without its end line still lets the rest through
     _script_args(text, facts)
     return facts
 
@@ -412,6 +415,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         it = _NEMO_ITER.search(line)
         facts.nemo_steps.append((int(it.group(1)) if it else None, float(m.group(1))))
         return
+    if m := _TQDM.search(line):  # tqdm's rate is a running average since the bar started
+        it = _NEMO_ITER.search(line)
+        value = float(m.group(1))
+        facts.nemo_steps.append((int(it.group(1)) if it else None, value if m.group(2) == "s/it" else 1 / value))
+        return
     if m := _MEMORY.search(line):
         rank = int(m.group(1))
         alloc, reserved = float(m.group(4)), float(m.group(6))
@@ -419,7 +427,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
         return
     if m := _THEORY.search(line):
-        facts.theoretical_mb = float(m.group(3))
+        facts.theoretical_mb = float(m.group(3) or m.group(1))
         return
     if m := _OOM.search(line):
         facts.oom = True
@@ -555,17 +563,39 @@ TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("llama-3", 128256), ("llama3", 128256), 
                    ("qwen3", 151936), ("qwen2", 151936), ("deepseek-v3", 129280), ("deepseek", 102400))
 
 
+# the sizes ``validate_args`` prints on its "using world size" line -> argument names
+WORLD_PARTS = {"tensor-model-parallel": "tensor_model_parallel_size", "pipeline-model-parallel":
+               "pipeline_model_parallel_size", "context-parallel": "context_parallel_size",
+               "data-parallel": "data_parallel_size", "model-parallel": "model_parallel_size"}
+
+
+# arguments that say the layout (any one means the log printed its parallel setup)
+LAYOUT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "model_parallel_size",
+               "context_parallel_size", "expert_model_parallel_size", "data_parallel_size")
+
+
 def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None = None) -> Run:
     """A ``Run`` from one Megatron-LM / NeMo / Megatron-Bridge log or launch script."""
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
     facts = parse_log(text)
     args = {CONFIG_ALIASES.get(k, k): v for k, v in facts.args.items()}
+    for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
+        if printed in facts.world_parts:
+            args.setdefault(arg, facts.world_parts[printed])
+    for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print
+        args[str(key).lstrip("-").replace("-", "_")] = _scalar(str(value)) if isinstance(value, str) else value
+    batches = [g for *_, g in facts.iterations if g]
+    if batches and not isinstance(args.get("global_batch_size"), int):
+        args["global_batch_size"] = statistics.mode(batches)
     notes: list[str] = []
     missing: list[str] = []
 
     spec = _spec(args, facts, defaults, notes, missing)
     num_gpus = _world(args, facts, defaults, notes, missing)
     gpu = _gpu(facts, defaults, notes, missing)
+    if not any(k in args for k in LAYOUT_ARGS):
+        missing.append(("parallel layout", "--arg tensor-model-parallel-size=N (pipeline-, context-, "
+                                           "expert-model-parallel-size, micro-batch-size likewise)"))
     layout_raw, work_raw = _layout_and_workload(args, defaults, notes, missing)
     measured = _measured(facts, defaults, notes, missing, layout_raw)
     if missing:
@@ -576,6 +606,10 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                              fix="; ".join(f"pass {m[1]}" for m in missing))
     cluster = Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, gpus_per_node=defaults.get("gpus_per_node")
                                  or _gpus_per_node(args, num_gpus), nvlink_domain=defaults.get("nvlink_domain"))
+    if spec.is_moe and "moe_dispatcher" not in work_raw:
+        work_raw["moe_dispatcher"] = "alltoall"  # megasolve models alltoall and flex; Megatron's default is allgather
+        notes.append("MoE dispatcher costed as alltoall (the log does not say; "
+                     "--arg moe-token-dispatcher-type=flex for DeepEP)")
     workload = _workload(work_raw, name)
     layout = _layout_for(num_gpus, layout_raw, name)
     software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
@@ -729,6 +763,9 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
             layout["recompute_num_layers"] = n
     dist = args.get("use_distributed_optimizer")
     layout["distributed_optimizer"] = bool(dist) if dist is not None else False
+    if dist is None:
+        notes.append("distributed optimizer off, Megatron's default (the log does not say; "
+                     "--arg use-distributed-optimizer=true if it was on)")
     if args.get("use_megatron_fsdp") is True:
         layout["fsdp"] = True
         layout["distributed_optimizer"] = True
@@ -771,9 +808,6 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     elif dispatcher == "allgather":
         notes.append("allgather MoE dispatcher costed as alltoall (megasolve models alltoall and flex)")
         work["moe_dispatcher"] = "alltoall"
-    elif _int(args, "num_moe_experts", 0) > 1 and dispatcher is None:
-        work["moe_dispatcher"] = "alltoall"
-        notes.append("MoE dispatcher alltoall assumed (the log does not say)")
     backend = str(args.get("attention_backend") or "").split(".")[-1]
     if backend == "unfused":  # Megatron AttnBackend.unfused (ARG --attention-backend)
         work["attention"] = "unfused"
