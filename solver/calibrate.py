@@ -333,7 +333,7 @@ def _reserve(runs: Sequence[Run], base: Profile, free_profile: Profile) -> tuple
             low = max(low, room)
         else:
             high = min(high, room)
-    if not gaps and low == 0.0 and high == math.inf:
+    if not gaps and not any(r.measured.oom for r in runs):  # runs that fit only bound it from above
         return None, {"free": False, "reason": "no run reports reserved memory or ran out of memory",
                       "value": prior, "prior": prior}
     # the reserve is other_reserve_gb + fraction * usable; the gap and the bounds are on the whole of it

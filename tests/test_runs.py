@@ -1,0 +1,232 @@
+"""Readers of training logs, launch scripts and runs files (solver/runs.py), on real logs users
+posted in public issue threads (tests/data/logs/INDEX.yaml) and on the formats' edge cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from megasolve.models.errors import MegasolveError
+from megasolve.solver.runs import parse_log, read_runs, run_from_log, strip_prefix
+
+LOGS = Path(__file__).parent / "data" / "logs"
+INDEX = yaml.safe_load((LOGS / "INDEX.yaml").read_text(encoding="utf-8"))
+
+
+def test_every_fixture_is_indexed_with_its_source():
+    files = {p.name for p in LOGS.iterdir() if p.name != "INDEX.yaml"}
+    assert files == {e["file"] for e in INDEX}
+    assert all(e["source"].startswith("https://github.com/") for e in INDEX)
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[e["file"] for e in INDEX])
+def test_real_log_facts(entry):
+    facts = parse_log((LOGS / entry["file"]).read_text(encoding="utf-8"))
+    want = entry["expect"]
+    for key, value in want.get("args", {}).items():
+        assert facts.args.get(key) == value, key
+    if "world_size" in want:
+        assert facts.world_size == want["world_size"]
+        assert facts.world_parts == want["world_parts"]
+    if "iterations" in want:
+        assert len(facts.iterations) == want["iterations"]
+        assert {g for *_, g in facts.iterations} == {want["global_batch_size"]}
+    if "memory_rank" in want:
+        assert facts.memory == {want["memory_rank"]: (want["max_allocated_mib"], want["max_reserved_mib"])}
+    assert facts.oom == want.get("oom", False)
+    if "oom_capacity_gib" in want:
+        assert facts.oom_capacity_gib == want["oom_capacity_gib"]
+    if "theoretical_mb" in want:
+        assert facts.theoretical_mb == want["theoretical_mb"]
+    if "nemo_step_s" in want:
+        assert [s for _, s in facts.nemo_steps] == [want["nemo_step_s"]]
+
+
+@pytest.mark.parametrize("entry", [e for e in INDEX if "step_time_s" in e["expect"]], ids=lambda e: e["file"])
+def test_real_log_step_time_skips_warmup(entry):
+    run = read_runs(LOGS / entry["file"], model="llama-3.1-8b", gpu="h100", num_gpus=16, seq_length=4096,
+                    args={"tensor-model-parallel-size": 1})[0]
+    assert run.measured.step_time_s == pytest.approx(entry["expect"]["step_time_s"], rel=1e-6)
+    assert run.measured.iterations == entry["expect"]["timed"]  # the first logged interval and iterations 1-3 are warm-up
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[e["file"] for e in INDEX])
+def test_real_log_missing_facts_are_named_with_their_flag(entry):
+    with pytest.raises(MegasolveError) as err:
+        read_runs(LOGS / entry["file"])
+    text = str(err.value)
+    assert entry["file"] in text and "\n" not in text
+    assert "--model" in text  # none of these excerpts prints the whole model shape
+    if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size"} & set(
+            entry["expect"].get("args", {})):
+        assert "--gpus N" in text
+    assert "--gpu TYPE" in text  # no excerpt prints the GPU name
+
+
+def test_mixtral_thread_completed_by_what_the_thread_says():
+    """NVIDIA/Megatron-LM#756: Mixtral 8x7B on 16 H100; the rest from flags."""
+    run = read_runs(LOGS / "megatron-lm-756-mixtral-h100.log", model="mixtral-8x7b", gpu="h100", num_gpus=16,
+                    seq_length=4096, args={"tensor-model-parallel-size": 2, "expert-model-parallel-size": 8})[0]
+    assert (run.layout.tp, run.layout.ep, run.layout.dp, run.cluster.num_gpus) == (2, 8, 8, 16)
+    assert run.workload.global_batch_size == 128  # from the iteration lines
+    assert run.measured.rank == 1 and run.measured_stage() == 0
+    assert run.measured.peak_allocated_gb == pytest.approx(54250.98583984375 * 2**20 / 1e9)
+    assert run.workload.moe_dispatcher == "alltoall"
+    assert any("dispatcher" in n for n in run.notes) and any("distributed optimizer" in n for n in run.notes)
+
+
+def test_v100_oom_thread():
+    """NVIDIA/Megatron-LM#60: 16 ranks, model-parallel 2, batch_size 8, activation checkpointing, OOM."""
+    run = read_runs(LOGS / "megatron-lm-60-v100-oom.log", model="llama-2-7b", gpu="v100-32g", seq_length=1024,
+                    global_batch_size=128)[0]
+    assert (run.layout.tp, run.layout.dp, run.layout.mbs, run.layout.recompute) == (2, 8, 8, "full")
+    assert run.measured.oom and run.cluster.gpu.name == "v100-32g"
+    assert any("fp16" in n for n in run.notes) is False  # 'using torch.float16' is not an argument
+
+
+def test_launch_script_variables_and_world_size():
+    run = read_runs(LOGS / "megatron-lm-606-launch-script.sh", model="llama-2-7b", gpu="a100-40g",
+                    seq_length=64, global_batch_size=8, step_time_s=1.0)[0]
+    assert run.cluster.num_gpus == 8 and run.layout.tp == 1 and run.layout.pp == 1
+
+
+# ---------------------------------------------------------------------------- format edge cases
+ARGS_DUMP = """\
+------------------------ arguments ------------------------
+  bf16 ............................................ True
+  ffn_hidden_size ................................. 14336
+  global_batch_size ............................... 256
+  group_query_attention ........................... True
+  hidden_size ..................................... 4096
+  micro_batch_size ................................ 2
+  normalization ................................... RMSNorm
+  num_attention_heads ............................. 32
+  num_layers ...................................... 32
+  num_query_groups ................................ 8
+  pipeline_model_parallel_size .................... 2
+  position_embedding_type ......................... rope
+  recompute_granularity ........................... selective
+  seq_length ...................................... 8192
+  sequence_parallel ............................... True
+  swiglu .......................................... True
+  tensor_model_parallel_size ...................... 2
+  untie_embeddings_and_output_weights ............. True
+  use_distributed_optimizer ....................... True
+  add_bias_linear ................................. False
+  vocab_size ...................................... 128256
+  world_size ...................................... 16
+-------------------- end of arguments ---------------------
+"""
+
+
+def _iteration(i: int, ms: float, stamp: bool = True) -> str:
+    head = "[2025-01-01 00:00:00] " if stamp else ""
+    return (f" {head}iteration {i:8d}/    1000 | consumed samples: {i * 256:12d} | elapsed time per iteration (ms): {ms} "
+            f"| throughput per GPU (TFLOP/s/GPU): 400.0 | learning rate: 1.0E-04 | global batch size:   256 | "
+            f"lm loss: 2.0E+00 | extra field: 7 |")
+
+
+def test_args_dump_with_slurm_prefixes_and_interleaved_ranks():
+    lines = ["0: " + line for line in ARGS_DUMP.splitlines()]
+    for i in range(1, 8):  # the last pipeline stage logs iterations; ranks 8 and 12 interleave
+        lines.append(f"8: {_iteration(i, 30000.0 if i == 1 else 1000.0 + i)}")
+        lines.append(f"12: {_iteration(i, 30000.0 if i == 1 else 1000.0 + i, stamp=False)}")
+        lines.append("[node3:13]: [Rank 13] (after 2 iterations) memory (MB) | allocated: 100.0 | max allocated: "
+                     "30000.0 | reserved: 32000.0 | max reserved: 33000.0")
+    run = run_from_log("\n".join(lines), "interleaved", {"gpu": "h100"})
+    assert run.spec.num_layers == 32 and run.spec.num_query_groups == 8 and run.spec.vocab_size == 128256
+    assert (run.layout.tp, run.layout.pp, run.layout.dp, run.layout.mbs) == (2, 2, 4, 2)
+    assert run.layout.recompute == "selective" and run.layout.distributed_optimizer
+    assert run.workload.seq_length == 8192 and run.workload.global_batch_size == 256
+    assert run.measured.step_time_s == pytest.approx(1005.5 / 1e3)  # iterations 4..7; 1..3 are warm-up
+    assert run.measured.rank == 13 and run.measured_stage() == 1
+    assert run.measured.peak_allocated_gb == pytest.approx(30000.0 * 2**20 / 1e9)
+
+
+def test_prefixes():
+    assert strip_prefix("[rank3]: iteration 5/ 10 |") == "iteration 5/ 10 |"
+    assert strip_prefix("[default7]: iteration 2/ 25 |") == "iteration 2/ 25 |"
+    assert strip_prefix("3:  [2026-05-29 03:52:45] iteration 300/ 300 |") == "[2026-05-29 03:52:45] iteration 300/ 300 |"
+    assert strip_prefix("\x1b[32mtrain\x1b[0m") == "train"
+
+
+def test_oom_message_new_and_old_forms():
+    new = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.70 GiB. GPU 0 has a total capacity of "
+           "79.10 GiB of which 1.2 GiB is free.")
+    facts = parse_log(new)
+    assert facts.oom and facts.oom_capacity_gib == 79.10
+    old = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 39.59 GiB total capacity; 1 GiB)"
+    facts = parse_log(old)
+    assert facts.oom and facts.oom_capacity_gib == 39.59
+
+
+def test_gpu_and_versions_from_the_log():
+    text = ARGS_DUMP + "\n".join(_iteration(i, 900.0) for i in range(1, 6)) + \
+        "\n|   0  NVIDIA H100 80GB HBM3          On  | 00000000:1B:00.0 Off |\nmegatron-core 0.14.0rc8\n"
+    run = run_from_log(text, "gpu")
+    assert run.cluster.gpu.name == "h100" and "megatron-core 0.14.0rc8" in run.software
+
+
+def test_nemo_config_dump_and_step_timing():
+    text = """\
+trainer:
+  devices: 8
+  num_nodes: 2
+  precision: bf16-mixed
+model:
+  micro_batch_size: 1
+  global_batch_size: 128
+  tensor_model_parallel_size: 4
+  pipeline_model_parallel_size: 1
+  encoder_seq_length: 4096
+  num_layers: 32
+  hidden_size: 4096
+  ffn_hidden_size: 14336
+  num_attention_heads: 32
+  num_query_groups: 8
+  gated_linear_unit: true
+  normalization: rmsnorm
+  bias: false
+  override_vocab_size: 128256
+Epoch 0: : 3/100 [00:10<00:00, reduced_train_loss=10.1, global_step=2.000, train_step_timing in s=5.10]
+Epoch 0: : 4/100 [00:10<00:00, reduced_train_loss=10.1, global_step=3.000, train_step_timing in s=2.10]
+Epoch 0: : 5/100 [00:10<00:00, reduced_train_loss=10.1, global_step=4.000, train_step_timing in s=2.00]
+Epoch 0: : 6/100 [00:10<00:00, reduced_train_loss=10.1, global_step=5.000, train_step_timing in s=2.20]
+Epoch 0: : 7/100 [00:10<00:00, reduced_train_loss=10.1, global_step=6.000, train_step_timing in s=2.10]
+"""
+    run = run_from_log(text, "nemo", {"gpu": "a100-80g"})
+    assert run.cluster.num_gpus == 16 and run.layout.tp == 4 and run.layout.dp == 4
+    assert run.spec.swiglu and run.spec.normalization == "RMSNorm" and not run.spec.add_bias_linear
+    assert run.workload.seq_length == 4096
+    assert run.measured.step_time_s == pytest.approx(2.15)
+
+
+def test_runs_yaml_and_csv(tmp_path):
+    entry = {"model": "qwen3-30b-a3b", "cluster": {"gpu": "h100", "num_gpus": 16},
+             "layout": {"tp": 1, "pp": 1, "ep": 16, "etp": 1, "mbs": 1, "recompute": "none"},
+             "workload": {"seq_length": 4096, "global_batch_size": 512, "precision": "fp8"},
+             "measured": {"step_time_s": 24.1, "peak_allocated_gb": 61.2, "rank": "last"}}
+    (tmp_path / "runs.yaml").write_text(yaml.safe_dump([entry]))
+    run = read_runs(tmp_path / "runs.yaml")[0]
+    assert run.layout.ep == 16 and run.layout.dp == 16 and run.workload.precision == "fp8"
+    assert run.measured_stage() == 0 and run.measured_tokens_per_s_per_gpu == pytest.approx(512 * 4096 / 24.1 / 16)
+    (tmp_path / "runs.csv").write_text(
+        "model,cluster.gpu,cluster.num_gpus,layout.tp,layout.ep,workload.seq_length,workload.global_batch_size,"
+        "measured.step_time_s\nqwen3-30b-a3b,h100,16,1,16,4096,512,24.1\n")
+    assert read_runs(tmp_path / "runs.csv")[0].layout == run.layout.__class__(tp=1, dp=16, ep=16, etp=1)
+
+
+def test_runs_file_errors_are_one_line(tmp_path):
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump([{"model": "llama-3.1-8b", "cluster": {"gpu": "h100",
+                                                         "num_gpus": 8}, "layout": {"tq": 2},
+                                                         "measured": {"step_time_s": 1.0}}]))
+    with pytest.raises(MegasolveError, match="layout=tq"):
+        read_runs(tmp_path / "bad.yaml")
+    (tmp_path / "empty.yaml").write_text(yaml.safe_dump([{"model": "llama-3.1-8b", "cluster": {"gpu": "h100",
+                                                           "num_gpus": 8}, "measured": {}}]))
+    with pytest.raises(MegasolveError, match="needs step_time_s"):
+        read_runs(tmp_path / "empty.yaml")
+    with pytest.raises(MegasolveError, match="no such file"):
+        read_runs(tmp_path / "missing.log")
