@@ -38,7 +38,6 @@ import csv
 import io
 import math
 import re
-import shlex
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,6 +53,7 @@ from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
+UNKNOWN_RANK = -1  # a memory line that names no rank
 GIB = 2**30
 MAX_LOG_BYTES = 256 * 1024 * 1024
 # iterations whose timing includes start-up work (CUDA graphs, NCCL setup, allocator growth): Megatron's
@@ -322,7 +322,7 @@ _ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*([\d.]+)")
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
                      r"\s*[:=]\s*([\d.]+)", re.I)
 _GBS = re.compile(r"global batch size:\s*(\d+)")
-_MEMORY = re.compile(r"\[Rank (\d+)\]\s*\(after (\d+) iterations\) memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|"
+_MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|"
                      r"\s*max allocated:\s*([\d.]+)\s*\|\s*reserved:\s*([\d.]+)\s*\|\s*max reserved:\s*([\d.]+)")
 _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
                      r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?")
@@ -338,6 +338,7 @@ _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
                       r"(?: version)?\s*[:=]?\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\w-]*)?)", re.I)
+_DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
 
@@ -421,7 +422,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.nemo_steps.append((int(it.group(1)) if it else None, value if m.group(2) == "s/it" else 1 / value))
         return
     if m := _MEMORY.search(line):
-        rank = int(m.group(1))
+        rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK  # GPT-NeoX / old Megatron: no rank
         alloc, reserved = float(m.group(4)), float(m.group(6))
         old = facts.memory.get(rank, (0.0, 0.0))
         facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
@@ -433,6 +434,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.oom = True
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
+    if m := _DTYPE.search(line):
+        facts.args.setdefault("_params_dtype", m.group(1))
+        return
     if m := _PADDED.search(line):
         facts.padded_vocab = (int(m.group(1)), int(m.group(2)))
         return
@@ -494,10 +498,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
         lines.append(line)
     flags: dict[str, Any] = {}
     for line in lines:
-        try:
-            tokens = shlex.split(_expand(line, env), comments=True)
-        except ValueError:
-            continue
+        # flags also live inside quoted strings (DISTRIBUTED_ARGS="--nnodes=1 --nproc_per_node=8"): unquote
+        tokens = [t for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " ")) if t]
         for i, token in enumerate(tokens):
             token = token.strip("()")
             if not token.startswith("--") or len(token) < 4:
@@ -815,6 +817,9 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
 
 
 def _precision(args: dict[str, Any], notes: list[str]) -> str:
+    if args.get("_params_dtype") == "float32":
+        notes.append("fp32 parameters (no --bf16/--fp16): megasolve models 16-bit training; costed as bf16, "
+                     "so expect the run to be slower and larger than predicted")
     fp8 = args.get("fp8") or args.get("fp8_format")
     if isinstance(fp8, str) and fp8.lower() in ("hybrid", "e4m3"):
         return "fp8"
@@ -837,6 +842,9 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         rank = max(facts.memory, key=lambda r: (facts.memory[r][0], -r))
         peak = facts.memory[rank][0] * MIB / 1e9
         reserved = facts.memory[rank][1] * MIB / 1e9
+        if rank == UNKNOWN_RANK:
+            rank = None
+            notes.append("the memory report names no rank: compared with the peak stage")
     if step is None and peak is None and not facts.oom:
         missing.append(("measurement (iteration timing, memory report or OOM)",
                         "a log with iteration lines, or --step-time SECONDS"))

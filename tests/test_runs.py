@@ -32,7 +32,7 @@ def test_real_log_facts(entry):
         assert facts.world_parts == want["world_parts"]
     if "iterations" in want:
         assert len(facts.iterations) == want["iterations"]
-        assert {g for *_, g in facts.iterations} == {want["global_batch_size"]}
+        assert {g for *_, g in facts.iterations} == ({want["global_batch_size"]} if "global_batch_size" in want else {None})
     if "memory_rank" in want:
         assert facts.memory == {want["memory_rank"]: (want["max_allocated_mib"], want["max_reserved_mib"])}
     assert facts.oom == want.get("oom", False)
@@ -58,8 +58,8 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
         read_runs(LOGS / entry["file"])
     text = str(err.value)
     assert entry["file"] in text and "\n" not in text
-    assert "--model" in text  # none of these excerpts prints the whole model shape
-    if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size"} & set(
+    assert "--model" in text or "--vocab-size" in text  # no excerpt prints the whole model
+    if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node"} & set(
             entry["expect"].get("args", {})):
         assert "--gpus N" in text
     assert "--gpu TYPE" in text  # no excerpt prints the GPU name
