@@ -338,6 +338,9 @@ _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
                       r"(?: version)?\s*[:=]?\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\w-]*)?)", re.I)
+_REPR_PAIR = re.compile(r"\b([a-z_][a-z0-9_]*)=([^,()\s]+)")
+REPR_KEYS = {"bf16", "fp16", "use_distributed_optimizer", "fp8_param_gather", "overlap_grad_reduce",
+             "grad_reduce_in_fp32"}
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
@@ -448,6 +451,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
     if m := _CONTAINER.search(line):
         facts.software.setdefault("container", m.group(1))
+    if "Config(" in line:  # NeMo 2 / Bridge print dataclass reprs: OptimizerConfig(..., bf16=True, ...)
+        for key, value in _REPR_PAIR.findall(line):
+            if key in CONFIG_KEYS or key in REPR_KEYS:
+                facts.args.setdefault(key, _scalar(value.strip("'\"")))
+        return
     if m := _CONFIG_LINE.match(line):
         key = m.group(1)
         if key in CONFIG_KEYS:
@@ -478,13 +486,15 @@ def _scalar(text: str) -> Any:
 
 
 # ---------------------------------------------------------------------------- launch scripts
+_HYDRA = re.compile(r"^(?:\+?[a-z_]+\.)+([a-z_][a-z0-9_]*)=(\S+)$")
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\S*)")
 _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
 
 
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
-    if "--" not in text or ("pretrain" not in text and "torchrun" not in text and "_ARGS" not in text):
+    if ("--" not in text and "model." not in text) or (
+            "pretrain" not in text and "torchrun" not in text and "_ARGS" not in text):
         return
     env: dict[str, str] = {}
     body = re.sub(r"\\\r?\n", " ", text)
@@ -502,6 +512,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
         tokens = [t for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " ")) if t]
         for i, token in enumerate(tokens):
             token = token.strip("()")
+            if (h := _HYDRA.match(token)) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
+                flags.setdefault(h.group(1), _scalar(h.group(2)))
+                continue
             if not token.startswith("--") or len(token) < 4:
                 continue
             name, eq, inline = token[2:].partition("=")
@@ -553,7 +566,7 @@ CONFIG_KEYS = {
     "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
     "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
-    "use_distributed_optimizer", "devices", "num_nodes", "precision", "fp8", "fp8_recipe", "fp8_param_gather",
+    "use_distributed_optimizer", "devices", "num_nodes", "precision", "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather",
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
 }
