@@ -139,8 +139,9 @@ class Run:
 def read_runs(path: str | Path, **defaults: Any) -> list[Run]:
     """Runs from a Megatron-LM / NeMo / Megatron-Bridge log, a launch script, or a runs file (YAML/CSV).
 
-    ``defaults`` fill what the input does not say: ``gpu``, ``num_gpus``, ``gpus_per_node``,
-    ``nvlink_domain``, ``model`` (anything ``--model`` takes, replacing the shape in the log),
+    ``defaults`` fill what the input does not say (what it says wins): ``gpu``, ``num_gpus``,
+    ``gpus_per_node``, ``nvlink_domain``, ``model`` (anything ``--model`` takes; it replaces the shape in
+    the log, and ``gpu`` replaces a GPU name found in it),
     ``vocab_size``, ``seq_length``, ``global_batch_size``, ``precision``, ``step_time_s``, and ``args``
     (a mapping of Megatron argument names, e.g. ``{"tensor-model-parallel-size": 2}``, for logs that do
     not print their argument dump).
@@ -653,7 +654,7 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         model_args.setdefault("group_query_attention", True)
     if model_args.get("group_query_attention") is None:
         model_args.pop("group_query_attention", None)
-    vocab = defaults.get("vocab_size") or model_args.get("vocab_size")
+    vocab = model_args.get("vocab_size") or defaults.get("vocab_size")
     if facts.padded_vocab and not vocab:
         vocab = facts.padded_vocab[0]
         notes.append(f"vocabulary {vocab} from the tokenizer line (padded to {facts.padded_vocab[1]})")
@@ -691,8 +692,6 @@ MODEL_ARG_NAMES = {
 
 def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
            missing: list[tuple[str, str]]) -> int:
-    if defaults.get("num_gpus"):
-        return int(defaults["num_gpus"])
     if facts.world_size:
         return facts.world_size
     if isinstance(args.get("world_size"), int):
@@ -711,6 +710,8 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     dp = args.get("data_parallel_size")
     if isinstance(dp, int):
         return tp * pp * cp * dp
+    if defaults.get("num_gpus"):
+        return int(defaults["num_gpus"])
     missing.append(("world size (GPU count)", "--gpus N"))
     return 0
 
@@ -796,12 +797,13 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         layout["account_for_loss"] = True
 
     work: dict[str, Any] = {}
-    seq = defaults.get("seq_length") or args.get("seq_length") or args.get("max_position_embeddings")
+    seq = args.get("seq_length") if isinstance(args.get("seq_length"), int) else defaults.get("seq_length")
     if not isinstance(seq, int):
         missing.append(("sequence length", "--seq-len N"))
     else:
         work["seq_length"] = seq
-    gbs = defaults.get("global_batch_size") or args.get("global_batch_size")
+    gbs = args.get("global_batch_size") if isinstance(args.get("global_batch_size"), int) else \
+        defaults.get("global_batch_size")
     if not isinstance(gbs, int):
         missing.append(("global batch size", "--gbs N"))
     else:

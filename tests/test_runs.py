@@ -245,3 +245,24 @@ def test_nemo_hydra_launch_read_as_a_run_and_checked():
     result = check(run)
     assert result["measured"]["tokens_per_s_per_gpu"] == pytest.approx(1900, rel=1e-3)
     assert result["predicted"]["tokens_per_s_per_gpu"] > 0 and result["likely_cause"]["step_time"]
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[e["file"] for e in INDEX])
+def test_check_runs_on_every_fixture_once_completed(entry):
+    """Every excerpt becomes a run once the user supplies what it lacks, and ``check`` costs it."""
+    from megasolve.solver.calibrate import check
+
+    facts = parse_log((LOGS / entry["file"]).read_text(encoding="utf-8"))
+    given = entry.get("given", {})
+    defaults = {"gpu": given.get("gpu", "h100"), "num_gpus": 16, "seq_length": 2048, "global_batch_size": 128,
+                "vocab_size": 32000, "args": {"tensor-model-parallel-size": 1}}
+    if facts.oom is False and not facts.iterations and not facts.nemo_steps:
+        defaults["step_time_s"] = 10.0
+    if not all(isinstance(facts.args.get(k), int) for k in ("num_layers", "hidden_size", "num_attention_heads")):
+        defaults["model"] = given.get("model", "llama-2-7b")
+    if "tensor_model_parallel_size" in facts.args or facts.world_parts:
+        defaults["args"] = {}
+    run = read_runs(LOGS / entry["file"], **defaults)[0]
+    result = check(run)
+    assert set(result["predicted"]) == {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb"}
+    assert result["predicted"]["step_time_s"] > 0
