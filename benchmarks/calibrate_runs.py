@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 kind = kinds[run.id]
                 b, a = error(run, None), error(run, profile)
-                for bucket in ("all", kind, f"{splits[run.id]} {kind}"):
+                has_moe = "pair has MoE" if any(kinds[c.id] == "moe" for c in chosen) else "pair dense"
+                for bucket in ("all", kind, f"{splits[run.id]} {kind}", f"{kind}, {has_moe}"):
                     before[bucket].append(b)
                     after[bucket].append(a)
                 errs.append((a, b))
@@ -96,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{key[0]:9s} {key[1]:28s} fit on {pair} free {free}: held-out median "
                       f"{100 * statistics.median(e[1] for e in errs):.1f}% -> {100 * statistics.median(e[0] for e in errs):.1f}%")
     print(f"{fits} calibrations on pairs of {sum(len(r) >= 3 for r in series.values())} series")
-    for bucket in ("all", "dense", "moe", "fit dense", "fit moe", "holdout dense", "holdout moe"):
+    for bucket in ("all", "dense", "moe", "fit dense", "fit moe", "holdout dense", "holdout moe",
+                   "dense, pair dense", "dense, pair has MoE", "moe, pair dense", "moe, pair has MoE"):
         if before[bucket]:
-            print(f"{bucket:13s} n={len(before[bucket]):4d}  median |err| shipped {100 * statistics.median(before[bucket]):5.1f}%"
+            print(f"{bucket:19s} n={len(before[bucket]):4d}  median |err| shipped {100 * statistics.median(before[bucket]):5.1f}%"
                   f"  calibrated on 2 runs {100 * statistics.median(after[bucket]):5.1f}%")
     return 0
 

@@ -29,9 +29,10 @@ standard deviation.
 
 Measured (``benchmarks/calibrate_runs.py``, 150 fits on pairs of runs of 26 published series, one GPU
 type and release each; error on the other runs of the series): on the published runs as they are,
-which the shipped profile was fitted on, 5.6 % -> 6.3 % median (dense 3.2 -> 4.0, MoE 13.8 -> 14.7);
+which the shipped profile was fitted on, 5.6 % -> 6.4 % median (dense 3.2 -> 3.9, MoE 13.8 -> 15.9);
 with a simulated release that makes every MoE run 23 % and every dense run 4 % slower (the shipped
-error on the newest release), 10.0 % -> 7.9 % (dense 4.4 -> 4.3, MoE 24.1 -> 20.0).
+error on the newest release), 10.0 % -> 7.2 % (dense 4.4 -> 4.4, MoE 24.1 -> 17.1; 23.2 -> 15.1 when
+the pair holds a MoE run).
 
 **Memory reserve** (``memory.other_reserve_gb``): memory outside PyTorch's allocator. A log's
 ``max reserved - max allocated`` is the allocator's cached-but-unused share; add the CUDA context and
