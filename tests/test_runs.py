@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from megasolve.models.errors import MegasolveError
-from megasolve.solver.runs import parse_log, read_runs, run_from_log, strip_prefix
+from megasolve.solver.logs import parse_log, strip_prefix
+from megasolve.solver.runs import read_runs, run_from_log
 
 LOGS = Path(__file__).parent / "data" / "logs"
 INDEX = yaml.safe_load((LOGS / "INDEX.yaml").read_text(encoding="utf-8"))
