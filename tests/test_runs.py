@@ -267,3 +267,13 @@ def test_check_runs_on_every_fixture_once_completed(entry):
     result = check(run)
     assert set(result["predicted"]) == {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb"}
     assert result["predicted"]["step_time_s"] > 0
+
+
+def test_doctests_of_the_run_modules_pass():
+    import doctest
+    import importlib
+
+    for name in ("megasolve.cost.calibration", "megasolve.solver.logs", "megasolve.solver.calibrate"):
+        module = importlib.import_module(name)  # (megasolve.solver.calibrate the attribute is the function)
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, name
