@@ -320,11 +320,13 @@ CONFIG_ALIASES = {
     "moe_router_topk": "moe_router_topk", "num_experts": "num_moe_experts",
 }
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
-# tokenizer -> vocabulary size where the log names a well-known tokenizer and prints no size
-# (GPT-2 BPE: 50257, Radford et al. 2019; Llama 2/Mistral 32000 and Llama 3 128256: their HF configs)
+# tokenizer -> vocabulary size where the log names a well-known tokenizer and prints no size (first match
+# wins): GPT-2 BPE 50257 (Radford et al. 2019); the rest are the vocab_size of the families' HF configs
+# (Llama 2 / Mistral 7B / Mixtral 32000, Mistral-Nemo 131072, Llama 3 128256, Qwen3 151936,
+# DeepSeek-V3 129280). Qwen2 / Qwen2.5 are left out: their sizes differ by model (151936, 152064).
 TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("llama-3", 128256), ("llama3", 128256), ("meta-llama-3", 128256),
-                   ("llama-2", 32000), ("llama2", 32000), ("mistral", 32000), ("mixtral", 32000),
-                   ("qwen3", 151936), ("qwen2", 151936), ("deepseek-v3", 129280), ("deepseek", 102400))
+                   ("llama-2", 32000), ("llama2", 32000), ("mistral-nemo", 131072), ("mistral", 32000),
+                   ("mixtral", 32000), ("qwen3", 151936), ("deepseek-v3", 129280))
 
 
 # the sizes ``validate_args`` prints on its "using world size" line -> argument names
@@ -421,7 +423,8 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         return None  # type: ignore[return-value]
     model_args["vocab_size"] = int(vocab)
     model_args.pop("padded_vocab_size", None)
-    known = {k: v for k, v in model_args.items() if k in MODEL_ARG_NAMES and v is not None}
+    # None is a value only for q_lora_rank (no query LoRA, DeepSeek-V2-Lite); elsewhere it means "unset"
+    known = {k: v for k, v in model_args.items() if k in MODEL_ARG_NAMES and (v is not None or k == "q_lora_rank")}
     if not isinstance(known.get("moe_layer_freq", 1), (int, list, str)):
         known.pop("moe_layer_freq")
     return spec_from_megatron_args(known, name=str(defaults.get("name") or "from-log"), source="training log")

@@ -277,3 +277,57 @@ def test_doctests_of_the_run_modules_pass():
         module = importlib.import_module(name)  # (megasolve.solver.calibrate the attribute is the function)
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, name
+
+
+def test_moe_mla_argument_dump_reads_the_preset_shape():
+    """An argument dump with Megatron-LM's MoE/MLA names (``num_experts``, ``moe_layer_freq`` printed
+    as a list, ``q_lora_rank None``) gives the same parameters as the DeepSeek-V2-Lite preset."""
+    from megasolve.models.params import total_params
+    from megasolve.models.presets import load_preset
+
+    dump = """\
+------------------------ arguments ------------------------
+  num_layers ...................................... 27
+  hidden_size ..................................... 2048
+  ffn_hidden_size ................................. 10944
+  num_attention_heads ............................. 16
+  num_query_groups ................................ 1
+  group_query_attention ........................... False
+  kv_channels ..................................... 128
+  swiglu .......................................... True
+  normalization ................................... RMSNorm
+  add_bias_linear ................................. False
+  qk_layernorm .................................... True
+  untie_embeddings_and_output_weights ............. True
+  position_embedding_type ......................... rope
+  num_experts ..................................... 64
+  moe_router_topk ................................. 6
+  moe_ffn_hidden_size ............................. 1408
+  moe_shared_expert_intermediate_size ............. 2816
+  moe_layer_freq .................................. [0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+  moe_token_dispatcher_type ....................... alltoall
+  multi_latent_attention .......................... True
+  q_lora_rank ..................................... None
+  kv_lora_rank .................................... 512
+  qk_head_dim ..................................... 128
+  qk_pos_emb_head_dim ............................. 64
+  v_head_dim ...................................... 128
+  tensor_model_parallel_size ...................... 1
+  pipeline_model_parallel_size .................... 1
+  expert_model_parallel_size ...................... 8
+  expert_tensor_parallel_size ..................... 1
+  micro_batch_size ................................ 1
+  global_batch_size ............................... 512
+  seq_length ...................................... 4096
+  bf16 ............................................ True
+  use_distributed_optimizer ....................... True
+  world_size ...................................... 16
+-------------------- end of arguments ---------------------
+ > padded vocab (size: 102400) with 0 dummy tokens (new size: 102400)
+"""
+    run = run_from_log(dump + "\n".join(_iteration(i, 2000.0) for i in range(1, 6)), "v2-lite", {"gpu": "h800"})
+    preset = load_preset("deepseek-v2-lite")
+    assert total_params(run.spec) == total_params(preset)
+    assert run.spec.moe.layer_pattern == preset.moe.layer_pattern and run.spec.mla == preset.mla
+    assert (run.layout.ep, run.layout.etp, run.layout.dp) == (8, 1, 16)
+    assert run.workload.moe_dispatcher == "alltoall" and run.cluster.gpu.name == "h800"
