@@ -236,3 +236,18 @@ def test_cli_unreadable_run_exits_2_naming_the_flag(tmp_path, capsys):
     assert len(err) == 1 and "--gpu TYPE" in err[0] and "--model" in err[0]
     assert _cli(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--profile",
                  str(tmp_path / "none.yaml")]) == 2
+
+
+def test_check_oom_run_says_whether_the_prediction_agrees():
+    """A 7B model on one V100-32GB (micro-batch 8 x 1024) that ran out of memory: megasolve agrees it does
+    not fit. The same model with TP 8 on 8 H100 is predicted to fit, so an OOM there is a disagreement."""
+    spec = load_model("llama-2-7b")
+    cluster = Cluster.from_flags(num_gpus=1, gpu="v100-32g")
+    run = Run(id="oom", spec=spec, cluster=cluster, workload=Workload(seq_length=1024, global_batch_size=8),
+              layout=Layout(mbs=8, distributed_optimizer=False), measured=Measured(oom=True))
+    result = check(run)
+    assert result["oom"]["verdict"].startswith("agrees")
+    fits = Run(id="fits", spec=spec, cluster=Cluster.from_flags(num_gpus=8, gpu="h100"),
+               workload=Workload(seq_length=1024, global_batch_size=8), layout=Layout(tp=8, mbs=1),
+               measured=Measured(oom=True))
+    assert check(fits)["oom"]["verdict"].startswith("DISAGREES")
