@@ -331,3 +331,43 @@ def test_moe_mla_argument_dump_reads_the_preset_shape():
     assert run.spec.moe.layer_pattern == preset.moe.layer_pattern and run.spec.mla == preset.mla
     assert (run.layout.ep, run.layout.etp, run.layout.dp) == (8, 1, 16)
     assert run.workload.moe_dispatcher == "alltoall" and run.cluster.gpu.name == "h800"
+
+
+def test_bridge_config_container_dump():
+    """Megatron-Bridge prints its ConfigContainer as YAML, sections in alphabetical order (dataset before
+    model: the dataset's sequence length is the one trained), then Megatron-style iteration lines."""
+    text = """\
+root@node:/opt/Megatron-Bridge# torchrun --standalone --nproc_per_node=8 /tmp/train.py
+dataset:
+  seq_length: 1024
+ddp:
+  use_distributed_optimizer: true
+model:
+  gated_linear_unit: true
+  hidden_size: 2048
+  ffn_hidden_size: 8192
+  kv_channels: 64
+  normalization: RMSNorm
+  num_attention_heads: 32
+  num_layers: 16
+  num_query_groups: 8
+  add_bias_linear: false
+  pipeline_model_parallel_size: 1
+  position_embedding_type: rope
+  recompute_granularity: null
+  seq_length: 131072
+  sequence_parallel: false
+  share_embeddings_and_output_weights: true
+  tensor_model_parallel_size: 1
+  vocab_size: 128256
+optimizer:
+  bf16: true
+train:
+  global_batch_size: 512
+  micro_batch_size: 1
+""" + "\n".join(_iteration(i, 4600.0 + i) for i in range(1, 11))
+    run = run_from_log(text, "bridge", {"gpu": "h100"})
+    assert run.workload.seq_length == 1024 and run.cluster.num_gpus == 8 and run.layout.dp == 8
+    assert run.spec.swiglu and run.spec.num_query_groups == 8 and not run.spec.untie_embeddings_and_output_weights
+    assert run.layout.distributed_optimizer and run.workload.global_batch_size == 512
+    assert run.measured.step_time_s == pytest.approx(4.607)  # median of iterations 4-10
