@@ -131,6 +131,9 @@ def print_check(r: dict[str, Any]) -> None:
             out.print(f"  likely cause of the {what.replace('_', ' ')} gap: {cause['text']}")
     if "oom" in r:
         out.print(f"  out of memory: {r['oom']['verdict']}")
+    for row in r.get("parameters_per_rank", []):
+        out.print(f"  parameters on rank (tp {row['tp_rank']}, pp {row['pp_rank']}): log {row['log']:,}, "
+                  f"megasolve {row['megasolve']:,} ({row['error']:+.2%})")
     for note in r["notes"]:
         out.print(f"  [dim]note: {note}[/]")
     out.print()

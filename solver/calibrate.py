@@ -193,6 +193,17 @@ def check(run: Run, profile: Profile | None = None) -> dict[str, Any]:
         out["oom"] = {"measured": True, "predicted_peak_gb": round(total, 3), "verdict": verdict}
     if m.tflops_per_gpu is not None:
         out["reported_tflops_per_gpu"] = m.tflops_per_gpu
+    if run.printed_params:  # the shape read vs the parameters Megatron counted on that rank
+        rows = []
+        for t, p, printed in run.printed_params:
+            if p < run.layout.pp:
+                ours = next(s.params for s in est.memory if s.stage == p)
+                rows.append({"tp_rank": t, "pp_rank": p, "log": printed, "megasolve": ours,
+                             "error": round(ours / printed - 1, 5)})
+                if abs(ours / printed - 1) > 0.01:
+                    out["notes"].append(f"the log counts {printed:,} parameters on rank (tp {t}, pp {p}); the shape "
+                                        f"read gives {ours:,}: check the model (--model, --vocab-size, --arg)")
+        out["parameters_per_rank"] = rows
     if m.theoretical_memory_gb is not None:
         out["megatron_theoretical_memory_gb"] = round(m.theoretical_memory_gb, 3)
     return out

@@ -47,6 +47,7 @@ _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transforme
 _REPR_PAIR = re.compile(r"\b([a-z_][a-z0-9_]*)=([^,()\s]+)")
 REPR_KEYS = {"bf16", "fp16", "use_distributed_optimizer", "fp8_param_gather", "overlap_grad_reduce",
              "grad_reduce_in_fp32"}
+_RANK_PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \((\d+), (\d+)\): (\d+)")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
@@ -84,6 +85,8 @@ class LogFacts:
     padded_vocab: tuple[int, int] | None = None
     gpu_names: dict[str, int] = field(default_factory=dict)
     software: dict[str, str] = field(default_factory=dict)
+    # "> number of parameters on (tensor, pipeline) model parallel rank (t, p): N" (training.py get_model)
+    rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 def parse_log(text: str) -> LogFacts:
@@ -143,6 +146,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.oom = True
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
+    if m := _RANK_PARAMS.search(line):
+        facts.rank_params[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
+        return
     if m := _DTYPE.search(line):
         facts.args.setdefault("_params_dtype", m.group(1))
         return

@@ -102,6 +102,8 @@ class Run:
     source: str = ""
     software: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # assumptions the reader made
+    # parameters the log printed per (tensor rank, pipeline rank): a check of the model shape read
+    printed_params: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def measured_tokens_per_s_per_gpu(self) -> float | None:
@@ -324,7 +326,7 @@ SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
 # wins): GPT-2 BPE 50257 (Radford et al. 2019); the rest are the vocab_size of the families' HF configs
 # (Llama 2 / Mistral 7B / Mixtral 32000, Mistral-Nemo 131072, Llama 3 128256, Qwen3 151936,
 # DeepSeek-V3 129280). Qwen2 / Qwen2.5 are left out: their sizes differ by model (151936, 152064).
-TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("llama-3", 128256), ("llama3", 128256), ("meta-llama-3", 128256),
+TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("gpt2-vocab", 50257), ("llama-3", 128256), ("llama3", 128256), ("meta-llama-3", 128256),
                    ("llama-2", 32000), ("llama2", 32000), ("mistral-nemo", 131072), ("mistral", 32000),
                    ("mixtral", 32000), ("qwen3", 151936), ("deepseek-v3", 129280))
 
@@ -358,6 +360,14 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
 
     spec = _spec(args, facts, defaults, notes, missing)
     num_gpus = _world(args, facts, defaults, notes, missing)
+    if not isinstance(args.get("global_batch_size"), int) and isinstance(args.get("batch_size"), int) and num_gpus:
+        # Megatron-LM before 2021: --batch-size per data-parallel rank, no gradient accumulation
+        mp = _int(args, "tensor_model_parallel_size", _int(args, "model_parallel_size", 1)) \
+            * _int(args, "pipeline_model_parallel_size", 1)
+        if num_gpus % mp == 0:
+            args["global_batch_size"] = args["batch_size"] * (num_gpus // mp)
+            notes.append(f"global batch {args['global_batch_size']} = batch_size {args['batch_size']} x "
+                         f"{num_gpus // mp} data-parallel ranks (Megatron-LM before 2021)")
     gpu = _gpu(facts, defaults, notes, missing)
     if not any(k in args for k in LAYOUT_ARGS):
         missing.append(("parallel layout", "--arg tensor-model-parallel-size=N (pipeline-, context-, "
@@ -380,7 +390,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     layout = _layout_for(num_gpus, layout_raw, name)
     software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
     return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
-               source=name, software=software, notes=tuple(notes))
+               source=name, software=software, notes=tuple(notes),
+               printed_params=tuple((t, p, n) for (t, p), n in sorted(facts.rank_params.items())))
 
 
 def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
@@ -478,6 +489,9 @@ def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
 GPU_LOG_NAMES = {"H100": "h100", "H800": "h800", "H200": "h200", "H20": "h20", "A800": "a800", "A100-40": "a100-40g",
                  "A100-80": "a100-80g", "A100": "a100-80g", "V100-16": "v100-16g", "V100-32": "v100-32g",
                  "V100": "v100-32g", "GH200-96": "gh200-96g", "GH200-144": "gh200-144g", "GH200": "gh200-96g",
+                 # torch.cuda.get_device_name of the superchips names CPU+GPU memory: 480 GB = 96 GB HBM3
+                 # + 384 GB LPDDR5X; 624 GB = 144 GB HBM3e + 480 GB LPDDR5X (NVIDIA GH200 datasheet)
+                 "GH200-480": "gh200-96g", "GH200-624": "gh200-144g",
                  "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x"}
 
 

@@ -371,3 +371,25 @@ train:
     assert run.spec.swiglu and run.spec.num_query_groups == 8 and not run.spec.untie_embeddings_and_output_weights
     assert run.layout.distributed_optimizer and run.workload.global_batch_size == 512
     assert run.measured.step_time_s == pytest.approx(4.607)  # median of iterations 4-10
+
+
+def test_printed_parameter_count_checks_the_shape():
+    from megasolve.models.params import total_params
+    from megasolve.solver.calibrate import check
+
+    text = ARGS_DUMP.replace("pipeline_model_parallel_size .................... 2",
+                             "pipeline_model_parallel_size .................... 1")
+    base = run_from_log(text + "\n".join(_iteration(i, 900.0) for i in range(1, 6)), "p", {"gpu": "h100"})
+    n = check(base)["parameters_per_rank"] if base.printed_params else None
+    assert n is None
+    ours = total_params(base.spec) // 2  # tp 2, pp 1: close to half of the model on each rank
+    good = text + f"\n > number of parameters on (tensor, pipeline) model parallel rank (0, 0): {ours}\n"
+    run = run_from_log(good + "\n".join(_iteration(i, 900.0) for i in range(1, 6)), "p", {"gpu": "h100"})
+    result = check(run)
+    assert result["parameters_per_rank"][0]["log"] == ours
+    assert abs(result["parameters_per_rank"][0]["error"]) < 0.01
+    assert not any("counts" in n for n in result["notes"])
+    bad = run_from_log(good.replace("vocab_size ...................................... 128256",
+                                    "vocab_size ...................................... 32000")
+                       + "\n".join(_iteration(i, 900.0) for i in range(1, 6)), "p", {"gpu": "h100"})
+    assert any("counts" in n for n in check(bad)["notes"])
