@@ -391,8 +391,12 @@ def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], g
 
 def _reserve(runs: Sequence[Run], base: Profile, free_profile: Profile) -> tuple[float | None, dict[str, Any]]:
     """Fitted ``memory.other_reserve_gb`` (None: stays fixed) and its record."""
-    prior = float(base.value("memory.other_reserve_gb"))
-    fraction = float(base.value("memory.other_reserve_fraction"))
+    try:
+        prior = float(base.value("memory.other_reserve_gb"))
+        fraction = float(base.value("memory.other_reserve_fraction"))
+    except KeyError:
+        return None, {"free": False, "reason": "memory.other_reserve_gb / other_reserve_fraction are not in this "
+                                               "calibration's table"}
     gaps = [r.measured.peak_reserved_gb - r.measured.peak_allocated_gb for r in runs
             if r.measured.peak_reserved_gb is not None and r.measured.peak_allocated_gb is not None]
     low, high = 0.0, math.inf
