@@ -210,6 +210,9 @@ def _csv_entries(text: str) -> list[dict[str, Any]]:
 
 
 ENTRY_KEYS = {"id", "model", "cluster", "layout", "workload", "measured", "software", "source"}
+# what `megasolve estimate --format json` also prints: its predictions, not inputs, so an estimate's JSON
+# with a `measured:` block added is a runs-file entry
+ESTIMATE_OUTPUT_KEYS = {"feasible", "violations", "memory", "time"}
 LAYOUT_KEYS = {"tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs", "sequence_parallel", "recompute",
                "recompute_num_layers", "distributed_optimizer", "fsdp", "cpu_offload_layers",
                "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers"}
@@ -230,6 +233,7 @@ def _unknown(where: str, given: dict[str, Any], known: set[str]) -> None:
 def run_from_entry(entry: dict[str, Any], run_id: str, defaults: dict[str, Any] | None = None) -> Run:
     """One runs-file entry (``model``, ``cluster``, ``layout``, ``workload``, ``measured``)."""
     defaults = defaults or {}
+    entry = {k: v for k, v in entry.items() if k not in ESTIMATE_OUTPUT_KEYS}
     _unknown(f"{run_id}", entry, ENTRY_KEYS)
     model = entry.get("model") or defaults.get("model")
     if not model:
@@ -245,7 +249,7 @@ def run_from_entry(entry: dict[str, Any], run_id: str, defaults: dict[str, Any] 
                              fix="add cluster: {gpu: h100, num_gpus: N} (or pass --gpu)")
     layout_raw = {k: v for k, v in dict(entry.get("layout") or {}).items() if k not in DERIVED_LAYOUT_KEYS}
     _unknown(f"{run_id}: layout", layout_raw, LAYOUT_KEYS)
-    work_raw = dict(entry.get("workload") or {})
+    work_raw = {k: v for k, v in dict(entry.get("workload") or {}).items() if v is not None}  # JSON nulls: unset
     gbs_from_layout = (entry.get("layout") or {}).get("gbs")
     if "global_batch_size" not in work_raw and gbs_from_layout is not None:
         work_raw["global_batch_size"] = gbs_from_layout

@@ -393,3 +393,18 @@ def test_printed_parameter_count_checks_the_shape():
                                     "vocab_size ...................................... 32000")
                        + "\n".join(_iteration(i, 900.0) for i in range(1, 6)), "p", {"gpu": "h100"})
     assert any("counts" in n for n in check(bad)["notes"])
+
+
+def test_an_estimate_json_with_a_measured_block_is_a_run(tmp_path, capsys):
+    import json
+
+    from megasolve.cli.main import main
+
+    main(["estimate", "-m", "qwen3-30b-a3b", "-n", "16", "-g", "h100", "--ep", "8", "--etp", "1", "--gbs", "256",
+          "--format", "json"])
+    entry = json.loads(capsys.readouterr().out)
+    entry["measured"] = {"step_time_s": 9.0}
+    (tmp_path / "run.json").write_text(json.dumps([entry]))
+    run = read_runs(tmp_path / "run.json")[0]
+    assert (run.layout.ep, run.layout.etp, run.layout.dp, run.cluster.num_gpus) == (8, 1, 16, 16)
+    assert run.workload.global_batch_size == 256 and run.spec.is_moe
