@@ -53,6 +53,7 @@ import numpy as np
 
 from megasolve.cost.calibration import Profile, active, leaves, use_profile
 from megasolve.cost.estimate import Estimate, estimate as cost_estimate
+from megasolve.cost.step import step_time
 from megasolve.models.errors import MegasolveError
 from megasolve.solver.runs import Run
 
@@ -142,7 +143,8 @@ def predict(run: Run, profile: Profile | None = None) -> Estimate:
 
 
 def _log_step(run: Run, profile: Profile) -> float:
-    return math.log(predict(run, profile).time.step_s)
+    with use_profile(profile):  # the step time alone: the fits never need the memory
+        return math.log(step_time(run.spec, run.cluster, run.workload, run.layout).step_s)
 
 
 def _stage(run: Run, est: Estimate) -> int:
@@ -324,7 +326,7 @@ def _choose(runs: Sequence[Run], base: Profile, gpu: str) -> tuple[list[Knob], d
     return free, reasons, sens
 
 
-def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, iterations: int = 8,
+def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, iterations: int = 6,
          spread: float = 1.0) -> _Fit:
     if not knobs or not runs:
         return _Fit(tuple(knobs), tuple(0.0 for _ in knobs), tuple(k.sigma for k in knobs))
@@ -379,8 +381,7 @@ def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], g
         for i in testable:
             run = runs[i]
             others = [r for j, r in enumerate(runs) if j != i]
-            free = [k for k in knobs if k in _choose(others, base, gpu)[0]] if spread != math.inf else []
-            fit = _fit(others, base, free, gpu, spread=spread)
+            fit = _fit(others, base, knobs if spread != math.inf else [], gpu, spread=spread)
             step = predict(run, _profile(base, fit.knobs, fit.ks, gpu)).time.step_s
             errors.append(abs(math.log(step / run.measured_step_s)))
         return errors
@@ -478,7 +479,7 @@ def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "
     meta = dict(name=name, gpu=gpu, software=software, runs=tuple(r.id for r in runs), fitted=fitted,
                 source=f"megasolve calibrate on {len(runs)} run(s) of {gpu}; priors {base.name}")
     profile = base.with_overrides({**_overrides(base, fit.knobs, fit.ks, gpu), **extra}, **meta)
-    report = _report(runs, base, profile, gpu) if loo else {}
+    report = _report(runs, base, profile, gpu, fit.knobs, spread) if loo else {}
     return base.with_overrides({**_overrides(base, fit.knobs, fit.ks, gpu), **extra}, report=report, **meta)
 
 
@@ -486,7 +487,8 @@ def _n(value: float) -> float:
     return float(f"{value:.4g}")
 
 
-def _report(runs: Sequence[Run], base: Profile, fitted: Profile, gpu: str) -> dict[str, Any]:
+def _report(runs: Sequence[Run], base: Profile, fitted: Profile, gpu: str, knobs: Sequence[Knob],
+            spread: float) -> dict[str, Any]:
     rows = []
     for i, run in enumerate(runs):
         measured = run.measured_step_s
@@ -494,11 +496,9 @@ def _report(runs: Sequence[Run], base: Profile, fitted: Profile, gpu: str) -> di
             continue
         before = predict(run, base).time.step_s / measured - 1
         after = predict(run, fitted).time.step_s / measured - 1
-        others = [r for j, r in enumerate(runs) if j != i]
-        timed = _timed(others)
-        if timed:
-            knobs, _, _ = _choose(timed, base, gpu)
-            fit = _fit(timed, base, knobs, gpu)
+        others = _timed([r for j, r in enumerate(runs) if j != i])
+        if others:  # the same free factors, fitted without this run (the priors carry the factors it alone set)
+            fit = _fit(others, base, knobs, gpu, spread=spread)
             loo = predict(run, _profile(base, fit.knobs, fit.ks, gpu)).time.step_s / measured - 1
         else:
             loo = before
