@@ -9,12 +9,15 @@ each one moves and its prior spread ``sigma`` (a log-scale standard deviation):
 * ``compute_bf16`` / ``compute_fp8``: the GEMM efficiency of that precision on the runs' GPU (or the
   ``default`` row); free only for a precision the runs train in; sigma 0.1 -- dense models move little
   between releases (the shipped profile's error on the newest Megatron-Bridge release: dense 4.4 %).
-* ``moe``: ``grouped_gemm_factor`` (x), ``per_moe_layer_overhead_s`` (/) and the all-to-all network
-  factor (x): MoE-only work; sigma 0.3 -- "the same Megatron-Bridge MoE layout runs 20-45 % faster or
-  slower from one release to the next" (issue #13; ``calibration_runs.yaml`` header: 10-55 %).
-* ``tp_comm`` / ``ep_comm`` / ``pp_comm``: the exposed fraction of that collective (x); ``cp_comm`` /
-  ``dp_comm``: the overlap fraction that hides it (/); sigma 0.5 -- overlap is what differs most
-  between clusters and releases (``tp_comm_overlap``, ``overlap_grad_reduce``, DeepEP).
+* ``moe``: ``grouped_gemm_factor`` (x) and ``per_moe_layer_overhead_s`` (/): MoE-only work; sigma 0.3 --
+  "the same Megatron-Bridge MoE layout runs 20-45 % faster or slower from one release to the next"
+  (issue #13; ``calibration_runs.yaml`` header: 10-55 %).
+* ``nvlink`` / ``network``: the bus and all-to-all efficiencies of that link (``collectives.bus_efficiency``,
+  ``all_to_all``); sigma 0.3 -- a user's fabric is not the benchmark's.
+* ``tp_overlap`` / ``ep_overlap`` / ``cp_overlap`` / ``dp_overlap``: the share of that traffic exposed
+  (TP, /) or hidden (EP, CP, DP, x); sigma 0.5 -- overlap differs most between releases and launch flags.
+A factor above 1 always means faster. A fitted efficiency may end above 1: it then stands for what the
+run gained over the shipped model, not for a physical link.
 
 **Fit** (``calibrate``): maximum a posteriori in log space, ``sum_i (log pred_i - log measured_i)^2 /
 SIGMA_RUN^2 + sum_j (k_j / sigma_j)^2``, by Gauss-Newton on a finite-difference Jacobian (each ``k`` within +-2.5 sigma), with
@@ -99,24 +102,36 @@ def _under(data: dict[str, Any], path: str, sign: int) -> list[tuple[str, int]]:
 
 
 def _gemm_paths(precision: str) -> Callable[[dict[str, Any], str], list[tuple[str, int]]]:
+    """The GEMM efficiency the cost model uses for ``gpu`` and ``precision``: the row of the GPU's chip
+    family (``time.chip_family``), or the ``default`` row (cost/compute.py ``gemm_efficiency``)."""
     def select(data: dict[str, Any], gpu: str) -> list[tuple[str, int]]:
-        table = data.get("time", {}).get("gemm_efficiency", {})
-        row = gpu if gpu in table and precision in table[gpu] else "default"
+        time_cal = data.get("time", {})
+        table = time_cal.get("gemm_efficiency", {})
+        row = time_cal.get("chip_family", {}).get(gpu, gpu)
+        row = row if row in table and precision in table[row] else "default"
         return _under(data, f"time.gemm_efficiency.{row}.{precision}", 1)
     return select
 
 
+def _paths(*paths: tuple[str, int]) -> Callable[[dict[str, Any], str], list[tuple[str, int]]]:
+    return lambda data, gpu: [leaf for path, sign in paths for leaf in _under(data, path, sign)]
+
+
+# a factor > 1 always means faster: efficiencies and overlap shares scale up, exposed shares and
+# overheads scale down (sign -1)
 KNOBS: tuple[Knob, ...] = (
     Knob("compute_bf16", "compute", 0.1, _gemm_paths("bf16")),
     Knob("compute_fp8", "compute", 0.1, _gemm_paths("fp8")),
-    Knob("moe", "compute", 0.3, lambda d, g: _under(d, "time.grouped_gemm_factor", 1)
-         + _under(d, "time.per_moe_layer_overhead_s", -1)
-         + _under(d, "time.collectives.all_to_all_network_factor", 1)),
-    Knob("tp_comm", "tp_comm", 0.5, lambda d, g: _under(d, "time.tp_exposed_fraction", 1)),
-    Knob("ep_comm", "ep_comm", 0.5, lambda d, g: _under(d, "time.ep_exposed_fraction", 1)),
-    Knob("cp_comm", "cp_comm", 0.5, lambda d, g: _under(d, "time.cp_overlap_fraction", -1)),
-    Knob("pp_comm", "pp_comm", 0.5, lambda d, g: _under(d, "time.pp_exposed_fraction", 1)),
-    Knob("dp_comm", "dp_comm", 0.5, lambda d, g: _under(d, "time.dp_overlap_fraction", -1)),
+    Knob("moe", "compute", 0.3, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1))),
+    Knob("nvlink", "tp/ep/pp comm on NVLink", 0.3,
+         _paths(("time.collectives.bus_efficiency.nvlink", 1), ("time.all_to_all.nvlink_efficiency", 1))),
+    Knob("network", "comm over the NICs", 0.3,
+         _paths(("time.collectives.bus_efficiency.network", 1), ("time.all_to_all.rdma_efficiency", 1),
+                ("time.all_to_all.nccl_network_efficiency", 1))),
+    Knob("tp_overlap", "tp_comm", 0.5, _paths(("time.tp_overlap_exposed_fraction", -1))),
+    Knob("ep_overlap", "ep_comm", 0.5, _paths(("time.ep_overlap_window", 1))),
+    Knob("cp_overlap", "cp_comm", 0.5, _paths(("time.cp_overlap_fraction", 1))),
+    Knob("dp_overlap", "dp_comm", 0.5, _paths(("time.dp_overlap_fraction", 1))),
 )
 # compute factors: what the runs' model class (dense / MoE) identifies; the rest are communication factors
 PRIMARY = ("compute_bf16", "compute_fp8", "moe")

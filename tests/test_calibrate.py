@@ -133,7 +133,7 @@ def test_runs_that_disagree_keep_the_shipped_values():
 
 def test_free_factor_budget():
     assert [max_free(n, 1) for n in (1, 2, 3, 4, 5)] == [0, 0, 1, 1, 2]
-    assert {k.name for k in KNOBS} >= {"compute_bf16", "moe", "tp_comm", "ep_comm", "pp_comm", "dp_comm"}
+    assert {k.name for k in KNOBS} >= {"compute_bf16", "moe", "nvlink", "network", "tp_overlap", "dp_overlap"}
 
 
 def test_memory_reserve_from_reserved_minus_allocated():
