@@ -272,4 +272,6 @@ CONFIG_KEYS = {
     "use_distributed_optimizer", "devices", "num_nodes", "precision", "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather",
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
+    "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
+    "overlap_grad_reduce",
 }

@@ -39,7 +39,7 @@ import io
 
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -217,8 +217,7 @@ LAYOUT_KEYS = {"tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs", "sequence_para
                "recompute_num_layers", "distributed_optimizer", "fsdp", "cpu_offload_layers",
                "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers"}
 DERIVED_LAYOUT_KEYS = {"gbs", "num_microbatches"}  # in estimate's JSON, derived from the workload
-WORKLOAD_KEYS = {"seq_length", "global_batch_size", "precision", "fp8_param_gather", "grad_reduce_in_bf16",
-                 "cross_entropy", "moe_dispatcher", "fp8_recipe", "fp8_output_proj", "attention"}
+WORKLOAD_KEYS = {f.name for f in fields(Workload)} - {"tokens"}  # every Workload field but time-to-train
 MEASURED_KEYS = {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb", "peak_reserved_gb", "rank", "oom",
                  "tflops_per_gpu"}
 
@@ -594,6 +593,16 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     elif dispatcher == "allgather":
         notes.append("allgather MoE dispatcher costed as alltoall (megasolve models alltoall and flex)")
         work["moe_dispatcher"] = "alltoall"
+    # communication overlap as launched (Megatron-LM argument names -> Workload fields)
+    for arg, name in (("tp_comm_overlap", "tp_comm_overlap"), ("overlap_p2p_comm", "overlap_p2p_comm"),
+                      ("overlap_moe_expert_parallel_comm", "moe_ep_overlap"),
+                      ("moe_shared_expert_overlap", "moe_shared_expert_overlap"),
+                      ("overlap_grad_reduce", "dp_comm_overlap")):
+        if isinstance(args.get(arg), bool):
+            work[name] = args[arg]
+    if "overlap_grad_reduce" not in args:
+        notes.append("DP gradient reduction assumed overlapped (--overlap-grad-reduce, as NVIDIA's recipes set; "
+                     "the log does not say)")
     backend = str(args.get("attention_backend") or "").split(".")[-1]
     if backend == "unfused":  # Megatron AttnBackend.unfused (ARG --attention-backend)
         work["attention"] = "unfused"
