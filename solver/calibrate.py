@@ -31,11 +31,11 @@ decides how far to trust the runs (``_cross_validate``). The range of a fitted v
 standard deviation.
 
 Measured (``benchmarks/calibrate_runs.py``, 150 fits on pairs of runs of 26 published series, one GPU
-type and release each; error on the other runs of the series): on the published runs as they are,
-which the shipped profile was fitted on, 5.6 % -> 6.4 % median (dense 3.2 -> 3.9, MoE 13.8 -> 15.9);
-with a simulated release that makes every MoE run 23 % and every dense run 4 % slower (the shipped
-error on the newest release), 10.0 % -> 7.2 % (dense 4.4 -> 4.4, MoE 24.1 -> 17.1; 23.2 -> 15.1 when
-the pair holds a MoE run).
+type and release each; error on the other runs of the series; communication model of issue 12): on the
+published runs as they are, which the shipped profile was fitted on, 6.5 % -> 7.1 % median (dense
+3.2 -> 3.4, MoE 12.2 -> 13.5); with a simulated release that makes every MoE run 23 % and every dense
+run 4 % slower, 7.3 % -> 6.8 % (dense 5.0 -> 4.4, MoE 23.0 -> 15.5; 23.1 -> 14.6 when the pair holds a
+MoE run).
 
 **Memory reserve** (``memory.other_reserve_gb``): memory outside PyTorch's allocator. A log's
 ``max reserved - max allocated`` is the allocator's cached-but-unused share; add the CUDA context and
