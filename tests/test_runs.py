@@ -66,8 +66,9 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
     assert "--gpu TYPE" in text  # no excerpt prints the GPU name
 
 
-def test_mixtral_thread_completed_by_what_the_thread_says():
-    """NVIDIA/Megatron-LM#756: Mixtral 8x7B on 16 H100; the rest from flags."""
+def test_mixtral_excerpt_completed_by_flags():
+    """NVIDIA/Megatron-LM#756: Mixtral 8x7B on 16 H100 (the title); the excerpt prints no layout, so the
+    layout here is an example supplied with --arg, and what the log does print (batch, memory rank) is read."""
     run = read_runs(LOGS / "megatron-lm-756-mixtral-h100.log", model="mixtral-8x7b", gpu="h100", num_gpus=16,
                     seq_length=4096, args={"tensor-model-parallel-size": 2, "expert-model-parallel-size": 8})[0]
     assert (run.layout.tp, run.layout.ep, run.layout.dp, run.cluster.num_gpus) == (2, 8, 8, 16)
