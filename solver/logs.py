@@ -36,6 +36,7 @@ _OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) ([GM]i?B)")
 _OOM_CAPACITY = re.compile(r"total capacit[yi]? of ([\d.]+) GiB|([\d.]+) GiB total capacity")
 _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
 _NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*([\d.]+)")
+_NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
 _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
 # NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
 _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
@@ -87,6 +88,7 @@ class LogFacts:
     software: dict[str, str] = field(default_factory=dict)
     # "> number of parameters on (tensor, pipeline) model parallel rank (t, p): N" (training.py get_model)
     rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
+    model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
 
 
 def parse_log(text: str) -> LogFacts:
@@ -127,6 +129,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _NEMO_STEP.search(line):
         it = _NEMO_ITER.search(line)
         facts.nemo_steps.append((int(it.group(1)) if it else None, float(m.group(1))))
+        if g := _NEMO_GBS.search(line):  # NeMo 2: "... | global_batch_size: 16 | ... | train_step_timing in s: 2.6"
+            facts.args.setdefault("global_batch_size", int(g.group(1)))
         return
     if m := _TQDM.search(line):  # tqdm's rate is a running average since the bar started
         it = _NEMO_ITER.search(line)
@@ -161,6 +165,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
+    for pattern, preset in MODEL_NAMES:
+        if pattern.search(line):
+            facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
     if m := _CONTAINER.search(line):
         facts.software.setdefault("container", m.group(1))
     if "Config(" in line:  # NeMo 2 / Bridge print dataclass reprs: OptimizerConfig(..., bf16=True, ...)
@@ -275,3 +282,20 @@ CONFIG_KEYS = {
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
     "overlap_grad_reduce",
 }
+
+# NeMo 2 config classes and Megatron-Bridge recipe names that fix a model's shape -> megasolve presets
+# (NeMo nemo/collections/llm/gpt/model/{llama,mixtral,qwen3,deepseek}.py; Megatron-Bridge recipes/)
+MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
+    (r"\bLlama31?Config8B\b|\bllama3[1_]*_8b\b|Meta-Llama-3(?:\.1)?-8B\b", "llama-3.1-8b"),
+    (r"\bLlama31?Config70B\b|\bllama3[1_]*_70b\b|Meta-Llama-3(?:\.1)?-70B\b", "llama-3.1-70b"),
+    (r"\bLlama31Config405B\b|\bllama31_405b\b|Llama-3\.1-405B\b", "llama-3.1-405b"),
+    (r"\bLlama2Config7B\b|\bllama2_7b\b|Llama-2-7b\b", "llama-2-7b"),
+    (r"\bLlama2Config13B\b|\bllama2_13b\b|Llama-2-13b\b", "llama-2-13b"),
+    (r"\bLlama2Config70B\b|\bllama2_70b\b|Llama-2-70b\b", "llama-2-70b"),
+    (r"\bMixtralConfig8x7B\b|\bmixtral_8x7b\b|Mixtral-8x7B\b", "mixtral-8x7b"),
+    (r"\bMixtralConfig8x22B\b|\bmixtral_8x22b\b|Mixtral-8x22B\b", "mixtral-8x22b"),
+    (r"\bQwen3MoEConfig30B_A3B\b|\bqwen3_30b_a3b\b|Qwen3-30B-A3B\b", "qwen3-30b-a3b"),
+    (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b\b|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
+    (r"\bDeepSeekV3Config\b|\bdeepseek_v3\b|DeepSeek-V3\b", "deepseek-v3"),
+    (r"\bDeepSeekV2LiteConfig\b|\bdeepseek_v2_lite\b|DeepSeek-V2-Lite\b", "deepseek-v2-lite"),
+))

@@ -355,6 +355,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args.setdefault(arg, facts.world_parts[printed])
     for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print
         args[str(key).lstrip("-").replace("-", "_")] = scalar(str(value)) if isinstance(value, str) else value
+    if facts.nemo_steps or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge", text):
+        args.setdefault("_nemo", True)
     batches = [g for *_, g in facts.iterations if g]
     if batches and not isinstance(args.get("global_batch_size"), int):
         args["global_batch_size"] = statistics.mode(batches)
@@ -402,6 +404,10 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if defaults.get("model"):
         return resolve_model(str(defaults["model"])).spec
     absent = [k for k in SHAPE_KEYS if not isinstance(args.get(k), int)]
+    if absent and len(facts.model_names) == 1:  # a recipe / config class that fixes the shape
+        preset = next(iter(facts.model_names))
+        notes.append(f"model {preset} from the recipe / config named in the log (--model to override)")
+        return resolve_model(preset).spec
     if absent:
         missing.append((f"model shape ({', '.join(absent)})", "--model NAME|config.json"))
         return None  # type: ignore[return-value]
@@ -546,10 +552,12 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         if granularity == "full" and args.get("recompute_method") == "block" and isinstance(n, int):
             layout["recompute_num_layers"] = n
     dist = args.get("use_distributed_optimizer")
-    layout["distributed_optimizer"] = bool(dist) if dist is not None else False
+    nemo = bool(args.get("_nemo"))  # NeMo / Megatron-Bridge recipes switch the distributed optimizer on
+    layout["distributed_optimizer"] = bool(dist) if dist is not None else nemo
     if dist is None:
-        notes.append("distributed optimizer off, Megatron's default (the log does not say; "
-                     "--arg use-distributed-optimizer=true if it was on)")
+        notes.append("distributed optimizer on, as NeMo / Megatron-Bridge recipes set it (the log does not say)"
+                     if nemo else "distributed optimizer off, Megatron-LM's default (the log does not say; "
+                                  "--arg use-distributed-optimizer=true if it was on)")
     if args.get("use_megatron_fsdp") is True:
         layout["fsdp"] = True
         layout["distributed_optimizer"] = True

@@ -409,3 +409,17 @@ def test_an_estimate_json_with_a_measured_block_is_a_run(tmp_path, capsys):
     run = read_runs(tmp_path / "run.json")[0]
     assert (run.layout.ep, run.layout.etp, run.layout.dp, run.cluster.num_gpus) == (8, 1, 16, 16)
     assert run.workload.global_batch_size == 256 and run.spec.is_moe
+
+
+def test_nemo2_recipe_name_gives_the_model_and_recipe_defaults():
+    text = """\
+[NeMo I 2025-01-01 00:00:00] recipe = llm.llama3_8b.pretrain_recipe(num_nodes=1, num_gpus_per_node=8)
+  tensor_model_parallel_size: 1
+  seq_length: 8192
+""" + "\n".join(f"Training epoch 0, iteration {i}/99 | lr: 3e-06 | global_batch_size: 16 | global_step: {i} | "
+                f"reduced_train_loss: 11.0 | train_step_timing in s: {2.6 + i / 100} | consumed_samples: {16 * i}"
+                for i in range(1, 8))
+    run = run_from_log(text, "nemo2", {"gpu": "h100", "num_gpus": 8})
+    assert run.spec.name == "llama-3.1-8b" and run.workload.global_batch_size == 16
+    assert run.layout.distributed_optimizer and run.workload.seq_length == 8192
+    assert run.measured.step_time_s == pytest.approx(2.655)  # steps 4-7; the first three are warm-up
