@@ -213,7 +213,8 @@ _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     if ("--" not in text and "model." not in text) or (
-            "pretrain" not in text and "torchrun" not in text and "_ARGS" not in text):
+            "pretrain" not in text and "torchrun" not in text and "_ARGS" not in text
+            and not re.search(r"^\s*--[a-z][a-z0-9-]+-(?:size|layers|type)\b", text, re.M)):  # a pasted flag list
         return
     env: dict[str, str] = {}
     body = re.sub(r"\\\r?\n", " ", text)
