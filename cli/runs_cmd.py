@@ -4,6 +4,7 @@ user's own training runs (Megatron-LM / NeMo / Megatron-Bridge logs, launch scri
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -54,12 +55,18 @@ def read_all(paths: tuple[str, ...], defaults: dict[str, Any]) -> tuple[list[Any
                                  fix="e.g. --arg tensor-model-parallel-size=2")
         parsed[key.strip()] = value.strip()
     defaults["args"] = parsed
+    from megasolve.solver.api import check_layout
+
     runs, failed = [], []
     for path in paths:
         try:
-            runs.extend(read_runs(path, **defaults))
+            read = read_runs(path, **defaults)
+            for run in read:  # a layout Megatron would have refused means the log was misread
+                check_layout(run.spec, run.cluster, run.workload, run.layout, allow_cross_domain_tp=True)
+            runs.extend(read)
         except MegasolveError as exc:
-            failed.append(exc)
+            failed.append(MegasolveError(field=f"{Path(path).name}: {exc.field}", value=exc.value, rule=exc.rule,
+                                         fix=exc.fix) if Path(path).name not in exc.field else exc)
     return runs, failed
 
 
@@ -156,8 +163,6 @@ def calibrate_command(paths, out_path: str, name: str | None, fmt: str, **defaul
 
     Exit code 0: profile written; 2: bad input or an unreadable RUN.
     """
-    from pathlib import Path
-
     from megasolve.solver.calibrate import calibrate
 
     runs, failed = read_all(paths, defaults)

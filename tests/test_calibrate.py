@@ -253,3 +253,16 @@ def test_check_oom_run_says_whether_the_prediction_agrees():
                workload=Workload(seq_length=1024, global_batch_size=8), layout=Layout(tp=8, mbs=1),
                measured=Measured(oom=True))
     assert check(fits)["oom"]["verdict"].startswith("DISAGREES")
+
+
+def test_cli_check_names_a_layout_megatron_would_refuse_and_checks_the_rest(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump([{"model": "llama-3.1-70b", "cluster": {"gpu": "h100", "num_gpus": 48},
+                                    "layout": {"tp": 3}, "workload": {"seq_length": 4096, "global_batch_size": 48},
+                                    "measured": {"step_time_s": 10.0}}]))
+    good = _runs_file(tmp_path)
+    assert _cli(["check", str(bad), str(good), "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert len(json.loads(captured.out)) == 4
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: bad.yaml: --tp=3") and "fix:" in err[0]
