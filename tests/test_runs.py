@@ -338,7 +338,7 @@ def test_bridge_config_container_dump():
     """Megatron-Bridge prints its ConfigContainer as YAML, sections in alphabetical order (dataset before
     model: the dataset's sequence length is the one trained), then Megatron-style iteration lines."""
     text = """\
-root@node:/opt/Megatron-Bridge# torchrun --standalone --nproc_per_node=8 /tmp/train.py
+$ torchrun --standalone --nproc_per_node=8 train.py
 dataset:
   seq_length: 1024
 ddp:
