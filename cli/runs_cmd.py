@@ -62,6 +62,7 @@ def read_all(paths: tuple[str, ...], defaults: dict[str, Any]) -> tuple[list[Any
         try:
             read = read_runs(path, **defaults)
             for run in read:  # a layout Megatron would have refused means the log was misread
+                run.spec.require_plannable()
                 check_layout(run.spec, run.cluster, run.workload, run.layout, allow_cross_domain_tp=True)
             runs.extend(read)
         except MegasolveError as exc:

@@ -453,6 +453,8 @@ def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "
         raise MegasolveError(field="RUN", value="none", rule="calibration needs at least one run",
                              fix="pass one or more training logs or a runs file")
     base = base or active()
+    for run in runs:
+        run.spec.require_plannable()  # a model the cost model cannot time cannot calibrate it either
     gpus = sorted({r.cluster.gpu.name for r in runs})
     if len(gpus) > 1:
         raise MegasolveError(field="RUN", value=", ".join(gpus), rule="a profile is fitted for one GPU type",

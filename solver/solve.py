@@ -42,7 +42,10 @@ class SolveResult:
                                    "time": data["time"], "violations": data["violations"]})
         if self.layouts:
             first = self.layouts[0].as_dict()
-            out = {"model": first["model"], "cluster": first["cluster"], "workload": first["workload"], **out}
+            out = {"model": first["model"], "model_params": first["model_params"],
+                   "ignored_features": first["ignored_features"], "model_notes": first["model_notes"],
+                   "cluster": first["cluster"],
+                   "workload": first["workload"], **out}
         out["search"] = self.search
         if self.status in ("infeasible", "unknown"):
             out["reasons"] = self.reasons
@@ -58,6 +61,7 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
     """Rank the ``top_k`` fastest layouts that obey Megatron's rules and fit in memory.
 
     ``profile``: the calibration ``Profile`` the cost model uses (or a profile file); None: the shipped one."""
+    spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
     with use_profile(load_profile(profile)):
         return _solve(spec, cluster, workload, top_k=top_k, fixed=fixed, time_limit_s=time_limit_s, engine=engine,
                       allow_cross_domain_tp=allow_cross_domain_tp, workers=workers, explain=explain)
