@@ -210,9 +210,9 @@ def _csv_entries(text: str) -> list[dict[str, Any]]:
 
 
 ENTRY_KEYS = {"id", "model", "cluster", "layout", "workload", "measured", "software", "source"}
-# what `megasolve estimate --format json` also prints: its predictions, not inputs, so an estimate's JSON
-# with a `measured:` block added is a runs-file entry
-ESTIMATE_OUTPUT_KEYS = {"feasible", "violations", "memory", "time"}
+# what marks `megasolve estimate --format json` output: with a `measured:` block added it is a runs-file
+# entry, and every key it prints beyond the inputs (predictions, notes) is dropped
+ESTIMATE_OUTPUT_KEYS = {"feasible", "memory", "time"}
 LAYOUT_KEYS = {"tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs", "sequence_parallel", "recompute",
                "recompute_num_layers", "distributed_optimizer", "fsdp", "cpu_offload_layers",
                "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers"}
@@ -232,7 +232,8 @@ def _unknown(where: str, given: dict[str, Any], known: set[str]) -> None:
 def run_from_entry(entry: dict[str, Any], run_id: str, defaults: dict[str, Any] | None = None) -> Run:
     """One runs-file entry (``model``, ``cluster``, ``layout``, ``workload``, ``measured``)."""
     defaults = defaults or {}
-    entry = {k: v for k, v in entry.items() if k not in ESTIMATE_OUTPUT_KEYS}
+    if ESTIMATE_OUTPUT_KEYS <= set(entry):  # an estimate's JSON: keep the inputs, drop every output it printed
+        entry = {k: v for k, v in entry.items() if k in ENTRY_KEYS}
     _unknown(f"{run_id}", entry, ENTRY_KEYS)
     model = entry.get("model") or defaults.get("model")
     if not model:
