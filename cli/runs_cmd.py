@@ -34,7 +34,8 @@ def run_options(func):
         click.option("--step-time", "step_time_s", type=float, default=None,
                      help="Measured seconds per step where the log has no iteration lines."),
         click.option("--arg", "args", multiple=True, metavar="NAME=VALUE",
-                     help="A Megatron argument the log does not print (repeatable), e.g. "
+                     help="A Megatron argument the log does not print, or prints wrong (repeatable; it wins over "
+                          "the log), e.g. "
                           "--arg tensor-model-parallel-size=2 --arg micro-batch-size=1."),
     ]):
         func = decorator(func)
