@@ -39,3 +39,13 @@ def cli() -> None:
 def register(command: Any) -> Any:
     cli.add_command(command)
     return command
+
+
+def one_line(text: str) -> str:
+    """An error message as one printable line: newlines and other control characters in user values
+    (``--model $'a\\nb'``) are escaped, so stderr always holds exactly one ``error:`` line.
+
+    >>> one_line("--model=a\\nb: not a preset")
+    '--model=a\\\\nb: not a preset'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip())

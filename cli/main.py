@@ -11,7 +11,7 @@ import sys
 import click
 
 from megasolve.cli import options
-from megasolve.cli.app import cli, register  # noqa: F401  (register: for command modules written before app.py)
+from megasolve.cli.app import cli, one_line, register  # noqa: F401  (re-exported for older command modules)
 from megasolve.models.errors import MegasolveError
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,17 +44,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
 
 
-def one_line(text: str) -> str:
-    """An error message as one printable line: newlines and other control characters in user values
-    (``--model $'a\\nb'``) are escaped, so stderr always holds exactly one ``error:`` line.
-
-    >>> one_line("--model=a\\nb: not a preset")
-    '--model=a\\\\nb: not a preset'
-    """
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip())
-
-
 # Commands register themselves on import.
-from megasolve.cli import commands, solve_cmd, whatif_cmd  # noqa: E402,F401  (import for side effect)
+from megasolve.cli import commands, runs_cmd, solve_cmd, whatif_cmd  # noqa: E402,F401  (import for side effect)
 
 __all__ = ["cli", "main", "options"]

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from megasolve.cost.calibration import Profile, load_profile, use_profile
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
@@ -101,14 +102,26 @@ DEFAULT_MIN_HEADROOM = Headroom(fraction=0.10)
 def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int = 5,
           fixed: dict[str, Any] | None = None, time_limit_s: float | None = 30.0, engine: str = "cpsat",
           allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True,
-          min_headroom: Headroom | None = DEFAULT_MIN_HEADROOM, requires: tuple[str, ...] = ()) -> SolveResult:
+          min_headroom: Headroom | None = DEFAULT_MIN_HEADROOM, requires: tuple[str, ...] = (),
+          profile: Profile | str | None = None) -> SolveResult:
     """Rank the ``top_k`` fastest distinct plans (``plans.py``) that obey Megatron's rules (and the
     ``requires`` constraints, ``require.py``) and fit in memory with ``min_headroom`` to spare.
 
     Layouts inside the margin are excluded, so #1 leaves it; only when nothing fits with the margin
     but something fits without it are those layouts returned, each marked ``tight`` (an answer that
-    may OOM, said so, beats "nothing fits" on a small cluster)."""
+    may OOM, said so, beats "nothing fits" on a small cluster).
+
+    ``profile``: the calibration ``Profile`` the cost model uses (or a profile file); None: the shipped one."""
     spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
+    with use_profile(load_profile(profile)):
+        return _solve(spec, cluster, workload, top_k=top_k, fixed=fixed, time_limit_s=time_limit_s, engine=engine,
+                      allow_cross_domain_tp=allow_cross_domain_tp, workers=workers, explain=explain,
+                      min_headroom=min_headroom, requires=requires)
+
+
+def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int, fixed: dict[str, Any] | None,
+           time_limit_s: float | None, engine: str, allow_cross_domain_tp: bool, workers: int,
+           explain: bool, min_headroom: Headroom | None, requires: tuple[str, ...]) -> SolveResult:
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp,
