@@ -4,6 +4,7 @@ megasolve's JSON.
     python benchmarks/launch_parsers.py megatron MEGATRON_LM_CHECKOUT   # parse_args + validate_args + TC
     python benchmarks/launch_parsers.py bridge MEGATRON_LM_CHECKOUT BRIDGE_V0_6_SRC      # Bridge's override code
     python benchmarks/launch_parsers.py bridge-main MEGATRON_LM_CHECKOUT BRIDGE_MAIN_SRC
+    python benchmarks/launch_parsers.py verl VERL_CHECKOUT                              # Hydra + verl configs
     python benchmarks/launch_parsers.py nemo-run                       # NeMo-Run's value parser (pip nemo-run)
     python benchmarks/launch_parsers.py hydra                          # Hydra's override grammar (pip hydra-core)
     python benchmarks/launch_parsers.py record-megatron-args MEGATRON_LM_CHECKOUT tests/data/megatron_lm_arguments.json
@@ -303,6 +304,87 @@ def check_bridge(checkout: str, bridge_src: str, flavour: str) -> int:
     return 1 if failures else 0
 
 
+VERL_INNER = r"""
+import json, os, sys
+job = json.loads(sys.stdin.read())
+from hydra import compose, initialize_config_dir
+from verl.utils.config import omega_conf_to_dataclass
+with initialize_config_dir(config_dir=os.path.join(job["verl"], "verl", "trainer", "config"), version_base=None):
+    cfg = compose(config_name="ppo_megatron_trainer", overrides=job["overrides"])
+actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)  # McoreActorConfig.__post_init__ checks batches
+critic = omega_conf_to_dataclass(cfg.critic)
+ref = omega_conf_to_dataclass(cfg.actor_rollout_ref.ref.megatron)
+out = {}
+for role, engine in (("actor", actor.megatron), ("ref", ref), ("critic", critic.megatron)):
+    t = engine.override_transformer_config
+    out[role] = {"tp": engine.tensor_model_parallel_size, "pp": engine.pipeline_model_parallel_size,
+                 "vpp": engine.virtual_pipeline_model_parallel_size or 1, "cp": engine.context_parallel_size,
+                 "ep": engine.expert_model_parallel_size,
+                 "etp": engine.expert_tensor_parallel_size or engine.tensor_model_parallel_size,
+                 "sp": engine.sequence_parallel, "first": t.get("num_layers_in_first_pipeline_stage"),
+                 "last": t.get("num_layers_in_last_pipeline_stage"),
+                 "account": [t.get("account_for_embedding_in_pipeline_split"), t.get("account_for_loss_in_pipeline_split")],
+                 "recompute": t.get("recompute_granularity") or "none"}
+out["mbs"] = [actor.ppo_micro_batch_size_per_gpu, critic.ppo_micro_batch_size_per_gpu]
+print("RESULT " + json.dumps(out))
+"""
+
+
+def _write_placeholder_tokenizer(model_dir: str) -> None:
+    """A three-token tokenizer so that verl's HFModelConfig loads (the tokenizer does not change the layout)."""
+    from tokenizers import Tokenizer, models
+
+    Tokenizer(models.WordLevel({"<unk>": 0, "<s>": 1, "</s>": 2}, unk_token="<unk>")).save(
+        str(Path(model_dir, "tokenizer.json")))
+    Path(model_dir, "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "pad_token": "<unk>"}))
+
+
+def check_verl(verl_checkout: str) -> int:
+    """verl's Hydra composition of ``ppo_megatron_trainer.yaml`` with the overrides, then its own config
+    classes (``omega_conf_to_dataclass``: ``McoreActorConfig`` and ``McoreCriticConfig`` with their
+    micro-batch checks, ``McoreEngineConfig`` for the reference model). Needs verl's import dependencies
+    (torch, tensordict, codetiming, transformers < 5) and the checkout on ``PYTHONPATH``."""
+    import tempfile
+
+    from test_launch import CASES
+
+    from megasolve.models.presets import _catalog
+
+    failures = 0
+    for name, case in CASES.items():
+        data = json.loads(megasolve(["estimate", *case, "-o", "json"]))
+        # the critic reads the model's HF config.json (critic.model.path): the preset's own config
+        model_dir = tempfile.mkdtemp(prefix="megasolve-verl-")
+        Path(model_dir, "config.json").write_text(json.dumps(_catalog()["presets"][case[1]]["hf"]))
+        _write_placeholder_tokenizer(model_dir)
+        lines = override_lines("verl", case) + [f"critic.model.path={model_dir}",
+                                                f"actor_rollout_ref.model.path={model_dir}"]
+        proc = subprocess.run([sys.executable, "-c", VERL_INNER], input=json.dumps({"verl": verl_checkout,
+                              "overrides": lines}), capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": verl_checkout}, timeout=300)
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if proc.returncode or not line:
+            failures += 1
+            print(f"verl {name:12} REJECTED  {(proc.stderr.strip().splitlines() or ['?'])[-1][:300]}")
+            continue
+        got = json.loads(line[0][7:])
+        lay = data["layout"]
+        want = {"tp": lay["tp"], "pp": lay["pp"], "vpp": lay["vpp"], "cp": lay["cp"], "ep": lay["ep"],
+                "etp": lay["etp"], "sp": lay["sequence_parallel"], "first": lay["first_stage_layers"],
+                "last": lay["last_stage_layers"], "account": [lay["account_for_embedding"], lay["account_for_loss"]],
+                "recompute": lay["recompute"]}
+        bad = {(role, k): (got[role][k], v) for role in ("actor", "ref", "critic") for k, v in want.items()
+               if got[role][k] != v}
+        if got["mbs"] != [lay["mbs"], lay["mbs"]]:
+            bad["mbs"] = (got["mbs"], lay["mbs"])
+        failures += bool(bad)
+        print(f"verl {name:12} accepted  {'every derived value equal' if not bad else f'MISMATCH {bad}'}")
+    print(f"verl: {len(CASES) - failures} of {len(CASES)} cases accepted with every derived value equal")
+    return 1 if failures else 0
+
+
 def record_megatron_args(checkout: str, out: str) -> int:
     """Dump every option of Megatron-LM's parser (``add_megatron_arguments``) to ``out``."""
     code = r"""
@@ -344,6 +426,8 @@ def main(argv: list[str]) -> int:
         return check_megatron(argv[1])
     if argv[0] in ("bridge", "bridge-main") and len(argv) == 3:
         return check_bridge(argv[1], argv[2], "release" if argv[0] == "bridge" else "main")
+    if argv[0] == "verl" and len(argv) == 2:
+        return check_verl(argv[1])
     if argv[0] == "nemo-run":
         return check_nemo_run()
     if argv[0] == "hydra":

@@ -268,17 +268,46 @@ def test_fsdp_env_overrides_the_example_scripts():
     assert "export CUDA_DEVICE_MAX_CONNECTIONS=32" in launch("fsdp-tp", "bridge")
 
 
-MEGATRON_LM_PATH = os.environ.get("MEGATRON_LM_PATH")
+# The real downstream parsers (benchmarks/launch_parsers.py), run when their sources are named: a
+# Megatron-LM checkout (megatron-core from PyPI ships no megatron/training), Megatron-Bridge sources of the
+# release and of main, a verl checkout; NeMo-Run and Hydra from PyPI (pip install -e '.[launch-check]').
+MEGATRON_LM = os.environ.get("MEGATRON_LM_PATH")
+PARSER_RUNS = {
+    "megatron": (["megatron", MEGATRON_LM], [MEGATRON_LM]),
+    "bridge": (["bridge", MEGATRON_LM, os.environ.get("MEGATRON_BRIDGE_SRC")],
+               [MEGATRON_LM, os.environ.get("MEGATRON_BRIDGE_SRC")]),
+    "bridge-main": (["bridge-main", MEGATRON_LM, os.environ.get("MEGATRON_BRIDGE_MAIN_SRC")],
+                    [MEGATRON_LM, os.environ.get("MEGATRON_BRIDGE_MAIN_SRC")]),
+    "verl": (["verl", os.environ.get("VERL_PATH")], [os.environ.get("VERL_PATH")]),
+    "nemo-run": (["nemo-run"], [MEGATRON_LM, "nemo_run"]),
+    "hydra": (["hydra"], ["hydra"]),
+}
 
 
-@pytest.mark.skipif(not MEGATRON_LM_PATH, reason="the real Megatron-LM parser needs a Megatron-LM checkout "
-                    "(megatron-core from PyPI ships no megatron/training) and torch: set MEGATRON_LM_PATH, or run "
-                    "benchmarks/launch_parsers.py megatron")
-def test_real_megatron_lm_parser_accepts_every_case():
+def _missing(needs: list[str | None]) -> str | None:
+    import importlib.util
+
+    for need in needs:
+        if need is None:
+            return ("set MEGATRON_LM_PATH (a Megatron-LM checkout; torch needed), MEGATRON_BRIDGE_SRC / "
+                    "MEGATRON_BRIDGE_MAIN_SRC (Megatron-Bridge src/ of v0.6.x and main), VERL_PATH (a verl checkout)")
+        if "/" not in need and importlib.util.find_spec(need) is None:
+            return f"{need} is not installed (pip install -e '.[launch-check]')"
+    return None
+
+
+@pytest.mark.parametrize("target", sorted(PARSER_RUNS))
+def test_real_parser_accepts_every_case(target):
+    """Every case of ``CASES`` through the real parser, with every derived value equal to the JSON."""
     import subprocess
     import sys
 
+    argv, needs = PARSER_RUNS[target]
+    reason = _missing(needs)
+    if reason:
+        pytest.skip(f"real {target} parser not available: {reason}")
     script = Path(__file__).parent.parent / "benchmarks" / "launch_parsers.py"
-    proc = subprocess.run([sys.executable, str(script), "megatron", MEGATRON_LM_PATH], capture_output=True,
-                          text=True, timeout=600)
+    env = {**os.environ, "PYTHONPATH": MEGATRON_LM} if target == "nemo-run" else None
+    proc = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=1200,
+                          env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
