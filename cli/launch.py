@@ -203,30 +203,43 @@ def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
 
 
 def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list[Setting]:
-    """The communication overlaps the step-time model assumes: TP comm-GEMM overlap (``cost/step.py``
-    ``tp_comm_s`` hides ``1 - tp_exposed_fraction`` of the TP collectives; Megatron-LM ``--tp-comm-overlap``
-    needs sequence parallelism, ARG L1441-1442) and the MoE all-to-all overlap (``ep_comm_s``:
-    ``ep_exposed_fraction`` is fitted on Bridge recipes that run ``--overlap-moe-expert-parallel-comm``),
-    launched only where Megatron-Core accepts it (TC L3002-3045), else said."""
+    """The communication overlaps the step time was costed with.
+
+    Issue 12 adds them as ``Workload`` fields (``tp_comm_overlap``, ``overlap_p2p_comm``,
+    ``moe_ep_overlap``, ``moe_shared_expert_overlap``, Megatron-LM's defaults); they are exported as set.
+    Before those fields exist, ``cost/step.py`` assumes TP comm-GEMM overlap (``tp_comm_s`` hides
+    ``1 - tp_exposed_fraction``; Megatron-LM ``--tp-comm-overlap`` needs SP, ARG L1441-1442) and the MoE
+    all-to-all overlap (``ep_exposed_fraction`` is fitted on Bridge recipes running
+    ``--overlap-moe-expert-parallel-comm``), so those are exported where Megatron accepts them.
+    An overlap Megatron-Core refuses for this layout (TC L3002-3045) is left off and said."""
     notes = []
-    tp_overlap = layout.tp > 1 and layout.sequence_parallel
-    if layout.tp > 1 and not layout.sequence_parallel:
-        notes.append("the step time assumes TP comm-GEMM overlap, which needs sequence parallelism "
-                     "(arguments.py L1441): without it expect more exposed TP time than planned")
+    tp_overlap = getattr(workload, "tp_comm_overlap", layout.tp > 1 and layout.sequence_parallel)
+    if tp_overlap and not (layout.tp > 1 and layout.sequence_parallel):
+        tp_overlap = False
+        notes.append("TP comm-GEMM overlap needs TP > 1 with sequence parallelism (arguments.py L1441): left off, "
+                     "expect more exposed TP time than planned")
     s = [Setting("tp_comm_overlap", tp_overlap, "kernels")]
+    if hasattr(workload, "overlap_p2p_comm"):
+        s.append(Setting("overlap_p2p_comm", workload.overlap_p2p_comm, "kernels"))
     if spec.is_moe:
-        blocker = _ep_overlap_blocker(spec, layout)
-        if blocker and layout.ep > 1:
-            notes.append(f"the step time assumes the MoE all-to-all overlap, which Megatron-Core refuses here ({blocker}, "
-                         "transformer_config.py L3002-3045): expect more exposed EP time than planned")
-        s.append(Setting("overlap_moe_expert_parallel_comm", blocker is None, "kernels"))
+        ep_overlap = getattr(workload, "moe_ep_overlap", layout.ep > 1)
+        blocker = _ep_overlap_blocker(spec, workload, layout)
+        if ep_overlap and blocker:
+            ep_overlap = False
+            notes.append(f"the MoE all-to-all overlap is refused by Megatron-Core here ({blocker}, "
+                         "transformer_config.py L3002-3045): left off, expect more exposed EP time than planned")
+        s.append(Setting("overlap_moe_expert_parallel_comm", ep_overlap, "kernels"))
+        if hasattr(workload, "moe_shared_expert_overlap"):
+            s.append(Setting("moe_shared_expert_overlap", workload.moe_shared_expert_overlap, "kernels"))
     return s + [Setting("_note", None, "kernels", note) for note in notes]
 
 
-def _ep_overlap_blocker(spec: ModelSpec, layout: Layout) -> str | None:
+def _ep_overlap_blocker(spec: ModelSpec, workload: Workload, layout: Layout) -> str | None:
     """Why ``overlap_moe_expert_parallel_comm`` cannot be on for this layout (TC L3002-3045), or None."""
     if layout.ep == 1:
         return "no expert parallelism"
+    if workload.moe_dispatcher not in ("alltoall", "flex"):
+        return f"the {workload.moe_dispatcher} dispatcher"
     if layout.recompute == "full":
         return "full recompute"
     if layout.pp > 1 and layout.vpp == 1:

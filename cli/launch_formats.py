@@ -1,8 +1,11 @@
 """Each launch format as a table from a plan setting (``cli/launch.py``) to that target's key.
 
-Adding a knob's flags is one table entry per format. A table value is the target key (a string), a
-tuple of keys (the value goes to each), or a ``NotExpressible`` reason (a ``# not expressible`` line).
-Settings absent from a table are ones the target derives itself (listed in ``DERIVED``).
+Adding a knob is one ``Setting`` in ``cli/launch.py`` plus, where its key differs from the default of a
+format, one table entry: Megatron-LM ``--<name-with-dashes>``, Bridge ``model.<name>``, NeMo
+``model.config.<name>``, verl ``override_transformer_config.<name>`` (all four are Megatron-Core config
+field names). A table value is the target key (a string), a tuple of keys (the value goes to each), a
+``NotExpressible`` reason (a ``# not expressible`` line), or None for a setting the target derives itself
+(``DERIVED``).
 
 Targets and the versions each output is written for:
 
@@ -66,7 +69,8 @@ MEGATRON_DEST = {
 }
 # Booleans whose Megatron-LM default is True: False is written with this store_false flag
 MEGATRON_FALSE_FLAG = {"add_bias_linear": "--disable-bias-linear",
-                       "gradient_accumulation_fusion": "--no-gradient-accumulation-fusion"}
+                       "gradient_accumulation_fusion": "--no-gradient-accumulation-fusion",
+                       "overlap_p2p_comm": "--no-overlap-p2p-communication"}
 # Booleans written as the negation of another flag
 MEGATRON_NEGATED = {"share_embeddings_and_output_weights": "--untie-embeddings-and-output-weights",
                     "grad_reduce_in_fp32": "--grad-reduce-in-bf16"}
@@ -201,7 +205,7 @@ VERL = {
 # copies CommOverlapConfig onto the model; NeMo's MegatronCommOverlapCallback does the same)
 OVERLAP_OWNER = {"bridge": "comm_overlap (CommOverlapConfig)", "bridge-main": "comm_overlap (CommOverlapConfig)",
                  "nemo": "a MegatronCommOverlapCallback in trainer.callbacks", "verl": None}
-# Derived by the target from other settings, so never written: (format, setting) pairs
+# Derived by the target from other settings (the even-VPP layer count: from the VPP size), so never written
 DERIVED = {"num_layers_per_virtual_pipeline_stage"}
 
 
@@ -271,7 +275,9 @@ def _keys(fmt: str, target: object) -> list[str]:
     return out
 
 
-def overrides_text(fmt: str, settings: list[Setting], layout: Layout) -> str:
+def overrides_text(fmt: str, settings: list[Setting]) -> str:
+    """Override lines of ``fmt`` below a header: target and version, environment, what is not
+    expressible, which recipe object owns the overlaps, and the settings' notes."""
     lines: list[str] = []
     unexpressible: list[str] = []
     env: list[str] = []
@@ -329,6 +335,7 @@ def _notes(settings: list[Setting]) -> list[str]:
 
 
 def render(fmt: str, settings: list[Setting], cluster: Cluster, layout: Layout) -> str:
+    """The launch text of ``settings`` in ``fmt``; NeMo also gets its trainer size and FSDP switch."""
     if fmt == "megatron":
         return megatron_command(settings, cluster)
     if fmt in FORMATS:
@@ -338,7 +345,7 @@ def render(fmt: str, settings: list[Setting], cluster: Cluster, layout: Layout) 
                      Setting("trainer.devices", min(cluster.gpus_per_node, cluster.num_gpus), "cluster")]
             if layout.fsdp:
                 extra.append(Setting("trainer.strategy.fsdp", "megatron", "cluster"))
-        text = overrides_text(fmt, settings, layout)
+        text = overrides_text(fmt, settings)
         if extra:
             text += " \\\n" + " \\\n".join(f"{s.name}={s.value}" for s in extra)
         return text
