@@ -137,9 +137,12 @@ def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
     section 3: grad reduce and param gather overlapped). FSDP: Megatron-LM
     ``docs/discussions/megatron-fsdp-user-guide`` "Required Configurations" (``optim_grads_params``,
     no gradient-accumulation fusion, ``fsdp_dtensor`` checkpoints; ARG L1169 asserts the format)."""
+    # issue 12's ``Workload.dp_comm_overlap`` when present; --overlap-param-gather needs the distributed
+    # optimizer (ARG L1024-1029)
+    dp_overlap = getattr(workload, "dp_comm_overlap", True)
     s = [Setting("use_distributed_optimizer", layout.distributed_optimizer, "optimizer"),
-         Setting("overlap_grad_reduce", layout.distributed_optimizer or layout.fsdp, "optimizer"),
-         Setting("overlap_param_gather", layout.distributed_optimizer or layout.fsdp, "optimizer"),
+         Setting("overlap_grad_reduce", dp_overlap, "optimizer"),
+         Setting("overlap_param_gather", dp_overlap and layout.distributed_optimizer, "optimizer"),
          Setting("use_megatron_fsdp", layout.fsdp, "optimizer")]
     if layout.fsdp:
         s += [Setting("data_parallel_sharding_strategy", "optim_grads_params", "optimizer"),
@@ -219,7 +222,7 @@ def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> lis
         notes.append("TP comm-GEMM overlap needs TP > 1 with sequence parallelism (arguments.py L1441): left off, "
                      "expect more exposed TP time than planned")
     s = [Setting("tp_comm_overlap", tp_overlap, "kernels")]
-    if hasattr(workload, "overlap_p2p_comm"):
+    if hasattr(workload, "overlap_p2p_comm") and layout.vpp > 1:  # 1F1B forces it off (ARG L1010-1013)
         s.append(Setting("overlap_p2p_comm", workload.overlap_p2p_comm, "kernels"))
     if spec.is_moe:
         ep_overlap = getattr(workload, "moe_ep_overlap", layout.ep > 1)
@@ -229,7 +232,7 @@ def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> lis
             notes.append(f"the MoE all-to-all overlap is refused by Megatron-Core here ({blocker}, "
                          "transformer_config.py L3002-3045): left off, expect more exposed EP time than planned")
         s.append(Setting("overlap_moe_expert_parallel_comm", ep_overlap, "kernels"))
-        if hasattr(workload, "moe_shared_expert_overlap"):
+        if hasattr(workload, "moe_shared_expert_overlap") and spec.moe.shared_expert_ffn_hidden_size:
             s.append(Setting("moe_shared_expert_overlap", workload.moe_shared_expert_overlap, "kernels"))
     return s + [Setting("_note", None, "kernels", note) for note in notes]
 
