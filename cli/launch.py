@@ -42,7 +42,8 @@ class Setting:
     """One value the plan depends on, named by its Megatron-Core config field.
 
     ``group`` orders the output (model, layout, batch, optimizer, memory, precision, kernels, env);
-    ``note`` travels with the setting into every format (e.g. why a value differs from the plan's option).
+    ``note`` travels with the setting into every format (e.g. why a value differs from the plan's option);
+    a setting named ``_note`` carries only its note (no value to write).
     """
 
     name: str

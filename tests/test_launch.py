@@ -157,6 +157,9 @@ def test_megatron_command_parses_back_to_the_plan(case):
     assert args.cross_entropy_fusion_impl != "te"  # ARG L1697-1702 rejects it
     if spec.is_moe:
         assert args.moe_token_dispatcher_type == workload["moe_dispatcher"] and args.moe_grouped_gemm
+    # the TP overlap the step time assumes (the workload's knob once it has one), only with SP (ARG L1441)
+    tp_sp = layout["tp"] > 1 and layout["sequence_parallel"]
+    assert args.tp_comm_overlap == (workload.get("tp_comm_overlap", True) and tp_sp)
 
 
 def test_te_loss_is_launched_native_and_said_so():
