@@ -146,7 +146,10 @@ def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
          Setting("overlap_param_gather", dp_overlap and layout.distributed_optimizer, "optimizer"),
          Setting("use_megatron_fsdp", layout.fsdp, "optimizer")]
     if layout.fsdp:
+        # Megatron-Bridge skills/nemo-mbridge-perf-megatron-fsdp "Enablement": no averaging inside the
+        # collective with FSDP (Megatron-LM's default; Bridge recipes turn it on)
         s += [Setting("data_parallel_sharding_strategy", "optim_grads_params", "optimizer"),
+              Setting("average_in_collective", False, "optimizer"),
               Setting("gradient_accumulation_fusion", False, "optimizer"),
               Setting("ckpt_format", "fsdp_dtensor", "optimizer")]
     # fp32 main grads and reduction unless --grad-reduce-in-bf16 (ARG L1205-1217)

@@ -63,6 +63,7 @@ MEGATRON_DEST = {
     "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers",
     "virtual_pipeline_model_parallel_size": "num_virtual_stages_per_pipeline_rank",
     "fp8": "fp8_format",
+    "average_in_collective": "ddp_average_in_collective",
     "pipeline_model_parallel_layout": None,  # reset: no flag given means no layout
     "cpu_offloading": None,  # ARG L1950: --cpu-offloading-num-layers > 0 switches it on
     "cpu_offloading_weights": None,  # activations only is Megatron-LM's default
@@ -139,6 +140,7 @@ BRIDGE = {
     # Megatron-Bridge skills/nemo-mbridge-perf-megatron-fsdp "Enablement"
     "use_megatron_fsdp": ("dist.use_megatron_fsdp", "ddp.use_megatron_fsdp"),
     "data_parallel_sharding_strategy": "ddp.data_parallel_sharding_strategy",
+    "average_in_collective": "ddp.average_in_collective",
     "ckpt_format": "checkpoint.ckpt_format",
     "grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32",
     "bf16": "mixed_precision.bf16", "fp8": "mixed_precision.fp8", "fp8_recipe": "mixed_precision.fp8_recipe",
@@ -168,6 +170,7 @@ NEMO = {
     "overlap_param_gather": "trainer.strategy.ddp.overlap_param_gather",
     "use_megatron_fsdp": "trainer.strategy.ddp.use_megatron_fsdp",
     "data_parallel_sharding_strategy": "trainer.strategy.ddp.data_parallel_sharding_strategy",
+    "average_in_collective": "trainer.strategy.ddp.average_in_collective",
     "ckpt_format": NotExpressible("ckpt_format: Megatron-FSDP checkpoints are written by NeMo's own checkpoint IO"),
     # MegatronMixedPrecision (plugins/mixed_precision.py L104-132)
     "grad_reduce_in_fp32": ("trainer.plugins.grad_reduce_in_fp32", "trainer.strategy.ddp.grad_reduce_in_fp32"),
@@ -196,6 +199,7 @@ VERL = {
     "overlap_param_gather": "override_ddp_config.overlap_param_gather",
     "use_megatron_fsdp": "override_ddp_config.use_megatron_fsdp",
     "data_parallel_sharding_strategy": "override_ddp_config.data_parallel_sharding_strategy",
+    "average_in_collective": "override_ddp_config.average_in_collective",
     "grad_reduce_in_fp32": "override_ddp_config.grad_reduce_in_fp32",
     "ckpt_format": NotExpressible("ckpt_format: verl writes its own checkpoints"),
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
