@@ -301,6 +301,8 @@ def overrides_text(fmt: str, settings: list[Setting]) -> str:
             elif isinstance(t, NotExpressible):
                 if t is _MAX_POS and rope:
                     continue  # only learned absolute positions are sized by it
+                if setting.group not in ("model", "batch") and setting.value in (None, False, 0):
+                    continue  # a knob that is off needs nothing from the target
                 if t is VERL_MODEL:
                     if verl_model_noted:
                         continue
