@@ -88,7 +88,7 @@ def megasolve(args: list[str]) -> str:
     result = CliRunner().invoke(cli, args)
     if result.exit_code not in (0, 1):
         raise SystemExit(f"megasolve {' '.join(args)} failed: {result.output}")
-    return result.output
+    return result.stdout
 
 
 def _has_te() -> bool:

@@ -99,6 +99,47 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
     return [Setting(name, value, "model") for name, value in s]
 
 
+def _skip_freq(pattern: tuple[int, ...]) -> int | None:
+    """The int N of ``--window-attn-skip-freq`` when every N-th layer (1-based) is full attention."""
+    for n in range(2, len(pattern) + 1):
+        if all(bool(v) == ((i + 1) % n != 0) for i, v in enumerate(pattern)):
+            return n
+    return None
+
+
+def attention_settings(spec: ModelSpec, layout: Layout) -> list[Setting]:
+    """Attention-variant ``TransformerConfig`` fields of ``spec`` (issue 15): ``window_size`` (TC L247,
+    a (left, right) pair: ``--window-size W,0``), ``window_attn_skip_freq`` (TC L251: an int N, every N-th
+    layer full, or the 0/1 list), ``no_rope_freq`` (TC L291), ``rotary_percent``, ``softmax_type
+    learnable`` (sinks, TC L170), ``qk_l2_norm``; with CP > 1 and windows, ``cp_comm_type all_gather``:
+    TE's ``attn_forward_func_with_cp`` asserts that sliding-window attention runs only with the ``a2a``
+    or ``all_gather`` CP communication (Megatron's default is ``p2p``). Chunked attention (Llama 4) has
+    no Megatron-Core training flag and is not exported.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> [(s.name, s.value) for s in attention_settings(load_preset("gpt-oss-20b"), Layout(cp=2))][:3]
+    [('window_size', (128, 0)), ('window_attn_skip_freq', 2), ('softmax_type', 'learnable')]
+    """
+    s: list[tuple[str, object]] = []
+    if spec.window_size is not None:
+        s.append(("window_size", (spec.window_size, 0)))
+        if spec.window_pattern is not None:
+            s.append(("window_attn_skip_freq", _skip_freq(spec.window_pattern) or list(spec.window_pattern)))
+    if spec.softmax_type != "vanilla":
+        s.append(("softmax_type", spec.softmax_type))
+    if spec.no_rope_pattern is not None and any(spec.no_rope_pattern):
+        period = next((n for n in range(1, spec.num_layers + 1) if spec.num_layers % n == 0 and all(
+            bool(v) == ((i + 1) % n == 0) for i, v in enumerate(spec.no_rope_pattern))), None)
+        s.append(("no_rope_freq", period or list(spec.no_rope_pattern)))
+    if spec.rotary_percent != 1.0:
+        s.append(("rotary_percent", spec.rotary_percent))
+    if spec.qk_l2_norm:
+        s.append(("qk_l2_norm", True))
+    if spec.window_size is not None and layout.cp > 1:
+        s.append(("cp_comm_type", "all_gather"))
+    return [Setting(name, value, "model") for name, value in s]
+
+
 def layout_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list[Setting]:
     """Parallel sizes, the pipeline split and the batch (``ModelParallelConfig``, TC L2296-2370 for the
     split). ``pipeline_model_parallel_layout`` is always reset: a recipe's layout string overrides
@@ -138,9 +179,8 @@ def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
     section 3: grad reduce and param gather overlapped). FSDP: Megatron-LM
     ``docs/discussions/megatron-fsdp-user-guide`` "Required Configurations" (``optim_grads_params``,
     no gradient-accumulation fusion, ``fsdp_dtensor`` checkpoints; ARG L1169 asserts the format)."""
-    # issue 12's ``Workload.dp_comm_overlap`` when present; --overlap-param-gather needs the distributed
-    # optimizer (ARG L1024-1029)
-    dp_overlap = getattr(workload, "dp_comm_overlap", True)
+    # --overlap-param-gather needs the distributed optimizer (ARG L1024-1029)
+    dp_overlap = workload.dp_comm_overlap
     s = [Setting("use_distributed_optimizer", layout.distributed_optimizer, "optimizer"),
          Setting("overlap_grad_reduce", dp_overlap, "optimizer"),
          Setting("overlap_param_gather", dp_overlap and layout.distributed_optimizer, "optimizer"),
@@ -210,33 +250,29 @@ def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
 
 
 def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list[Setting]:
-    """The communication overlaps the step time was costed with.
-
-    Issue 12 adds them as ``Workload`` fields (``tp_comm_overlap``, ``overlap_p2p_comm``,
-    ``moe_ep_overlap``, ``moe_shared_expert_overlap``, Megatron-LM's defaults); they are exported as set.
-    Before those fields exist, ``cost/step.py`` assumes TP comm-GEMM overlap (``tp_comm_s`` hides
-    ``1 - tp_exposed_fraction``; Megatron-LM ``--tp-comm-overlap`` needs SP, ARG L1441-1442) and the MoE
-    all-to-all overlap (``ep_exposed_fraction`` is fitted on Bridge recipes running
-    ``--overlap-moe-expert-parallel-comm``), so those are exported where Megatron accepts them.
-    An overlap Megatron-Core refuses for this layout (TC L3002-3045) is left off and said."""
+    """The communication overlaps the step time was costed with (``Workload`` knobs, Megatron-LM's
+    defaults), launched only where Megatron accepts them, else left off and said: TP comm-GEMM overlap
+    needs TP > 1 with SP (ARG L1441-1442); p2p overlap exists only for the interleaved schedule (ARG
+    L1010-1013); the MoE all-to-all overlap has Megatron-Core's conditions (TC L3002-3045); the
+    shared-expert overlap needs shared experts."""
     notes = []
-    tp_overlap = getattr(workload, "tp_comm_overlap", layout.tp > 1 and layout.sequence_parallel)
+    tp_overlap = workload.tp_comm_overlap
     if tp_overlap and not (layout.tp > 1 and layout.sequence_parallel):
         tp_overlap = False
         notes.append("TP comm-GEMM overlap needs TP > 1 with sequence parallelism (arguments.py L1441): left off, "
                      "expect more exposed TP time than planned")
     s = [Setting("tp_comm_overlap", tp_overlap, "kernels")]
-    if hasattr(workload, "overlap_p2p_comm") and layout.vpp > 1:  # 1F1B forces it off (ARG L1010-1013)
+    if layout.vpp > 1:
         s.append(Setting("overlap_p2p_comm", workload.overlap_p2p_comm, "kernels"))
     if spec.is_moe:
-        ep_overlap = getattr(workload, "moe_ep_overlap", layout.ep > 1)
+        ep_overlap = workload.moe_ep_overlap
         blocker = _ep_overlap_blocker(spec, workload, layout)
         if ep_overlap and blocker:
             ep_overlap = False
             notes.append(f"the MoE all-to-all overlap is refused by Megatron-Core here ({blocker}, "
                          "transformer_config.py L3002-3045): left off, expect more exposed EP time than planned")
         s.append(Setting("overlap_moe_expert_parallel_comm", ep_overlap, "kernels"))
-        if hasattr(workload, "moe_shared_expert_overlap") and spec.moe.shared_expert_ffn_hidden_size:
+        if spec.moe.shared_expert_ffn_hidden_size:
             s.append(Setting("moe_shared_expert_overlap", workload.moe_shared_expert_overlap, "kernels"))
     return s + [Setting("_note", None, "kernels", note) for note in notes]
 
@@ -270,9 +306,17 @@ def env_settings(cluster: Cluster, layout: Layout) -> list[Setting]:
 
 def plan_settings(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[Setting]:
     """Everything the plan depends on, in output order."""
-    return (model_settings(spec) + layout_settings(spec, workload, layout) + optimizer_settings(workload, layout)
+    return (model_settings(spec) + attention_settings(spec, layout) + layout_settings(spec, workload, layout) + optimizer_settings(workload, layout)
             + memory_settings(layout) + precision_settings(workload) + kernel_settings(spec, workload)
             + overlap_settings(spec, workload, layout) + env_settings(cluster, layout))
+
+
+def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[str]:
+    """The plan's Megatron-LM flags, one ``--flag value`` string each (the command of ``launch_text``
+    without the launcher, environment and synthetic-data flags)."""
+    from megasolve.cli.launch_formats import megatron_flag_list
+
+    return megatron_flag_list(plan_settings(spec, cluster, workload, layout))
 
 
 def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> str:

@@ -37,6 +37,7 @@ Targets and the versions each output is written for:
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 
@@ -75,6 +76,8 @@ MEGATRON_FALSE_FLAG = {"add_bias_linear": "--disable-bias-linear",
 # Booleans written as the negation of another flag
 MEGATRON_NEGATED = {"share_embeddings_and_output_weights": "--untie-embeddings-and-output-weights",
                     "grad_reduce_in_fp32": "--grad-reduce-in-bf16"}
+# Tuple settings whose flag takes one comma-joined word (``--window-size 128,0``, ARG ``tuple_type``)
+MEGATRON_TUPLE_SEP = {"window_size": ","}
 # Launch-only flags so that the command runs as printed: synthetic data and a tokenizer of the planned
 # vocabulary (ARG ``_add_data_args`` / ``_add_tokenizer_args``; NullTokenizer's vocab is --vocab-size)
 MEGATRON_RUN_FLAGS = ("--mock-data", "--tokenizer-type NullTokenizer")
@@ -101,17 +104,24 @@ def _megatron_flag(setting: Setting, settings: dict[str, Setting]) -> list[str]:
     flag = "--" + dest.replace("_", "-")
     if value is True:
         return [flag]
-    if isinstance(value, tuple):
-        return [flag + " " + " ".join(shlex.quote(str(v)) for v in value)]
+    if isinstance(value, tuple):  # nargs '+' (recompute modules), or a comma pair (ARG ``tuple_type``)
+        sep = MEGATRON_TUPLE_SEP.get(name, " ")
+        return [flag + " " + sep.join(shlex.quote(str(v)) for v in value)]
+    if isinstance(value, list):  # a per-layer list (ARG ``la_freq_type`` / ``no_rope_freq_type`` parse it)
+        return [flag + " " + shlex.quote("[" + ",".join(map(str, value)) + "]")]
     return [f"{flag} {shlex.quote(str(value))}"]
+
+
+def megatron_flag_list(settings: list[Setting]) -> list[str]:
+    """Every non-environment setting as Megatron-LM flags, in order."""
+    by_name = {s.name: s for s in settings}
+    return [f for s in settings if s.group != "env" for f in _megatron_flag(s, by_name)]
 
 
 def megatron_command(settings: list[Setting], cluster: Cluster) -> str:
     """A ``torchrun ... pretrain_gpt.py`` command; environment variables go before ``torchrun``."""
-    by_name = {s.name: s for s in settings}
     env = [f"{s.name}={s.value}" for s in settings if s.group == "env"]
-    flags = [f for s in settings if s.group != "env" for f in _megatron_flag(s, by_name)]
-    flags += MEGATRON_RUN_FLAGS
+    flags = megatron_flag_list(settings) + list(MEGATRON_RUN_FLAGS)
     per_node = min(cluster.gpus_per_node, cluster.num_gpus)
     launcher = (f"torchrun --nproc-per-node {per_node} --nnodes {cluster.num_nodes} --node-rank ${{NODE_RANK:-0}} "
                 f"--master-addr ${{MASTER_ADDR:-localhost}} --master-port ${{MASTER_PORT:-6000}} pretrain_gpt.py")
@@ -221,9 +231,9 @@ def _value(fmt: str, value: object) -> str:
         return "None" if nemo else "null"
     if isinstance(value, bool):
         return ("True" if value else "False") if nemo else ("true" if value else "false")
-    if isinstance(value, tuple):
-        if nemo:
-            return shlex.quote("[" + ", ".join(f'"{v}"' for v in value) + "]")
+    if isinstance(value, (tuple, list)):
+        if nemo:  # a Python literal: strings quoted, numbers bare
+            return shlex.quote("[" + ", ".join(json.dumps(v) for v in value) + "]")
         return "[" + ",".join(str(v) for v in value) + "]"
     if isinstance(value, str) and value.startswith("("):  # moe_layer_freq list expression
         return _layer_freq_list(value, fmt)

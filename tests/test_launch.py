@@ -82,7 +82,7 @@ def megatron_parser() -> argparse.ArgumentParser:
 def launch(case: str, fmt: str) -> str:
     result = CliRunner().invoke(cli, ["estimate", *CASES[case], "-o", fmt])
     assert result.exit_code in (0, 1), result.output
-    return result.output
+    return result.stdout
 
 
 def command_parts(text: str) -> tuple[dict[str, str], list[str]]:
@@ -103,7 +103,7 @@ def test_megatron_command_parses_back_to_the_plan(case):
     """Every printed flag is a Megatron-LM option (argparse rejects anything else) and the parsed values
     rebuild the planned model (through the Megatron-argument reader) and layout."""
     result = CliRunner().invoke(cli, ["estimate", *CASES[case], "-o", "json"])
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     env, argv = command_parts(launch(case, "megatron"))
     args = megatron_parser().parse_args(argv)
     assert args.mock_data and args.tokenizer_type == "NullTokenizer"
@@ -111,7 +111,10 @@ def test_megatron_command_parses_back_to_the_plan(case):
     from megasolve.models.presets import resolve_model
 
     spec = resolve_model(CASES[case][1]).spec
-    parsed = spec_from_megatron_args({k: v for k, v in vars(args).items() if v is not None}, name=spec.name)
+    from megasolve.models.megatron_args import READ_KEYS
+
+    parsed = spec_from_megatron_args({k: v for k, v in vars(args).items() if v is not None and k in READ_KEYS},
+                                     name=spec.name)
     assert replace(parsed, max_position_embeddings=spec.max_position_embeddings) == spec
     assert args.max_position_embeddings == spec.max_position_embeddings
 
