@@ -30,7 +30,8 @@ from megasolve.topology.cluster import Cluster
 
 ARGUMENTS = json.loads((Path(__file__).parent / "data" / "megatron_lm_arguments.json").read_text())
 
-# Held-out shapes the issue lists: dense, VPP, uneven, CP, MoE with EP/ETP, MLA+MTP, FSDP, FP8, recompute N
+# The shapes the issue lists (dense, VPP, uneven, CP, MoE with EP/ETP, MLA+MTP, FSDP, FP8, recompute N), plus
+# account-for, the overlap knobs and an attention variant (sliding windows + sinks under CP)
 CASES = {
     "dense": ["-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--tp", "2"],
     "vpp": ["-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "4", "--pp", "4", "--vpp", "5"],
@@ -49,6 +50,9 @@ CASES = {
     "fsdp-tp": ["-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "2", "--fsdp"],
     "fp8": ["-m", "llama-3.1-8b", "-n", "8", "-g", "b200", "--precision", "fp8-params", "--fp8-recipe", "mxfp8",
             "--fp8-output-proj", "--cross-entropy", "te", "--grad-reduce-in-bf16"],
+    "overlaps": ["-m", "qwen3-30b-a3b", "-n", "16", "-g", "h100", "--tp", "2", "--pp", "2", "--vpp", "2", "--ep", "4",
+                 "--etp", "1", "--tp-comm-overlap", "--moe-ep-overlap", "--no-overlap-p2p-communication"],
+    "windows-sinks": ["-m", "gpt-oss-20b", "-n", "16", "-g", "h100", "--tp", "2", "--cp", "2", "--ep", "4", "--etp", "1"],
     "recompute-n": ["-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "8", "--pp", "2",
                     "--recompute", "full", "--recompute-num-layers", "3"],
 }
