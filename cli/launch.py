@@ -263,7 +263,12 @@ def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> lis
                      "expect more exposed TP time than planned")
     s = [Setting("tp_comm_overlap", tp_overlap, "kernels")]
     if layout.vpp > 1:
-        s.append(Setting("overlap_p2p_comm", workload.overlap_p2p_comm, "kernels"))
+        p2p_overlap = workload.overlap_p2p_comm
+        if not p2p_overlap and layout.pp <= 2:  # ARG L1005-1008: without it, interleaving needs PP > 2
+            p2p_overlap = True
+            notes.append("Megatron-LM needs the p2p overlap for the interleaved schedule at PP <= 2 (arguments.py "
+                         "L1005-1008): launched with it on, so the pipeline p2p is more hidden than planned")
+        s.append(Setting("overlap_p2p_comm", p2p_overlap, "kernels"))
     if spec.is_moe:
         ep_overlap = workload.moe_ep_overlap
         blocker = _ep_overlap_blocker(spec, workload, layout)

@@ -50,7 +50,7 @@ CASES = {
     "fsdp-tp": ["-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "2", "--fsdp"],
     "fp8": ["-m", "llama-3.1-8b", "-n", "8", "-g", "b200", "--precision", "fp8-params", "--fp8-recipe", "mxfp8",
             "--fp8-output-proj", "--cross-entropy", "te", "--grad-reduce-in-bf16"],
-    "overlaps": ["-m", "qwen3-30b-a3b", "-n", "16", "-g", "h100", "--tp", "2", "--pp", "2", "--vpp", "2", "--ep", "4",
+    "overlaps": ["-m", "qwen3-30b-a3b", "-n", "16", "-g", "h100", "--tp", "2", "--pp", "4", "--vpp", "2", "--ep", "4",
                  "--etp", "1", "--tp-comm-overlap", "--moe-ep-overlap", "--no-overlap-p2p-communication"],
     "windows-sinks": ["-m", "gpt-oss-20b", "-n", "16", "-g", "h100", "--tp", "2", "--cp", "2", "--ep", "4", "--etp", "1"],
     "recompute-n": ["-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "8", "--pp", "2",
@@ -268,6 +268,18 @@ def test_every_setting_reaches_every_format_or_is_declared(fmt):
         for t in targets:
             assert isinstance(t, (str, NotExpressible)) or (t is None and (
                 setting.name in DERIVED or setting.name == "bf16")), (fmt, setting)
+
+
+def test_p2p_overlap_off_is_not_launched_where_megatron_refuses_it():
+    """ARG L1005-1008: interleaving without the p2p overlap needs PP > 2 (the real parser rejected PP 2)."""
+    args = ["estimate", "-m", "qwen3-30b-a3b", "-n", "16", "-g", "h100", "--tp", "2", "--pp", "2", "--vpp", "2",
+            "--ep", "4", "--etp", "1", "--no-overlap-p2p-communication", "-o", "megatron"]
+    text = CliRunner().invoke(cli, args).stdout
+    assert "--no-overlap-p2p-communication" not in " ".join(command_parts(text)[1])
+    assert "# note: Megatron-LM needs the p2p overlap for the interleaved schedule at PP <= 2" in text
+    pp = args.index("--pp") + 1
+    four = CliRunner().invoke(cli, [*args[:pp], "4", *args[pp + 1:]]).stdout
+    assert "--no-overlap-p2p-communication" in " ".join(command_parts(four)[1])
 
 
 def test_fsdp_env_overrides_the_example_scripts():
