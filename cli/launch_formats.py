@@ -182,6 +182,9 @@ NEMO = {
     "data_parallel_sharding_strategy": "trainer.strategy.ddp.data_parallel_sharding_strategy",
     "average_in_collective": "trainer.strategy.ddp.average_in_collective",
     "ckpt_format": NotExpressible("ckpt_format: Megatron-FSDP checkpoints are written by NeMo's own checkpoint IO"),
+    # NeMo-Run's TypeParser has no parser for Tuple[int, int] (cli_parser.py TypeParser.parse, "Unsupported type")
+    "window_size": NotExpressible("window_size (a (left, right) tuple NeMo-Run's CLI cannot parse): the recipe "
+                                  "must set window_size={value}"),
     # MegatronMixedPrecision (plugins/mixed_precision.py L104-132)
     "grad_reduce_in_fp32": ("trainer.plugins.grad_reduce_in_fp32", "trainer.strategy.ddp.grad_reduce_in_fp32"),
     "bf16": None, "fp8": "trainer.plugins.fp8", "fp8_recipe": "trainer.plugins.fp8_recipe",
@@ -317,7 +320,7 @@ def overrides_text(fmt: str, settings: list[Setting]) -> str:
                     if verl_model_noted:
                         continue
                     verl_model_noted = True
-                unexpressible.append(t.reason)
+                unexpressible.append(t.reason.replace("{value}", str(setting.value)))
             else:
                 lines += [f"{key}={_value(fmt, setting.value)}" for key in _keys(fmt, t)]
     header = [HEADERS[fmt]]
