@@ -23,33 +23,16 @@ Sources (``Megatron-LM`` = NVIDIA/Megatron-LM @ d98e8a64, 2026-08-22; ``ARG`` = 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_counts
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
-MEGATRON_LM_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 # GPUs of compute capability >= 10 (Blackwell): no CUDA_DEVICE_MAX_CONNECTIONS=1 requirement (ARG L1455)
 BLACKWELL_PREFIXES = ("b200", "gb200", "b300", "gb300")
 # CUDA_DEVICE_MAX_CONNECTIONS with FSDP: anything but 1 (ARG L1166); 32 is the value ARG L1472 names
 FSDP_MAX_CONNECTIONS = 32
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One value the plan depends on, named by its Megatron-Core config field.
-
-    ``group`` orders the output (model, layout, batch, optimizer, memory, precision, kernels, env);
-    ``note`` travels with the setting into every format (e.g. why a value differs from the plan's option);
-    a setting named ``_note`` carries only its note (no value to write).
-    """
-
-    name: str
-    value: object
-    group: str
-    note: str = ""
 
 
 def moe_layer_freq_expr(pattern: tuple[int, ...]) -> int | str:
@@ -319,13 +302,9 @@ def plan_settings(spec: ModelSpec, cluster: Cluster, workload: Workload, layout:
 def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[str]:
     """The plan's Megatron-LM flags, one ``--flag value`` string each (the command of ``launch_text``
     without the launcher, environment and synthetic-data flags)."""
-    from megasolve.cli.launch_formats import megatron_flag_list
-
     return megatron_flag_list(plan_settings(spec, cluster, workload, layout))
 
 
 def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> str:
     """The launch settings of ``layout`` in ``fmt`` (megatron | bridge | bridge-main | nemo | verl)."""
-    from megasolve.cli.launch_formats import render
-
     return render(fmt, plan_settings(spec, cluster, workload, layout), cluster, layout)

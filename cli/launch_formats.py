@@ -41,12 +41,27 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from megasolve.cli.launch import MEGATRON_LM_COMMIT, Setting
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout
 from megasolve.topology.cluster import Cluster
 
 FORMATS = ("megatron", "bridge", "bridge-main", "nemo", "verl")
+MEGATRON_LM_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One value the plan depends on, named by its Megatron-Core config field.
+
+    ``group`` orders the output (model, layout, batch, optimizer, memory, precision, kernels, env);
+    ``note`` travels with the setting into every format (e.g. why a value differs from the plan's option);
+    a setting named ``_note`` carries only its note (no value to write).
+    """
+
+    name: str
+    value: object
+    group: str
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import click
@@ -64,9 +63,6 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
     if gpu is None:
         raise MegasolveError(field="--gpu", value="missing", rule="the GPU type is required",
                              fix="pass --gpu TYPE, e.g. --gpu h100 (see `megasolve gpus`)")
-    if nic_gbps is not None and not 0 < nic_gbps < math.inf:
-        raise MegasolveError(field="--nic-gbps", value=nic_gbps, rule="must be a finite number > 0",
-                             fix="e.g. --nic-gbps 400")
     return Cluster.from_flags(num_gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node,
                               nvlink_domain=nvlink_domain, nic_gbit_per_gpu=nic_gbps)
 
@@ -109,7 +105,17 @@ def recipe_options(func: F) -> F:
         click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
                      help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
                           "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),
+        click.option("--profile", "profile", default=None, metavar="PROFILE.yaml",
+                     help="Calibration profile written by `megasolve calibrate` (default: the shipped "
+                          "published-megatron-runs)."),
     )(func)
+
+
+def load_profile_option(options: dict[str, Any]) -> Any:
+    """Remove ``--profile`` from a command's keyword arguments and load it (None: the shipped profile)."""
+    from megasolve.cost.calibration import load_profile
+
+    return load_profile(options.pop("profile", None))
 
 
 def take(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

@@ -307,7 +307,8 @@ def test_exports_set_the_overlap_the_estimate_assumed():
     from megasolve.cli.launch import launch_text, megatron_flags
 
     spec, cluster = load_preset("qwen3-30b-a3b"), Cluster.from_flags(num_gpus=16, gpu="h100")
-    layout = Layout(tp=2, pp=2, vpp=2, dp=4, ep=8, etp=1, sequence_parallel=True)
+    # PP 4: Megatron-LM refuses interleaving without the p2p overlap at PP <= 2 (arguments.py L1005-1008)
+    layout = Layout(tp=2, pp=4, vpp=2, dp=2, ep=4, etp=1, sequence_parallel=True)
     plain = megatron_flags(spec, cluster, Workload(seq_length=4096, global_batch_size=64), layout)
     assert not any("tp-comm-overlap" in f or "overlap-moe" in f or "p2p" in f for f in plain)  # Megatron defaults
     wl = Workload(seq_length=4096, global_batch_size=64, tp_comm_overlap=True, moe_ep_overlap=True,
