@@ -108,7 +108,7 @@ def gpus_command(fmt: str) -> None:
 @workload_options
 @layout_options
 @click.option("--allow-cross-domain-tp", is_flag=True, help="Allow TP groups that leave an NVLink domain.")
-@format_option("megatron", "bridge", "nemo", "verl")
+@format_option("megatron", "bridge", "bridge-main", "nemo", "verl")
 @plot_option("Draw the per-stage memory against the GPU's usable capacity.")
 @report_option
 def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file,

@@ -1,100 +1,87 @@
-"""Copy-pasteable launch settings for a layout (``reference/ecosystem.md`` section 4).
+"""Launch settings for one planned layout, in the syntax each training stack parses as is.
 
-* ``megatron``: Megatron-LM flags. VPP is ``--num-layers-per-virtual-pipeline-stage`` (there is no
-  ``--virtual-pipeline-model-parallel-size`` flag) or, with an uneven split,
-  ``--num-virtual-stages-per-pipeline-rank`` (ARG L954-956); uneven splits use
-  ``--decoder-first/last-pipeline-num-layers``.
-* ``bridge``: Megatron-Bridge Hydra overrides (``model.*``, ``train.*``, ``optimizer.*``, ``ddp.*``).
-* ``nemo``: NeMo 2 recipe overrides (``trainer.strategy.*``, ``data.*``, ``model.config.*``).
-* ``verl``: ``actor_rollout_ref.actor.megatron.*`` keys.
+The plan is first written once as an ordered list of ``Setting``s named after Megatron-Core's config
+fields (``TransformerConfig`` / ``ModelParallelConfig`` / ``DistributedDataParallelConfig`` and the
+training arguments), the vocabulary all four targets share; ``cli/launch_formats.py`` then maps each
+name onto one target with a one-line table entry per format. A setting a target cannot express becomes
+a ``# not expressible in <target>: ...`` comment line, never a silently different plan.
+
+Sources (``Megatron-LM`` = NVIDIA/Megatron-LM @ d98e8a64, 2026-08-22; ``ARG`` = its
+``megatron/training/arguments.py``; ``TC`` = ``megatron/core/transformer/transformer_config.py``):
+
+* every Megatron-LM flag below is one ``ARG`` defines (``tests/data/megatron_lm_arguments.json`` records
+  all 838 option strings, dests, actions and defaults of that commit; ``tests/test_launch.py`` parses
+  every ``--format megatron`` output with them);
+* ``CUDA_DEVICE_MAX_CONNECTIONS``: ARG L1452-1479 asserts it is ``1`` when TP > 1 or CP > 1 on a GPU
+  before Blackwell (compute capability < 10) unless FSDP or the MoE EP overlap is on; ARG L1048 and
+  L1166 assert it is not ``1`` with Torch-FSDP2 / Megatron-FSDP ("requires ... > 1 or unset"); the
+  warning at L1466-1473 names 32 as the larger value;
+* ``--cross-entropy-fusion-impl te`` is rejected by ARG L1697-1702 ("Transformer Engine cross entropy
+  loss fusion is disabled due to stability issues"), so a plan costed with the TE loss launches with
+  ``native`` and says so.
 """
 
 from __future__ import annotations
 
-from megasolve.models.errors import MegasolveError
+from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_counts
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
+# GPUs of compute capability >= 10 (Blackwell): no CUDA_DEVICE_MAX_CONNECTIONS=1 requirement (ARG L1455)
+BLACKWELL_PREFIXES = ("b200", "gb200", "b300", "gb300")
+# CUDA_DEVICE_MAX_CONNECTIONS with FSDP: anything but 1 (ARG L1166); 32 is the value ARG L1472 names
+FSDP_MAX_CONNECTIONS = 32
 
-def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[str]:
-    flags = [f"--tensor-model-parallel-size {layout.tp}", f"--pipeline-model-parallel-size {layout.pp}"]
-    uneven = layout.first_stage_layers is not None or layout.last_stage_layers is not None \
-        or layout.account_for_embedding or layout.account_for_loss
-    if layout.vpp > 1:
-        if uneven:
-            flags.append(f"--num-virtual-stages-per-pipeline-rank {layout.vpp}")
+
+def moe_layer_freq_expr(pattern: tuple[int, ...]) -> int | str:
+    """``--moe-layer-freq`` for a layer pattern: 1 when every layer is MoE, else Megatron's list
+    expression (ARG ``moe_freq_type``: a string such as ``"([0]*3+[1]*58)"`` evaluated to a list).
+
+    >>> moe_layer_freq_expr((1, 1, 1)), moe_layer_freq_expr((0, 0, 0, 1, 1)), moe_layer_freq_expr((1, 0, 1, 0))
+    (1, '([0]*3+[1]*2)', '([1]*1+[0]*1+[1]*1+[0]*1)')
+    """
+    if all(pattern):
+        return 1
+    runs: list[list[int]] = []
+    for bit in pattern:
+        if runs and runs[-1][0] == bit:
+            runs[-1][1] += 1
         else:
-            per_stage = stage_layer_counts(spec, layout)[0]
-            flags.append(f"--num-layers-per-virtual-pipeline-stage {per_stage // layout.vpp}")
-    if layout.first_stage_layers is not None:
-        flags.append(f"--decoder-first-pipeline-num-layers {layout.first_stage_layers}")
-    if layout.last_stage_layers is not None:
-        flags.append(f"--decoder-last-pipeline-num-layers {layout.last_stage_layers}")
-    if layout.account_for_embedding:
-        flags.append("--account-for-embedding-in-pipeline-split")
-    if layout.account_for_loss:
-        flags.append("--account-for-loss-in-pipeline-split")
-    if layout.cp > 1:
-        flags.append(f"--context-parallel-size {layout.cp}")
-    if spec.is_moe:
-        flags.append(f"--expert-model-parallel-size {layout.ep}")
-        flags.append(f"--expert-tensor-parallel-size {layout.etp}")
-    if layout.sequence_parallel:
-        flags.append("--sequence-parallel")
-    flags += [f"--micro-batch-size {layout.mbs}", f"--global-batch-size {workload.global_batch_size}",
-              f"--seq-length {workload.seq_length}"]
-    if layout.distributed_optimizer:
-        flags.append("--use-distributed-optimizer")
-        if workload.dp_comm_overlap:
-            flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
-    elif workload.dp_comm_overlap:
-        flags.append("--overlap-grad-reduce")  # --overlap-param-gather needs the distributed optimizer (ARG L1024-1029)
-    if layout.fsdp:  # Megatron-LM docs/discussions/megatron-fsdp-user-guide, "Required Configurations"
-        flags += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params",
-                  "--no-gradient-accumulation-fusion", "--ckpt-format fsdp_dtensor"]
-    if layout.cpu_offload_layers:
-        flags.append(f"--cpu-offloading-num-layers {layout.cpu_offload_layers}")
-    if layout.recompute == "selective":
-        flags += ["--recompute-granularity selective", "--recompute-modules core_attn"]
-    elif layout.recompute == "full":
-        if layout.recompute_num_layers is None:
-            flags += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
-        else:
-            flags += ["--recompute-granularity full", "--recompute-method block",
-                      f"--recompute-num-layers {layout.recompute_num_layers}"]
-    flags.append("--bf16")
-    if workload.precision == "fp8":
-        flags += ["--fp8-format hybrid", f"--fp8-recipe {workload.fp8_recipe}"]
-        if workload.fp8_output_proj:
-            flags += ["--fp8-output-proj"]
-        if workload.fp8_param_gather:
-            flags += ["--fp8-param-gather"]
-    if workload.grad_reduce_in_bf16:
-        flags.append("--grad-reduce-in-bf16")
-    if workload.cross_entropy != "unfused":
-        flags += ["--cross-entropy-loss-fusion", f"--cross-entropy-fusion-impl {workload.cross_entropy}"]
-    if spec.is_moe:
-        flags += [f"--moe-token-dispatcher-type {workload.moe_dispatcher}", "--moe-grouped-gemm"]
-        if workload.moe_dispatcher == "flex":
-            flags.append("--moe-flex-dispatcher-backend deepep")
-    # communication overlap the estimate assumed (Workload knobs; Megatron-LM @d98e8a6 flag names), only
-    # where Megatron accepts them: TP overlap needs SP (ARG L1441-1442), p2p overlap exists only for the
-    # interleaved schedule (ARG L1010-1013), EP overlap needs ep > 1 (TC L3002-3046)
-    if workload.tp_comm_overlap and layout.tp > 1 and layout.sequence_parallel:
-        flags.append("--tp-comm-overlap")
-    if not workload.overlap_p2p_comm and layout.vpp > 1:
-        flags.append("--no-overlap-p2p-communication")
-    if spec.is_moe and workload.moe_ep_overlap and layout.ep > 1:
-        flags.append("--overlap-moe-expert-parallel-comm")
-    if spec.is_moe and workload.moe_shared_expert_overlap and spec.moe.shared_expert_ffn_hidden_size:
-        flags.append("--moe-shared-expert-overlap")
-    flags += [f"--{key.replace('_', '-')} {_flag_value(value)}".rstrip() for key, value in attention_items(spec, layout)]
-    return flags
+            runs.append([bit, 1])
+    return "(" + "+".join(f"[{bit}]*{count}" for bit, count in runs) + ")"
 
 
-# ---- attention variants (issue 15): the model flags the cost model assumed ---------------------------
+def model_settings(spec: ModelSpec) -> list[Setting]:
+    """The architecture as ``TransformerConfig`` / GPT model fields (DESIGN section 2 lists them)."""
+    s = [("num_layers", spec.num_layers), ("hidden_size", spec.hidden_size),
+         ("ffn_hidden_size", spec.ffn_hidden_size), ("num_attention_heads", spec.num_attention_heads)]
+    if spec.mla is None:
+        s += [("num_query_groups", spec.num_query_groups), ("kv_channels", spec.kv_channels)]
+    s += [("vocab_size", spec.vocab_size), ("make_vocab_size_divisible_by", spec.make_vocab_size_divisible_by),
+          ("max_position_embeddings", spec.max_position_embeddings), ("normalization", spec.normalization),
+          ("gated_linear_unit", spec.swiglu), ("add_bias_linear", spec.add_bias_linear),
+          ("add_qkv_bias", spec.add_qkv_bias), ("qk_layernorm", spec.qk_layernorm),
+          ("position_embedding_type", spec.position_embedding_type),
+          ("share_embeddings_and_output_weights", not spec.untie_embeddings_and_output_weights)]
+    if spec.is_moe:
+        moe = spec.moe
+        s += [("num_moe_experts", moe.num_experts), ("moe_router_topk", moe.top_k),
+              ("moe_ffn_hidden_size", moe.expert_ffn_hidden_size),
+              ("moe_shared_expert_intermediate_size", moe.shared_expert_ffn_hidden_size or None),
+              ("moe_shared_expert_gate", moe.shared_expert_gate),
+              ("moe_layer_freq", moe_layer_freq_expr(moe.layer_pattern))]
+    if spec.mla is not None:
+        mla = spec.mla
+        s += [("multi_latent_attention", True), ("q_lora_rank", mla.q_lora_rank), ("kv_lora_rank", mla.kv_lora_rank),
+              ("qk_head_dim", mla.qk_head_dim), ("qk_pos_emb_head_dim", mla.qk_pos_emb_head_dim),
+              ("v_head_dim", mla.v_head_dim)]
+    if spec.mtp_num_layers:
+        s.append(("mtp_num_layers", spec.mtp_num_layers))
+    return [Setting(name, value, "model") for name, value in s]
+
+
 def _skip_freq(pattern: tuple[int, ...]) -> int | None:
     """The int N of ``--window-attn-skip-freq`` when every N-th layer (1-based) is full attention."""
     for n in range(2, len(pattern) + 1):
@@ -103,174 +90,221 @@ def _skip_freq(pattern: tuple[int, ...]) -> int | None:
     return None
 
 
-def attention_items(spec: ModelSpec, layout: Layout) -> list[tuple[str, object]]:
-    """Attention-variant ``TransformerConfig`` fields / Megatron-LM flags of ``spec``:
-    ``window_size`` (TC L247, ``--window-size W,0``), ``window_attn_skip_freq`` (TC L251: an int N,
-    every N-th layer full, or the 0/1 list), ``no_rope_freq`` (TC L291), ``rotary_percent``,
-    ``softmax_type learnable`` (sinks, TC L170), ``qk_l2_norm``; with CP > 1 and windows,
-    ``cp_comm_type all_gather``: TE's ``attn_forward_func_with_cp`` asserts that sliding-window
-    attention runs only with the ``a2a`` or ``all_gather`` CP communication (Megatron's default is
-    ``p2p``). Chunked attention (Llama 4) has no Megatron-Core training flag and is not exported.
+def attention_settings(spec: ModelSpec, layout: Layout) -> list[Setting]:
+    """Attention-variant ``TransformerConfig`` fields of ``spec`` (issue 15): ``window_size`` (TC L247,
+    a (left, right) pair: ``--window-size W,0``), ``window_attn_skip_freq`` (TC L251: an int N, every N-th
+    layer full, or the 0/1 list), ``no_rope_freq`` (TC L291), ``rotary_percent``, ``softmax_type
+    learnable`` (sinks, TC L170), ``qk_l2_norm``; with CP > 1 and windows, ``cp_comm_type all_gather``:
+    TE's ``attn_forward_func_with_cp`` asserts that sliding-window attention runs only with the ``a2a``
+    or ``all_gather`` CP communication (Megatron's default is ``p2p``). Chunked attention (Llama 4) has
+    no Megatron-Core training flag and is not exported.
 
     >>> from megasolve.models.presets import load_preset
-    >>> attention_items(load_preset("gpt-oss-20b"), Layout(cp=2))[:3]
-    [('window_size', '128,0'), ('window_attn_skip_freq', 2), ('softmax_type', 'learnable')]
+    >>> [(s.name, s.value) for s in attention_settings(load_preset("gpt-oss-20b"), Layout(cp=2))][:3]
+    [('window_size', (128, 0)), ('window_attn_skip_freq', 2), ('softmax_type', 'learnable')]
     """
-    items: list[tuple[str, object]] = []
+    s: list[tuple[str, object]] = []
     if spec.window_size is not None:
-        items.append(("window_size", f"{spec.window_size},0"))
+        s.append(("window_size", (spec.window_size, 0)))
         if spec.window_pattern is not None:
-            freq = _skip_freq(spec.window_pattern)
-            items.append(("window_attn_skip_freq", freq if freq else f"[{','.join(map(str, spec.window_pattern))}]"))
+            s.append(("window_attn_skip_freq", _skip_freq(spec.window_pattern) or list(spec.window_pattern)))
     if spec.softmax_type != "vanilla":
-        items.append(("softmax_type", spec.softmax_type))
+        s.append(("softmax_type", spec.softmax_type))
     if spec.no_rope_pattern is not None and any(spec.no_rope_pattern):
         period = next((n for n in range(1, spec.num_layers + 1) if spec.num_layers % n == 0 and all(
             bool(v) == ((i + 1) % n == 0) for i, v in enumerate(spec.no_rope_pattern))), None)
-        items.append(("no_rope_freq", period if period else f"[{','.join(map(str, spec.no_rope_pattern))}]"))
+        s.append(("no_rope_freq", period or list(spec.no_rope_pattern)))
     if spec.rotary_percent != 1.0:
-        items.append(("rotary_percent", spec.rotary_percent))
+        s.append(("rotary_percent", spec.rotary_percent))
     if spec.qk_l2_norm:
-        items.append(("qk_l2_norm", True))
+        s.append(("qk_l2_norm", True))
     if spec.window_size is not None and layout.cp > 1:
-        items.append(("cp_comm_type", "all_gather"))
-    return items
+        s.append(("cp_comm_type", "all_gather"))
+    return [Setting(name, value, "model") for name, value in s]
 
 
-def _flag_value(value: object) -> str:
-    if value is True:
-        return ""
-    return f'"{value}"' if isinstance(value, str) and value.startswith("[") else str(value)
+def layout_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list[Setting]:
+    """Parallel sizes, the pipeline split and the batch (``ModelParallelConfig``, TC L2296-2370 for the
+    split). ``pipeline_model_parallel_layout`` is always reset: a recipe's layout string overrides
+    first/last-stage counts (TC ``pipeline_model_parallel_layout``), so it must not survive."""
+    s = [Setting("tensor_model_parallel_size", layout.tp, "layout"),
+         Setting("pipeline_model_parallel_size", layout.pp, "layout"),
+         Setting("virtual_pipeline_model_parallel_size", layout.vpp if layout.vpp > 1 else None, "layout"),
+         Setting("num_layers_per_virtual_pipeline_stage", _layers_per_virtual_stage(spec, layout), "layout"),
+         Setting("context_parallel_size", layout.cp, "layout")]
+    if spec.is_moe:
+        s += [Setting("expert_model_parallel_size", layout.ep, "layout"),
+              Setting("expert_tensor_parallel_size", layout.etp, "layout")]
+    s += [Setting("sequence_parallel", layout.sequence_parallel, "layout"),
+          Setting("num_layers_in_first_pipeline_stage", layout.first_stage_layers, "layout"),
+          Setting("num_layers_in_last_pipeline_stage", layout.last_stage_layers, "layout"),
+          Setting("account_for_embedding_in_pipeline_split", layout.account_for_embedding, "layout"),
+          Setting("account_for_loss_in_pipeline_split", layout.account_for_loss, "layout"),
+          Setting("pipeline_model_parallel_layout", None, "layout"),
+          Setting("micro_batch_size", layout.mbs, "batch"),
+          Setting("global_batch_size", workload.global_batch_size, "batch"),
+          Setting("seq_length", workload.seq_length, "batch")]
+    return s
 
 
-def _recompute_items(layout: Layout) -> list[tuple[str, object]]:
-    if layout.recompute == "none":
-        return [("recompute_granularity", None)]
+def _layers_per_virtual_stage(spec: ModelSpec, layout: Layout) -> int | None:
+    """Megatron-LM's even VPP flag ``--num-layers-per-virtual-pipeline-stage``; None when the split is
+    uneven (then ``--num-virtual-stages-per-pipeline-rank``, ARG L954-956)."""
+    uneven = layout.first_stage_layers is not None or layout.last_stage_layers is not None \
+        or layout.account_for_embedding or layout.account_for_loss
+    if layout.vpp == 1 or uneven:
+        return None
+    return stage_layer_counts(spec, layout)[0] // layout.vpp
+
+
+def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
+    """Distributed optimizer or Megatron-FSDP and the DP overlaps the cost model assumes (reference
+    section 3: grad reduce and param gather overlapped). FSDP: Megatron-LM
+    ``docs/discussions/megatron-fsdp-user-guide`` "Required Configurations" (``optim_grads_params``,
+    no gradient-accumulation fusion, ``fsdp_dtensor`` checkpoints; ARG L1169 asserts the format)."""
+    # --overlap-param-gather needs the distributed optimizer (ARG L1024-1029)
+    dp_overlap = workload.dp_comm_overlap
+    s = [Setting("use_distributed_optimizer", layout.distributed_optimizer, "optimizer"),
+         Setting("overlap_grad_reduce", dp_overlap, "optimizer"),
+         Setting("overlap_param_gather", dp_overlap and layout.distributed_optimizer, "optimizer"),
+         Setting("use_megatron_fsdp", layout.fsdp, "optimizer")]
+    if layout.fsdp:
+        # Megatron-Bridge skills/nemo-mbridge-perf-megatron-fsdp "Enablement": no averaging inside the
+        # collective with FSDP (Megatron-LM's default; Bridge recipes turn it on)
+        s += [Setting("data_parallel_sharding_strategy", "optim_grads_params", "optimizer"),
+              Setting("average_in_collective", False, "optimizer"),
+              Setting("gradient_accumulation_fusion", False, "optimizer"),
+              Setting("ckpt_format", "fsdp_dtensor", "optimizer")]
+    # fp32 main grads and reduction unless --grad-reduce-in-bf16 (ARG L1205-1217)
+    s.append(Setting("grad_reduce_in_fp32", not workload.grad_reduce_in_bf16, "optimizer"))
+    return s
+
+
+def memory_settings(layout: Layout) -> list[Setting]:
+    """Recompute (TC L1926-1932: method and layer count only with ``full``) and activation offloading
+    (TC L1884-1899, ``cpu_offloading_num_layers`` < layers, activations only)."""
+    granularity = None if layout.recompute == "none" else layout.recompute
+    s = [Setting("recompute_granularity", granularity, "memory")]
     if layout.recompute == "selective":
-        return [("recompute_granularity", "selective"), ("recompute_modules", "[core_attn]")]
-    method = "uniform" if layout.recompute_num_layers is None else "block"
-    return [("recompute_granularity", "full"), ("recompute_method", method),
-            ("recompute_num_layers", layout.recompute_num_layers or 1)]
+        s.append(Setting("recompute_modules", ("core_attn",), "memory"))
+    elif layout.recompute == "full":
+        method = "uniform" if layout.recompute_num_layers is None else "block"
+        s += [Setting("recompute_method", method, "memory"),
+              Setting("recompute_num_layers", layout.recompute_num_layers or 1, "memory")]
+    else:
+        s += [Setting("recompute_method", None, "memory"), Setting("recompute_num_layers", None, "memory")]
+    s += [Setting("cpu_offloading", layout.cpu_offload_layers > 0, "memory"),
+          Setting("cpu_offloading_num_layers", layout.cpu_offload_layers, "memory")]
+    if layout.cpu_offload_layers:
+        s.append(Setting("cpu_offloading_weights", False, "memory"))
+    return s
 
 
-def _offload_items(layout: Layout) -> list[tuple[str, object]]:
-    """Activation offloading as ``TransformerConfig`` fields (MPC L458-475), as the Bridge perf recipes set them."""
-    if not layout.cpu_offload_layers:
-        return []
-    return [("cpu_offloading", True), ("cpu_offloading_weights", False),
-            ("cpu_offloading_num_layers", layout.cpu_offload_layers)]
+def precision_settings(workload: Workload) -> list[Setting]:
+    """BF16 training, FP8 with its format and recipe (TC ``fp8`` / ``fp8_recipe``; ``hybrid`` = E4M3
+    forward, E5M2 backward, the recipe of the calibration runs), FP8 primary weights, MXFP8 output
+    projection."""
+    fp8 = workload.precision == "fp8"
+    s = [Setting("bf16", True, "precision"), Setting("fp8", "hybrid" if fp8 else None, "precision")]
+    if fp8:  # fp8_recipe is not Optional in the configs: written only with FP8
+        s.append(Setting("fp8_recipe", workload.fp8_recipe, "precision"))
+    return s + [Setting("fp8_param_gather", workload.fp8_param_gather, "precision"),
+                Setting("fp8_output_proj", workload.fp8_output_proj, "precision")]
 
 
-def _loss_items(workload: Workload) -> list[tuple[str, object]]:
-    """The fused loss as ``TransformerConfig`` fields (TC ``cross_entropy_loss_fusion`` /
-    ``cross_entropy_fusion_impl``)."""
-    if workload.cross_entropy == "unfused":
-        return []
-    return [("cross_entropy_loss_fusion", True), ("cross_entropy_fusion_impl", workload.cross_entropy)]
+def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
+    """The fused loss (TC ``cross_entropy_loss_fusion`` / ``cross_entropy_fusion_impl``) and the MoE
+    dispatcher the cost model assumed (flex: DeepEP backend; grouped GEMM for the experts)."""
+    fused = workload.cross_entropy != "unfused"
+    impl, note = workload.cross_entropy, ""
+    if impl == "te":
+        impl = "native"
+        note = ("the plan was costed with the TE fused loss; Megatron-LM rejects --cross-entropy-fusion-impl te "
+                "(arguments.py L1697-1702), so this launches the native fused loss")
+    s = [Setting("cross_entropy_loss_fusion", fused, "kernels")]
+    if fused:  # cross_entropy_fusion_impl is not Optional in TransformerConfig
+        s.append(Setting("cross_entropy_fusion_impl", impl, "kernels", note))
+    if spec.is_moe:
+        s += [Setting("moe_token_dispatcher_type", workload.moe_dispatcher, "kernels"),
+              Setting("moe_grouped_gemm", True, "kernels")]
+        if workload.moe_dispatcher == "flex":
+            s.append(Setting("moe_flex_dispatcher_backend", "deepep", "kernels"))
+    return s
 
 
-def _bridge_overlap_items(spec: ModelSpec, workload: Workload, layout: Layout) -> list[tuple[str, object]]:
-    """The communication overlap the estimate assumed, as Megatron-Bridge ``CommOverlapConfig`` /
-    model fields (``training/comm_overlap.py`` L384-398 @067f987df), where Megatron accepts them."""
-    items: list[tuple[str, object]] = []
-    if workload.tp_comm_overlap and layout.tp > 1 and layout.sequence_parallel:
-        items.append(("comm_overlap.tp_comm_overlap", True))
+def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list[Setting]:
+    """The communication overlaps the step time was costed with (``Workload`` knobs, Megatron-LM's
+    defaults), launched only where Megatron accepts them, else left off and said: TP comm-GEMM overlap
+    needs TP > 1 with SP (ARG L1441-1442); p2p overlap exists only for the interleaved schedule (ARG
+    L1010-1013); the MoE all-to-all overlap has Megatron-Core's conditions (TC L3002-3045); the
+    shared-expert overlap needs shared experts."""
+    notes = []
+    tp_overlap = workload.tp_comm_overlap
+    if tp_overlap and not (layout.tp > 1 and layout.sequence_parallel):
+        tp_overlap = False
+        notes.append("TP comm-GEMM overlap needs TP > 1 with sequence parallelism (arguments.py L1441): left off, "
+                     "expect more exposed TP time than planned")
+    s = [Setting("tp_comm_overlap", tp_overlap, "kernels")]
     if layout.vpp > 1:
-        items.append(("comm_overlap.overlap_p2p_comm", workload.overlap_p2p_comm))
-    if spec.is_moe and workload.moe_ep_overlap and layout.ep > 1:
-        items.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
-    if spec.is_moe and workload.moe_shared_expert_overlap and spec.moe.shared_expert_ffn_hidden_size:
-        items.append(("model.moe_shared_expert_overlap", True))
-    return items
+        p2p_overlap = workload.overlap_p2p_comm
+        if not p2p_overlap and layout.pp <= 2:  # ARG L1005-1008: without it, interleaving needs PP > 2
+            p2p_overlap = True
+            notes.append("Megatron-LM needs the p2p overlap for the interleaved schedule at PP <= 2 (arguments.py "
+                         "L1005-1008): launched with it on, so the pipeline p2p is more hidden than planned")
+        s.append(Setting("overlap_p2p_comm", p2p_overlap, "kernels"))
+    if spec.is_moe:
+        ep_overlap = workload.moe_ep_overlap
+        blocker = _ep_overlap_blocker(spec, workload, layout)
+        if ep_overlap and blocker:
+            ep_overlap = False
+            notes.append(f"the MoE all-to-all overlap is refused by Megatron-Core here ({blocker}, "
+                         "transformer_config.py L3002-3045): left off, expect more exposed EP time than planned")
+        s.append(Setting("overlap_moe_expert_parallel_comm", ep_overlap, "kernels"))
+        if spec.moe.shared_expert_ffn_hidden_size:
+            s.append(Setting("moe_shared_expert_overlap", workload.moe_shared_expert_overlap, "kernels"))
+    return s + [Setting("_note", None, "kernels", note) for note in notes]
 
 
-def _fmt(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def _ep_overlap_blocker(spec: ModelSpec, workload: Workload, layout: Layout) -> str | None:
+    """Why ``overlap_moe_expert_parallel_comm`` cannot be on for this layout (TC L3002-3045), or None."""
+    if layout.ep == 1:
+        return "no expert parallelism"
+    if workload.moe_dispatcher not in ("alltoall", "flex"):
+        return f"the {workload.moe_dispatcher} dispatcher"
+    if layout.recompute == "full":
+        return "full recompute"
+    if layout.pp > 1 and layout.vpp == 1:
+        return "pipeline parallelism without virtual stages"
+    if spec.mtp_num_layers > 1:
+        return "more than one MTP layer"
+    return None
+
+
+def env_settings(cluster: Cluster, layout: Layout) -> list[Setting]:
+    """``CUDA_DEVICE_MAX_CONNECTIONS`` as Megatron-LM's own check wants it (module docstring)."""
+    if layout.fsdp:
+        return [Setting("CUDA_DEVICE_MAX_CONNECTIONS", FSDP_MAX_CONNECTIONS, "env",
+                        "Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS != 1 (arguments.py L1166); "
+                        "Megatron's example scripts export 1, this overrides it")]
+    blackwell = cluster.gpu.name.startswith(BLACKWELL_PREFIXES)
+    if (layout.tp > 1 or layout.cp > 1) and not blackwell:
+        return [Setting("CUDA_DEVICE_MAX_CONNECTIONS", 1, "env")]
+    return []
+
+
+def plan_settings(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[Setting]:
+    """Everything the plan depends on, in output order."""
+    return (model_settings(spec) + attention_settings(spec, layout) + layout_settings(spec, workload, layout) + optimizer_settings(workload, layout)
+            + memory_settings(layout) + precision_settings(workload) + kernel_settings(spec, workload)
+            + overlap_settings(spec, workload, layout) + env_settings(cluster, layout))
+
+
+def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[str]:
+    """The plan's Megatron-LM flags, one ``--flag value`` string each (the command of ``launch_text``
+    without the launcher, environment and synthetic-data flags)."""
+    return megatron_flag_list(plan_settings(spec, cluster, workload, layout))
 
 
 def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> str:
-    """The launch settings of ``layout`` in ``fmt`` (megatron | bridge | nemo | verl)."""
-    if fmt == "megatron":
-        return " \\\n".join(megatron_flags(spec, cluster, workload, layout))
-    vpp = layout.vpp if layout.vpp > 1 else None
-    if fmt == "bridge":
-        items = [("model.tensor_model_parallel_size", layout.tp), ("model.pipeline_model_parallel_size", layout.pp),
-                 ("model.virtual_pipeline_model_parallel_size", vpp), ("model.context_parallel_size", layout.cp),
-                 ("model.sequence_parallel", layout.sequence_parallel)]
-        if spec.is_moe:
-            items += [("model.expert_model_parallel_size", layout.ep),
-                      ("model.expert_tensor_parallel_size", layout.etp)]
-        if layout.first_stage_layers is not None:
-            items.append(("model.num_layers_in_first_pipeline_stage", layout.first_stage_layers))
-        if layout.last_stage_layers is not None:
-            items.append(("model.num_layers_in_last_pipeline_stage", layout.last_stage_layers))
-        if layout.account_for_embedding:
-            items.append(("model.account_for_embedding_in_pipeline_split", True))
-        if layout.account_for_loss:
-            items.append(("model.account_for_loss_in_pipeline_split", True))
-        items += [("model.seq_length", workload.seq_length), ("dataset.seq_length", workload.seq_length),
-                  ("train.micro_batch_size", layout.mbs), ("train.global_batch_size", workload.global_batch_size),
-                  ("optimizer.use_distributed_optimizer", layout.distributed_optimizer),
-                  ("ddp.use_distributed_optimizer", layout.distributed_optimizer)]
-        if workload.grad_reduce_in_bf16:
-            items.append(("ddp.grad_reduce_in_fp32", False))
-        items += [(f"model.{k}", v) for k, v in _loss_items(workload)]
-        if layout.fsdp:  # Megatron-Bridge skills/nemo-mbridge-perf-megatron-fsdp, "Enablement"
-            items += [("dist.use_megatron_fsdp", True), ("ddp.use_megatron_fsdp", True),
-                      ("ddp.data_parallel_sharding_strategy", "optim_grads_params"),
-                      ("ddp.average_in_collective", False), ("checkpoint.ckpt_format", "fsdp_dtensor")]
-        items += [(f"model.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)]
-        items += _bridge_overlap_items(spec, workload, layout)
-        items += [(f"model.{k}", f"[{v}]" if k == "window_size" else v) for k, v in attention_items(spec, layout)]
-        return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
-    if layout.fsdp:
-        raise MegasolveError(field="--format", value=fmt,
-                             rule="Megatron-FSDP launch settings are written for megatron and bridge only",
-                             fix="use --format megatron or --format bridge")
-    if fmt == "nemo":
-        items = [("trainer.num_nodes", cluster.num_nodes), ("trainer.devices", min(cluster.gpus_per_node,
-                                                                                    cluster.num_gpus)),
-                 ("trainer.strategy.tensor_model_parallel_size", layout.tp),
-                 ("trainer.strategy.pipeline_model_parallel_size", layout.pp),
-                 ("trainer.strategy.virtual_pipeline_model_parallel_size", vpp),
-                 ("trainer.strategy.context_parallel_size", layout.cp),
-                 ("trainer.strategy.sequence_parallel", layout.sequence_parallel)]
-        if spec.is_moe:
-            items += [("trainer.strategy.expert_model_parallel_size", layout.ep),
-                      ("trainer.strategy.expert_tensor_parallel_size", layout.etp)]
-        if layout.first_stage_layers is not None:
-            items.append(("trainer.strategy.num_layers_in_first_pipeline_stage", layout.first_stage_layers))
-        if layout.last_stage_layers is not None:
-            items.append(("trainer.strategy.num_layers_in_last_pipeline_stage", layout.last_stage_layers))
-        if workload.grad_reduce_in_bf16:  # NeMo 2 recipes build DistributedDataParallelConfig here
-            items.append(("trainer.strategy.ddp.grad_reduce_in_fp32", False))
-        items += [("data.global_batch_size", workload.global_batch_size), ("data.micro_batch_size", layout.mbs),
-                  ("data.seq_length", workload.seq_length)]
-        items += [(f"model.config.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)
-                  + _loss_items(workload)]
-        return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
-    if fmt == "verl":
-        prefix = "actor_rollout_ref.actor.megatron."
-        items = [("tensor_model_parallel_size", layout.tp), ("pipeline_model_parallel_size", layout.pp),
-                 ("virtual_pipeline_model_parallel_size", vpp), ("context_parallel_size", layout.cp),
-                 ("sequence_parallel", layout.sequence_parallel),
-                 ("use_distributed_optimizer", layout.distributed_optimizer)]
-        if spec.is_moe:
-            items += [("expert_model_parallel_size", layout.ep), ("expert_tensor_parallel_size", layout.etp)]
-        lines = [f"{prefix}{k}={_fmt(v)}" for k, v in items]
-        for key, value in _recompute_items(layout) + _offload_items(layout) + _loss_items(workload):
-            lines.append(f"+{prefix}override_transformer_config.{key}={_fmt(value)}")
-        if workload.grad_reduce_in_bf16:
-            lines.append(f"+{prefix}override_ddp_config.grad_reduce_in_fp32=False")
-        if layout.first_stage_layers is not None:
-            lines.append(f"+{prefix}override_transformer_config.num_layers_in_first_pipeline_stage="
-                         f"{layout.first_stage_layers}")
-        if layout.last_stage_layers is not None:
-            lines.append(f"+{prefix}override_transformer_config.num_layers_in_last_pipeline_stage="
-                         f"{layout.last_stage_layers}")
-        return " \\\n".join(lines)
-    raise ValueError(fmt)
+    """The launch settings of ``layout`` in ``fmt`` (megatron | bridge | bridge-main | nemo | verl)."""
+    return render(fmt, plan_settings(spec, cluster, workload, layout), cluster, layout)

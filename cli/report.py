@@ -131,7 +131,7 @@ def time_blocks(entry: dict[str, Any]) -> list[Block]:
 
 
 def launch_blocks(flags: str) -> list[Block]:
-    return [("h2", "Launch flags (Megatron-LM)"),
+    return [("h2", "Launch command (Megatron-LM)"),
             ("code", flags),
             ("p", "Megatron-Bridge, NeMo and verl overrides: the same command with --format bridge|nemo|verl.")]
 

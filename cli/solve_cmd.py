@@ -104,13 +104,15 @@ def parse_headroom(text: str | None):
 @click.option("--require", "requires", multiple=True, metavar="EXPR",
               help='A team rule over the layout axes (repeatable), e.g. "tp*cp <= 8", "ep >= 8", '
                    '"cp > 1 -> tp > 1 and sp".')
-@format_option("megatron", "bridge", "nemo", "verl")
+@format_option("megatron", "bridge", "bridge-main", "nemo", "verl")
+@click.option("--rank", "launch_rank", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="With a launch format: which ranked layout to print (one, so the output pastes as is).")
 @plot_option("Draw the per-stage memory of layout #1 against the GPU's usable capacity.")
 @report_option
 def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file,
                   top_k: int, fix: tuple[str, ...], time_limit: float, engine: str,
                   allow_cross_domain_tp: bool, min_headroom: str | None, requires: tuple[str, ...], fmt: str,
-                  plot_path: str | None, report_path: str | None, **workload) -> None:
+                  launch_rank: int, plot_path: str | None, report_path: str | None, **workload) -> None:
     """Rank the fastest Megatron layouts that fit, with memory and time breakdowns.
 
     Exit code 0: layouts found; 1: nothing fits (the reasons, the closest layouts and repairs are
@@ -120,6 +122,9 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
     from megasolve.solver.solve import solve
 
     _check_extras(plot_path, report_path)
+    if launch_rank > top_k:
+        raise MegasolveError(field="--rank", value=launch_rank, rule=f"beyond --top-k {top_k}",
+                             fix=f"pass --rank 1..{top_k} or --top-k {launch_rank}")
     headroom = parse_headroom(min_headroom)
     profile = load_profile_option(workload)
     resolved, cluster, workload = load_inputs(
@@ -138,11 +143,14 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
     elif result.layouts:
         from megasolve.cli.launch import launch_text
 
-        for rank, report in enumerate(result.layouts, start=1):
-            click.echo(f"# rank {rank}: {render.layout_label(report.layout_dict())}, "
-                       f"{report.estimate.time.tokens_per_s_per_gpu:.0f} tokens/s/GPU")
-            click.echo(launch_text(fmt, resolved.spec, cluster, workload, report.layout))
-            click.echo()
+        if launch_rank > len(result.layouts):
+            raise MegasolveError(field="--rank", value=launch_rank,
+                                 rule=f"only {len(result.layouts)} layouts were ranked",
+                                 fix=f"pass --rank 1..{len(result.layouts)} or a larger --top-k")
+        report = result.layouts[launch_rank - 1]
+        click.echo(f"# rank {launch_rank} of {len(result.layouts)}: {render.layout_label(report.layout_dict())}, "
+                   f"{report.estimate.time.tokens_per_s_per_gpu:.0f} tokens/s/GPU")
+        click.echo(launch_text(fmt, resolved.spec, cluster, workload, report.layout))
     if plot_path or report_path:
         _write_extras(plot_path, report_path, result, data, resolved.spec, cluster, workload)
     if result.status in ("infeasible", "unknown"):
@@ -239,7 +247,7 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
     proven = "proven optimal under the cost model" if search["proven_optimal"] else \
         "NOT proven optimal (time limit): best found so far"
     out.print(f"search: {search['engine']}, {search['space_size']:,} combinations, {proven}, {search['wall_s']:.1f} s")
-    out.print("launch #1 with: megasolve estimate ... --format megatron (or solve --format megatron|bridge|nemo|verl)")
+    out.print("launch #1 with: megasolve solve ... --format megatron (or bridge|bridge-main|nemo|verl; --rank N for #N)")
 
 
 def print_infeasible(data: dict) -> None:

@@ -62,7 +62,8 @@ def test_estimate_json_contract():
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--cp", "8", "--seq-len", "100"], "--cp=8"),
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "a100", "--precision", "fp8"], "FP8"),
     (["estimate", "-m", "llama-3.1-8b", "-g", "h100"], "--gpus=missing"),
-    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--fsdp", "-o", "nemo"], "--format=nemo"),
+    (["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--top-k", "3", "--rank", "9", "-o", "megatron"],
+     "--rank=9: beyond --top-k 3"),
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--fsdp", "--no-distributed-optimizer"],
      "Megatron-FSDP requires the distributed optimizer"),
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "2", "--cpu-offload-layers", "4"],
@@ -143,13 +144,14 @@ def test_recipe_workload_flags_reach_json_and_launch_settings():
     assert {k: data["workload"][k] for k in ("fp8_recipe", "cross_entropy", "grad_reduce_in_bf16")} == {
         "fp8_recipe": "mxfp8", "cross_entropy": "te", "grad_reduce_in_bf16": True}
     flags = CliRunner().invoke(cli, args + ["-o", "megatron"]).output
-    for flag in ("--fp8-recipe mxfp8", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+    # te is rejected by current Megatron-LM (arguments.py L1697-1702): the launch uses native and says so
+    for flag in ("--fp8-recipe mxfp8", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl native",
                  "--grad-reduce-in-bf16"):
         assert flag in flags
     bridge = CliRunner().invoke(cli, args + ["-o", "bridge"]).output
-    assert "model.cross_entropy_fusion_impl=te" in bridge and "ddp.grad_reduce_in_fp32=false" in bridge
+    assert "model.cross_entropy_fusion_impl=native" in bridge and "mixed_precision.grad_reduce_in_fp32=false" in bridge
     verl = CliRunner().invoke(cli, args + ["-o", "verl"]).output
-    assert "+actor_rollout_ref.actor.megatron.override_ddp_config.grad_reduce_in_fp32=False" in verl
+    assert "++actor_rollout_ref.actor.megatron.override_ddp_config.grad_reduce_in_fp32=false" in verl
     plain = json.loads(CliRunner().invoke(cli, ["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "b200",
                                                 "-o", "json"]).output)
     te_peak = data["memory"]["peak_gb"]

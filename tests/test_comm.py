@@ -307,7 +307,8 @@ def test_exports_set_the_overlap_the_estimate_assumed():
     from megasolve.cli.launch import launch_text, megatron_flags
 
     spec, cluster = load_preset("qwen3-30b-a3b"), Cluster.from_flags(num_gpus=16, gpu="h100")
-    layout = Layout(tp=2, pp=2, vpp=2, dp=4, ep=8, etp=1, sequence_parallel=True)
+    # PP 4: Megatron-LM refuses interleaving without the p2p overlap at PP <= 2 (arguments.py L1005-1008)
+    layout = Layout(tp=2, pp=4, vpp=2, dp=2, ep=4, etp=1, sequence_parallel=True)
     plain = megatron_flags(spec, cluster, Workload(seq_length=4096, global_batch_size=64), layout)
     assert not any("tp-comm-overlap" in f or "overlap-moe" in f or "p2p" in f for f in plain)  # Megatron defaults
     wl = Workload(seq_length=4096, global_batch_size=64, tp_comm_overlap=True, moe_ep_overlap=True,
@@ -315,7 +316,10 @@ def test_exports_set_the_overlap_the_estimate_assumed():
     flags = megatron_flags(spec, cluster, wl, layout)
     assert {"--tp-comm-overlap", "--overlap-moe-expert-parallel-comm", "--no-overlap-p2p-communication"} <= set(flags)
     bridge = launch_text("bridge", spec, cluster, wl, layout)
-    assert "comm_overlap.tp_comm_overlap=true" in bridge and "comm_overlap.overlap_moe_expert_parallel_comm=true" in bridge
+    # the model fields (a recipe's comm_overlap may be None, so comm_overlap.* keys could not be set);
+    # the header says to set them on the recipe's CommOverlapConfig when it has one
+    assert "model.tp_comm_overlap=true" in bridge and "model.overlap_moe_expert_parallel_comm=true" in bridge
+    assert "comm_overlap (CommOverlapConfig), it decides tp_comm_overlap" in bridge
 
 
 @pytest.mark.parametrize("gpus, measured_tflops", [(8192, 430), (16384, 400)])

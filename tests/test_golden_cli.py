@@ -47,6 +47,9 @@ CASES: dict[str, list[str]] = {
     **{f"estimate_{name}_json": ["estimate", *args, "--format", "json"] for name, args in ESTIMATES.items()},
     "estimate_deepseek-v3_megatron": ["estimate", *ESTIMATES["deepseek-v3"], "--format", "megatron"],
     "estimate_llama-3.1-70b_megatron": ["estimate", *ESTIMATES["llama-3.1-70b"], "--format", "megatron"],
+    **{f"estimate_deepseek-v3_{fmt}": ["estimate", *ESTIMATES["deepseek-v3"], "--format", fmt]
+       for fmt in ("bridge", "bridge-main", "nemo", "verl")},
+    "estimate_qwen3-30b-a3b_nemo": ["estimate", *ESTIMATES["qwen3-30b-a3b"], "--format", "nemo"],
     "solve_llama-3.1-8b_table": SOLVE,
     "solve_llama-3.1-8b_json": [*SOLVE, "--format", "json"],
     "solve_llama-3.1-8b_megatron": [*SOLVE, "--format", "megatron"],
