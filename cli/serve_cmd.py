@@ -24,10 +24,12 @@ from megasolve.models.errors import MegasolveError
 @click.option("--sweep-jobs", type=click.IntRange(1, 4096), default=1, show_default=True,
               help="Processes one what-if sweep may use (its `jobs` option may not exceed this).")
 def serve_command(host: str, port: int, workers: int, max_queued: int, max_seconds: float, sweep_jobs: int) -> None:
-    """Serve the planner as a web page and an HTTP API (POST /api/solve, /api/estimate, /api/whatif
-    return exactly the CLI's JSON; description at /api/openapi.json).
+    """Serve the planner as a web page and an HTTP API on this machine.
 
-    Needs the web extra: pip install 'megasolve[web]'.
+    The page plans, compares and sweeps in the browser; POST /api/solve, /api/estimate and
+    /api/whatif return exactly the CLI's JSON (described at /api/openapi.json). Commands run in
+    worker processes, at most --workers at once, each stopped after --max-seconds. Needs the web
+    extra: pip install 'megasolve[web]'.
     """
     try:
         import starlette  # noqa: F401

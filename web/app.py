@@ -66,18 +66,25 @@ def bad_request(exc: MegasolveError, fallback_field: str | None = None) -> JSONR
 
 
 async def read_body(request: Request) -> Any:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise MegasolveError(field="body", value=f"{int(declared):,} bytes", rule="larger than 1 MiB",
-                             fix="send the options and a config.json's text, not a whole checkpoint")
-    raw = b""
+    """The JSON body, at most ``MAX_BODY_BYTES``. A larger one is read to its end (up to 8 MiB, so
+    the client gets the answer rather than a reset connection) and refused."""
+    too_large = MegasolveError(field="body", value="more than 1 MiB", rule="larger than 1 MiB",
+                               fix="send the options and a config.json's text, not a whole checkpoint")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > 8 * MAX_BODY_BYTES:
+        raise too_large
+    raw = bytearray()
+    size = 0
     async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise MegasolveError(field="body", value=f"> {MAX_BODY_BYTES:,} bytes", rule="larger than 1 MiB",
-                                 fix="send the options and a config.json's text, not a whole checkpoint")
+        size += len(chunk)
+        if size <= MAX_BODY_BYTES:
+            raw += chunk
+        elif size > 8 * MAX_BODY_BYTES:
+            break
+    if size > MAX_BODY_BYTES:
+        raise too_large
     try:
-        return json.loads(raw or b"{}")
+        return json.loads(bytes(raw) or b"{}")
     except (ValueError, RecursionError) as exc:
         raise MegasolveError(field="body", value="not JSON", rule=f"cannot be parsed ({exc.__class__.__name__})",
                              fix='send a JSON object, e.g. {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100"}')

@@ -106,7 +106,7 @@ class JobQueue:
                 try:
                     answer = await asyncio.wait_for(self._work(job), timeout=self.max_seconds)
                 except asyncio.TimeoutError:
-                    self._kill(job)
+                    await self._reap(job)
                     job.error = (f"ran past the server's limit of {self.max_seconds:g} s and was stopped; fix: "
                                  "fewer sweep points, a smaller time_limit, or run megasolve locally")
                     self._finish(job, "timeout")
@@ -117,7 +117,7 @@ class JobQueue:
                 job.results = answer
                 self._finish(job, "done")
         except asyncio.CancelledError:
-            self._kill(job)
+            await self._reap(job)
             self._finish(job, "cancelled")
 
     async def _work(self, job: Job) -> list[dict[str, Any]] | None:
@@ -156,6 +156,13 @@ class JobQueue:
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+    async def _reap(self, job: Job) -> None:
+        """Kill the job's process group and collect the worker's exit status."""
+        self._kill(job)
+        if job.process is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, ProcessLookupError):
+                await asyncio.wait_for(job.process.wait(), timeout=10)
 
     def _finish(self, job: Job, state: str) -> None:
         if job.state in FINAL_STATES:

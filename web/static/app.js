@@ -598,13 +598,13 @@ async function compareView(params) {
     ["MFU", (r) => r.time.mfu, fmt.pct, 1], ["bubble", (r) => r.time.bubble_fraction, fmt.pct, -1]];
   for (const term of Object.keys(ra.time.breakdown_s)) rows.push([`${term.replaceAll("_", " ")} s`, (r) => r.time.breakdown_s[term] || 0, fmt.s, -1]);
   const table = el("table", {class: "compare-table"},
-    el("thead", {}, el("tr", {}, el("th", {text: ""}), el("th", {text: "A: " + a.runs[0].label}), el("th", {text: "B: " + b.runs[0].label}), el("th", {text: "B vs A"}))),
+    el("thead", {}, el("tr", {}, el("th", {text: ""}), el("th", {text: "A: " + a.runs[0].label}), el("th", {text: "B: " + b.runs[0].label}), el("th", {text: "B - A"}))),
     el("tbody", {}, rows.map(([name, get, f, better]) => {
       const x = get(ra), y = get(rb);
       const rel = x ? (y / x - 1) : 0;
       const cls = Math.abs(rel) < 1e-9 ? "" : ((rel > 0) === (better > 0) ? "better" : "worse");
       return el("tr", {}, el("td", {text: name}), el("td", {class: "num", text: f(x)}), el("td", {class: "num", text: f(y)}),
-        el("td", {class: "num " + cls, text: x ? `${rel >= 0 ? "+" : ""}${(100 * rel).toFixed(1)}%` : "-"}));
+        el("td", {class: "num " + cls, text: x === y ? "=" : `${y >= x ? "+" : "-"}${f(Math.abs(y - x))}` + (x ? ` (${rel >= 0 ? "+" : ""}${(100 * rel).toFixed(1)}%)` : "")}));
     })));
   const side = (label, run) => el("div", {class: "side"}, el("h2", {text: label}), summary(run.data, run.label), memoryChart(run.data),
     el("a", {href: urlFor("layout", Object.fromEntries(Object.entries(params).filter(([k]) => !["view", "a", "b"].includes(k))), {layout: encodeLayout(run.data.layout)}), text: "details"}));
