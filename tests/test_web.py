@@ -99,10 +99,10 @@ def test_api_whatif_equals_cli_json(base):
 
 
 def test_api_infeasible_solve_is_the_cli_json_with_exit_code_1(base):
-    status, headers, text = request(base, "POST", "/api/solve", {"model": "llama-3.1-405b", "gpus": 8,
-                                                                  "gpu": "a100-80g", "time_limit": 60})
+    status, headers, text = request(base, "POST", "/api/solve", {"model": "llama-3.1-8b", "gpus": 1,
+                                                                  "gpu": "a100-40g", "time_limit": 60})
     assert status == 200 and headers["x-megasolve-exit-code"] == "1"
-    code, expected = cli_json(["solve", "-m", "llama-3.1-405b", "-n", "8", "-g", "a100-80g"])
+    code, expected = cli_json(["solve", "-m", "llama-3.1-8b", "-n", "1", "-g", "a100-40g"])
     assert code == 1
     data = json.loads(text)
     assert without_timing(data) == without_timing(expected)
@@ -118,6 +118,18 @@ def test_api_model_text_reads_like_the_cli_reads_a_file(base, tmp_path):
     path = tmp_path / "model.yaml"  # the worker names the uploaded text model.yaml / model.json
     path.write_text(text)
     assert json.loads(answer) == cli_json(["estimate", "-m", str(path), "-n", "2", "-g", "h100", "--tp", "2"])[1]
+
+
+def test_api_cluster_text_reads_like_the_cli_reads_a_cluster_file(base, tmp_path):
+    text = "gpu: h100\nnodes: 2\ngpus_per_node: 8\nnic_gbit_per_gpu: 200\n"
+    status, _, answer = request(base, "POST", "/api/solve", {"model": "llama-3.1-8b", "cluster_text": text,
+                                                             "top_k": 2})
+    assert status == 200, answer
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    _, expected = cli_json(["solve", "-m", "llama-3.1-8b", "--cluster", str(path), "--top-k", "2"])
+    assert without_timing(json.loads(answer)) == without_timing(expected)
+    assert expected["cluster"]["num_gpus"] == 16
 
 
 def test_api_alias_note_goes_to_a_header(base):
@@ -199,6 +211,14 @@ def test_body_must_be_a_small_json_object(base):
     assert status == 400 and answer["field"] == "model_text" and "256 KiB" in answer["error"]
     status, answer = error(base, "/api/nothing", {"model": "llama-3.1-8b"})
     assert status == 400 and answer["field"] == "command"
+
+
+def test_time_limit_cannot_outlast_the_server(base):
+    status, answer = error(base, "/api/solve", {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100",
+                                                "time_limit": 301})
+    assert status == 400 and answer == {
+        "error": "time_limit=301: longer than this server's limit of 300 s per command; "
+                 "fix: send time_limit <= 300 (the best layouts found by then come back)", "field": "time_limit"}
 
 
 def test_whatif_jobs_are_bounded_by_the_server(base):

@@ -89,6 +89,8 @@ def test_follow_the_details_link_of_a_layout(site):
     flags = browser.js("document.querySelector('pre.launch-megatron').textContent")
     assert "--tensor-model-parallel-size 4" in flags
     assert browser.js("document.querySelectorAll('.launch button.copy').length") == 4
+    browser.js("document.querySelector('.launch button.copy').click()")
+    browser.wait_for("document.querySelector('.launch button.copy').textContent === 'Copied'")
     assert not browser.console_errors
 
 
@@ -143,7 +145,7 @@ def test_whatif_charts(site):
 
 def test_infeasible_plan_shows_reasons_closest_and_repairs(site):
     base, browser = site
-    browser.goto(f"{base}/?view=plan&{urlencode({'model': 'llama-3.1-405b', 'gpus': 8, 'gpu': 'a100-80g'})}")
+    browser.goto(f"{base}/?view=plan&{urlencode({'model': 'llama-3.1-8b', 'gpus': 1, 'gpu': 'a100-40g'})}")
     browser.wait_for("document.querySelector('#infeasible')", timeout_s=240)
     text = browser.js("document.querySelector('#infeasible').textContent")
     assert "Reasons" in text and "Closest layouts" in text and "Repairs" in text

@@ -176,7 +176,7 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         name = request.path_params["command"]
         try:
             body = await read_body(request)
-            command_request = body_to_argv(name, body, max_sweep_jobs=config.sweep_jobs)
+            command_request = body_to_argv(name, body, max_sweep_jobs=config.sweep_jobs, max_seconds=config.max_seconds)
             job = queue().submit([command_request])
         except MegasolveError as exc:
             return bad_request(exc)
@@ -218,7 +218,8 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
             if not isinstance(options, dict):
                 raise MegasolveError(field="options", value=type(options).__name__, rule="must be a JSON object",
                                      fix='e.g. {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100"}')
-            runs = [body_to_argv(body["command"], {**options, "format": f}, max_sweep_jobs=config.sweep_jobs)
+            runs = [body_to_argv(body["command"], {**options, "format": f}, max_sweep_jobs=config.sweep_jobs,
+                                 max_seconds=config.max_seconds)
                     for f in formats]
             job = queue().submit(runs)
         except MegasolveError as exc:

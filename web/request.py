@@ -68,10 +68,13 @@ def offered_options(name: str) -> dict[str, click.Option]:
     return {body_field(o): o for o in command(name).params if _offered(o)}
 
 
-def body_to_argv(name: str, body: Any, *, max_sweep_jobs: int = DEFAULT_SWEEP_JOBS) -> CommandRequest:
+def body_to_argv(name: str, body: Any, *, max_sweep_jobs: int = DEFAULT_SWEEP_JOBS,
+                 max_seconds: float | None = None) -> CommandRequest:
     """Check a request body and turn it into ``megasolve NAME`` arguments (``--format json`` unless
     the body asks for another format). Every rejection is a one-line ``MegasolveError`` naming the
-    body field."""
+    body field. ``max_sweep_jobs``: the most processes a what-if may ask for; ``max_seconds``: the
+    server stops a command after this long, so a longer ``time_limit`` is refused (a search that
+    reaches its own limit returns its best layouts; a killed one returns nothing)."""
     if name not in COMMANDS:
         raise MegasolveError(field="command", value=name, rule="not a command the server runs",
                              fix=f"use one of {', '.join(COMMANDS)}")
@@ -91,17 +94,24 @@ def body_to_argv(name: str, body: Any, *, max_sweep_jobs: int = DEFAULT_SWEEP_JO
     if "model_text" in files and body.get("model") not in (None, ""):
         raise MegasolveError(field="model", value=body["model"], rule="both model and model_text are given",
                              fix="send one: a preset name as model, or a model file's text as model_text")
-    body.pop("model", None) if "model_text" in files else None
+    if "model_text" in files:
+        body.pop("model", None)  # an empty model field next to an upload
     if name == "whatif":
         body.setdefault("jobs", max_sweep_jobs)
         if isinstance(body["jobs"], int) and not isinstance(body["jobs"], bool) and body["jobs"] > max_sweep_jobs:
             raise MegasolveError(field="jobs", value=body["jobs"],
                                  rule=f"this server runs a sweep on at most {max_sweep_jobs} process(es)",
                                  fix=f"send jobs <= {max_sweep_jobs}, or run `megasolve whatif` locally")
+    limit = body.get("time_limit")
+    if max_seconds is not None and isinstance(limit, (int, float)) and not isinstance(limit, bool) \
+            and limit > max_seconds:
+        raise MegasolveError(field="time_limit", value=limit,
+                             rule=f"longer than this server's limit of {max_seconds:g} s per command",
+                             fix=f"send time_limit <= {max_seconds:g} (the best layouts found by then come back)")
     fmt = body.pop("format", "json")
     if "format" not in options or not isinstance(fmt, str):
         raise MegasolveError(field="format", value=fmt, rule="must be a string format name", fix="send json")
-    unknown = [k for k in body if k not in options or k == "format"]
+    unknown = [k for k in body if k not in options]
     if unknown:
         hint = closest_names(unknown[0], [*options, *TEXT_FIELDS])
         raise MegasolveError(field=unknown[0], value=_short(body[unknown[0]]),
