@@ -193,7 +193,8 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         result = job.results[0]
         headers = {"X-Megasolve-Exit-Code": str(result["exit_code"])}
         if notes(result["stderr"]):
-            headers["X-Megasolve-Notes"] = " | ".join(notes(result["stderr"]))
+            # header values are latin-1: escape anything else rather than fail the answer
+            headers["X-Megasolve-Notes"] = " | ".join(notes(result["stderr"])).encode("ascii", "backslashreplace").decode()
         if result["exit_code"] in (0, 1):
             media = "application/json" if command_request.fmt == "json" else "text/plain; charset=utf-8"
             return Response(result["stdout"], media_type=media, headers=headers)
