@@ -150,3 +150,17 @@ def test_infeasible_plan_shows_reasons_closest_and_repairs(site):
     text = browser.js("document.querySelector('#infeasible').textContent")
     assert "Reasons" in text and "Closest layouts" in text and "Repairs" in text
     assert "use at least" in text
+
+
+def test_a_long_sweep_shows_progress_and_can_be_cancelled(site):
+    base, browser = site
+    sweep = {"model": "deepseek-v3", "gpu": "h100,b200,a100-80g", "gpus": "64..8192", "seq_len": "4096,8192,32768"}
+    browser.goto(f"{base}/?view=whatif&{urlencode(sweep)}")
+    browser.wait_for("/running: \\d+ of \\d+ points/.test(document.querySelector('.status-line')?.textContent || '')",
+                     timeout_s=240)
+    browser.js("document.querySelector('.job-status button.cancel').click()")
+    browser.wait_for("document.querySelector('#err-form').textContent")
+    assert browser.js("document.querySelector('#err-form').textContent") == "cancelled by the client"
+    assert browser.js("document.querySelector('.job-status').hidden")
+    health = json.loads(browser.js("fetch('/api/health').then(r => r.text())"))
+    assert health["running"] == 0

@@ -59,12 +59,23 @@ async function loadCatalogs() {
   GPUS = gpus;
 }
 
+// The job this page waits for; a new submit or a page change cancels it, so the server's workers
+// only run what someone still looks at.
+let CURRENT_JOB = null;
+
+function cancelCurrentJob() {
+  if (CURRENT_JOB) fetch(`/api/jobs/${CURRENT_JOB}`, {method: "DELETE"});
+  CURRENT_JOB = null;
+}
+
 // Runs a command as a job (queue position, progress, cancel); resolves with the job's runs.
 async function runJob(command, options, formats, statusBox) {
+  cancelCurrentJob();
   const r = await fetch("/api/jobs", {method: "POST", headers: {"Content-Type": "application/json"},
     body: JSON.stringify({command, options, formats})});
   let job = await r.json();
   if (!r.ok) return {error: job.error, field: job.field};
+  CURRENT_JOB = job.id;
   const cancel = el("button", {type: "button", class: "cancel", text: "Cancel",
     onclick: () => fetch(`/api/jobs/${job.id}`, {method: "DELETE"})});
   const line = el("span", {class: "status-line"});
@@ -84,8 +95,11 @@ async function runJob(command, options, formats, statusBox) {
       bar.max = job.limit_s; bar.value = job.elapsed_s;
     }
     await new Promise((ok) => setTimeout(ok, 250));
+    if (CURRENT_JOB !== job.id) return {superseded: true};
     job = await getJSON(`/api/jobs/${job.id}`);
   }
+  if (CURRENT_JOB !== job.id) return {superseded: true};
+  CURRENT_JOB = null;
   statusBox.hidden = true;
   if (job.state !== "done") return {error: job.error || job.state, field: null};
   const first = job.runs[0];
@@ -468,6 +482,7 @@ async function solveAndShow(form, options, status, results) {
   showErrors(form, null);
   results.replaceChildren();
   const answer = await runJob("solve", options, ["json"], status);
+  if (answer.superseded) return;
   if (answer.error) { showErrors(form, answer); return; }
   const run = answer.runs[0];
   const data = run.data;
@@ -566,6 +581,7 @@ async function layoutView(params) {
   const body = el("div", {});
   main().replaceChildren(el("section", {class: "detail"}, backToPlan(params), el("h1", {text: "Layout detail"}), status, body));
   const answer = await estimateRuns(params, params.layout, status);
+  if (answer.superseded) return;
   if (answer.error) { body.replaceChildren(el("p", {class: "error-banner", text: answer.error})); return; }
   const [json, ...launch] = answer.runs;
   const report = json.data;
@@ -590,7 +606,9 @@ async function compareView(params) {
   const body = el("div", {class: "compare"});
   main().replaceChildren(el("section", {}, backToPlan(params), el("h1", {text: "Compare two layouts"}), status, body));
   const a = await estimateRuns(params, params.a, status);
+  if (a.superseded) return;
   const b = a.error ? a : await estimateRuns(params, params.b, status);
+  if (b.superseded) return;
   if (a.error || b.error) { body.replaceChildren(el("p", {class: "error-banner", text: (a.error || b.error)})); return; }
   const ra = a.runs[0].data, rb = b.runs[0].data;
   const rows = [["peak GB", (r) => r.memory.peak_gb, fmt.gb, -1], ["headroom GB", (r) => r.memory.capacity_gb - r.memory.peak_gb, fmt.gb, 1],
@@ -629,6 +647,7 @@ async function sweepAndShow(form, options, status, results) {
   showErrors(form, null);
   results.replaceChildren();
   const answer = await runJob("whatif", options, ["json"], status);
+  if (answer.superseded) return;
   if (answer.error) { showErrors(form, answer); return; }
   const run = answer.runs[0], data = run.data;
   const bySeries = new Map();
@@ -666,6 +685,7 @@ async function sweepAndShow(form, options, status, results) {
 
 // ------------------------------------------------------------------------------------------ routing
 async function route() {
+  cancelCurrentJob();
   const params = paramsFromURL();
   try {
     await loadCatalogs();
