@@ -215,15 +215,17 @@ def test_body_must_be_a_small_json_object(base):
 
 def test_time_limit_cannot_outlast_the_server(base):
     status, answer = error(base, "/api/solve", {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100",
-                                                "time_limit": 301})
+                                                "time_limit": "301"})  # the page sends the URL's text
     assert status == 400 and answer == {
         "error": "time_limit=301: longer than this server's limit of 300 s per command; "
                  "fix: send time_limit <= 300 (the best layouts found by then come back)", "field": "time_limit"}
 
 
 def test_whatif_jobs_are_bounded_by_the_server(base):
-    status, answer = error(base, "/api/whatif", {"model": "llama-3.1-8b", "gpus": "8", "gpu": "h100", "jobs": 64})
-    assert status == 400 and answer["field"] == "jobs" and "at most 1 process" in answer["error"]
+    for jobs in (64, "2"):
+        status, answer = error(base, "/api/whatif", {"model": "llama-3.1-8b", "gpus": "8", "gpu": "h100",
+                                                     "jobs": jobs})
+        assert status == 400 and answer["field"] == "jobs" and "at most 1 process" in answer["error"]
 
 
 # ---------------------------------------------------------------------------- jobs: queue, progress, cancel, timeout

@@ -98,14 +98,14 @@ def body_to_argv(name: str, body: Any, *, max_sweep_jobs: int = DEFAULT_SWEEP_JO
         body.pop("model", None)  # an empty model field next to an upload
     if name == "whatif":
         body.setdefault("jobs", max_sweep_jobs)
-        if isinstance(body["jobs"], int) and not isinstance(body["jobs"], bool) and body["jobs"] > max_sweep_jobs:
+        jobs = _number(body["jobs"])
+        if jobs is not None and jobs > max_sweep_jobs:
             raise MegasolveError(field="jobs", value=body["jobs"],
                                  rule=f"this server runs a sweep on at most {max_sweep_jobs} process(es)",
                                  fix=f"send jobs <= {max_sweep_jobs}, or run `megasolve whatif` locally")
-    limit = body.get("time_limit")
-    if max_seconds is not None and isinstance(limit, (int, float)) and not isinstance(limit, bool) \
-            and limit > max_seconds:
-        raise MegasolveError(field="time_limit", value=limit,
+    limit = _number(body.get("time_limit"))
+    if max_seconds is not None and limit is not None and limit > max_seconds:
+        raise MegasolveError(field="time_limit", value=body["time_limit"],
                              rule=f"longer than this server's limit of {max_seconds:g} s per command",
                              fix=f"send time_limit <= {max_seconds:g} (the best layouts found by then come back)")
     fmt = body.pop("format", "json")
@@ -127,6 +127,17 @@ def body_to_argv(name: str, body: Any, *, max_sweep_jobs: int = DEFAULT_SWEEP_JO
         argv += [TEXT_FIELDS[text_field], "@" + text_field]  # the worker writes the text to a file there
     argv += ["--format", fmt]
     return CommandRequest(command=name, argv=argv, files=files, fmt=fmt)
+
+
+def _number(value: Any) -> float | None:
+    """A body value as a number, whether sent as 60 or "60" (click parses both); None if it is neither
+    (click then reports the bad value)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _text(name: str, value: Any) -> str:
