@@ -40,5 +40,8 @@ def serve_command(host: str, port: int, workers: int, max_queued: int, max_secon
     from megasolve.web.app import ServerConfig, serve
 
     click.echo(f"megasolve: serving on http://{host}:{port}/ (Ctrl-C stops)", err=True)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"note: --host {host} lets other machines reach this server; it has no login, so anyone who "
+                   f"can reach port {port} can run solves (each bounded by --max-seconds)", err=True)
     serve(host=host, port=port, config=ServerConfig(workers=workers, max_queued=max_queued, max_seconds=max_seconds,
                                                     sweep_jobs=sweep_jobs))

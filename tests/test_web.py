@@ -300,6 +300,15 @@ def test_openapi_describes_every_cli_option(base):
     assert openapi("0")["components"] == spec["components"]
 
 
+def test_doctests_of_the_request_module_pass():
+    import doctest
+
+    from megasolve.web import request as request_module
+
+    result = doctest.testmod(request_module)
+    assert result.attempted >= 1 and result.failed == 0
+
+
 def test_body_to_argv_uses_the_long_option_names():
     req = body_to_argv("estimate", {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "sequence_parallel": False,
                                     "distributed_optimizer": True, "account_for_loss": True, "nic_gbps": 400.0})
