@@ -65,6 +65,9 @@ class Browser:
         import websocket
 
         self.profile = tempfile.mkdtemp(prefix="megasolve-chromium-")
+        # --remote-debugging-port=0: Chromium picks a free port and writes it, with the browser target's
+        # path, to DevToolsActivePort in the profile folder (content/browser/devtools/devtools_http_handler.cc);
+        # /json/list then names each page's WebSocket (the DevTools protocol's HTTP endpoints).
         args = [executable, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
                 "--disable-extensions", "--disable-background-networking", "--disable-sync", "--mute-audio",
                 "--remote-debugging-port=0", f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
