@@ -233,12 +233,49 @@ FP8_OUTPUT_PROJ_MODELS = ("DeepSeek-V3", "GPT-OSS")
 
 def _dispatcher(record: dict[str, Any]) -> str:
     """Megatron-Bridge perf runs: the flex dispatcher (DeepEP / HybridEP), which its perf recipes use
-    for most MoE models (@067f987df). Exception not mapped: those recipes set alltoall for
-    Qwen3-235B-A22B on H100 / B200 outside MXFP8 and the Bridge DeepSeek-V3 default is alltoall, but
-    which dispatcher the archived releases ran is not recorded, and with alltoall the three H100
-    Qwen3-235B runs come out 31-34% too slow (the fitted all-to-all network factor assumes flex).
+    for most MoE models (@067f987df), except Qwen3-235B-A22B on H100 / B200 outside MXFP8, which sets
+    ``moe_token_dispatcher_type = "alltoall"`` (``perf_recipes/qwen/h100/qwen3_moe.py`` L159, L212).
     Older sources predate the flex dispatcher."""
-    return "flex" if record["source_group"] == "megatron_bridge_perf_summary" else "alltoall"
+    if record["source_group"] != "megatron_bridge_perf_summary":
+        return "alltoall"
+    par, hw = record["parallel"], record["hardware"]
+    if record["model"]["name"] == "Qwen3-235B-A22B" and hw["gpu"] in ("H100-SXM-80GB", "B200") \
+            and "mx" not in (par.get("precision") or "").lower():
+        return "alltoall"
+    return "flex"
+
+
+# Sources whose runs used ``--tp-comm-overlap`` (TE userbuffers) wherever TP > 1 with sequence parallelism:
+# * Megatron-LM README (H100 tables): "tensor-parallel (``--tp-comm-overlap``) ... overlapping";
+# * NeMo 24.07 performance configs (``ub_tp_comm_overlap: True`` in the launcher's GPT-3 / Nemotron configs);
+# * Megatron-Bridge perf recipes (@067f987df: ``CommOverlapConfig(tp_comm_overlap=True)`` with a userbuffers
+#   config for the TP > 1 recipes, e.g. ``perf_recipes/llama/b200/llama31.py`` L51, ``qwen/b200/qwen3_moe.py`` L61).
+# Narayanan 2021 / Korthikanti 2022 predate userbuffers (and ``overlap_p2p_comm``).
+TP_OVERLAP_SOURCES = ("megatron_lm_readme_h100", "nemo_perf_summary_2407", "megatron_bridge_perf_summary")
+NO_P2P_OVERLAP_SOURCES = ("narayanan2021", "korthikanti2022")
+# Megatron-Bridge recipes that turn TP overlap off although TP > 1 (@067f987df):
+# ``perf_recipes/qwen/h100/qwen3_moe.py`` L163-165 / L216-218 (Qwen3-235B-A22B on H100)
+NO_TP_OVERLAP_RECIPES = (("Qwen3-235B-A22B", "H100-SXM-80GB"),)
+
+
+def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str], *, stated_vpp: int,
+                  model_name: str, gpu_name: str) -> dict[str, bool]:
+    """Overlap knobs of a source's recipes. Megatron-Bridge MoE perf recipes set
+    ``overlap_moe_expert_parallel_comm`` (with ``delay_wgrad_compute``) wherever Megatron's conditions
+    allow it (``perf_recipes/deepseek/common.py`` L76-77, ``gpt_oss/common.py`` L47-49,
+    ``qwen/b200/qwen3_moe.py`` L322-323, ``qwen/h100/qwen3_moe.py`` L41, L165): ep > 1, interleaved
+    schedule when pp > 1 (the recipe's stated vpp: Bridge pipeline layouts keep it where the layers do
+    not split evenly), no full recompute."""
+    tp_overlap = source in TP_OVERLAP_SOURCES and layout.tp > 1 and layout.sequence_parallel \
+        and (model_name, gpu_name) not in NO_TP_OVERLAP_RECIPES
+    out = {"tp_comm_overlap": tp_overlap, "overlap_p2p_comm": source not in NO_P2P_OVERLAP_SOURCES}
+    if out["tp_comm_overlap"]:
+        notes.append("TP comm overlap (--tp-comm-overlap, as the source's recipes set)")
+    if source == "megatron_bridge_perf_summary" and spec.is_moe and layout.ep > 1 \
+            and (layout.pp == 1 or stated_vpp > 1) and layout.recompute != "full" and spec.mtp_num_layers <= 1:
+        out["moe_ep_overlap"] = True
+        notes.append("EP all-to-all overlap (--overlap-moe-expert-parallel-comm, as the Bridge MoE recipes set)")
+    return out
 
 
 def _fp8_recipe(raw: str | None, source: str) -> str:
@@ -412,10 +449,12 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     loss = "te" if source in TE_CROSS_ENTROPY_SOURCES else "unfused"
     if loss == "te":
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
+    overlap = _comm_overlap(source, spec, layout, notes, stated_vpp=vpp,
+                            model_name=record["model"]["name"], gpu_name=hardware["gpu"])
     workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention,
                         grad_reduce_in_bf16=grad_bf16, cross_entropy=loss,
                         fp8_recipe=recipe, fp8_output_proj=output_proj,
-                        moe_dispatcher=_dispatcher(record))
+                        moe_dispatcher=_dispatcher(record), **overlap)
     measured, how = measured_tokens(record, spec, layout, num_gpus)
     return PublishedRun(
         id=record["id"], source_group=source, software=record.get("software_version") or "",

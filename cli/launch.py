@@ -46,7 +46,11 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
     flags += [f"--micro-batch-size {layout.mbs}", f"--global-batch-size {workload.global_batch_size}",
               f"--seq-length {workload.seq_length}"]
     if layout.distributed_optimizer:
-        flags += ["--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather"]
+        flags.append("--use-distributed-optimizer")
+        if workload.dp_comm_overlap:
+            flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
+    elif workload.dp_comm_overlap:
+        flags.append("--overlap-grad-reduce")  # --overlap-param-gather needs the distributed optimizer (ARG L1024-1029)
     if layout.fsdp:  # Megatron-LM docs/discussions/megatron-fsdp-user-guide, "Required Configurations"
         flags += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params",
                   "--no-gradient-accumulation-fusion", "--ckpt-format fsdp_dtensor"]
@@ -75,6 +79,17 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
         flags += [f"--moe-token-dispatcher-type {workload.moe_dispatcher}", "--moe-grouped-gemm"]
         if workload.moe_dispatcher == "flex":
             flags.append("--moe-flex-dispatcher-backend deepep")
+    # communication overlap the estimate assumed (Workload knobs; Megatron-LM @d98e8a6 flag names), only
+    # where Megatron accepts them: TP overlap needs SP (ARG L1441-1442), p2p overlap exists only for the
+    # interleaved schedule (ARG L1010-1013), EP overlap needs ep > 1 (TC L3002-3046)
+    if workload.tp_comm_overlap and layout.tp > 1 and layout.sequence_parallel:
+        flags.append("--tp-comm-overlap")
+    if not workload.overlap_p2p_comm and layout.vpp > 1:
+        flags.append("--no-overlap-p2p-communication")
+    if spec.is_moe and workload.moe_ep_overlap and layout.ep > 1:
+        flags.append("--overlap-moe-expert-parallel-comm")
+    if spec.is_moe and workload.moe_shared_expert_overlap and spec.moe.shared_expert_ffn_hidden_size:
+        flags.append("--moe-shared-expert-overlap")
     return flags
 
 
@@ -102,6 +117,21 @@ def _loss_items(workload: Workload) -> list[tuple[str, object]]:
     if workload.cross_entropy == "unfused":
         return []
     return [("cross_entropy_loss_fusion", True), ("cross_entropy_fusion_impl", workload.cross_entropy)]
+
+
+def _bridge_overlap_items(spec: ModelSpec, workload: Workload, layout: Layout) -> list[tuple[str, object]]:
+    """The communication overlap the estimate assumed, as Megatron-Bridge ``CommOverlapConfig`` /
+    model fields (``training/comm_overlap.py`` L384-398 @067f987df), where Megatron accepts them."""
+    items: list[tuple[str, object]] = []
+    if workload.tp_comm_overlap and layout.tp > 1 and layout.sequence_parallel:
+        items.append(("comm_overlap.tp_comm_overlap", True))
+    if layout.vpp > 1:
+        items.append(("comm_overlap.overlap_p2p_comm", workload.overlap_p2p_comm))
+    if spec.is_moe and workload.moe_ep_overlap and layout.ep > 1:
+        items.append(("comm_overlap.overlap_moe_expert_parallel_comm", True))
+    if spec.is_moe and workload.moe_shared_expert_overlap and spec.moe.shared_expert_ffn_hidden_size:
+        items.append(("model.moe_shared_expert_overlap", True))
+    return items
 
 
 def _fmt(value: object) -> str:
@@ -144,6 +174,7 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
                       ("ddp.data_parallel_sharding_strategy", "optim_grads_params"),
                       ("ddp.average_in_collective", False), ("checkpoint.ckpt_format", "fsdp_dtensor")]
         items += [(f"model.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)]
+        items += _bridge_overlap_items(spec, workload, layout)
         return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
     if layout.fsdp:
         raise MegasolveError(field="--format", value=fmt,

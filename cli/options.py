@@ -72,7 +72,9 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
 
 
 # Workload fields set by the training recipe rather than the layout (shared by estimate, solve, whatif)
-RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16")
+RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16",
+                  "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
+                  "dp_comm_overlap")
 
 
 def recipe_options(func: F) -> F:
@@ -83,8 +85,8 @@ def recipe_options(func: F) -> F:
         click.option("--fp8-output-proj", "fp8_output_proj", is_flag=True,
                      help="Run the output layer in MXFP8 too (needs --fp8-recipe mxfp8); default bf16."),
         click.option("--moe-dispatcher", type=click.Choice(list(MOE_DISPATCHERS)), default="flex", show_default=True,
-                     help="MoE token dispatcher: flex (DeepEP: one copy of a token per remote NVLink domain) or "
-                          "plain all-to-all (one copy per chosen expert)."),
+                     help="MoE token dispatcher: flex (DeepEP: one copy of a token per remote NVLink domain), "
+                          "plain all-to-all (one copy per chosen expert) or allgather."),
         click.option("--cross-entropy", type=click.Choice(list(CROSS_ENTROPY_KINDS)), default="unfused",
                      show_default=True,
                      help="Loss kernel: Megatron's default, --cross-entropy-loss-fusion with the native or the "
@@ -92,6 +94,21 @@ def recipe_options(func: F) -> F:
         click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
                      help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
                           "4 bytes per parameter held and reduced."),
+        # communication overlap, defaults = Megatron-LM's
+        click.option("--tp-comm-overlap", "tp_comm_overlap", is_flag=True,
+                     help="Overlap TP all-gather / reduce-scatter with the GEMMs (Megatron --tp-comm-overlap, "
+                          "TE userbuffers; needs --sequence-parallel). Default off, as in Megatron-LM."),
+        click.option("--no-overlap-p2p-communication", "overlap_p2p_comm", flag_value=False, default=True,
+                     help="Do not overlap pipeline p2p with compute in the interleaved schedule (Megatron's "
+                          "default overlaps it; 1F1B never does)."),
+        click.option("--moe-ep-overlap", "moe_ep_overlap", is_flag=True,
+                     help="Hide the EP all-to-all behind another micro-batch's compute (Megatron "
+                          "--overlap-moe-expert-parallel-comm: ep > 1, --vpp > 1 when --pp > 1, no full recompute)."),
+        click.option("--moe-shared-expert-overlap", "moe_shared_expert_overlap", is_flag=True,
+                     help="Run shared experts during the token dispatch (Megatron --moe-shared-expert-overlap)."),
+        click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
+                     help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
+                          "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),
     )(func)
 
 

@@ -3,8 +3,7 @@
 One primitive, ``collective_time_s(kind, message_bytes, group_size, link)``, with the ring volume
 factors of ``reference/megatron.md`` section 5 (per rank, bytes on the wire for a tensor of full
 size M over N ranks): all-reduce ``2(N-1)/N*M``, all-gather / reduce-scatter ``(N-1)/N*M``,
-all-to-all ``(N-1)/N*M_local`` (of which only the part leaving the NVLink domain crosses the NIC),
-send/recv ``M``. ``link`` comes from ``Cluster.group_link`` (never from ``group_size <= 8``).
+send/recv ``M``; all-to-all (``all_to_all_time_s``) by the bytes each link carries. ``link`` comes from ``Cluster.group_link`` (never from ``group_size <= 8``).
 """
 
 from __future__ import annotations
@@ -18,20 +17,17 @@ VOLUME_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
     "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
     "send_recv": lambda n: 1.0,
 }
 
 
-def collective_time_s(kind: str, message_bytes: float, group_size: int, link: GroupLink,
-                      cluster: Cluster | None = None, remote_fraction: float | None = None) -> float:
-    """Time of one collective of ``kind`` over ``group_size`` ranks.
+def collective_time_s(kind: str, message_bytes: float, group_size: int, link: GroupLink) -> float:
+    """Time of one ring / send-recv collective of ``kind`` over ``group_size`` ranks.
 
-    ``message_bytes`` is the full tensor for all-reduce / all-gather / reduce-scatter, the local
-    send buffer for all-to-all, the tensor for send/recv. The bus bandwidth is the group's bottleneck
-    times the calibrated bus efficiency of its tier, plus a latency per step. For an all-to-all that
-    leaves the NVLink domain, ``remote_fraction`` is the share of the moved bytes that crosses the
-    NIC (default: uniform traffic, ``(N - local)/(N - 1)``; a deduplicating dispatcher sends less).
+    ``message_bytes`` is the full tensor for all-reduce / all-gather / reduce-scatter, the tensor for
+    send/recv. The bus bandwidth is the group's bottleneck times the bus efficiency of its tier
+    (``collectives.bus_efficiency``), plus one hop latency per ring step. All-to-all has its own
+    function (``all_to_all_time_s``): its intra- and inter-domain parts run on different links.
 
     >>> from megasolve.topology.cluster import Cluster
     >>> c = Cluster.from_flags(num_gpus=16, gpu="h100")
@@ -41,22 +37,39 @@ def collective_time_s(kind: str, message_bytes: float, group_size: int, link: Gr
     """
     if group_size <= 1 or message_bytes <= 0:
         return 0.0
+    if kind == "all_to_all":
+        raise ValueError("all-to-all is priced by all_to_all_time_s (intra- and inter-domain parts)")
     cal = calibration()["time"]["collectives"]
     tier = link.tier if link.tier in cal["bus_efficiency"] else "network"
-    efficiency = cal["bus_efficiency"][tier]
-    latency = cal["latency_s"][tier]
     volume = VOLUME_FACTOR[kind](group_size) * message_bytes
-    if kind == "all_to_all" and cluster is not None and link.tier != "nvlink":
-        # part of the data stays inside the NVLink domain; only the rest crosses the NIC
-        local = link.members_per_unit
-        if remote_fraction is None:
-            remote_fraction = (group_size - local) / max(group_size - 1, 1)
-        remote_fraction = min(max(remote_fraction, 0.0), 1.0)
-        nic = cluster.network_bytes_per_s * cal["bus_efficiency"]["network"] * cal["all_to_all_network_factor"]
-        fast = cluster.nvlink_bytes_per_s * cal["bus_efficiency"]["nvlink"]
-        return max(volume * remote_fraction / nic, volume * (1 - remote_fraction) / fast) \
-            + latency * math.log2(group_size)
-    return volume / (link.bus_bytes_per_s * efficiency) + collective_latency_s(kind, group_size, link)
+    return volume / (link.bus_bytes_per_s * cal["bus_efficiency"][tier]) + collective_latency_s(kind, group_size, link)
+
+
+def all_to_all_time_s(*, nvlink_bytes: float, network_bytes: float, group_size: int, cluster: Cluster,
+                      dispatcher: str) -> float:
+    """One expert-parallel all-to-all whose rank sends ``nvlink_bytes`` to peers inside its NVLink
+    domain and ``network_bytes`` through its NIC (send and receive are symmetric for balanced routing,
+    and both links are full duplex, so the slower part sets the time).
+
+    Bandwidths per link, from their sources (``calibration.yaml`` ``time.all_to_all``):
+
+    * NVLink part: ``nvlink_efficiency`` of the per-direction NVLink bandwidth (DeepEP README, normal
+      kernels: 153 of ~160 GB/s on H800, 726 of 900 GB/s on SM100 EP8; NCCL all-to-all similar);
+    * network part, ``flex`` (DeepEP / HybridEP: RDMA with NVLink forwarding): ``rdma_efficiency`` of
+      the NIC (DeepEP README @567632d: 43 / 58 / 51 GB/s per H800 GPU for EP 16 / 32 / 64 over a 50 GB/s
+      CX7); ``alltoall`` (NCCL): ``nccl_network_efficiency`` of the NIC (one message per peer, PXN);
+    * a latency per doubling of the group (``collectives.latency_s`` of the tier crossed).
+    """
+    if group_size <= 1 or nvlink_bytes + network_bytes <= 0:
+        return 0.0
+    a2a = calibration()["time"]["all_to_all"]
+    latency = calibration()["time"]["collectives"]["latency_s"]
+    seconds = nvlink_bytes / (cluster.nvlink_bytes_per_s * a2a["nvlink_efficiency"]) if nvlink_bytes else 0.0
+    if network_bytes:
+        efficiency = a2a["rdma_efficiency"] if dispatcher == "flex" else a2a["nccl_network_efficiency"]
+        seconds = max(seconds, network_bytes / (cluster.network_bytes_per_s * efficiency))
+    tier = "network" if network_bytes else ("nvlink" if cluster.nvlink_domain > 1 else "pcie")
+    return seconds + latency[tier] * math.log2(group_size)
 
 
 def collective_latency_s(kind: str, group_size: int, link: GroupLink) -> float:

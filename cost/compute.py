@@ -202,14 +202,21 @@ def gemm_efficiency(gpu: GpuSpec, precision: str, width: float) -> float:
 
     The saturating form is the roofline/occupancy behaviour measured for cuBLAS/CUTLASS GEMMs (e.g.
     NVIDIA "GPU Performance Background" / "Matrix Multiplication Background" user guides: small
-    dimensions under-fill the SMs and tiles); ``e_max`` per GPU and precision and ``w_half`` are fitted
-    on published runs by ``benchmarks/calibrate_time.py`` (``calibration.yaml``, ``time``).
+    dimensions under-fill the SMs and tiles); ``e_max`` per chip family and precision (``chip_family``:
+    B200 and GB200 are the same silicon, as are B300 and GB300) and ``w_half`` are fitted on published
+    runs by ``benchmarks/calibrate_time.py`` (``calibration.yaml``, ``time``).
     """
     cal = calibration()["time"]
     table = cal["gemm_efficiency"]
-    family = table.get(gpu.name, table["default"])
+    family = table.get(chip_family(gpu), table["default"])
     e_max = family.get(precision, table["default"][precision])
     return e_max * width / (width + cal["gemm_half_width"])
+
+
+def chip_family(gpu: GpuSpec) -> str:
+    """The silicon a GPU SKU is built on (``calibration.yaml`` ``time.chip_family``; ``default`` for
+    SKUs not listed): compute efficiency is a property of the chip, the network of the system."""
+    return calibration()["time"]["chip_family"].get(gpu.name, "default")
 
 
 def attention_efficiency(gpu: GpuSpec) -> float:
@@ -217,7 +224,7 @@ def attention_efficiency(gpu: GpuSpec) -> float:
     Blackwell Ultra doubles the softmax exponent throughput, NVIDIA Blackwell Ultra announcement)."""
     table = calibration()["time"]["attention_efficiency"]
     if isinstance(table, dict):
-        return table.get(gpu.name, table["default"])
+        return table.get(chip_family(gpu), table["default"])
     return table
 
 

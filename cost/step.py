@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from megasolve.cost.calibration import calibration
-from megasolve.cost.comm import collective_latency_s, collective_time_s
+from megasolve.cost.comm import all_to_all_time_s, collective_latency_s, collective_time_s
 from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
                                     model_flops_per_sequence, weight_stream_bytes, work_time_s)
 from megasolve.cost.memory import (ActivationShape, layer_activation_bytes, offloaded_activation_bytes,
@@ -67,8 +67,13 @@ def _dense_gemm_width(spec: ModelSpec, workload: Workload, shape: ActivationShap
     return min(spec.hidden_size, spec.ffn_hidden_size / shape.tp, heads_width, shape.tokens(workload))
 
 
-def _expert_gemm_width(spec: ModelSpec) -> float:
-    return min(spec.hidden_size, spec.moe.expert_ffn_hidden_size)
+def _expert_gemm_width(spec: ModelSpec, workload: Workload, shape: ActivationShape, ep: int) -> float:
+    """Smallest per-rank dimension of a routed expert's GEMMs: ``h``, ``F_m/etp`` and the tokens each
+    local expert receives, ``(T/sigma) * k * ep * etp / E`` for balanced routing (the M dimension of the
+    grouped GEMM: few tokens per expert under-fill the tiles)."""
+    m = spec.moe
+    per_expert = shape.tokens(workload) / shape.sigma * m.top_k * ep * shape.etp / m.num_experts
+    return min(spec.hidden_size, m.expert_ffn_hidden_size / shape.etp, per_expert)
 
 
 def remote_domains_per_token(num_experts: int, top_k: int, num_domains: int) -> float:
@@ -95,8 +100,16 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
 
     With SP: dense layer ``6 AG + 4 RS`` (fwd 2+2, bwd 4+2); without: ``4 AR``. An MoE layer does this
     for attention (half) and for shared experts (half), not for routed experts. Full recompute repeats
-    the forward collectives. MLA gathers its latents instead of ``h``. Overlap (TE userbuffers) hides
-    ``1 - tp_exposed_fraction``.
+    the forward collectives. MLA gathers its latents instead of ``h``.
+
+    Exposure without ``--tp-comm-overlap`` (Megatron's default): every collective on the critical
+    path except, per column-parallel linear, the backward's input re-gather (issued async before the
+    dgrad GEMM) and its dgrad reduce-scatter / all-reduce (async before the wgrad GEMM):
+    ``LinearWithGradAccumulationAndAsyncCommunication.backward``, ``tensor_parallel/layers.py``
+    L666-710 @d98e8a6 (TE's linear does the same). With ``Workload.tp_comm_overlap`` (TE userbuffers
+    split each collective into ``tp`` chunks pipelined with the GEMM; needs sequence parallelism, ARG
+    L1441-1442): ``tp_overlap_exposed_fraction`` of all of them stays exposed (the first / last chunk
+    of each pipelined ring and the SMs the copies take).
     """
     t = shape.tp
     if t == 1:
@@ -111,19 +124,23 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
         halves.append((m_h, m_h))
     elif spec.moe.shared_expert_ffn_hidden_size:
         halves.append((m_h, m_h))
-    seconds = 0.0
+    seconds = hidden = 0.0
     refwd = 1 if recompute == "full" else 0
     for gathered, reduced in halves:
         if shape.sequence_parallel:
             ag = collective_time_s("all_gather", gathered, t, link)
             rs = collective_time_s("reduce_scatter", reduced, t, link)
-            seconds += (3 + refwd) * ag + (2 + refwd) * rs
+            seconds += (2 + refwd) * ag + (1 + refwd) * rs
+            hidden += ag + rs
         else:
-            seconds += (2 + refwd) * collective_time_s("all_reduce", reduced, t, link)
+            seconds += (1 + refwd) * collective_time_s("all_reduce", reduced, t, link)
+            hidden += collective_time_s("all_reduce", reduced, t, link)
     if spec.mla is None and spec.num_query_groups < t:
         qkv = BF16 * tokens * (spec.num_attention_heads + 2 * spec.num_query_groups) * spec.kv_channels
         seconds += (1 + refwd) * collective_time_s("all_gather", qkv, t, link)
-    return seconds * calibration()["time"]["tp_exposed_fraction"]
+    if workload.tp_comm_overlap and shape.sequence_parallel:
+        return (seconds + hidden) * calibration()["time"]["tp_overlap_exposed_fraction"]
+    return seconds
 
 
 def cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, attention_s: float,
@@ -148,36 +165,79 @@ def cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     return max(0.0, comm - overlap)
 
 
-def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, ep: int,
-              recompute: str) -> float:
-    """Exposed expert-parallel traffic of one MoE layer (section 5.6, alltoall dispatcher): 4
-    all-to-alls of ``2*(T/sigma)*k*h`` bytes over EP (+2 with full recompute) and the expert-TP
-    all-gather / reduce-scatter of the received tokens (``x etp``). When the EP group leaves the
-    NVLink domain and the workload uses the flex dispatcher (Megatron-Bridge recipes mostly use the flex
-    dispatcher, DeepEP / HybridEP), only one copy per remote domain crosses the NIC
-    (``remote_domains_per_token``). ``ep_exposed_fraction`` is the calibrated share not hidden by
-    ``--overlap-moe-expert-parallel-comm``."""
+def ep_traffic_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, ep: int,
+                 recompute: str) -> float:
+    """Expert-parallel traffic of one MoE layer, one micro-batch, forward + backward, before any overlap
+    (section 5.6). Each rank routes ``R = (T/sigma)*k`` token copies of ``2h + 4`` bytes (bf16 hidden
+    state + fp32 probability); 4 all-to-alls (dispatch and combine, forward and backward; +2 with full
+    recompute), each priced on the links its bytes use (``comm.all_to_all_time_s``):
+
+    * ``alltoall`` (NCCL, one copy per chosen expert, uniform over the ``ep`` ranks): ``(L-1)/ep`` of
+      the copies stay on NVLink (``L`` = EP ranks per NVLink domain), ``(ep-L)/ep`` cross the NIC;
+    * ``flex`` (DeepEP / HybridEP): one copy per distinct remote NVLink domain over RDMA
+      (``remote_domains_per_token``), then one NVLink copy per distinct target GPU (forwarding,
+      ``token_dispatcher.py::MoEFlexTokenDispatcher``, DeepEP ``is_token_in_rank``);
+    * ``allgather``: the tokens of the whole ``ep x etp`` group all-gathered and the outputs
+      reduce-scattered (``MoEAllGatherTokenDispatcher``), ring collectives on the group's link;
+
+    plus, with ``etp > 1`` (alltoall / flex), the expert-TP all-gather / reduce-scatter of the received
+    tokens."""
     if not spec.is_moe:
         return 0.0
     m = spec.moe
-    routed = (shape.tokens(workload) / shape.sigma) * m.top_k
-    refwd = 1 if recompute == "full" else 0
+    local_tokens = shape.tokens(workload) / shape.sigma
+    routed = local_tokens * m.top_k
+    per_copy = BF16 * spec.hidden_size + 4
+    a2a_count = 4 + (2 if recompute == "full" else 0)
     seconds = 0.0
+    if workload.moe_dispatcher == "allgather":
+        group = ep * shape.etp
+        if group > 1:
+            link = cluster.group_link(1, group)
+            gathered = BF16 * local_tokens * group * spec.hidden_size
+            seconds += (a2a_count // 2) * (collective_time_s("all_gather", gathered, group, link)
+                                           + collective_time_s("reduce_scatter", gathered, group, link))
+        return seconds
     if ep > 1:
         link = cluster.group_link(shape.etp, ep)
-        message = BF16 * routed * spec.hidden_size + 4 * routed
-        remote = None
-        if link.tier != "nvlink" and workload.moe_dispatcher == "flex":
-            domains = max(1, ep // max(link.members_per_unit, 1))
-            remote = remote_domains_per_token(m.num_experts, m.top_k, domains) / m.top_k * ep / (ep - 1)
-        seconds += (4 + 2 * refwd) * collective_time_s("all_to_all", message, ep, link, cluster,
-                                                       remote_fraction=remote)
+        local = ep if link.tier in ("nvlink", "local") else max(1, min(link.members_per_unit, ep))
+        if workload.moe_dispatcher == "flex":
+            gpu_copies = remote_domains_per_token(m.num_experts, m.top_k, ep)  # distinct other GPUs
+            domain_copies = remote_domains_per_token(m.num_experts, m.top_k, ep // local) if local < ep else 0.0
+            nvlink_bytes = local_tokens * gpu_copies * per_copy
+            network_bytes = local_tokens * domain_copies * per_copy
+        else:
+            nvlink_bytes = routed * per_copy * (local - 1) / ep
+            network_bytes = routed * per_copy * (ep - local) / ep
+        seconds += a2a_count * all_to_all_time_s(nvlink_bytes=nvlink_bytes, network_bytes=network_bytes,
+                                                 group_size=ep, cluster=cluster, dispatcher=workload.moe_dispatcher)
     if shape.etp > 1:
         link = cluster.group_link(1, shape.etp)
         gathered = BF16 * routed * shape.etp * spec.hidden_size
-        seconds += (2 + refwd) * (collective_time_s("all_gather", gathered, shape.etp, link)
-                                  + collective_time_s("reduce_scatter", gathered, shape.etp, link))
-    return seconds * calibration()["time"]["ep_exposed_fraction"]
+        seconds += (a2a_count // 2) * (collective_time_s("all_gather", gathered, shape.etp, link)
+                                       + collective_time_s("reduce_scatter", gathered, shape.etp, link))
+    return seconds
+
+
+def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, ep: int,
+              recompute: str, *, compute_s: float = 0.0, shared_expert_s: float = 0.0) -> float:
+    """Exposed expert-parallel traffic of one MoE layer (``ep_traffic_s``) after Megatron's overlaps:
+
+    * ``--overlap-moe-expert-parallel-comm`` (``Workload.moe_ep_overlap``): the 1F1B A2A overlap runs
+      the forward of one micro-batch beside the backward of another, so each all-to-all hides behind
+      the other micro-batch's layer compute (``combined_1f1b.py``); ``ep_overlap_window`` is the share
+      of the layer's compute (``compute_s``) that can hide it (the router and permute sit between);
+    * ``--moe-shared-expert-overlap``: the shared experts (``shared_expert_s``) run on a side stream
+      during dispatch and combine (``shared_experts.py``), hiding that much;
+    * neither (Megatron's default): fully exposed."""
+    traffic = ep_traffic_s(spec, cluster, workload, shape, ep, recompute)
+    if traffic <= 0.0:
+        return 0.0
+    if workload.moe_ep_overlap and ep > 1 and recompute != "full":
+        return max(0.0, traffic - calibration()["time"]["ep_overlap_window"] * compute_s)
+    if workload.moe_shared_expert_overlap:
+        return max(0.0, traffic - shared_expert_s)
+    return traffic
 
 
 def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
@@ -187,7 +247,8 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
     cal = calibration()["time"]
     work = layer_work(spec, workload, shape, moe=moe, recompute=recompute)
     if moe:
-        compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), _expert_gemm_width(spec))
+        compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape),
+                              _expert_gemm_width(spec, workload, shape, ep))
     else:
         compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), 1.0)
     weights = layer_weights_per_rank(spec, shape, moe=moe, ep=ep)
@@ -195,11 +256,29 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
     refwd = 4 / 3 if recompute == "full" else 1.0
     compute += refwd * (cal["per_layer_overhead_s"] + (cal["per_moe_layer_overhead_s"] if moe else 0.0))
     attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
+    ep_s = 0.0
+    if moe:
+        ep_s = ep_comm_s(spec, cluster, workload, shape, ep, recompute, compute_s=compute,
+                         shared_expert_s=_shared_expert_s(spec, cluster, workload, shape, recompute))
     return LayerTime(
         compute=compute,
         tp_comm=tp_comm_s(spec, cluster, workload, shape, moe=moe, recompute=recompute),
         cp_comm=cp_comm_s(spec, cluster, workload, shape, attention_s, recompute),
-        ep_comm=ep_comm_s(spec, cluster, workload, shape, ep, recompute) if moe else 0.0)
+        ep_comm=ep_s)
+
+
+def _shared_expert_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
+                     recompute: str) -> float:
+    """GEMM time of one MoE layer's shared experts (fwd + bwd, ``6*h*F_s*e_ffn`` FLOPs per token over TP):
+    what ``--moe-shared-expert-overlap`` can hide the dispatch behind."""
+    shared = spec.moe.shared_expert_ffn_hidden_size if spec.is_moe else 0
+    if not shared:
+        return 0.0
+    e_ffn = 3 if spec.swiglu else 2
+    flops = 6.0 * spec.hidden_size * shared * e_ffn * shape.tokens(workload) / shape.tp
+    flops *= 4 / 3 if recompute == "full" else 1.0
+    width = min(spec.hidden_size, shared / shape.tp, shape.tokens(workload))
+    return work_time_s(LayerWork(flops, 0, 0, 0), cluster.gpu, workload.precision, width, 1.0)
 
 
 def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
@@ -226,23 +305,51 @@ def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Ac
 
 
 def pp_unit_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, *, tp: int, cp: int, mbs: int,
-                   sequence_parallel: bool, pp: int) -> float:
-    """Exposed p2p of one stage, one micro-batch, one virtual chunk (section 5.4): the activation
-    forward and its gradient backward, ``2*(s/c)*b*h/sigma`` bytes each. The PP group's stride is
-    ``world / pp`` (PP is the outermost rank dimension)."""
+                   sequence_parallel: bool, pp: int, vpp: int = 1) -> float:
+    """Pipeline p2p charged to one stage per micro-batch and virtual chunk (section 5.4): ``c`` = one
+    send/recv of ``2*(s/c)*b*h/sigma`` bytes on the PP group's link (stride ``world / pp``).
+
+    Megatron's schedules (``megatron/core/pipeline_parallel/schedules.py``):
+
+    * 1F1B (``vpp == 1``; ``overlap_p2p_comm`` forced off, ARG L1010-1013) and interleaved without
+      overlap: ``send_forward_recv_backward`` / ``send_backward_recv_forward`` block, so every micro-batch
+      pays ``2c`` per chunk in the steady state and each warm-up / cool-down hop ``2c``:
+      ``T = (m + (p-1)/v) * (C + 2cv)`` for equal stages (the pipeline formula of ``step_time``);
+    * interleaved with ``overlap_p2p_comm`` (the default): the steady-state sends / receives are
+      posted asynchronously and waited on only before the next chunk needs them, so they hide behind
+      a chunk's compute; only the first micro-batch's walk through all ``p*v`` virtual stages (forward
+      in warm-up, backward in cool-down: ``2(p*v - 1)`` hops) stays on the critical path:
+      ``T = (m + (p-1)/v) * C + 2c(p*v - 1)``. Charged per chunk as ``x = 2c(p*v - 1)/(m*v + p - 1)``,
+      the value for which the pipeline formula ``m*tau + (p-1)*tau/v`` with ``tau = C + v*x`` gives
+      exactly that ``T``. Both cases are checked against an event simulation of
+      ``schedules.py::get_schedule_table`` / ``get_pp_rank_microbatches`` in ``tests/test_comm.py``.
+
+    ``m`` = ``gbs / (mbs * dp)`` with ``dp = world / (tp*cp*pp)``.
+    """
     if pp == 1:
         return 0.0
     shape = ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sequence_parallel)
     message = BF16 * shape.tokens(workload) * spec.hidden_size / shape.sigma
     link = cluster.group_link(cluster.num_gpus // pp, pp)
-    one = collective_time_s("send_recv", message, 2, link)
-    return 2 * one * calibration()["time"]["pp_exposed_fraction"]
+    hop = 2 * collective_time_s("send_recv", message, 2, link)
+    if vpp > 1 and workload.overlap_p2p_comm:
+        dp = max(1, cluster.num_gpus // (tp * cp * pp))
+        m = max(1, workload.global_batch_size // (mbs * dp))
+        return hop * (pp * vpp - 1) / (m * vpp + pp - 1)
+    return hop
 
 
 def pp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> float:
-    """Exposed p2p of one stage for one micro-batch: once per virtual chunk (``x vpp``)."""
+    """Pipeline p2p charged to one stage for one micro-batch: once per virtual chunk (``x vpp``)."""
     return layout.vpp * pp_unit_comm_s(spec, cluster, workload, tp=layout.tp, cp=layout.cp, mbs=layout.mbs,
-                                       sequence_parallel=layout.sequence_parallel, pp=layout.pp)
+                                       sequence_parallel=layout.sequence_parallel, pp=layout.pp, vpp=layout.vpp)
+
+
+def dp_overlap_fraction(workload: Workload) -> float:
+    """Share of the last micro-batch's compute that hides the DP tail: the calibrated value with
+    ``--overlap-grad-reduce --overlap-param-gather`` (``Workload.dp_comm_overlap``), else 0 (the
+    reduce-scatter and all-gather run after the backward, exposed)."""
+    return calibration()["time"]["dp_overlap_fraction"] if workload.dp_comm_overlap else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +484,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
         return cache[(moe, kind)]
 
     p2p = pp_comm_s(spec, cluster, workload, layout)
-    overlap = calibration()["time"]["dp_overlap_fraction"]
+    overlap = dp_overlap_fraction(workload)
     out = []
     for params, chunks in zip(stage_params(spec, layout), stage_layer_ids(spec, layout)):
         stored = recomputed_layers(layout, chunks)

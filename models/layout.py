@@ -34,9 +34,10 @@ CROSS_ENTROPY_KINDS = ("unfused", "native", "te")
 # Megatron ``--fp8-recipe`` (ARG; TE recipes): per-tensor scaling (delayed: amax history, tensorwise:
 # current scaling) or block scaling (mxfp8: E8M0 scale per 32 elements, Blackwell; blockwise: 1x128 / 128x128)
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
-# Megatron ``--moe-token-dispatcher-type``: all-to-all (one copy of a token per chosen expert) or the
-# flex dispatcher (DeepEP / HybridEP: one copy per remote NVLink domain, TC L891-898)
-MOE_DISPATCHERS = ("alltoall", "flex")
+# Megatron ``--moe-token-dispatcher-type``: all-to-all (one copy of a token per chosen expert), the
+# flex dispatcher (DeepEP / HybridEP: one copy per remote NVLink domain, TC L891-898) or allgather
+# (every rank gathers all tokens of the EP group, ``token_dispatcher.py::MoEAllGatherTokenDispatcher``)
+MOE_DISPATCHERS = ("alltoall", "flex", "allgather")
 
 
 def _check_choice(field: str, value: object, choices: tuple[str, ...]) -> None:
@@ -164,6 +165,22 @@ class Workload:
     # the LM-head output projection in MXFP8 too (TC ``fp8_output_proj``; only with the mxfp8 recipe,
     # ``fp8_utils.py::is_mxfp8_output_proj_active`` L730-745); otherwise it stays bf16
     fp8_output_proj: bool = False
+    # Communication overlap knobs, defaults = Megatron-LM's (Megatron-LM @d98e8a6):
+    # ``--tp-comm-overlap`` (MPC L265, default off; needs sequence parallelism, ARG L1441-1442): TE
+    # userbuffers pipeline TP all-gather / reduce-scatter with the GEMMs
+    tp_comm_overlap: bool = False
+    # ``--no-overlap-p2p-communication`` turns it off (ARG L3118-3120, default on); only the interleaved
+    # schedule overlaps p2p, 1F1B forces it off (ARG L1010-1013)
+    overlap_p2p_comm: bool = True
+    # ``--overlap-moe-expert-parallel-comm`` (MPC L343, default off): EP all-to-all of one micro-batch
+    # hidden behind another micro-batch's compute (1F1B A2A overlap; conditions TC L3002-3046)
+    moe_ep_overlap: bool = False
+    # ``--moe-shared-expert-overlap`` (TC L717, default off): shared experts run during the dispatch
+    moe_shared_expert_overlap: bool = False
+    # ``--overlap-grad-reduce`` + ``--overlap-param-gather`` (ARG L3121, L3148; Megatron's default is off):
+    # megasolve's exports set both with the distributed optimizer (every NVIDIA recipe does), so the
+    # estimate assumes them unless this is False (then the DP reduce-scatter / all-gather are exposed)
+    dp_comm_overlap: bool = True
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None
@@ -184,6 +201,19 @@ class Workload:
                                       "(fp8_utils.py L730-745)",
                                  fix="add --precision fp8 --fp8-recipe mxfp8, or drop --fp8-output-proj")
         _check_choice("--moe-dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)
+        if self.moe_shared_expert_overlap and self.moe_dispatcher not in ("alltoall", "flex"):
+            raise MegasolveError(field="--moe-shared-expert-overlap", value=True,
+                                 rule="only works with the alltoall or flex dispatcher (TC L1820-1826)",
+                                 fix="use --moe-dispatcher alltoall/flex or drop --moe-shared-expert-overlap")
+        if self.moe_ep_overlap and self.moe_dispatcher not in ("alltoall", "flex"):
+            raise MegasolveError(field="--moe-ep-overlap", value=True,
+                                 rule="EP A2A overlap is supported with the alltoall/flex dispatcher (TC L3016-3019)",
+                                 fix="use --moe-dispatcher alltoall/flex or drop --moe-ep-overlap")
+        if self.moe_ep_overlap and self.moe_shared_expert_overlap:
+            raise MegasolveError(field="--moe-shared-expert-overlap", value=True,
+                                 rule="disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm"
+                                      " (TC L3039-3041)",
+                                 fix="drop one of --moe-ep-overlap / --moe-shared-expert-overlap")
         _check_choice("--cross-entropy", self.cross_entropy, CROSS_ENTROPY_KINDS)
         if not 0.0 <= self.hidden_dropout < 1.0:
             raise MegasolveError(field="hidden_dropout", value=self.hidden_dropout,

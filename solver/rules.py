@@ -165,6 +165,20 @@ RULES: tuple[Rule, ...] = (
          check=lambda c, a: not c.spec.is_moe or a["tp"] == 1 or a["sequence_parallel"],
          message=lambda c, a: "During training, MoE with tensor parallelism requires sequence parallelism",
          fix="add --sequence-parallel", source="moe_layer.py L636-640; MPC L560-565"),
+    # communication-overlap knobs (Workload): Megatron's conditions (Megatron-LM @d98e8a6)
+    Rule(name="tp_comm_overlap_needs_sp", axes=("tp", "sequence_parallel"),
+         check=lambda c, a: not c.workload.tp_comm_overlap or a["tp"] == 1 or a["sequence_parallel"],
+         message=lambda c, a: "Tensor parallel communication/GEMM overlap can happen only when sequence "
+                              "parallelism is enabled",
+         fix="add --sequence-parallel or drop --tp-comm-overlap", source="ARG L1441-1442"),
+    Rule(name="moe_ep_overlap_conditions", axes=("ep", "pp", "vpp", "recompute"),
+         check=lambda c, a: not c.workload.moe_ep_overlap or not c.spec.is_moe or (
+             a["ep"] > 1 and (a["pp"] == 1 or a["vpp"] > 1) and a["recompute"] != "full"
+             and c.spec.mtp_num_layers <= 1),
+         message=lambda c, a: "overlap_moe_expert_parallel_comm needs ep > 1, an interleaved schedule when pp > 1, "
+                              f"no full recompute and at most one MTP layer (ep {a['ep']}, pp {a['pp']}, "
+                              f"vpp {a['vpp']}, recompute {a['recompute']})",
+         fix="raise --ep/--vpp, drop --recompute full, or drop --moe-ep-overlap", source="TC L3002-3046"),
     Rule(name="gbs_divisible_by_mbs_dp", axes=("mbs", "dp"),
          check=lambda c, a: c.workload.global_batch_size % (a["mbs"] * a["dp"]) == 0,
          message=lambda c, a: f"global batch size ({c.workload.global_batch_size}) is not divisible by micro "

@@ -24,12 +24,13 @@ from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, inf
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
                                    static_bytes)
-from megasolve.cost.step import dp_group_comm, layer_time, logits_time, optimizer_shard_s, pp_unit_comm_s
+from megasolve.cost.step import (dp_group_comm, dp_overlap_fraction, layer_time, logits_time, optimizer_shard_s,
+                                 pp_unit_comm_s)
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params, stage_layer_ids)
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.space import Point
+from megasolve.solver.space import MAX_VPP, Point
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
@@ -92,7 +93,7 @@ class CostTables:
     def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> None:
         self.spec, self.cluster, self.workload = spec, cluster, workload
         cal = calibration()
-        self.overlap_pct = int(round(cal["time"]["dp_overlap_fraction"] * OVERLAP_SCALE))
+        self.overlap_pct = int(round(dp_overlap_fraction(workload) * OVERLAP_SCALE))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
         self.capacity_mib = int(cluster.gpu.usable_memory_bytes // MIB)
@@ -243,6 +244,11 @@ class CostTables:
         add("t_p2p", ("tp", "cp", "mbs", "sp", "pp"),
             lambda tp, cp, mbs, sp, pp: quantise_s(pp_unit_comm_s(spec, cluster, wl, tp=tp, cp=cp, mbs=mbs,
                                                                   sequence_parallel=sp, pp=pp)))
+        if wl.overlap_p2p_comm:  # interleaved schedules with overlapped p2p: one table per vpp (step.py)
+            for v in range(2, MAX_VPP + 1):
+                add(f"t_p2p_v{v}", ("tp", "cp", "mbs", "sp", "pp"),
+                    lambda tp, cp, mbs, sp, pp, v=v: quantise_s(pp_unit_comm_s(
+                        spec, cluster, wl, tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, pp=pp, vpp=v)))
         # ---- data-parallel traffic and optimizer per parameter piece (us) -----------------
         # bandwidth terms per piece (linear in parameters); each group's latency is a term of its own
         def dense_dp(tp, cp, dp, dop, params):
@@ -310,7 +316,8 @@ class CostTables:
         if slot.last:
             form.append((1, f"{part}_logits"))
         if part == "t" and row.pp > 1:
-            form.append((row.vpp, "t_p2p"))
+            overlapped = row.vpp > 1 and self.workload.overlap_p2p_comm
+            form.append((row.vpp, f"t_p2p_v{row.vpp}" if overlapped else "t_p2p"))
         return [(c, t) for c, t in form if c]
 
     def param_form(self, row: PipelineRow, slot: Slot, prefix: str) -> tuple[list[tuple[int, str]],

@@ -45,14 +45,13 @@ RUNS, SKIPPED = published.load_published(DATA)
 
 # Holdout median |error| of tokens/s/GPU measured by benchmarks/calibrate_time.py with the committed
 # factors (see its output), plus a margin of 2 percentage points.
-HOLDOUT_DENSE_TOLERANCE = 0.06  # measured 3.4%
-HOLDOUT_MOE_TOLERANCE = 0.14  # measured 11.2%
-FIT_DENSE_TOLERANCE = 0.05  # measured 2.7%
-# measured 9.9% (8.8% before the LM head moved to bf16, its real precision: the fit lost the freedom
-# to hide slow MoE steps behind an FP8 output layer)
-FIT_MOE_TOLERANCE = 0.11
-# measured 19/19 (since each CP rank's queries attend over the whole sequence: 6*n*d*(s^2/c)*b/t);
-# fraction of correctly ordered pairs inside comparison groups, all runs
+HOLDOUT_DENSE_TOLERANCE = 0.06  # measured 2.5% (2026-12-01, communication physics of issue 12)
+HOLDOUT_MOE_TOLERANCE = 0.17  # measured 15.0% (H100 MoE 26%: cross-node EP predicted too slow)
+FIT_DENSE_TOLERANCE = 0.055  # measured 3.3%
+# measured 12.4% (one GEMM curve per chip family instead of per SKU: the same Bridge MoE layout varies
+# 20-45% between releases, which per-SKU factors had absorbed)
+FIT_MOE_TOLERANCE = 0.145
+# measured 19/19; fraction of correctly ordered pairs inside comparison groups, all runs
 RANKING_MIN = 0.85
 
 
@@ -119,6 +118,25 @@ def test_ranking_inside_comparison_groups():
                     pb = (1 + ERRORS[b.id]) * b.measured_tokens_per_s_per_gpu
                     good += (pa - pb) * measured > 0
     assert pairs >= 10 and good / pairs >= RANKING_MIN
+
+
+def test_every_measured_layout_study_is_ordered_right():
+    """Every pair of runs inside a measured layout study (same source, system, software, several
+    layouts: ``comparison_group``) is ordered as measured; the failing pairs are listed."""
+    groups: dict[str, list] = {}
+    for r in RUNS:
+        if r.comparison_group:
+            groups.setdefault(r.comparison_group, []).append(r)
+    wrong = []
+    for name, members in groups.items():
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                measured = a.measured_tokens_per_s_per_gpu - b.measured_tokens_per_s_per_gpu
+                pa = (1 + ERRORS[a.id]) * a.measured_tokens_per_s_per_gpu
+                pb = (1 + ERRORS[b.id]) * b.measured_tokens_per_s_per_gpu
+                if measured and (pa - pb) * measured <= 0:
+                    wrong.append((name, a.id, b.id))
+    assert not wrong, wrong
 
 
 # ---------------------------------------------------------------------------- memory feasibility
