@@ -296,6 +296,8 @@ def test_openapi_describes_every_cli_option(base):
     assert solve["fix"] == {"type": "array", "items": {"type": "string"}, "description": solve["fix"]["description"]}
     assert solve["top_k"]["minimum"] == 1 and solve["top_k"]["default"] == 5
     assert "plot" not in solve and "report" not in solve and "cluster" not in solve
+    flags = {k: v["default"] for k, v in solve.items() if v["type"] == "boolean" and not k.endswith("_parallel")}
+    assert flags and all(v is False for v in flags.values()), flags  # true = pass the flag
     assert set(offered_options("estimate")) <= set(spec["components"]["schemas"]["estimate"]["properties"])
     assert openapi("0")["components"] == spec["components"]
 

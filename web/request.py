@@ -225,7 +225,11 @@ def _schema(option: click.Option) -> dict[str, Any]:
     if option.multiple:
         schema = {"type": "array", "items": schema}
     default = option.default  # click >= 8.2 marks "no default" with a sentinel object
-    if isinstance(default, (str, int, float, bool)) and not (option.is_flag and default is False):
+    if option.is_flag and not option.secondary_opts:
+        # the field says whether to pass the flag (--no-dp-comm-overlap: true passes it), so false is its
+        # default whatever value the flag stores
+        schema["default"] = False
+    elif isinstance(default, (str, int, float, bool)):
         schema["default"] = default
     if option.help:
         schema["description"] = " ".join(option.help.split())

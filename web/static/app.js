@@ -113,12 +113,11 @@ const GROUPS = [
   ["Cluster", ["gpus", "gpu", "gpus_per_node", "nvlink_domain", "nic_gbps", "cluster_text"]],
   ["Workload", ["seq_len", "gbs", "precision", "attention", "tokens", "gpu_hour_price"]],
   ["Recipe", ["fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16"]],
+  ["Overlap", ["tp_comm_overlap", "no_overlap_p2p_communication", "moe_ep_overlap", "moe_shared_expert_overlap",
+    "no_dp_comm_overlap"]],
   ["Search", ["top_k", "fix", "time_limit", "engine", "allow_cross_domain_tp", "jobs", "min_gpus"]],
 ];
 const HIDDEN_FIELDS = new Set(["format"]);
-const LAYOUT_FIELDS = ["tp", "pp", "vpp", "cp", "ep", "etp", "mbs", "recompute", "recompute_num_layers",
-  "sequence_parallel", "distributed_optimizer", "first_stage_layers", "last_stage_layers", "fsdp",
-  "cpu_offload_layers", "account_for_embedding", "account_for_loss"];
 
 function fieldInput(name, prop, value) {
   const id = `f-${name}`;
@@ -260,13 +259,15 @@ function typed(command, params) {
 }
 
 // A layout (the JSON's "layout" object) as estimate options, and back through the URL as "tp=2,pp=1,...".
+// Every layout key that is an estimate option travels (so knobs added to the search later do too),
+// except values equal to the option's default and gbs (a workload input, already in the plan's).
 function layoutOptions(layout) {
+  const props = SCHEMA.estimate.properties;
   const out = {};
-  for (const k of LAYOUT_FIELDS) {
-    if (!(k in layout) || layout[k] === null || layout[k] === undefined) continue;
-    if (["fsdp", "account_for_embedding", "account_for_loss"].includes(k) && !layout[k]) continue;
-    if (k === "cpu_offload_layers" && !layout[k]) continue;
-    out[k] = layout[k];
+  for (const [k, v] of Object.entries(layout)) {
+    if (!(k in props) || k === "gbs" || v === null || v === undefined) continue;
+    if (props[k].default !== undefined && v === props[k].default) continue;
+    out[k] = v;
   }
   return out;
 }
