@@ -43,7 +43,12 @@ if triton is not installed the script registers a stand-in for that one module
 either way.
 
 Versions used for the committed JSON: megatron-core 0.19.2, torch 2.13.0+cpu,
-Python 3.11.  ``--only REGEX`` restricts to matching case names, ``--list``
+Python 3.11.  The attention-variant cases (``--only "window|sinks" --merge``: sliding
+windows, ``window_attn_skip_freq`` patterns, learnable-softmax sinks) were added with
+megatron-core 0.16.1 / torch 2.14 (each such case records its ``megatron_core_version``;
+the files they touch, ``dot_product_attention.py`` L93-138 and ``transformer/utils.py``
+``is_layer_window_attention``, are unchanged in 0.19).  ``--merge`` replaces or appends
+only the selected cases.  ``--only REGEX`` restricts to matching case names, ``--list``
 prints the case names.
 
 CPU shims (all in ``install_cpu_shims``)
@@ -168,6 +173,10 @@ MODEL_DEFAULTS = dict(
     qk_pos_emb_head_dim=None,
     v_head_dim=None,
     mtp_num_layers=None,
+    # attention variants (issue 15): no parameters except softmax_type="learnable" (sinks)
+    window_size=None,  # [left, 0]
+    window_attn_skip_freq=None,  # int N or a 0/1 list (1 = windowed)
+    softmax_type="vanilla",
 )
 
 LLAMA31_8B = dict(
@@ -215,6 +224,18 @@ MOONLIGHT_16B = dict(  # DeepSeek-V3 architecture at DeepSeek-V2-Lite width, q_l
 )
 DEEPSEEK_V2_LITE = dict(MOONLIGHT_16B, ffn_hidden_size=10944, vocab_size=102400,
                         max_position_embeddings=163840)
+GPT_OSS_20B = dict(  # openai/gpt-oss-20b: biased attention and experts, sinks, 128-token window every other layer
+    hidden_size=2880, ffn_hidden_size=2880, num_attention_heads=64, num_query_groups=8, kv_channels=64,
+    vocab_size=201088, max_position_embeddings=131072, add_bias_linear=True, add_qkv_bias=True,
+    num_moe_experts=32, moe_router_topk=4, moe_ffn_hidden_size=2880, window_size=[128, 0],
+    window_attn_skip_freq=2, softmax_type="learnable",
+)
+MISTRAL_7B_V01 = dict(LLAMA31_8B, vocab_size=32000, max_position_embeddings=32768, window_size=[4096, 0])
+GEMMA3_27B = dict(  # google/gemma-3-27b text tower: 1024 window on 5 of every 6 layers, tied embeddings
+    hidden_size=5376, ffn_hidden_size=21504, num_attention_heads=32, num_query_groups=16, kv_channels=128,
+    vocab_size=262208, max_position_embeddings=131072, qk_layernorm=True, untie_embeddings_and_output_weights=False,
+    window_size=[1024, 0], window_attn_skip_freq=[1, 1, 1, 1, 1, 0],
+)
 DEEPSEEK_V3 = dict(
     hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, num_query_groups=128,
     kv_channels=128, vocab_size=129280, max_position_embeddings=163840, qk_layernorm=True,
@@ -327,6 +348,15 @@ CASES = [
           dict(pp=4, ep=16, etp=1, first_stage_layers=2, last_stage_layers=2),
           num_layers=14, moe_layer_freq=_moe(3, 11), mtp_num_layers=1, num_moe_experts=64,
           max_position_embeddings=4096),
+    # ---- attention variants (issue 15): windows (no parameters) and sinks (one per head) --------
+    _case("gpt-oss-20b-L4-tp1-ep1-window-sinks", GPT_OSS_20B, dict(), num_layers=4, moe_layer_freq=_moe(0, 4)),
+    _case("gpt-oss-20b-L4-tp2-ep4-etp1-window-sinks", GPT_OSS_20B, dict(tp=2, ep=4, etp=1), num_layers=4,
+          moe_layer_freq=_moe(0, 4)),
+    _case("gpt-oss-20b-L4-tp4-pp2-ep8-etp1-window-sinks", GPT_OSS_20B, dict(tp=4, pp=2, ep=8, etp=1),
+          num_layers=4, moe_layer_freq=_moe(0, 4)),
+    _case("mistral-7b-v0.1-L4-tp2-pp2-window", MISTRAL_7B_V01, dict(tp=2, pp=2), num_layers=4),
+    _case("gemma3-27b-L6-tp4-window-pattern-tied", GEMMA3_27B, dict(tp=4), num_layers=6,
+          window_attn_skip_freq=[1, 1, 1, 1, 1, 0]),
 ]
 
 
@@ -421,7 +451,10 @@ def install_spec_patches(te_fidelity: bool = True) -> None:
     from megatron.core.models.gpt import gpt_layer_specs
     from megatron.core.post_training.modelopt.layers import Linear as ModeloptLinear
     from megatron.core.tensor_parallel.layers import ColumnParallelLinear
-    from megatron.core.transformer import mla_qk_norm_config
+    try:  # core >= 0.19; older releases (--merge of non-MLA cases with 0.16) have no resolver to patch
+        from megatron.core.transformer import mla_qk_norm_config
+    except ImportError:
+        mla_qk_norm_config = None
     from megatron.core.transformer import multi_latent_attention as mla_mod
     from megatron.core.transformer.identity_op import IdentityOp
 
@@ -460,6 +493,9 @@ def install_spec_patches(te_fidelity: bool = True) -> None:
         mla_mod.TELinear = DuplicatedLinear
 
         # (2) The Q/KV-norm resolver asks the backend for its fused norm+linear class.
+        if mla_qk_norm_config is None:
+            return _patch_local_mla_spec(gpt_layer_specs, MLACoreAttentionStandIn, DuplicatedLinear,
+                                         LayerNormColumnParallelLinear, IdentityOp, te_fidelity)
         _orig_get_backend = mla_qk_norm_config.get_backend
 
         def _get_backend(transformer_impl):
@@ -469,6 +505,12 @@ def install_spec_patches(te_fidelity: bool = True) -> None:
 
         mla_qk_norm_config.get_backend = _get_backend
 
+    _patch_local_mla_spec(gpt_layer_specs, MLACoreAttentionStandIn, DuplicatedLinear, LayerNormColumnParallelLinear,
+                          IdentityOp, te_fidelity)
+
+
+def _patch_local_mla_spec(gpt_layer_specs, MLACoreAttentionStandIn, DuplicatedLinear, LayerNormColumnParallelLinear,
+                          IdentityOp, te_fidelity) -> None:
     # (3) Re-lay the local MLA layer spec like the TE spec (gpt_layer_specs.py L295-316).
     #     Module-global replacement, so get_gpt_decoder_layer_specs / block / MTP specs use it.
     _orig_local_spec = gpt_layer_specs.get_gpt_layer_local_spec
@@ -541,6 +583,10 @@ def make_config(model: dict, layout: dict):
         bf16=True,
         mtp_num_layers=model["mtp_num_layers"],
     )
+    if model.get("window_size"):
+        kw.update(window_size=tuple(model["window_size"]), window_attn_skip_freq=model.get("window_attn_skip_freq"))
+    if model.get("softmax_type", "vanilla") != "vanilla":
+        kw.update(softmax_type=model["softmax_type"])
     if model["num_moe_experts"]:
         kw.update(
             num_moe_experts=model["num_moe_experts"],
@@ -767,6 +813,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.normpath(default_out))
     ap.add_argument("--only", default=None, help="regex on case names")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--merge", action="store_true",
+                    help="replace / append only the selected cases in the existing --out file (each merged case "
+                         "records the megatron-core version that built it)")
     ap.add_argument("--no-te-patches", action="store_true",
                     help="diagnostics only: plain local spec (MLA down-projections split over "
                          "TP; MLA with q_lora_rank=None and qk_layernorm does not build)")
@@ -822,6 +871,15 @@ def main(argv=None) -> int:
         notes=NOTES,
         cases=results,
     )
+    if args.merge and os.path.exists(args.out):
+        with open(args.out) as f:
+            old = json.load(f)
+        for res in results:
+            res["megatron_core_version"] = megatron.core.__version__
+        fresh = {r["name"]: r for r in results}
+        kept = [fresh.pop(c["name"], c) for c in old["cases"]]
+        old["cases"] = kept + list(fresh.values())
+        doc = old
     if failures:
         doc["failed_cases"] = failures
     text = json.dumps(doc, indent=1) + "\n"

@@ -14,12 +14,25 @@ from megasolve.cli.plot import plot_option
 from megasolve.cli.report import report_option
 
 
+def _attention_label(spec) -> str:
+    """``GQA``, ``MLA``, ``MHA`` plus the variants: ``+SWA 4096`` (sliding window), ``+chunk 8192``,
+    ``+sinks``."""
+    label = "MLA" if spec.mla else ("MHA" if spec.num_query_groups == spec.num_attention_heads else "GQA")
+    if spec.window_size is not None:
+        label += f"+SWA {spec.window_size}"
+    if spec.attention_chunk_size is not None:
+        label += f"+chunk {spec.attention_chunk_size}"
+    if spec.softmax_type == "learnable":
+        label += "+sinks"
+    return label
+
+
 @register
 @click.command("models", epilog="Example:\n\n  megasolve models --format json")
 @format_option()
 def models_command(fmt: str) -> None:
     """List the built-in model presets and aliases."""
-    from megasolve.models.params import active_params, total_params
+    from megasolve.models.params import model_params
     from megasolve.models.presets import _catalog, load_preset
 
     catalog = _catalog()
@@ -29,10 +42,11 @@ def models_command(fmt: str) -> None:
         rows.append({
             "name": name, "hf_id": entry.get("hf_id"), "layers": spec.num_layers, "hidden": spec.hidden_size,
             "heads": spec.num_attention_heads, "kv_heads": spec.num_query_groups,
-            "attention": "MLA" if spec.mla else ("MHA" if spec.num_query_groups == spec.num_attention_heads else "GQA"),
+            "attention": _attention_label(spec),
             "experts": spec.moe.num_experts if spec.is_moe else 0, "top_k": spec.moe.top_k if spec.is_moe else 0,
             "mtp": spec.mtp_num_layers, "vocab": spec.vocab_size,
-            "params_b": round(total_params(spec) / 1e9, 2), "active_params_b": round(active_params(spec) / 1e9, 2),
+            "params_b": round(model_params(spec)["params_total"] / 1e9, 2),
+            "active_params_b": round(model_params(spec)["params_active"] / 1e9, 2),
             "official": entry.get("official_params"),
         })
     aliases = [{"alias": k, "resolves_to": v["resolves_to"]} for k, v in catalog["aliases"].items()]
@@ -113,6 +127,7 @@ def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, ni
     layout = build_layout(cluster.num_gpus, **options)  # the rest are the layout flags
     report = estimate(resolved.spec, cluster, workload, layout, allow_cross_domain_tp)
     data = report.as_dict()
+    render.model_notes(resolved.spec)
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))
     elif fmt == "table":
@@ -157,6 +172,7 @@ def print_estimate(data: dict) -> None:
     out.print(f"[bold]{data['model']}[/] on {data['cluster']['num_gpus']} x {data['cluster']['gpu']}  "
               f"seq {data['workload']['seq_length']}  gbs {layout['gbs']} ({layout['num_microbatches']} micro-batches)"
               f"  {data['workload']['precision']}")
+    out.print(render.model_line(data["model_params"]))
     out.print(f"layout: {render.layout_label(layout)}" + ("  sp" if layout["sequence_parallel"] else ""))
     out.print(render.memory_table(data, "Memory per GPU (GB = 1e9 bytes; * = peak stage)"))
     headroom = mem["capacity_gb"] - mem["peak_gb"]

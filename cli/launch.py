@@ -90,7 +90,57 @@ def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout
         flags.append("--overlap-moe-expert-parallel-comm")
     if spec.is_moe and workload.moe_shared_expert_overlap and spec.moe.shared_expert_ffn_hidden_size:
         flags.append("--moe-shared-expert-overlap")
+    flags += [f"--{key.replace('_', '-')} {_flag_value(value)}".rstrip() for key, value in attention_items(spec, layout)]
     return flags
+
+
+# ---- attention variants (issue 15): the model flags the cost model assumed ---------------------------
+def _skip_freq(pattern: tuple[int, ...]) -> int | None:
+    """The int N of ``--window-attn-skip-freq`` when every N-th layer (1-based) is full attention."""
+    for n in range(2, len(pattern) + 1):
+        if all(bool(v) == ((i + 1) % n != 0) for i, v in enumerate(pattern)):
+            return n
+    return None
+
+
+def attention_items(spec: ModelSpec, layout: Layout) -> list[tuple[str, object]]:
+    """Attention-variant ``TransformerConfig`` fields / Megatron-LM flags of ``spec``:
+    ``window_size`` (TC L247, ``--window-size W,0``), ``window_attn_skip_freq`` (TC L251: an int N,
+    every N-th layer full, or the 0/1 list), ``no_rope_freq`` (TC L291), ``rotary_percent``,
+    ``softmax_type learnable`` (sinks, TC L170), ``qk_l2_norm``; with CP > 1 and windows,
+    ``cp_comm_type all_gather``: TE's ``attn_forward_func_with_cp`` asserts that sliding-window
+    attention runs only with the ``a2a`` or ``all_gather`` CP communication (Megatron's default is
+    ``p2p``). Chunked attention (Llama 4) has no Megatron-Core training flag and is not exported.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> attention_items(load_preset("gpt-oss-20b"), Layout(cp=2))[:3]
+    [('window_size', '128,0'), ('window_attn_skip_freq', 2), ('softmax_type', 'learnable')]
+    """
+    items: list[tuple[str, object]] = []
+    if spec.window_size is not None:
+        items.append(("window_size", f"{spec.window_size},0"))
+        if spec.window_pattern is not None:
+            freq = _skip_freq(spec.window_pattern)
+            items.append(("window_attn_skip_freq", freq if freq else f"[{','.join(map(str, spec.window_pattern))}]"))
+    if spec.softmax_type != "vanilla":
+        items.append(("softmax_type", spec.softmax_type))
+    if spec.no_rope_pattern is not None and any(spec.no_rope_pattern):
+        period = next((n for n in range(1, spec.num_layers + 1) if spec.num_layers % n == 0 and all(
+            bool(v) == ((i + 1) % n == 0) for i, v in enumerate(spec.no_rope_pattern))), None)
+        items.append(("no_rope_freq", period if period else f"[{','.join(map(str, spec.no_rope_pattern))}]"))
+    if spec.rotary_percent != 1.0:
+        items.append(("rotary_percent", spec.rotary_percent))
+    if spec.qk_l2_norm:
+        items.append(("qk_l2_norm", True))
+    if spec.window_size is not None and layout.cp > 1:
+        items.append(("cp_comm_type", "all_gather"))
+    return items
+
+
+def _flag_value(value: object) -> str:
+    if value is True:
+        return ""
+    return f'"{value}"' if isinstance(value, str) and value.startswith("[") else str(value)
 
 
 def _recompute_items(layout: Layout) -> list[tuple[str, object]]:
@@ -175,6 +225,7 @@ def launch_text(fmt: str, spec: ModelSpec, cluster: Cluster, workload: Workload,
                       ("ddp.average_in_collective", False), ("checkpoint.ckpt_format", "fsdp_dtensor")]
         items += [(f"model.{k}", v) for k, v in _recompute_items(layout) + _offload_items(layout)]
         items += _bridge_overlap_items(spec, workload, layout)
+        items += [(f"model.{k}", f"[{v}]" if k == "window_size" else v) for k, v in attention_items(spec, layout)]
         return " \\\n".join(f"{k}={_fmt(v)}" for k, v in items)
     if layout.fsdp:
         raise MegasolveError(field="--format", value=fmt,

@@ -34,6 +34,23 @@ def status(message: str):
     return console(stderr=True).status(message)
 
 
+def model_line(params: dict) -> str:
+    """``model: 8.03B parameters (8.03B active per token, input embedding excluded)`` and the vision
+    tower when a multimodal config has one."""
+    line = f"model: {params['params_total'] / 1e9:.2f}B parameters, {params['params_active'] / 1e9:.2f}B active per token"
+    if params.get("params_vision"):
+        line += (f" (incl. a {params['params_vision'] / 1e9:.2f}B vision tower, not planned; language model "
+                 f"{params['params_language'] / 1e9:.2f}B)")
+    return line
+
+
+def model_notes(spec) -> None:
+    """The reader's notes on the model (defaults filled, features not modelled: never silent), printed
+    once the command has an answer, so that bad input still ends in exactly one error line."""
+    for text in spec.notes:
+        note(text)
+
+
 def note(text: str) -> None:
     """A line for the person at the terminal (stderr, so stdout stays machine-readable)."""
     print(f"note: {text}", file=sys.stderr)

@@ -72,6 +72,7 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
         result = solve(resolved.spec, cluster, workload, top_k=top_k, fixed=parse_fix(fix), time_limit_s=time_limit,
                        engine=engine, allow_cross_domain_tp=allow_cross_domain_tp)
     data = result.as_dict()
+    render.model_notes(resolved.spec)
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))
     elif fmt == "table":
@@ -149,6 +150,7 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
                       f"{t['step_s']:.3f}", f"{t['tokens_per_s_per_gpu']:.0f}", f"{t['mfu']:.1%}",
                       f"{t['bubble_fraction']:.1%}", f"{top.replace('_comm', '')} {comm[top] / t['step_s']:.0%}")
     out.print(table)
+    out.print(render.model_line(data["model_params"]))
     out.print(f"why #1: {why_line(data)}")
     proven = "proven optimal under the cost model" if search["proven_optimal"] else \
         "NOT proven optimal (time limit): best found so far"

@@ -87,6 +87,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
         click.echo(to_csv(data), nl=False)
     else:
         print_whatif(data, render.console())
+    render.model_notes(resolved.spec)
     if plot_path:
         from megasolve.cli.plot import whatif_plot
 

@@ -199,6 +199,12 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
     Unfused attention adds ``(4 + delta)*n/t*T*s`` bytes of scores, softmax and dropout (Korthikanti
     ``5as/h``; section 3.3).
 
+    Attention variants (issue 15) change none of these tensors: with flash / fused attention a sliding
+    window or chunk only skips score blocks (Q, K, V, O and the LSE stay ``O(T)``), sinks add one logit
+    per head (TE ``softmax_offset``, a parameter), and unfused attention applies a window as a mask over
+    the same ``T x s`` scores (``dot_product_attention.py`` L93-108). Partial rotary and no-RoPE layers
+    only change elementwise work.
+
     >>> from megasolve.models.presets import load_preset
     >>> terms = attention_activation_terms(load_preset("llama-3.1-70b"), Workload(seq_length=8192),
     ...                                    ActivationShape(tp=4, cp=2, mbs=1, sequence_parallel=True))

@@ -2,8 +2,14 @@
 
 No ``transformers`` import, no ``trust_remote_code``, no network: the file is JSON and the field
 names are normalised with the alias table of ``reference/ecosystem.md`` section 1.2. transformers'
-own class defaults are deliberately *not* applied (they silently differ between releases, e.g.
-``num_nextn_predict_layers`` defaults to 1 in transformers 5 even for models without MTP).
+class defaults are applied only where a released config relies on them (``DOCUMENTED_DEFAULTS``),
+and then with a note: they silently differ between releases (e.g. ``num_nextn_predict_layers``
+defaults to 1 in transformers 5 even for models without MTP).
+
+Nothing is ignored silently: every key is either read, known to change neither parameters, FLOPs
+nor memory (``NO_EFFECT``), or reported in ``ModelSpec.ignored_features`` (and so in the JSON and
+as a note). The reader is chosen by ``architectures`` before ``model_type`` (Kimi-K2 declares
+``DeepseekV3ForCausalLM`` under ``model_type: kimi_k2``).
 """
 
 from __future__ import annotations
@@ -12,26 +18,138 @@ from typing import Any
 
 from megasolve.models.errors import ConfigError
 from megasolve.models.megatron_args import check_num_layers
-from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
+from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec
+from megasolve.models.vision import vision_params
 
 # model_type -> family. Families share field names and defaults.
 MODEL_TYPES = {
-    "llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama",
-    "gemma": "llama", "gemma2": "llama", "gemma3_text": "llama",
-    "mixtral": "mixtral", "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe",
-    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "gpt2": "gpt2",
+    "llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama", "phi3": "llama",
+    "gemma": "llama", "gemma2": "llama", "gemma3_text": "llama", "ernie4_5": "llama",
+    "qwen2_5_vl": "llama", "qwen2_5_vl_text": "llama", "qwen2_vl": "llama", "qwen2_vl_text": "llama",
+    "mixtral": "mixtral", "minimax_m2": "mixtral", "gpt_oss": "mixtral",
+    "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe", "qwen3_next": "qwen_moe",
+    "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "glm4_moe": "deepseek",
+    "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2", "nemotron_h": "nemotron_h",
 }
-# Wrapper configs whose language model sits in ``text_config``.
-NESTED_TYPES = ("gemma3", "qwen2_5_vl", "llava", "mistral3")
-_QKV_BIAS_TYPES = ("qwen2", "qwen2_moe")
-_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3_text", "deepseek_v2", "deepseek_v3")
-_TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2")
+# ``architectures[0]`` -> the model_type whose reader fits (checked first: Kimi-K2 ships
+# ``model_type: kimi_k2`` with the DeepSeek-V3 architecture, moonshotai/Kimi-K2-Instruct README
+# "Model Usage": "change model_type to deepseek_v3" for frameworks that key on it).
+ARCHITECTURES = {
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "MixtralForCausalLM": "mixtral",
+    "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe",
+    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
+    "Glm4MoeForCausalLM": "glm4_moe", "GptOssForCausalLM": "gpt_oss", "MiniMaxM2ForCausalLM": "minimax_m2",
+    "Ernie4_5_ForCausalLM": "ernie4_5", "Ernie4_5_MoeForCausalLM": "ernie4_5_moe",
+    "Llama4ForCausalLM": "llama4_text", "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
+}
+# Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
+NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
+                "qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text"}
+# Architectures megasolve cannot plan yet, with what is missing. Never point these at the Megatron
+# YAML input: it describes GPTModel stacks (attention + MLP/MoE layers) only.
+UNSUPPORTED = {
+    "qwen3_5": "gated-DeltaNet linear-attention layers (layer_types): megasolve has no linear-attention layer yet",
+    "qwen3_5_moe": "gated-DeltaNet linear-attention layers (layer_types): megasolve has no linear-attention layer "
+                   "yet",
+    "minimax": "lightning (linear) attention layers (attn_type_list 0): megasolve has no linear-attention layer yet",
+    "minimax_m1": "lightning (linear) attention layers (attn_type_list 0): megasolve has no linear-attention layer "
+                  "yet",
+    "falcon_h1": "parallel Mamba-2 + attention layers: megasolve has no Mamba-2 layer yet",
+    "jamba": "Mamba layers interleaved with attention: megasolve has no Mamba layer yet",
+    "mamba": "a pure Mamba model: megasolve has no Mamba layer yet",
+    "mamba2": "a pure Mamba-2 model: megasolve has no Mamba-2 layer yet",
+}
+_QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text")
+_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "deepseek_v2", "deepseek_v3", "kimi_k2")
+_TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2", "ernie4_5", "ernie4_5_moe")
+# transformers' documented class defaults that released configs rely on (filled with a note).
+DOCUMENTED_DEFAULTS = {
+    # transformers models/gemma3/configuration_gemma3.py Gemma3TextConfig(vocab_size=262_208); the
+    # google/gemma-3-*-it config.json files omit it from text_config
+    "gemma3_text": {"vocab_size": 262_208, "sliding_window_pattern": 6},
+    # models/llama4/configuration_llama4.py Llama4TextConfig: no_rope_layer_interval=4 derives
+    # no_rope_layers when the list is empty; interleave_moe_layer_step=1
+    "llama4_text": {"no_rope_layer_interval": 4, "interleave_moe_layer_step": 1},
+}
+# Keys that change neither parameters, FLOPs nor memory: token ids, numerics, initialisation,
+# RoPE frequencies and scaling (same FLOPs), inference-only settings, bookkeeping.
+NO_EFFECT = frozenset({
+    "architectures", "model_type", "auto_map", "transformers_version", "torch_dtype", "dtype", "_name_or_path",
+    "bos_token_id", "eos_token_id", "pad_token_id", "image_token_id", "video_token_id", "vision_start_token_id",
+    "vision_end_token_id", "vision_token_id", "image_token_index", "boi_token_index", "eoi_token_index",
+    "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "initializer_range",
+    "initializer_factor", "rope_theta", "rope_scaling", "rope_local_base_freq", "rope_parameters", "rope_type",
+    "use_cache", "cache_implementation", "output_router_logits", "router_aux_loss_coef", "router_z_loss_coef",
+    "router_jitter_noise", "attention_dropout", "hidden_dropout", "embd_pdrop", "resid_pdrop", "attn_pdrop",
+    "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "hidden_act", "hidden_activation", "activation_function", "pretraining_tp", "use_return_dict",
+    "tie_encoder_decoder", "is_encoder_decoder", "final_logit_softcapping", "query_pre_attn_scalar",
+    "norm_topk_prob", "routed_scaling_factor", "scoring_func", "topk_method", "n_group", "topk_group",
+    "aux_loss_alpha", "seq_aux", "ep_size", "use_routing_bias", "moe_gate_act", "moe_norm_min", "moe_use_aux_free",
+    "swiglu_limit", "initial_context_length", "attn_temperature_tuning", "floor_scale", "attn_scale",
+    "for_llm_compressor", "_attn_implementation_autoset", "original_max_position_embeddings",
+    "layernorm_full_attention_beta", "layernorm_linear_attention_beta", "layernorm_mlp_beta",
+    "layernorm_full_attention_alpha", "layernorm_linear_attention_alpha", "layernorm_mlp_alpha",
+    "rope_3d", "freq_allocation", "use_flash_attention", "use_sliding_window", "max_window_layers",
+    "mrope_section", "keys_to_ignore_at_inference", "use_bfloat16", "chunk_size_feed_forward",
+    "return_dict", "output_hidden_states", "output_attentions", "torchscript", "id2label", "label2id",
+    "problem_type", "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
+    "n_ctx", "task_specific_params", "num_labels", "sliding_window_pattern", "_sliding_window_pattern",
+    "no_rope_layer_interval",
+    # Nemotron-H / Mamba-2 numerics and kernels (same parameters and FLOPs)
+    "mamba_hidden_act", "time_step_min", "time_step_max", "time_step_limit", "time_step_floor", "time_step_rank",
+    "chunk_size", "residual_in_fp32", "rescale_prenorm_residual", "use_mamba_kernels", "num_logits_to_keep",
+    "mamba_dt_min", "mamba_dt_max", "mamba_dt_limit", "mamba_dt_init_floor", "mamba_chunk_size", "mamba_proj_bias",
+    "mamba_conv_bias", "mamba_expand", "expand", "use_conv_bias", "use_bias", "mlp_bias",
+})
+# Keys that do change compute or memory but that megasolve does not model, when set: key -> what.
+UNMODELLED = {
+    "attn_logit_softcapping": "attention logit soft-capping (tanh on every score; Megatron-Core's attention has "
+                              "no soft-cap, so the step time excludes it)",
+    "vision_config": "the vision tower (vision_config) is neither counted nor planned: parameters, memory and "
+                     "time are the language model's",
+    "audio_config": "the audio tower (audio_config) is not counted",
+    "num_mtp_modules": "MiniMax multi-token-prediction modules are not counted (not an MTP layer Megatron-Core "
+                       "builds)",
+    "qk_norm_type": "QK norm over all heads of a layer (per_layer): its n*d + g*d weights per layer are counted "
+                    "as per-head norms (2*d)",
+    "mlp_intermediate_size": "mlp_intermediate_size is unused by the MiniMax-M2 layers (all MoE) and not read",
+}
+
+# Keys worth a note that change nothing megasolve plans.
+INFORMATIONAL = {
+    "quantization_config": "the checkpoint is stored quantised; training is planned in bf16 master weights with "
+                           "--precision",
+}
+
+
+class _Config(dict):
+    """The config mapping, remembering which keys the reader looked at."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.read: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
 
 
 def _get(cfg: dict[str, Any], name: str, model_type: str, *aliases: str) -> Any:
-    for key in (name, *aliases):
-        if cfg.get(key) is not None:
-            return cfg[key]
+    found = [cfg.get(key) for key in (name, *aliases)]  # reads every alias (none is left unreported)
+    for key, value in zip((name, *aliases), found):
+        if value is not None:
+            return value
     raise ConfigError(field=name, value="missing",
                       rule=f"config.json of model_type '{model_type}' must set it",
                       fix=f"add \"{name}\" to config.json")
@@ -51,29 +169,79 @@ def _opt_int(cfg: dict[str, Any], name: str, model_type: str, default: int | Non
     return _int(cfg, name, model_type) if cfg.get(name) is not None else default
 
 
-def _flatten(cfg: dict[str, Any]) -> dict[str, Any]:
-    """Lift ``text_config`` of multimodal wrappers (Gemma 3, VL models) to the top level."""
+def _int_list(cfg: dict[str, Any], name: str, length: int | None = None) -> list[int] | None:
+    value = cfg.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in value):
+        raise ConfigError(field=name, value=repr(value)[:80], rule="must be a list of integers",
+                          fix=f"write {name} as a JSON list of integers")
+    if length is not None and value and len(value) != length:
+        raise ConfigError(field=name, value=f"list of {len(value)}", rule=f"must have one entry per layer ({length})",
+                          fix="give one entry per decoder layer")
+    return value
+
+
+def _flatten(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """Lift ``text_config`` of multimodal wrappers (Gemma 3, Llama 4, VL models) to the top level."""
     text = cfg.get("text_config")
-    if cfg.get("model_type") in NESTED_TYPES or (isinstance(text, dict) and "num_hidden_layers" not in cfg):
+    wrapper = cfg.get("model_type")
+    if not isinstance(wrapper, str):
+        raise ConfigError(field="model_type", value=repr(wrapper)[:40], rule="must be a string naming the architecture",
+                          fix="pass the model's config.json unchanged")
+    if wrapper in NESTED_TYPES and not isinstance(text, dict) and "num_hidden_layers" in cfg:
+        return cfg  # flat VL config (Qwen2.5-VL as released): the language fields sit at the top level
+    if wrapper in NESTED_TYPES or (isinstance(text, dict) and "num_hidden_layers" not in cfg):
         if not isinstance(text, dict):
             raise ConfigError(field="text_config", value="missing",
-                              rule=f"model_type '{cfg.get('model_type')}' keeps its language model there",
+                              rule=f"model_type '{wrapper}' keeps its language model there",
                               fix="pass the full config.json")
         merged = dict(text)
-        merged.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings"))
-        merged.setdefault("model_type", "gemma3_text")
-        if merged.get("tie_word_embeddings") is None:
-            merged.pop("tie_word_embeddings")
+        for key in ("tie_word_embeddings", "vision_config", "audio_config", "quantization_config"):
+            if key not in merged and cfg.get(key) is not None:
+                merged[key] = cfg[key]
+        merged.setdefault("model_type", NESTED_TYPES.get(wrapper, "gemma3_text"))
+        if merged["model_type"] == wrapper:  # a nested text_config naming the wrapper type
+            merged["model_type"] = NESTED_TYPES.get(wrapper, wrapper)
+        notes.append(f"read the language model from text_config of the '{wrapper}' wrapper")
         return merged
     return cfg
 
 
+def _resolve_type(cfg: dict[str, Any], notes: list[str]) -> str:
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str):
+        raise ConfigError(field="model_type", value=repr(model_type)[:40], rule="must be a string naming the "
+                          "architecture", fix="pass the model's config.json unchanged")
+    architectures = cfg.get("architectures") or []
+    arch = architectures[0] if isinstance(architectures, list) and architectures else None
+    if isinstance(model_type, str) and model_type in UNSUPPORTED:
+        raise ConfigError(field="model_type", value=model_type, rule=f"not plannable yet: {UNSUPPORTED[model_type]}",
+                          fix="no megasolve input can describe this model yet (a Megatron YAML describes "
+                              "attention + MLP/MoE stacks only); plan a transformer of the same size meanwhile")
+    by_arch = ARCHITECTURES.get(arch) if isinstance(arch, str) else None
+    if by_arch is not None and by_arch != model_type and MODEL_TYPES.get(by_arch) != MODEL_TYPES.get(model_type):
+        notes.append(f"model_type '{model_type}' read as '{by_arch}' (architectures: {arch})")
+        return by_arch
+    if isinstance(model_type, str) and model_type in MODEL_TYPES:
+        return model_type
+    if by_arch is not None:
+        notes.append(f"model_type '{model_type}' read as '{by_arch}' (architectures: {arch})")
+        return by_arch
+    raise ConfigError(field="model_type", value=model_type,
+                      rule=f"not a supported architecture ({', '.join(sorted(MODEL_TYPES))})",
+                      fix="if it is a decoder-only transformer of attention and MLP/MoE layers, describe it with "
+                          "Megatron argument names in a YAML file (see README, --model)")
+
+
 def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> MoESpec | None:
-    if family == "mixtral":
+    if family == "mixtral":  # Mixtral, gpt-oss, MiniMax-M2: every layer MoE, no dense MLP
         experts = _int(cfg, "num_local_experts", model_type)
         ffn = _int(cfg, "intermediate_size", model_type)
         pattern = [1] * num_layers
-        shared, gate = 0, False
+        shared = _opt_int(cfg, "shared_intermediate_size", model_type, 0) or 0
+        gate = False
+        top_k = _int(cfg, "num_experts_per_tok", model_type, "experts_per_token")
     elif family == "qwen_moe":
         experts = _opt_int(cfg, "num_experts", model_type, 0)
         if not experts:
@@ -87,8 +255,9 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         dense_only = set(dense_only)
         pattern = [int(i not in dense_only and (i + 1) % step == 0) for i in range(num_layers)]
         shared = _opt_int(cfg, "shared_expert_intermediate_size", model_type, 0) or 0
-        gate = model_type == "qwen2_moe" and shared > 0
-    elif family == "deepseek":
+        gate = model_type in ("qwen2_moe", "qwen3_next") and shared > 0  # shared_expert_gate: Linear(h, 1)
+        top_k = _int(cfg, "num_experts_per_tok", model_type)
+    elif family == "deepseek":  # DeepSeek-V2/V3, Kimi-K2, GLM-4.5 (glm4_moe): first-k dense, shared experts
         experts = _opt_int(cfg, "n_routed_experts", model_type, 0)
         if not experts:
             return None
@@ -98,11 +267,81 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         pattern = [int(i >= first_dense and i % freq == 0) for i in range(num_layers)]
         shared = (_opt_int(cfg, "n_shared_experts", model_type, 0) or 0) * ffn
         gate = False
+        top_k = _int(cfg, "num_experts_per_tok", model_type)
+    elif family == "llama4":  # Llama4TextMoe: routed experts + one shared expert of the same width
+        experts = _int(cfg, "num_local_experts", model_type)
+        ffn = _int(cfg, "intermediate_size", model_type)
+        moe_layers = _int_list(cfg, "moe_layers")
+        step = cfg.get("interleave_moe_layer_step")
+        if moe_layers is None:  # Llama4TextConfig: range(step - 1, L, step)
+            if step is None:
+                step = DOCUMENTED_DEFAULTS["llama4_text"]["interleave_moe_layer_step"]
+            moe_layers = list(range(step - 1, num_layers, step))
+        chosen = set(moe_layers)
+        pattern = [int(i in chosen) for i in range(num_layers)]
+        shared, gate = ffn, False
+        top_k = _int(cfg, "num_experts_per_tok", model_type)
+    elif family == "ernie_moe":  # Ernie4_5_MoeDecoderLayer: interval, start and end index
+        experts = _int(cfg, "moe_num_experts", model_type)
+        ffn = _int(cfg, "moe_intermediate_size", model_type)
+        start = _opt_int(cfg, "moe_layer_start_index", model_type, 0) or 0
+        end = cfg.get("moe_layer_end_index")
+        end = num_layers - 1 if end is None or end == -1 else end
+        interval = _opt_int(cfg, "moe_layer_interval", model_type, 1) or 1
+        pattern = [int((i + 1) % interval == 0 and start <= i <= end) for i in range(num_layers)]
+        shared = (_opt_int(cfg, "moe_num_shared_experts", model_type, 0) or 0) * ffn
+        gate = False
+        top_k = _int(cfg, "moe_k", model_type)
     else:
         return None
-    return MoESpec(num_experts=experts, top_k=_int(cfg, "num_experts_per_tok", model_type),
-                   expert_ffn_hidden_size=ffn, shared_expert_ffn_hidden_size=shared,
+    return MoESpec(num_experts=experts, top_k=top_k, expert_ffn_hidden_size=ffn, shared_expert_ffn_hidden_size=shared,
                    shared_expert_gate=gate, layer_pattern=tuple(pattern))
+
+
+def _layer_types(cfg: dict[str, Any], layers: int) -> list[str] | None:
+    types = cfg.get("layer_types")
+    if types is None:
+        return None
+    if not isinstance(types, list) or len(types) != layers or any(not isinstance(t, str) for t in types):
+        raise ConfigError(field="layer_types", value=repr(types)[:80], rule=f"must list one type per layer ({layers})",
+                          fix="e.g. [\"sliding_attention\", \"full_attention\", ...]")
+    unknown = sorted(set(types) - {"sliding_attention", "full_attention", "chunked_attention"})
+    if unknown:
+        raise ConfigError(field="layer_types", value=unknown[0],
+                          rule="megasolve plans full, sliding-window and chunked attention layers only",
+                          fix="linear-attention / Mamba layers are not modelled yet (no input can express them)")
+    return types
+
+
+def _window(cfg: dict[str, Any], model_type: str, layers: int, notes: list[str]) -> tuple[int | None, tuple | None]:
+    """Sliding window and its per-layer pattern (1 = windowed), as each transformers model applies it."""
+    window = cfg.get("sliding_window")
+    if isinstance(window, bool) or (window is not None and not isinstance(window, int)):
+        raise ConfigError(field="sliding_window", value=repr(window), rule="must be an integer or null",
+                          fix="write the window in tokens")
+    types = _layer_types(cfg, layers)
+    if model_type in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe") + _QKV_BIAS_TYPES and types is None:
+        # Qwen2Attention: the window applies only with use_sliding_window, from layer max_window_layers on
+        if not cfg.get("use_sliding_window"):
+            return None, None
+        start = _opt_int(cfg, "max_window_layers", model_type, 0) or 0
+        types = ["sliding_attention" if i >= start else "full_attention" for i in range(layers)]
+    if not window:
+        return None, None
+    if types is None:
+        if model_type == "gemma2":  # Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
+            types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+        elif model_type == "gemma3_text":  # Gemma3DecoderLayer: bool((layer_idx + 1) % sliding_window_pattern)
+            period = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern")  # transformers >= 4.53
+            if period is None:
+                period = DOCUMENTED_DEFAULTS["gemma3_text"]["sliding_window_pattern"]
+                notes.append(f"sliding_window_pattern not set: transformers' default {period} "
+                             "(one global layer in six)")
+            types = ["sliding_attention" if (i + 1) % period else "full_attention" for i in range(layers)]
+    if types is None:  # Mistral, Phi-3, gpt-oss without layer_types: every layer windowed
+        return window, None
+    pattern = tuple(int(t == "sliding_attention") for t in types)
+    return (window, pattern) if any(pattern) else (None, None)
 
 
 def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str = "") -> ModelSpec:
@@ -116,37 +355,151 @@ def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str
     if not isinstance(cfg, dict):
         raise ConfigError(field="config.json", value=type(cfg).__name__, rule="must be a JSON object",
                           fix="pass a Hugging Face config.json")
-    cfg = _flatten(cfg)
-    model_type = cfg.get("model_type")
-    if not isinstance(model_type, str) or model_type not in MODEL_TYPES:
-        raise ConfigError(field="model_type", value=model_type,
-                          rule=f"not a supported architecture ({', '.join(sorted(MODEL_TYPES))})",
-                          fix="describe the model with Megatron argument names in a YAML file instead")
+    notes: list[str] = []
+    raw = _flatten(cfg, notes)
+    model_type = _resolve_type(raw, notes)
+    cfg = _Config(raw)
+    for key, value in DOCUMENTED_DEFAULTS.get(model_type, {}).items():
+        if key == "vocab_size" and cfg.get(key) is None:
+            cfg[key] = value
+            notes.append(f"{key} not set: transformers' documented default {value} "
+                         f"({model_type} configuration class)")
     family = MODEL_TYPES[model_type]
     if family == "gpt2":
-        hidden = _int(cfg, "n_embd", model_type, "hidden_size")
-        layers = check_num_layers(_int(cfg, "n_layer", model_type, "num_hidden_layers"), "n_layer")
-        heads = _int(cfg, "n_head", model_type, "num_attention_heads")
-        ffn = _opt_int(cfg, "n_inner", model_type, None) or 4 * hidden
-        return ModelSpec(
-            name=name, num_layers=layers, hidden_size=hidden, ffn_hidden_size=ffn,
-            num_attention_heads=heads, num_query_groups=heads, vocab_size=_int(cfg, "vocab_size", model_type),
-            max_position_embeddings=_opt_int(cfg, "n_positions", model_type, 1024) or 1024,
-            untie_embeddings_and_output_weights=not cfg.get("tie_word_embeddings", True),
-            swiglu=False, normalization="LayerNorm", add_bias_linear=True,
-            position_embedding_type="learned_absolute", source=source)
+        spec = _gpt2(cfg, model_type, name, source)
+    elif family == "nemotron_h":
+        spec = _nemotron_h(cfg, model_type, name, source, notes)
+    else:
+        spec = _decoder(cfg, model_type, family, name, source, notes)
+    vision, counted = vision_params(model_type, dict.get(cfg, "vision_config"), spec.hidden_size)
+    if vision:
+        cfg.read.add("vision_config")
+        spec = _with(spec, vision_params=vision)
+        notes.append(f"vision tower ({counted}, {vision / 1e9:.2f}B parameters) counted in the total but not "
+                     "planned: memory, time and layouts are the language model's")
+    ignored = _ignored(cfg)
+    notes += [f"{key}: {text}" for key, text in INFORMATIONAL.items() if dict.get(cfg, key)]
+    notes += [f"ignored: {item}" for item in ignored]
+    return _with(spec, ignored_features=tuple(ignored), notes=tuple(notes))
 
+
+def _with(spec: ModelSpec, **changes: Any) -> ModelSpec:
+    from dataclasses import replace
+
+    return replace(spec, **changes)
+
+
+def _ignored(cfg: _Config) -> list[str]:
+    """Keys not read that change compute or memory (``UNMODELLED``) or that megasolve does not know."""
+    out = []
+    for key in sorted(set(dict.keys(cfg)) - cfg.read - NO_EFFECT - set(INFORMATIONAL)):
+        value = dict.__getitem__(cfg, key)
+        if value in (None, False, 0, [], {}, ""):
+            continue
+        if key in UNMODELLED:
+            out.append(f"{key}: {UNMODELLED[key]}")
+        else:
+            out.append(f"{key}={_short(value)}: not a field megasolve reads; if it changes the layers, the plan "
+                       "does not include it")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _gpt2(cfg: _Config, model_type: str, name: str, source: str) -> ModelSpec:
+    hidden = _int(cfg, "n_embd", model_type, "hidden_size")
+    layers = check_num_layers(_int(cfg, "n_layer", model_type, "num_hidden_layers"), "n_layer")
+    heads = _int(cfg, "n_head", model_type, "num_attention_heads")
+    ffn = _opt_int(cfg, "n_inner", model_type, None) or 4 * hidden
+    return ModelSpec(
+        name=name, num_layers=layers, hidden_size=hidden, ffn_hidden_size=ffn,
+        num_attention_heads=heads, num_query_groups=heads, vocab_size=_int(cfg, "vocab_size", model_type),
+        max_position_embeddings=_opt_int(cfg, "n_positions", model_type, 1024) or 1024,
+        untie_embeddings_and_output_weights=not cfg.get("tie_word_embeddings", True),
+        swiglu=False, normalization="LayerNorm", add_bias_linear=True,
+        position_embedding_type="learned_absolute", source=source)
+
+
+def _nemotron_h(cfg: _Config, model_type: str, name: str, source: str, notes: list[str]) -> ModelSpec:
+    """Nemotron-H / Nemotron-3 (``NemotronHForCausalLM``) as Megatron-Core's hybrid ``MambaModel``:
+    ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E MoE), squared-ReLU MLPs (not gated),
+    RMSNorm, attention without position embedding (MambaModel's default ``position_embedding_type='none'``,
+    ``models/mamba/mamba_model.py`` L76)."""
+    pattern = _get(cfg, "hybrid_override_pattern", model_type)
+    if not isinstance(pattern, str):
+        raise ConfigError(field="hybrid_override_pattern", value=repr(pattern)[:40], rule="must be a string",
+                          fix='e.g. "M-M-M*-"')
+    layers = check_num_layers(_int(cfg, "num_hidden_layers", model_type), "num_hidden_layers")
+    heads = _int(cfg, "num_attention_heads", model_type)
+    mamba = MambaSpec(num_heads=_int(cfg, "mamba_num_heads", model_type),
+                      head_dim=_int(cfg, "mamba_head_dim", model_type),
+                      state_dim=_int(cfg, "ssm_state_size", model_type),
+                      num_groups=_int(cfg, "n_groups", model_type, "mamba_n_groups"),
+                      conv_kernel=_opt_int(cfg, "conv_kernel", model_type, None) or _opt_int(
+                          cfg, "mamba_d_conv", model_type, 4) or 4)
+    expand = cfg.get("expand", cfg.get("mamba_expand"))
+    if expand is not None and mamba.d_inner != expand * _int(cfg, "hidden_size", model_type):
+        notes.append(f"mamba_num_heads * mamba_head_dim ({mamba.d_inner}) sets d_inner, not expand ({expand}): "
+                     "Megatron-Core's rule when mamba_num_heads is given (mamba_mixer.py L229-232)")
+    activation = cfg.get("mlp_hidden_act", "relu2")
+    moe = None
+    if "E" in pattern:
+        shared = _opt_int(cfg, "moe_shared_expert_intermediate_size", model_type, 0) or 0
+        moe = MoESpec(num_experts=_int(cfg, "n_routed_experts", model_type),
+                      top_k=_int(cfg, "num_experts_per_tok", model_type),
+                      expert_ffn_hidden_size=_int(cfg, "moe_intermediate_size", model_type),
+                      shared_expert_ffn_hidden_size=shared, layer_pattern=tuple(int(c == "E") for c in pattern))
+    bias = bool(cfg.get("use_bias", False)) or bool(cfg.get("mlp_bias", False))
+    if bias or cfg.get("use_conv_bias", True) is False:
+        notes.append("use_bias / use_conv_bias differ from Megatron-Core's Mamba mixer (no linear bias, conv bias on): "
+                     "counted as Megatron-Core builds it")
+    return ModelSpec(
+        name=name, num_layers=layers, hidden_size=_int(cfg, "hidden_size", model_type),
+        ffn_hidden_size=_int(cfg, "intermediate_size", model_type), num_attention_heads=heads,
+        num_query_groups=_opt_int(cfg, "num_key_value_heads", model_type, heads) or heads,
+        kv_channels=_opt_int(cfg, "head_dim", model_type, None) or _opt_int(cfg, "attention_head_dim", model_type, None),
+        vocab_size=_int(cfg, "vocab_size", model_type),
+        max_position_embeddings=_opt_int(cfg, "max_position_embeddings", model_type, 4096) or 4096,
+        untie_embeddings_and_output_weights=not cfg.get("tie_word_embeddings", False),
+        swiglu=activation in ("silu", "swiglu"), normalization="RMSNorm",
+        add_qkv_bias=bool(cfg.get("attention_bias", False)), position_embedding_type="none",
+        moe=moe, hybrid_pattern=pattern, mamba=mamba, source=source)
+
+
+def _rotary_percent(cfg: _Config, head_dim: int | None) -> float:
+    """Partial rotary: ``partial_rotary_factor`` (GLM, Phi-4-mini; also inside transformers 5's
+    ``rope_parameters``) or MiniMax's ``rotary_dim`` in channels."""
+    factor = cfg.get("partial_rotary_factor")
+    rope = cfg.get("rope_parameters")
+    if factor is None and isinstance(rope, dict):
+        factor = rope.get("partial_rotary_factor")
+    rotary_dim = cfg.get("rotary_dim")
+    if factor is None and rotary_dim and head_dim:
+        factor = rotary_dim / head_dim
+    return float(factor) if factor else 1.0
+
+
+def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str, notes: list[str]) -> ModelSpec:
     hidden = _int(cfg, "hidden_size", model_type)
     layers = check_num_layers(_int(cfg, "num_hidden_layers", model_type), "num_hidden_layers")
     heads = _int(cfg, "num_attention_heads", model_type)
-    kv_heads = _opt_int(cfg, "num_key_value_heads", model_type, heads) or heads
+    kv_heads = _opt_int(cfg, "num_key_value_heads", model_type, None)
+    if kv_heads is None:  # every transformers decoder config: num_key_value_heads = num_attention_heads
+        kv_heads = heads
+        if "kv_lora_rank" not in cfg:
+            notes.append(f"num_key_value_heads not set: transformers' default = num_attention_heads ({heads})")
     moe = _moe(cfg, family, model_type, layers)
     if family == "mixtral" or (family == "qwen_moe" and moe is not None and all(moe.layer_pattern)):
         ffn = _opt_int(cfg, "intermediate_size", model_type, None) or moe.expert_ffn_hidden_size
+    elif family == "llama4":
+        ffn = _int(cfg, "intermediate_size_mlp", model_type)
     else:
         ffn = _int(cfg, "intermediate_size", model_type)
     mla = None
-    if family == "deepseek":
+    if family == "deepseek" and cfg.get("kv_lora_rank") is not None:
         mla = MLASpec(q_lora_rank=_opt_int(cfg, "q_lora_rank", model_type, None),
                       kv_lora_rank=_int(cfg, "kv_lora_rank", model_type),
                       qk_head_dim=_int(cfg, "qk_nope_head_dim", model_type),
@@ -157,14 +510,81 @@ def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str
     if tied is None:
         tied = model_type in _TIED_BY_DEFAULT
     attention_bias = bool(cfg.get("attention_bias", False))
+    use_bias = bool(cfg.get("use_bias", False))  # ERNIE 4.5: every linear layer
+    if model_type == "gpt_oss":  # GptOssAttention / GptOssExperts / GptOssTopKRouter: all biased
+        bias_linear, qkv_bias = attention_bias, attention_bias
+    elif model_type in ("glm4_moe", "minimax_m2"):  # Glm4MoeAttention: q/k/v bias only, o_proj bias=False
+        bias_linear, qkv_bias = False, attention_bias
+    else:
+        bias_linear = (bool(cfg.get("mlp_bias", False)) and attention_bias) or use_bias
+        qkv_bias = model_type in _QKV_BIAS_TYPES or attention_bias or use_bias
+    qk_norm = model_type in _QK_NORM_TYPES
+    if model_type in ("glm4_moe", "minimax_m2"):
+        qk_norm = bool(cfg.get("use_qk_norm", False))
+    if model_type == "minimax_m2" and dict.get(cfg, "qk_norm_type", "per_layer") != "per_layer":
+        cfg.read.add("qk_norm_type")  # per-head norms: what is counted
+    linear, gdn = None, None
+    if model_type == "qwen3_next":  # Qwen3NextConfig: every full_attention_interval-th layer softmax attention
+        types = cfg.get("layer_types")
+        if types is None:
+            interval = _int(cfg, "full_attention_interval", model_type)
+            types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)]
+        else:
+            cfg.get("full_attention_interval")
+        if not isinstance(types, list) or len(types) != layers or set(types) - {"linear_attention", "full_attention"}:
+            raise ConfigError(field="layer_types", value=repr(types)[:60], rule=f"must list {layers} entries of "
+                              "linear_attention / full_attention", fix="pass the model's config.json unchanged")
+        cfg.read.add("layer_types")
+        linear = tuple(int(t == "linear_attention") for t in types)
+        gdn = GatedDeltaNetSpec(num_key_heads=_int(cfg, "linear_num_key_heads", model_type),
+                                key_head_dim=_int(cfg, "linear_key_head_dim", model_type),
+                                num_value_heads=_int(cfg, "linear_num_value_heads", model_type),
+                                value_head_dim=_int(cfg, "linear_value_head_dim", model_type),
+                                conv_kernel=_opt_int(cfg, "linear_conv_kernel_dim", model_type, 4) or 4)
+        window, window_pattern = None, None
+    else:
+        window, window_pattern = _window(cfg, model_type, layers, notes)
+    chunk, chunk_pattern, no_rope, l2_norm = None, None, None, False
+    if family == "llama4":
+        chunk = _opt_int(cfg, "attention_chunk_size", model_type, None)
+        rope_layers = _int_list(cfg, "no_rope_layers", layers)  # Llama4TextAttention: 1 = uses RoPE
+        interval = cfg.get("no_rope_layer_interval")
+        if not rope_layers:
+            if interval is None:
+                interval = DOCUMENTED_DEFAULTS["llama4_text"]["no_rope_layer_interval"]
+                notes.append(f"no_rope_layers empty and no_rope_layer_interval not set: transformers' default "
+                             f"{interval} (every {interval}th layer without RoPE)")
+            rope_layers = [int((i + 1) % interval != 0) for i in range(layers)]
+        no_rope = tuple(1 - r for r in rope_layers)
+        chunk_pattern = tuple(rope_layers) if chunk else None  # chunked attention on the RoPE layers
+        l2_norm = bool(cfg.get("use_qk_norm", False))
+        if chunk:
+            notes.append(f"chunked attention ({chunk} tokens on {sum(rope_layers)} of {layers} layers) is costed as "
+                         "the model computes it; Megatron-Core has no chunked-attention training flag "
+                         "(attention.py L952), so a Megatron-Core run attends causally over the whole sequence "
+                         "on those layers (more attention FLOPs at long sequences)")
+    elif model_type == "minimax_m2":
+        attn_types = _int_list(cfg, "attn_type_list", layers)
+        if attn_types and not all(attn_types):
+            raise ConfigError(field="attn_type_list", value="contains 0",
+                              rule=UNSUPPORTED["minimax"], fix="no megasolve input can describe this model yet")
+    sinks = model_type == "gpt_oss"  # GptOssAttention.sinks: one learned logit per head
+    max_pos = _opt_int(cfg, "max_position_embeddings", model_type, None)
+    if max_pos is None:
+        max_pos = 4096
+        notes.append("max_position_embeddings not set: assumed 4096 (only limits --seq-len)")
+    mtp = _opt_int(cfg, "num_nextn_predict_layers", model_type, 0) or 0
     return ModelSpec(
         name=name, num_layers=layers, hidden_size=hidden, ffn_hidden_size=ffn,
         num_attention_heads=heads, num_query_groups=kv_heads if mla is None else heads,
         kv_channels=head_dim, vocab_size=_int(cfg, "vocab_size", model_type),
-        max_position_embeddings=_opt_int(cfg, "max_position_embeddings", model_type, 4096) or 4096,
+        max_position_embeddings=max_pos,
         untie_embeddings_and_output_weights=not tied, swiglu=True, normalization="RMSNorm",
-        add_bias_linear=bool(cfg.get("mlp_bias", False)) and attention_bias,
-        add_qkv_bias=model_type in _QKV_BIAS_TYPES or attention_bias,
-        qk_layernorm=model_type in _QK_NORM_TYPES, position_embedding_type="rope",
-        moe=moe, mla=mla, mtp_num_layers=_opt_int(cfg, "num_nextn_predict_layers", model_type, 0) or 0,
+        add_bias_linear=bias_linear, add_qkv_bias=qkv_bias,
+        qk_layernorm=qk_norm, position_embedding_type="rope",
+        moe=moe, mla=mla, mtp_num_layers=mtp,
+        window_size=window, window_pattern=window_pattern, attention_chunk_size=chunk, chunk_pattern=chunk_pattern,
+        no_rope_pattern=no_rope, rotary_percent=_rotary_percent(cfg, head_dim or (hidden // heads)),
+        softmax_type="learnable" if sinks else "vanilla", qk_l2_norm=l2_norm,
+        linear_attention_pattern=linear, gated_delta_net=gdn, attention_output_gate=model_type == "qwen3_next",
         source=source)

@@ -27,9 +27,45 @@ import ast
 from typing import Any
 
 from megasolve.models.errors import ConfigError
-from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
+from megasolve.models.spec import MambaSpec, MLASpec, MoESpec, ModelSpec
 
 REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
+# Every key the reader understands: the ones it reads, and Megatron-LM arguments that change neither
+# parameters, FLOPs nor memory (numerics, initialisation, RoPE frequencies, tokenizer, dropout rates).
+# Anything else is an error naming the closest known keys: a silently dropped ``window_size:`` typo
+# would plan a different model (ARG ``_add_network_size_args`` and friends for the names).
+READ_KEYS = frozenset({
+    "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "group_query_attention",
+    "num_query_groups", "kv_channels", "vocab_size", "padded_vocab_size", "max_position_embeddings", "seq_length",
+    "swiglu", "normalization", "add_bias_linear", "disable_bias_linear", "add_qkv_bias", "qk_layernorm",
+    "share_embeddings_and_output_weights", "untie_embeddings_and_output_weights", "position_embedding_type",
+    "num_moe_experts", "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
+    "moe_shared_expert_gate", "moe_layer_freq", "multi_latent_attention", "q_lora_rank", "kv_lora_rank",
+    "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "make_vocab_size_divisible_by",
+    "window_size", "window_attn_skip_freq", "no_rope_freq", "rotary_percent", "softmax_type", "qk_l2_norm",
+    "hybrid_override_pattern", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads",
+    "is_hybrid_model", "squared_relu",
+})
+NO_EFFECT_KEYS = frozenset({
+    "rotary_base", "rope_scaling_factor", "use_rope_scaling", "rotary_scaling_factor", "rotary_interleaved",
+    "rope_type", "mscale", "mscale_all_dim", "original_max_position_embeddings", "beta_fast", "beta_slow",
+    "norm_epsilon", "layernorm_epsilon", "apply_layernorm_1p", "layernorm_zero_centered_gamma", "init_method_std",
+    "attention_dropout", "hidden_dropout", "tokenizer_type", "tokenizer_model", "moe_router_score_function",
+    "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_topk_scaling_factor",
+    "moe_router_pre_softmax", "moe_router_num_groups", "moe_router_group_topk", "moe_router_load_balancing_type",
+    "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_dtype", "moe_token_dispatcher_type", "moe_grouped_gemm",
+    "moe_permute_fusion", "mtp_loss_scaling_factor", "attention_softmax_in_fp32", "masked_softmax_fusion",
+    "bias_swiglu_fusion", "bias_gelu_fusion", "bias_dropout_fusion", "apply_rope_fusion", "activation_func_clamp_value",
+    "glu_linear_offset", "quick_geglu", "activation_func", "softmax_scale", "attention_backend", "fp16", "bf16",
+    "params_dtype", "qk_clip", "use_mcore_models", "transformer_impl", "kv_channels_v",
+})
+# Megatron arguments of architectures megasolve cannot plan yet: key -> what is missing.
+UNPLANNABLE_KEYS = {
+    "hybrid_attention_ratio": "layer ratios are not read: give the layers as hybrid_override_pattern",
+    "hybrid_mlp_ratio": "layer ratios are not read: give the layers as hybrid_override_pattern",
+    "experimental_attention_variant": "linear-attention (gated DeltaNet) layers: megasolve has none yet",
+    "linear_attention_freq": "linear-attention (gated DeltaNet) layers: megasolve has none yet",
+}
 # Far beyond any trained model (the deepest have ~200 layers), small enough that per-layer lists and
 # the pipeline-split search stay cheap: 10**12 layers hung building the MoE layer pattern.
 MAX_LAYERS = 10_000
@@ -96,6 +132,78 @@ def _eval_list_expr(node: ast.AST) -> list[int]:
     raise ValueError(f"unsupported expression {ast.dump(node)[:40]}")
 
 
+def check_known_keys(args: dict[str, Any]) -> None:
+    """An unknown key is an error with the closest known names (``difflib``), never dropped.
+
+    >>> check_known_keys({"num_layers": 2, "windw_size": [4096, 0]})
+    Traceback (most recent call last):
+    ...
+    megasolve.models.errors.ConfigError: windw_size=[4096, 0]: not a Megatron argument megasolve reads; fix: did you mean window_size, hidden_size? (keys that change no parameter, FLOP or byte are listed in megatron_args.NO_EFFECT_KEYS)
+    """
+    import difflib
+
+    for key in args:
+        if key in UNPLANNABLE_KEYS:
+            raise ConfigError(field=key, value=args[key], rule=f"not plannable yet: {UNPLANNABLE_KEYS[key]}",
+                              fix="no megasolve input can describe this model yet")
+        if key in READ_KEYS or key in NO_EFFECT_KEYS:
+            continue
+        close = difflib.get_close_matches(key, sorted(READ_KEYS | NO_EFFECT_KEYS), n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}?" if close else "remove it or use a Megatron-LM argument name"
+        raise ConfigError(field=key, value=args[key], rule="not a Megatron argument megasolve reads",
+                          fix=f"{hint} (keys that change no parameter, FLOP or byte are listed in "
+                              "megatron_args.NO_EFFECT_KEYS)")
+
+
+def _window(args: dict[str, Any], num_layers: int) -> tuple[int | None, tuple[int, ...] | None]:
+    """``--window-size L,R`` (ARG L2384, ``tuple_type``: a "L,R" string or a list) and
+    ``--window-attn-skip-freq`` (int N: every N-th layer full attention; or a 0/1 list, 1 = windowed;
+    ``transformer/utils.py::is_layer_window_attention`` L531-548)."""
+    raw = args.get("window_size")
+    if raw is None:
+        if args.get("window_attn_skip_freq") is not None:
+            raise ConfigError(field="window_attn_skip_freq", value=args["window_attn_skip_freq"],
+                              rule="has no effect without window_size", fix="add window_size: [W, 0] or drop it")
+        return None, None
+    parts = raw.split(",") if isinstance(raw, str) else raw
+    try:
+        left, right = (int(p) for p in parts)
+    except (TypeError, ValueError):
+        raise ConfigError(field="window_size", value=raw, rule="must be two integers (left, right)",
+                          fix='e.g. window_size: [4096, 0] or "4096,0"') from None
+    if right != 0 or left <= 0:
+        raise ConfigError(field="window_size", value=raw, rule="causal sliding windows are (W, 0) with W > 0",
+                          fix="use [W, 0]; -1 (infinite) means no window: drop the key")
+    freq = args.get("window_attn_skip_freq")
+    if freq is None:
+        return left, None
+    if isinstance(freq, int) and not isinstance(freq, bool):
+        if freq <= 0:
+            raise ConfigError(field="window_attn_skip_freq", value=freq, rule="must be >= 1", fix="e.g. 2")
+        return left, tuple(int((i + 1) % freq != 0) for i in range(num_layers))  # layer_number is 1-based
+    try:
+        pattern = parse_layer_freq(freq if not isinstance(freq, int) else [freq], num_layers)
+    except ConfigError as exc:
+        raise ConfigError(field="window_attn_skip_freq", value=freq, rule=exc.rule, fix=exc.fix) from None
+    return left, pattern
+
+
+def _no_rope(args: dict[str, Any], num_layers: int) -> tuple[int, ...] | None:
+    """``--no-rope-freq`` (TC L291-296, L3138-3153): int N -> every N-th layer skips RoPE; or a 0/1 list."""
+    freq = args.get("no_rope_freq")
+    if freq is None:
+        return None
+    if isinstance(freq, int) and not isinstance(freq, bool):
+        if freq <= 0 or num_layers % freq:
+            raise ConfigError(field="no_rope_freq", value=freq, rule=f"must divide num_layers ({num_layers}) "
+                              "(TC L3141-3145)", fix="use a divisor of num_layers or a 0/1 list")
+        return tuple(int((i + 1) % freq == 0) for i in range(num_layers))
+    try:
+        return parse_layer_freq(freq, num_layers)
+    except ConfigError as exc:
+        raise ConfigError(field="no_rope_freq", value=freq, rule=exc.rule, fix=exc.fix) from None
+
+
 def _typed(args: dict[str, Any], name: str, kind: type, default: Any = None, required: bool = False) -> Any:
     value = args.get(name)
     if value is None:
@@ -127,6 +235,7 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
         raise ConfigError(field="model file", value=type(raw).__name__,
                           rule="must be a mapping of Megatron argument names", fix="write key: value lines")
     args = {str(k).lstrip("-").replace("-", "_"): v for k, v in raw.items()}
+    check_known_keys(args)
     for key in REQUIRED:
         _typed(args, key, int, required=True)
     h = args["hidden_size"]
@@ -163,7 +272,29 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
                       qk_head_dim=_typed(args, "qk_head_dim", int, 128),
                       qk_pos_emb_head_dim=_typed(args, "qk_pos_emb_head_dim", int, 64),
                       v_head_dim=_typed(args, "v_head_dim", int, 128))
+    window, window_pattern = _window(args, num_layers)
+    pattern = _typed(args, "hybrid_override_pattern", str)
+    mamba = None
+    if pattern is not None:  # TC L1256-1270 defaults: state 128, head dim 64, 8 groups, heads = 2h / head dim
+        head_dim = _typed(args, "mamba_head_dim", int, 64)
+        mamba = MambaSpec(num_heads=_typed(args, "mamba_num_heads", int, 2 * h // head_dim), head_dim=head_dim,
+                          state_dim=_typed(args, "mamba_state_dim", int, 128),
+                          num_groups=_typed(args, "mamba_num_groups", int, 8))
+        if moe is not None:
+            moe = MoESpec(num_experts=moe.num_experts, top_k=moe.top_k,
+                          expert_ffn_hidden_size=moe.expert_ffn_hidden_size,
+                          shared_expert_ffn_hidden_size=moe.shared_expert_ffn_hidden_size,
+                          shared_expert_gate=moe.shared_expert_gate,
+                          layer_pattern=tuple(int(c == "E") for c in pattern))
+    rotary = args.get("rotary_percent", 1.0)
+    if isinstance(rotary, bool) or not isinstance(rotary, (int, float)):
+        raise ConfigError(field="rotary_percent", value=repr(rotary), rule="must be a number in (0, 1]",
+                          fix="e.g. 0.5")
     return ModelSpec(
+        hybrid_pattern=pattern, mamba=mamba,
+        window_size=window, window_pattern=window_pattern, no_rope_pattern=_no_rope(args, num_layers),
+        rotary_percent=float(rotary), softmax_type=_typed(args, "softmax_type", str, "vanilla"),
+        qk_l2_norm=_typed(args, "qk_l2_norm", bool, False),
         name=_typed(args, "name", str, name), num_layers=num_layers, hidden_size=h, ffn_hidden_size=ffn,
         num_attention_heads=n, num_query_groups=groups, kv_channels=_typed(args, "kv_channels", int),
         vocab_size=vocab,
@@ -173,7 +304,8 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
         normalization=_typed(args, "normalization", str, "LayerNorm"),
         add_bias_linear=bias, add_qkv_bias=_typed(args, "add_qkv_bias", bool, False),
         qk_layernorm=_typed(args, "qk_layernorm", bool, False),
-        position_embedding_type=_typed(args, "position_embedding_type", str, "learned_absolute"),
+        position_embedding_type=_typed(args, "position_embedding_type", str,
+                                       "none" if pattern is not None else "learned_absolute"),  # MambaModel L76
         moe=moe, mla=mla, mtp_num_layers=_typed(args, "mtp_num_layers", int, 0) or 0,
         make_vocab_size_divisible_by=_typed(args, "make_vocab_size_divisible_by", int, 128),
         source=source)

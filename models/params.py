@@ -82,6 +82,10 @@ def attention_params(spec: ModelSpec, tp: int) -> RankParams:
             replicated += h  # row-parallel linear_proj bias
         if spec.qk_layernorm:
             replicated += 2 * ns * d
+        if spec.attention_output_gate:  # a second query-sized projection, the output gate (Qwen3-Next q_proj)
+            sharded += h * n * d
+        if spec.softmax_type == "learnable":  # attention sinks: one logit per head, split over TP with
+            sharded += n  # the heads (TE ``softmax_offset``; ``extensions/transformer_engine.py`` L2361-2369)
     else:
         mla = spec.mla
         qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
@@ -149,9 +153,70 @@ def moe_mlp_params(spec: ModelSpec, tp: int, ep: int, etp: int) -> RankParams:
                       replicated=replicated, expert=expert)
 
 
+def mamba_params(spec: ModelSpec, tp: int) -> RankParams:
+    """A Mamba-2 layer of a hybrid ``MambaModel`` on one TP rank (``ssm/mamba_mixer.py``, TE spec
+    ``models/mamba/mamba_layer_specs.py``: the layer norm is fused into ``in_proj``, a
+    ``TELayerNormColumnParallelLinear``, replicated). With ``d_i = nheads*headdim``, ``G`` groups,
+    state ``N``, conv kernel ``k``, all split over TP (``nheads % tp == 0`` and ``G % tp == 0``,
+    L243-255): ``in_proj`` ``h x (2 d_i + 2GN + nheads)`` (z, x, B, C, dt; no bias), depthwise
+    ``conv1d`` over ``x, B, C`` with bias ``(d_i + 2GN)(k + 1)``, ``dt_bias``, ``A_log``, ``D`` one
+    per head (``D_has_hdim=False``), the gated RMSNorm ``d_i``, ``out_proj`` ``d_i x h`` (no bias).
+
+    >>> from megasolve.models.spec import MambaSpec
+    >>> spec = ModelSpec(name="h", num_layers=1, hidden_size=4096, ffn_hidden_size=21504, num_attention_heads=32,
+    ...     num_query_groups=8, vocab_size=131072, swiglu=False, hybrid_pattern="M",
+    ...     mamba=MambaSpec(num_heads=128, head_dim=64, state_dim=128, num_groups=8))
+    >>> mamba_params(spec, 1).total  # 4096*18560 + 10240*5 + 3*128 + 8192 + 8192*4096 + 4096
+    109640064
+    """
+    m = spec.mamba
+    h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
+    _split(m.num_heads, tp, "mamba_num_heads", "--tp")
+    _split(m.num_groups, tp, "mamba_num_groups", "--tp")
+    d_i, gn = m.d_inner, m.num_groups * m.state_dim
+    sharded = h * (2 * d_i + 2 * gn + m.num_heads)  # in_proj
+    sharded += (d_i + 2 * gn) * (m.conv_kernel + 1)  # conv1d weight + bias
+    sharded += 3 * m.num_heads + d_i + d_i * h  # dt_bias, A_log, D; gated norm; out_proj
+    return RankParams(tp_sharded=_split(sharded, tp, "Mamba weights", "--tp"), replicated=ns * h)
+
+
+def gated_delta_net_params(spec: ModelSpec, tp: int) -> RankParams:
+    """A gated-DeltaNet mixer with its input norm on one TP rank (transformers
+    ``Qwen3NextGatedDeltaNet``): ``in_proj_qkvz`` ``h x (2 K + 2 V)`` and ``in_proj_ba`` ``h x 2 n_v``
+    (no bias), a depthwise ``conv1d`` over q, k, v without bias ``(2K + V) x kernel``, ``dt_bias`` and
+    ``A_log`` one per value head, a gated RMSNorm over one value head ``d_v``, ``out_proj`` ``V x h``;
+    ``K = n_k d_k``, ``V = n_v d_v``. Heads split over TP; the norm over ``d_v`` is replicated.
+    Megatron-Core builds the same shapes (core 0.16.1 ``ssm/gated_delta_net.py``: one ``in_proj`` of
+    ``2K + 2V + 2 n_v`` outputs L146-158, ``conv1d`` with ``conv_bias=False`` L160-178, ``dt_bias`` /
+    ``A_log`` per local value head L180-200, ``out_norm`` over ``value_head_dim`` L202-207, ``out_proj``
+    L209); not checked against a built model (its layer spec needs Transformer Engine)."""
+    g = spec.gated_delta_net
+    h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
+    _split(g.num_key_heads, tp, "linear_num_key_heads", "--tp")
+    _split(g.num_value_heads, tp, "linear_num_value_heads", "--tp")
+    k, v = g.num_key_heads * g.key_head_dim, g.num_value_heads * g.value_head_dim
+    sharded = h * (2 * k + 2 * v) + h * 2 * g.num_value_heads + (2 * k + v) * g.conv_kernel
+    sharded += 2 * g.num_value_heads + v * h
+    return RankParams(tp_sharded=_split(sharded, tp, "gated DeltaNet weights", "--tp"),
+                      replicated=ns * h + g.value_head_dim)
+
+
 def layer_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int = 1) -> RankParams:
-    """Decoder layer ``layer`` (0-based; MoE or dense from the model's layer pattern) on one rank."""
+    """Decoder layer ``layer`` (0-based; MoE or dense from the model's layer pattern) on one rank.
+    A hybrid ``MambaModel`` layer is one block only (Mamba mixer, attention, MLP or MoE, each with
+    its own pre-norm: ``ssm/mamba_block.py`` L114-160)."""
+    kind = spec.layer_kind(layer)
+    if kind == "mamba":
+        return mamba_params(spec, tp)
+    if kind == "attention":
+        return attention_params(spec, tp)
+    if kind == "mlp":
+        return dense_mlp_params(spec, tp)
     mlp = moe_mlp_params(spec, tp, ep, etp) if spec.is_moe_layer(layer) else dense_mlp_params(spec, tp)
+    if kind == "moe":
+        return mlp
+    if spec.linear_attention_pattern is not None and spec.linear_attention_pattern[layer]:
+        return gated_delta_net_params(spec, tp) + mlp
     return attention_params(spec, tp) + mlp
 
 
@@ -363,11 +428,35 @@ def total_params(spec: ModelSpec, include_mtp: bool = False) -> int:
     return total.total
 
 
-def active_params(spec: ModelSpec) -> int:
-    """Parameters touched per token: routed experts counted ``top_k`` times instead of ``E``."""
+def active_params(spec: ModelSpec, include_input_embedding: bool = False) -> int:
+    """Parameters touched per token: routed experts counted ``top_k`` times instead of ``E``, and, as
+    model cards count it, without the input embedding (a table lookup, no FLOPs; the gpt-oss model
+    card, arXiv 2508.10925 Table 1: 5.13B active of 116.83B for gpt-oss-120b). With tied embeddings the
+    shared matrix is the output layer and stays. ``include_input_embedding`` restores it.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> round(active_params(load_preset("gpt-oss-120b")) / 1e9, 2)
+    5.13
+    """
     total = total_params(spec)
+    if not include_input_embedding and spec.untie_embeddings_and_output_weights:
+        total -= spec.vocab_size * spec.hidden_size
     if not spec.is_moe:
         return total
     moe = spec.moe
     per_expert = moe_mlp_params(spec, 1, 1, 1).expert // moe.num_experts
     return total - moe.num_moe_layers * per_expert * (moe.num_experts - moe.top_k)
+
+
+def model_params(spec: ModelSpec) -> dict[str, int | str]:
+    """The model's size as the JSON reports it (``model_params``): ``params_total`` as model cards
+    count it (language model, MTP excluded, plus a multimodal config's vision tower),
+    ``params_active`` per token without the input embedding (``active_params``),
+    ``params_language`` what megasolve plans, ``params_vision`` counted but not planned.
+
+    >>> model_params(__import__("megasolve.models.presets", fromlist=["x"]).load_preset("llama-3.1-8b"))["params_total"]
+    8030261248
+    """
+    language = total_params(spec)
+    return {"name": spec.name, "params_total": language + spec.vision_params, "params_active": active_params(spec),
+            "params_language": language, "params_vision": spec.vision_params}

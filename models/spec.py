@@ -40,6 +40,37 @@ class MLASpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MambaSpec:
+    """Mamba-2 mixer of a hybrid ``MambaModel`` (``megatron/core/ssm/mamba_mixer.py`` L130-360,
+    TC ``mamba_state_dim`` / ``mamba_head_dim`` / ``mamba_num_groups`` / ``mamba_num_heads``)."""
+
+    num_heads: int  # nheads; d_inner = num_heads * head_dim
+    head_dim: int
+    state_dim: int  # d_state (N)
+    num_groups: int  # ngroups (G) of B and C
+    conv_kernel: int = 4  # d_conv
+
+    @property
+    def d_inner(self) -> int:
+        return self.num_heads * self.head_dim
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatedDeltaNetSpec:
+    """Gated DeltaNet linear attention (Qwen3-Next: transformers ``qwen3_next/modeling_qwen3_next.py``
+    ``Qwen3NextGatedDeltaNet``; Megatron-Core ``ssm/gated_delta_net``)."""
+
+    num_key_heads: int
+    key_head_dim: int
+    num_value_heads: int
+    value_head_dim: int
+    conv_kernel: int = 4
+
+
+HYBRID_SYMBOLS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}  # mamba_hybrid_layer_allocation.py L25-32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
     """A decoder-only transformer, as Megatron-Core's ``GPTModel`` sees it.
 
@@ -69,6 +100,41 @@ class ModelSpec:
     mla: MLASpec | None = None
     mtp_num_layers: int = 0  # D
     make_vocab_size_divisible_by: int = 128
+    # ---- attention variants (TC L247-291; ``reference/megatron.md`` has no section: sources inline)
+    # Sliding-window attention, ``--window-size W,0`` (TC ``window_size``): a query attends to itself
+    # and the W keys before it. ``window_pattern``: one entry per layer, 1 = windowed, 0 = full
+    # attention (``--window-attn-skip-freq`` as a list, TC L251-254, ``transformer/utils.py``
+    # ``is_layer_window_attention`` L531-548); None with a window = every layer windowed.
+    window_size: int | None = None
+    window_pattern: tuple[int, ...] | None = None
+    # Chunked attention (Llama 4, transformers ``Llama4TextConfig.attention_chunk_size``): a query
+    # attends only within its block of ``attention_chunk_size`` tokens; ``chunk_pattern`` 1 = chunked.
+    # Megatron-Core has no training flag for it (``attention.py`` L952 sets ``attention_chunk: 0``).
+    attention_chunk_size: int | None = None
+    chunk_pattern: tuple[int, ...] | None = None
+    # Layers without RoPE (``--no-rope-freq``, TC L291-296, a list: 1 = skip RoPE). No parameters.
+    no_rope_pattern: tuple[int, ...] | None = None
+    rotary_percent: float = 1.0  # partial rotary (GLM: 0.5), ``--rotary-percent`` (ARG L218)
+    # ``--softmax-type learnable``: attention sinks, one learned logit per head (TC L170-173;
+    # TE ``DotProductAttention.softmax_offset``, ``extensions/transformer_engine.py`` L2361-2369)
+    softmax_type: str = "vanilla"
+    qk_l2_norm: bool = False  # Llama 4's weightless QK L2 norm (TC ``qk_l2_norm``)
+    # ---- hybrid MambaModel (``--hybrid-override-pattern``): one symbol per layer, M Mamba-2 mixer,
+    # * attention, - MLP, E MoE (each its own layer with its own pre-norm); None = GPTModel
+    hybrid_pattern: str | None = None
+    mamba: MambaSpec | None = None
+    # ---- linear attention in a GPT stack (Qwen3-Next): 1 = the layer's mixer is a gated DeltaNet,
+    # 0 = softmax attention; ``attention_output_gate``: the softmax layers gate their output with a
+    # sigmoid of a second query-sized projection (TC ``attention_output_gate``)
+    linear_attention_pattern: tuple[int, ...] | None = None
+    gated_delta_net: GatedDeltaNetSpec | None = None
+    attention_output_gate: bool = False
+    # Parameters of a multimodal config's vision tower: counted in ``params_total``, not planned
+    # (``models/vision.py``)
+    vision_params: int = field(default=0, compare=False)
+    # ---- what the reader could not model or filled in (shown to the user; never compared)
+    ignored_features: tuple[str, ...] = field(default=(), compare=False)
+    notes: tuple[str, ...] = field(default=(), compare=False)
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +174,8 @@ class ModelSpec:
         if self.position_embedding_type not in ("rope", "learned_absolute", "none"):
             raise ConfigError(field="position_embedding_type", value=self.position_embedding_type,
                               rule="must be rope, learned_absolute or none", fix="pick one of them")
+        self._check_attention_variants()
+        self._check_hybrid()
         if self.mtp_num_layers < 0:
             raise ConfigError(field="mtp_num_layers", value=self.mtp_num_layers,
                               rule="must be >= 0", fix="set 0 for no multi-token prediction")
@@ -141,7 +209,133 @@ class ModelSpec:
                 raise ConfigError(field="q_lora_rank", value=self.mla.q_lora_rank,
                                   rule="must be a positive integer or null", fix="use null for none")
 
+    def _check_attention_variants(self) -> None:
+        for name, size in (("window_size", self.window_size), ("attention_chunk_size", self.attention_chunk_size)):
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+                raise ConfigError(field=name, value=size, rule="must be a positive number of tokens or null",
+                                  fix=f"set {name} to the model's real value, or null for full attention")
+        for name, pattern in (("window_attn_skip_freq", self.window_pattern), ("chunk_pattern", self.chunk_pattern),
+                              ("no_rope_freq", self.no_rope_pattern)):
+            if pattern is None:
+                continue
+            if len(pattern) != self.num_layers or any(v not in (0, 1) for v in pattern):
+                raise ConfigError(field=name, value=f"list of {len(pattern)}",
+                                  rule=f"must hold one 0/1 entry per layer ({self.num_layers})",
+                                  fix="give one entry per decoder layer (1 = windowed / chunked / no RoPE)")
+        if not 0 < self.rotary_percent <= 1:
+            raise ConfigError(field="rotary_percent", value=self.rotary_percent, rule="must be in (0, 1]",
+                              fix="use the fraction of the head dimension that RoPE rotates (1.0 for all)")
+        if self.softmax_type not in ("vanilla", "off-by-one", "learnable"):
+            raise ConfigError(field="softmax_type", value=self.softmax_type,
+                              rule="must be vanilla, off-by-one or learnable (TC L170)", fix="pick one of them")
+
+    def _check_hybrid(self) -> None:
+        if self.hybrid_pattern is None:
+            return
+        bad = sorted(set(self.hybrid_pattern) - set(HYBRID_SYMBOLS))
+        if bad or len(self.hybrid_pattern) != self.num_layers:
+            raise ConfigError(field="hybrid_override_pattern", value=self.hybrid_pattern[:60],
+                              rule=f"must hold one of M * - E per layer ({self.num_layers}) "
+                                   "(mamba_hybrid_layer_allocation.py L82-83)",
+                              fix="write e.g. \"M-M*-\" with num_layers symbols")
+        if "M" in self.hybrid_pattern and self.mamba is None:
+            raise ConfigError(field="mamba_num_heads", value="missing", rule="Mamba layers need the mixer's sizes",
+                              fix="set mamba_num_heads, mamba_head_dim, mamba_state_dim, mamba_num_groups")
+        if self.mamba is not None:
+            m = self.mamba
+            for name, value in (("mamba_num_heads", m.num_heads), ("mamba_head_dim", m.head_dim),
+                                ("mamba_state_dim", m.state_dim), ("mamba_num_groups", m.num_groups),
+                                ("conv_kernel", m.conv_kernel)):
+                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                    raise ConfigError(field=name, value=value, rule="must be a positive integer", fix=f"set {name}")
+            if m.num_heads % m.num_groups:
+                raise ConfigError(field="mamba_num_groups", value=m.num_groups,
+                                  rule=f"must divide mamba_num_heads ({m.num_heads}) (mamba_mixer.py L255)",
+                                  fix="use a divisor of the head count")
+
+    @property
+    def is_hybrid(self) -> bool:
+        return self.hybrid_pattern is not None
+
+    def require_plannable(self) -> None:
+        """Hybrid Mamba-2 models are read and their per-rank parameters counted exactly, but the cost
+        model has no Mamba-2 terms yet (SSM state and conv activations, scan FLOPs, Mamba CP): planning
+        them is refused rather than costed as something else."""
+        if self.linear_attention_pattern is not None and any(self.linear_attention_pattern):
+            raise ConfigError(
+                field="--model", value=self.name,
+                rule=f"gated-DeltaNet linear attention on {sum(self.linear_attention_pattern)} of {self.num_layers} "
+                     "layers: parameters are counted exactly but the memory and time of linear-attention layers "
+                     "are not modelled yet",
+                fix="no megasolve input can plan this model yet; the Python API models.params.stage_params gives "
+                    "its per-rank parameters")
+        if self.is_hybrid:
+            kinds = {k: self.hybrid_pattern.count(s) for s, k in HYBRID_SYMBOLS.items() if s in self.hybrid_pattern}
+            raise ConfigError(
+                field="--model", value=self.name,
+                rule=f"hybrid MambaModel ({', '.join(f'{n} {k}' for k, n in kinds.items())} layers): parameters are "
+                     "counted exactly but the memory and time of Mamba-2 layers are not modelled yet",
+                fix="no megasolve input can plan this model yet; the Python API models.params.stage_params gives "
+                    "its per-rank parameters")
+
+    def layer_kind(self, layer: int) -> str:
+        """``"mamba"``, ``"attention"``, ``"mlp"``, ``"moe"`` for a hybrid layer; ``"transformer"``
+        (attention + MLP or MoE) for a GPT layer."""
+        return HYBRID_SYMBOLS[self.hybrid_pattern[layer]] if self.hybrid_pattern is not None else "transformer"
+
     # ------------------------------------------------------------------ derived numbers
+    def layer_window(self, layer: int) -> int | None:
+        """Sliding window (tokens before the query) of decoder layer ``layer`` (0-based), None = full.
+
+        >>> ModelSpec(name="x", num_layers=4, hidden_size=8, ffn_hidden_size=8, num_attention_heads=1,
+        ...           num_query_groups=1, vocab_size=8, window_size=128, window_pattern=(1, 0, 1, 0)).layer_window(1)
+        """
+        if self.window_size is None or (self.window_pattern is not None and not self.window_pattern[layer]):
+            return None
+        return self.window_size
+
+    def layer_chunk(self, layer: int) -> int | None:
+        """Attention chunk of decoder layer ``layer`` (0-based), None = not chunked."""
+        if self.attention_chunk_size is None or (self.chunk_pattern is not None and not self.chunk_pattern[layer]):
+            return None
+        return self.attention_chunk_size
+
+    def attended_pairs(self, layer: int, seq_length: int) -> float:
+        """Causal (query, key) pairs one sequence of ``seq_length`` tokens computes in layer ``layer``.
+
+        Full causal attention: ``s(s+1)/2``. A window of ``w`` keys before the query (TE
+        ``window_size=(w, 0)``): query ``i`` sees ``min(i, w) + 1`` keys, so ``(w+1)(w+2)/2 + (s-w-1)(w+1)``
+        once ``s > w + 1``. Chunks of ``c`` tokens: ``c(c+1)/2`` per full chunk plus the partial last one.
+
+        >>> spec = ModelSpec(name="x", num_layers=1, hidden_size=8, ffn_hidden_size=8, num_attention_heads=1,
+        ...                  num_query_groups=1, vocab_size=8, window_size=2)
+        >>> spec.attended_pairs(0, 5)  # keys per query 1, 2, 3, 3, 3
+        12.0
+        """
+        s = seq_length
+        pairs = s * (s + 1) / 2
+        window, chunk = self.layer_window(layer), self.layer_chunk(layer)
+        if window is not None and s > window + 1:
+            pairs = min(pairs, (window + 1) * (window + 2) / 2 + (s - window - 1) * (window + 1))
+        if chunk is not None and s > chunk:
+            full, rest = divmod(s, chunk)
+            pairs = min(pairs, full * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2)
+        return float(pairs)
+
+    def attention_fraction(self, seq_length: int) -> float:
+        """Mean over decoder layers of the attended pairs relative to full causal attention (1.0 without
+        windows or chunks): scales the ``s^2`` attention core FLOPs.
+
+        >>> from megasolve.models.presets import load_preset
+        >>> round(load_preset("mistral-7b-v0.1").attention_fraction(32768), 3)  # 4096-token window at 32K
+        0.25
+        """
+        if self.window_size is None and self.attention_chunk_size is None:
+            return 1.0
+        full = seq_length * (seq_length + 1) / 2
+        return sum(self.attended_pairs(i, seq_length) for i in range(self.num_layers)) / (self.num_layers * full)
+
+
     @property
     def is_moe(self) -> bool:
         return self.moe is not None and self.moe.num_moe_layers > 0

@@ -9,6 +9,7 @@ from typing import Any
 from megasolve.cost.estimate import Estimate, estimate as cost_estimate
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
+from megasolve.models.params import model_params
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.rules import RuleContext, Violation, violations
 from megasolve.topology.cluster import Cluster
@@ -45,6 +46,11 @@ class LayoutReport:
                 "fix": "more recompute, more TP/PP/CP/EP, a smaller micro-batch, or GPUs with more memory"})
         return {
             "model": self.spec.name,
+            # added by issue 15 next to "model" (kept a string for existing consumers): the size as model
+            # cards count it and what the config reader could not model
+            "model_params": model_params(self.spec),
+            "ignored_features": list(self.spec.ignored_features),
+            "model_notes": list(self.spec.notes),  # defaults filled, readings chosen (also printed as notes)
             "cluster": {"gpu": self.cluster.gpu.name, "num_gpus": self.cluster.num_gpus,
                         "gpus_per_node": self.cluster.gpus_per_node, "nvlink_domain": self.cluster.nvlink_domain},
             "workload": {"seq_length": self.workload.seq_length, "global_batch_size": self.workload.global_batch_size,

@@ -41,7 +41,10 @@ class SolveResult:
                                    "time": data["time"], "violations": data["violations"]})
         if self.layouts:
             first = self.layouts[0].as_dict()
-            out = {"model": first["model"], "cluster": first["cluster"], "workload": first["workload"], **out}
+            out = {"model": first["model"], "model_params": first["model_params"],
+                   "ignored_features": first["ignored_features"], "model_notes": first["model_notes"],
+                   "cluster": first["cluster"],
+                   "workload": first["workload"], **out}
         out["search"] = self.search
         if self.status in ("infeasible", "unknown"):
             out["reasons"] = self.reasons
@@ -54,6 +57,7 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
           fixed: dict[str, Any] | None = None, time_limit_s: float | None = 30.0, engine: str = "cpsat",
           allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True) -> SolveResult:
     """Rank the ``top_k`` fastest layouts that obey Megatron's rules and fit in memory."""
+    spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp)

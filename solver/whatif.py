@@ -428,6 +428,7 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     smallest fitting cluster of every series. ``recipe``: further ``Workload`` fields held fixed
     (``grad_reduce_in_bf16``, ``cross_entropy``, ``fp8_recipe``).
     """
+    spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
     start = time.perf_counter()
     kinds = [k if isinstance(k, ClusterKind) else ClusterKind(gpu=k)
              for k in ([gpu] if isinstance(gpu, (str, ClusterKind)) else list(gpu))]

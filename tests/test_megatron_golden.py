@@ -35,6 +35,7 @@ def test_per_rank_params_equal_megatron_core(case):
 
 def test_golden_covers_the_issue_matrix():
     names = " ".join(c["name"] for c in CASES)
-    for needle in ("gqa", "ep8", "etp2", "moonlight", "deepseek-v3", "tied", "untied", "first", "last", "vpp2", "mtp1"):
+    for needle in ("gqa", "ep8", "etp2", "moonlight", "deepseek-v3", "tied", "untied", "first", "last", "vpp2", "mtp1",
+                   "window", "sinks", "window-pattern", "hybrid"):
         assert needle in names.replace("-g8", "-gqa"), needle
     assert len(CASES) >= 40

@@ -1,0 +1,107 @@
+"""Parameters of the vision towers of multimodal configs (counted, not planned).
+
+megasolve plans the language model; a VLM's vision encoder and projector are counted so that
+``params_total`` matches the model card, and reported apart (``ModelSpec.vision_params``). Each count
+follows the module shapes of transformers' modelling code for that family (cited per function); an
+unknown vision family counts 0 and says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from megasolve.models.errors import ConfigError
+
+
+def _int(cfg: dict[str, Any], key: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(field=f"vision_config.{key}", value=value, rule="must be a positive integer",
+                          fix="pass the model's full config.json")
+    return value
+
+
+def _encoder_layer(hidden: int, inner: int, *, bias: bool, norm_params: int, gated: bool = False,
+                   fused_qkv: bool = False) -> int:
+    """A pre-norm ViT block: q, k, v, o projections, a (gated) MLP and two norms."""
+    b = 1 if bias else 0
+    attention = 4 * hidden * hidden + (4 * hidden) * b
+    mlp = (3 if gated else 2) * hidden * inner + ((2 if gated else 1) * inner + hidden) * b
+    del fused_qkv  # a fused qkv holds the same weights
+    return attention + mlp + 2 * norm_params * hidden
+
+
+def siglip_gemma3(vision: dict[str, Any], text_hidden: int) -> int:
+    """SigLIP encoder + Gemma 3 projector (transformers ``siglip/modeling_siglip.py``
+    ``SiglipVisionEmbeddings``: conv patch embedding with bias and a learned position per patch;
+    ``SiglipEncoderLayer``: LayerNorms, biased q/k/v/out, fc1/fc2; ``post_layernorm``;
+    ``gemma3/modeling_gemma3.py`` ``Gemma3MultiModalProjector``: ``mm_input_projection_weight``
+    ``[vision_hidden, text_hidden]`` and an RMSNorm over the vision width).
+
+    >>> siglip_gemma3({"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+    ...                "patch_size": 14, "image_size": 896}, 5376)
+    423060336
+    """
+    h, inner = _int(vision, "hidden_size"), _int(vision, "intermediate_size")
+    layers, patch = _int(vision, "num_hidden_layers"), _int(vision, "patch_size")
+    image, channels = _int(vision, "image_size"), _int(vision, "num_channels", 3)
+    embeddings = channels * patch * patch * h + h + (image // patch) ** 2 * h
+    encoder = layers * _encoder_layer(h, inner, bias=True, norm_params=2) + 2 * h
+    if vision.get("vision_use_head"):
+        raise ConfigError(field="vision_config.vision_use_head", value=True,
+                          rule="the SigLIP pooling head is not counted", fix="Gemma 3 configs set it to false")
+    return embeddings + encoder + h * text_hidden + h
+
+
+def llama4_vision(vision: dict[str, Any], text_hidden: int) -> int:
+    """Llama 4 vision encoder, pixel-shuffle adapter and projector (transformers
+    ``llama4/modeling_llama4.py``: ``Llama4UnfoldConvolution`` a bias-free linear over
+    ``channels*patch^2``, ``class_embedding``, ``positional_embedding_vlm`` of ``patches + 1`` rows,
+    ``layernorm_pre`` / ``layernorm_post``; ``Llama4VisionEncoderLayer`` biased attention and MLP with
+    two LayerNorms; ``Llama4VisionMLP2`` fc1 ``intermediate -> projector_input_dim`` and fc2
+    ``projector_output_dim^2``, both bias-free; ``Llama4MultiModalProjector`` a bias-free
+    ``vision_output_dim -> text hidden`` linear).
+    """
+    h, inner = _int(vision, "hidden_size"), _int(vision, "intermediate_size")
+    layers, patch = _int(vision, "num_hidden_layers"), _int(vision, "patch_size")
+    image, channels = _int(vision, "image_size"), _int(vision, "num_channels", 3)
+    patches = (image // patch) ** 2
+    embeddings = channels * patch * patch * h + h + (patches + 1) * h + 2 * 2 * h
+    encoder = layers * _encoder_layer(h, inner, bias=True, norm_params=2)
+    adapter = inner * _int(vision, "projector_input_dim") + _int(vision, "projector_output_dim") ** 2
+    return embeddings + encoder + adapter + _int(vision, "vision_output_dim") * text_hidden
+
+
+def qwen2_5_vl_vision(vision: dict[str, Any]) -> int:
+    """Qwen2.5-VL vision tower (transformers ``qwen2_5_vl/modeling_qwen2_5_vl.py``:
+    ``Qwen2_5_VisionPatchEmbed`` a bias-free Conv3d ``(temporal_patch, patch, patch)``;
+    ``Qwen2_5_VLVisionBlock`` two RMSNorms, biased fused qkv and proj, biased gated MLP;
+    ``Qwen2_5_VLPatchMerger`` an RMSNorm and ``Linear(h*m^2, h*m^2) -> Linear(h*m^2, out_hidden)`` with
+    biases).
+
+    >>> qwen2_5_vl_vision({"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "patch_size": 14,
+    ...                    "temporal_patch_size": 2, "out_hidden_size": 3584, "spatial_merge_size": 2})
+    676550144
+    """
+    h, inner, depth = _int(vision, "hidden_size"), _int(vision, "intermediate_size"), _int(vision, "depth")
+    patch, temporal = _int(vision, "patch_size"), _int(vision, "temporal_patch_size", 2)
+    channels, merge = _int(vision, "in_chans", 3), _int(vision, "spatial_merge_size", 2)
+    out = _int(vision, "out_hidden_size")
+    embed = channels * temporal * patch * patch * h
+    blocks = depth * _encoder_layer(h, inner, bias=True, norm_params=1, gated=True)
+    merged = h * merge * merge
+    merger = h + merged * merged + merged + merged * out + out
+    return embed + blocks + merger
+
+
+def vision_params(model_type: str, vision: dict[str, Any] | None, text_hidden: int) -> tuple[int, str]:
+    """(parameters, what was counted) of the vision tower of a ``model_type`` wrapper config."""
+    if not isinstance(vision, dict):
+        return 0, ""
+    if model_type == "gemma3_text":
+        return siglip_gemma3(vision, text_hidden), "SigLIP encoder + projector"
+    if model_type == "llama4_text":
+        return llama4_vision(vision, text_hidden), "Llama 4 vision encoder + adapter + projector"
+    if model_type in ("qwen2_5_vl", "qwen2_5_vl_text"):
+        return qwen2_5_vl_vision(vision), "Qwen2.5-VL vision encoder + merger"
+    return 0, ""
