@@ -247,6 +247,9 @@ def request_schema(name: str) -> dict[str, Any]:
     if any("--cluster" in o.opts for o in command(name).params):
         properties["cluster_text"] = {"type": "string", "maxLength": MAX_TEXT_BYTES,
                                       "description": "A cluster YAML, as text (instead of gpus/gpu flags)."}
+    properties["format"] = {**properties["format"], "default": "json",
+                            "description": "json (the default here): the command's JSON document; any other of "
+                                           "the command's formats comes back as its text."}
     if name == "whatif":
         properties["jobs"]["default"] = DEFAULT_SWEEP_JOBS
     return {"type": "object", "properties": properties, "additionalProperties": False}

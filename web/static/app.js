@@ -563,11 +563,12 @@ function infeasible(data, run, options) {
 }
 
 // --- layout detail
-const LAUNCH_FORMATS = ["megatron", "bridge", "nemo", "verl"];
+// The launch formats are the estimate command's --format choices beyond the data formats.
+const launchFormats = () => SCHEMA.estimate.properties.format.enum.filter((f) => !["table", "json", "yaml"].includes(f));
 
 async function estimateRuns(params, layoutText, status) {
   const options = {...sharedOptions(params), ...decodeLayout(layoutText)};
-  return runJob("estimate", options, ["json", ...LAUNCH_FORMATS], status);
+  return runJob("estimate", options, ["json", ...launchFormats()], status);
 }
 
 function backToPlan(params) {
