@@ -9,7 +9,7 @@ import click
 from megasolve.cli import render
 from megasolve.cli.main import register
 from megasolve.cli.options import (WORKLOAD_OPTIONS, build_layout, cluster_options, format_option, layout_options,
-                                   load_inputs, model_option, take, workload_options)
+                                   load_inputs, load_profile_option, model_option, take, workload_options)
 from megasolve.cli.plot import plot_option
 from megasolve.cli.report import report_option
 
@@ -121,11 +121,12 @@ def estimate_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, ni
     from megasolve.solver.api import estimate
 
     _check_extras(plot_path, report_path)
+    profile = load_profile_option(options)
     resolved, cluster, workload = load_inputs(
         model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
         nic_gbps=nic_gbps, cluster_file=cluster_file, **take(options, WORKLOAD_OPTIONS))
     layout = build_layout(cluster.num_gpus, **options)  # the rest are the layout flags
-    report = estimate(resolved.spec, cluster, workload, layout, allow_cross_domain_tp)
+    report = estimate(resolved.spec, cluster, workload, layout, allow_cross_domain_tp, profile=profile)
     data = report.as_dict()
     render.model_notes(resolved.spec)
     if fmt in ("json", "yaml"):

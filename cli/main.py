@@ -89,7 +89,7 @@ def register(command: Any) -> Any:
 
 
 # Commands register themselves on import.
-from megasolve.cli import commands, solve_cmd, whatif_cmd  # noqa: E402,F401  (import for side effect)
+from megasolve.cli import commands, runs_cmd, solve_cmd, whatif_cmd  # noqa: E402,F401  (import for side effect)
 from megasolve.cli import serve_cmd  # noqa: E402,F401  (the web page; its stack is imported lazily)
 
 __all__ = ["cli", "main", "options"]

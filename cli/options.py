@@ -109,7 +109,17 @@ def recipe_options(func: F) -> F:
         click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
                      help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
                           "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),
+        click.option("--profile", "profile", default=None, metavar="PROFILE.yaml",
+                     help="Calibration profile written by `megasolve calibrate` (default: the shipped "
+                          "published-megatron-runs)."),
     )(func)
+
+
+def load_profile_option(options: dict[str, Any]) -> Any:
+    """Remove ``--profile`` from a command's keyword arguments and load it (None: the shipped profile)."""
+    from megasolve.cost.calibration import load_profile
+
+    return load_profile(options.pop("profile", None))
 
 
 def take(options: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

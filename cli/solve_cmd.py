@@ -9,7 +9,8 @@ import click
 
 from megasolve.cli import render
 from megasolve.cli.main import register
-from megasolve.cli.options import cluster_options, format_option, load_inputs, model_option, workload_options
+from megasolve.cli.options import (cluster_options, format_option, load_inputs, load_profile_option, model_option,
+                                   workload_options)
 from megasolve.cli.plot import plot_option
 from megasolve.cli.report import report_option
 from megasolve.models.errors import MegasolveError
@@ -65,12 +66,13 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
     from megasolve.solver.solve import solve
 
     _check_extras(plot_path, report_path)
+    profile = load_profile_option(workload)
     resolved, cluster, workload = load_inputs(
         model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
         nic_gbps=nic_gbps, cluster_file=cluster_file, **workload)
     with render.status(f"searching layouts for {resolved.spec.name} on {cluster.num_gpus} x {cluster.gpu.name}"):
         result = solve(resolved.spec, cluster, workload, top_k=top_k, fixed=parse_fix(fix), time_limit_s=time_limit,
-                       engine=engine, allow_cross_domain_tp=allow_cross_domain_tp)
+                       engine=engine, allow_cross_domain_tp=allow_cross_domain_tp, profile=profile)
     data = result.as_dict()
     render.model_notes(resolved.spec)
     if fmt in ("json", "yaml"):

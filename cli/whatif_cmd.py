@@ -12,7 +12,8 @@ import click
 
 from megasolve.cli import render
 from megasolve.cli.main import register
-from megasolve.cli.options import cluster_options, format_option, load_model, model_option, recipe_options
+from megasolve.cli.options import (cluster_options, format_option, load_model, load_profile_option, model_option,
+                                   recipe_options)
 from megasolve.cli.plot import plot_option
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import ATTENTION_KINDS, PRECISION_CHOICES
@@ -65,6 +66,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
     if gpu_hour_price is not None and tokens is None:
         raise MegasolveError(field="--gpu-hour-price", value=gpu_hour_price, rule="a cost needs --tokens",
                              fix="add --tokens N (e.g. --tokens 1e12)")
+    profile = load_profile_option(recipe)
     kinds, sizes = _cluster_kinds(gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file)
     resolved = load_model(model_ref)
     if resolved.note:
@@ -79,7 +81,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
         result = whatif(resolved.spec, gpus=sizes, gpu=kinds, seq_length=seqs, global_batch_size=batches,
                         precision=precision, attention=attention, tokens=tokens, gpu_hour_price=gpu_hour_price,
                         time_limit_s=time_limit, jobs=jobs, min_gpus=find_min, progress=progress,
-                        recipe=recipe)
+                        recipe=recipe, profile=profile)
     data = result.as_dict()
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))

@@ -5,7 +5,9 @@
 >>> result = solve(spec, Cluster.from_flags(num_gpus=16, gpu="h100"), Workload(seq_length=4096,
 ...                global_batch_size=256), top_k=3)                                   # doctest: +SKIP
 
-``solve`` -> ``SolveResult`` (``.layouts``: costed ``LayoutReport`` s, ``.as_dict()``: the JSON of
+``read_runs(path)`` -> ``[Run]`` (training logs, launch scripts, runs files); ``calibrate(runs)`` ->
+``Profile`` (pass it as ``profile=`` to ``estimate``, ``solve``, ``whatif``); ``check(run, profile)`` ->
+prediction vs measurement. ``solve`` -> ``SolveResult`` (``.layouts``: costed ``LayoutReport`` s, ``.as_dict()``: the JSON of
 ``megasolve solve``); ``estimate`` -> ``LayoutReport`` (``.as_dict()``: the JSON of ``megasolve
 estimate``); ``whatif`` -> ``WhatIfResult`` (``.as_dict()``: the JSON of ``megasolve whatif``).
 
@@ -14,9 +16,12 @@ and a lazy ``__getattr__`` would hand out the module once anything imported the 
 these modules imports ortools at import time (CP-SAT is imported when a search runs).
 """
 
+from megasolve.cost.calibration import Profile, load_profile
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport, estimate
+from megasolve.solver.calibrate import calibrate, check
+from megasolve.solver.runs import Measured, Run, read_runs
 from megasolve.solver.solve import SolveResult, solve
 from megasolve.solver.whatif import ClusterKind, WhatIfResult, whatif
 from megasolve.topology.cluster import Cluster
@@ -29,5 +34,6 @@ def load_model(ref: str) -> ModelSpec:
     return resolve_model(ref).spec
 
 
-__all__ = ["Cluster", "ClusterKind", "Layout", "LayoutReport", "ModelSpec", "SolveResult", "WhatIfResult", "Workload",
-           "estimate", "load_model", "solve", "whatif"]
+__all__ = ["Cluster", "ClusterKind", "Layout", "LayoutReport", "Measured", "ModelSpec", "Profile", "Run", "SolveResult",
+           "WhatIfResult", "Workload", "calibrate", "check", "estimate", "load_model", "load_profile", "read_runs",
+           "solve", "whatif"]

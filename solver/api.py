@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from megasolve.cost.calibration import Profile, load_profile, use_profile
 from megasolve.cost.estimate import Estimate, estimate as cost_estimate
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
@@ -121,8 +122,13 @@ def _rule_value(rule: str, layout: Layout) -> Any:
 
 
 def estimate(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,
-             allow_cross_domain_tp: bool = False) -> LayoutReport:
-    """Cost one layout: per-stage memory, step time, and the rules it breaks."""
+             allow_cross_domain_tp: bool = False, profile: Profile | str | None = None) -> LayoutReport:
+    """Cost one layout: per-stage memory, step time, and the rules it breaks.
+
+    ``profile``: a calibration ``Profile`` (or the path of one written by ``megasolve calibrate``);
+    None: the shipped one."""
     soft = check_layout(spec, cluster, workload, layout, allow_cross_domain_tp)
+    with use_profile(load_profile(profile)):
+        costed = cost_estimate(spec, cluster, workload, layout)
     return LayoutReport(spec=spec, cluster=cluster, workload=workload, layout=layout,
-                        estimate=cost_estimate(spec, cluster, workload, layout), violations=soft)
+                        estimate=costed, violations=soft)

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from megasolve.cost.calibration import Profile, load_profile, use_profile
 from megasolve.models.layout import Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport, estimate
@@ -55,9 +56,20 @@ class SolveResult:
 
 def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int = 5,
           fixed: dict[str, Any] | None = None, time_limit_s: float | None = 30.0, engine: str = "cpsat",
-          allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True) -> SolveResult:
-    """Rank the ``top_k`` fastest layouts that obey Megatron's rules and fit in memory."""
+          allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True,
+          profile: Profile | str | None = None) -> SolveResult:
+    """Rank the ``top_k`` fastest layouts that obey Megatron's rules and fit in memory.
+
+    ``profile``: the calibration ``Profile`` the cost model uses (or a profile file); None: the shipped one."""
     spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
+    with use_profile(load_profile(profile)):
+        return _solve(spec, cluster, workload, top_k=top_k, fixed=fixed, time_limit_s=time_limit_s, engine=engine,
+                      allow_cross_domain_tp=allow_cross_domain_tp, workers=workers, explain=explain)
+
+
+def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int, fixed: dict[str, Any] | None,
+           time_limit_s: float | None, engine: str, allow_cross_domain_tp: bool, workers: int,
+           explain: bool) -> SolveResult:
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp)

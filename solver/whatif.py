@@ -22,6 +22,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
+from megasolve.cost.calibration import Profile, load_profile, use_profile
+from megasolve.cost.calibration import active as active_profile
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Workload, default_global_batch, precision_fields
 from megasolve.models.spec import ModelSpec
@@ -399,11 +401,12 @@ def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, tim
 
 
 def _run_task(task: tuple) -> Any:
-    kind_of_task, args = task
-    if kind_of_task == "point":
-        return solve_point(*args)
-    spec, kind, workload, time_limit_s = args
-    return find_min_gpus(spec, kind, workload, time_limit_s=time_limit_s)
+    kind_of_task, args, profile = task
+    with use_profile(profile):  # worker processes do not inherit the caller's active profile
+        if kind_of_task == "point":
+            return solve_point(*args)
+        spec, kind, workload, time_limit_s = args
+        return find_min_gpus(spec, kind, workload, time_limit_s=time_limit_s)
 
 
 # ---------------------------------------------------------------------------- the sweep
@@ -419,14 +422,15 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
            precision: str = "bf16", attention: str = "flash", tokens: float | None = None,
            gpu_hour_price: float | None = None, time_limit_s: float | None = 60.0, jobs: int | None = None,
            min_gpus: bool = True, progress: Progress | None = None,
-           recipe: dict[str, object] | None = None) -> WhatIfResult:
+           recipe: dict[str, object] | None = None, profile: Profile | str | None = None) -> WhatIfResult:
     """Sweep the Cartesian product of ``gpus`` x ``gpu`` x ``seq_length`` x ``global_batch_size``.
 
     ``global_batch_size=None``: ``default_global_batch(seq)`` per sequence length. ``tokens``: train
     on this many tokens (days, GPU-hours; cost with ``gpu_hour_price`` per GPU-hour). ``jobs``:
     parallel processes (default: the CPUs this process may use). ``min_gpus``: also search the
     smallest fitting cluster of every series. ``recipe``: further ``Workload`` fields held fixed
-    (``grad_reduce_in_bf16``, ``cross_entropy``, ``fp8_recipe``).
+    (``grad_reduce_in_bf16``, ``cross_entropy``, ``fp8_recipe``). ``profile``: the calibration
+    ``Profile`` (or profile file) every point is costed with; None: the active one (shipped by default).
     """
     spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
     start = time.perf_counter()
@@ -450,6 +454,7 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
         raise MegasolveError(field="--gpu", value=",".join(names), rule="names the same GPU twice",
                              fix="list each GPU type once")
 
+    chosen = load_profile(profile) or active_profile()
     series: list[tuple[ClusterKind, Workload]] = []
     points: list[tuple[ClusterKind, Scenario, Workload]] = []
     for kind, seq in itertools.product(kinds, seqs):
@@ -464,9 +469,9 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
 
     tasks: list[tuple] = []
     if min_gpus:  # the long sequential searches first, then the largest clusters (slowest solves)
-        tasks += [("min", (spec, kind, workload, time_limit_s)) for kind, workload in series]
+        tasks += [("min", (spec, kind, workload, time_limit_s), chosen) for kind, workload in series]
     order = sorted(range(len(points)), key=lambda i: -points[i][1].num_gpus)
-    tasks += [("point", (spec, points[i][0], points[i][1], points[i][2], time_limit_s)) for i in order]
+    tasks += [("point", (spec, points[i][0], points[i][1], points[i][2], time_limit_s), chosen) for i in order]
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise MegasolveError(field="--jobs", value=jobs, rule="must be >= 1", fix="e.g. --jobs 4")

@@ -132,6 +132,22 @@ def test_api_cluster_text_reads_like_the_cli_reads_a_cluster_file(base, tmp_path
     assert expected["cluster"]["num_gpus"] == 16
 
 
+def test_api_profile_text_reads_like_the_cli_reads_a_profile(base, tmp_path):
+    text = "base: published-megatron-runs\noverrides: {memory.other_reserve_gb: 4.0}\n"
+    body = {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "profile_text": text}
+    status, _, answer = request(base, "POST", "/api/estimate", body)
+    assert status == 200, answer
+    path = tmp_path / "profile.yaml"
+    path.write_text(text)
+    assert json.loads(answer) == cli_json(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100",
+                                           "--profile", str(path)])[1]
+    status, _, answer = request(base, "POST", "/api/estimate", {**body, "profile_text": "overrides: 3\n"})
+    assert status == 400 and json.loads(answer)["field"] == "profile_text"
+    assert "<profile_text>" in json.loads(answer)["error"]
+    status, _, answer = request(base, "POST", "/api/estimate", {**body, "profile": "/etc/hosts"})
+    assert status == 400 and json.loads(answer)["field"] == "profile"  # a path on the server: not an option
+
+
 def test_api_alias_note_goes_to_a_header(base):
     status, headers, text = request(base, "POST", "/api/estimate", {"model": "deepseek-v3-lite", "gpus": 8,
                                                                     "gpu": "h100", "ep": 8})

@@ -6,10 +6,11 @@ underscores (``--top-k`` -> ``top_k``), e.g.::
 
     {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "top_k": 3, "fix": ["tp=2"]}
 
-Two fields replace the CLI's file paths, because the server never reads its own files on a
+Text fields replace the CLI's file paths, because the server never reads its own files on a
 client's behalf: ``model_text`` (a config.json or Megatron YAML, sent as text) instead of a
-``--model`` path, and ``cluster_text`` instead of ``--cluster FILE``. Options that write files
-(``--plot``, ``--report``) or take a path (any ``click.Path``/``click.File`` option) are not offered.
+``--model`` path, ``cluster_text`` instead of ``--cluster FILE``, ``profile_text`` instead of
+``--profile FILE``. Options that write files (``--plot``, ``--report``) or take a path (a
+``click.Path``/``click.File`` option, or a metavar naming a file) are not offered.
 
 >>> body_to_argv("solve", {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "top_k": 3, "fix": ["tp=2"]}).argv
 ['--model', 'llama-3.1-8b', '--gpus', '8', '--gpu', 'h100', '--top-k', '3', '--fix', 'tp=2', '--format', 'json']
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +30,14 @@ from megasolve.models.errors import MegasolveError, UnknownNameError, closest_na
 
 COMMANDS = ("solve", "estimate", "whatif")
 # Text fields that stand in for a file path option: body field -> the CLI option it feeds.
-TEXT_FIELDS = {"model_text": "--model", "cluster_text": "--cluster"}
+TEXT_FIELDS = {"model_text": "--model", "cluster_text": "--cluster", "profile_text": "--profile"}
+TEXT_HELP = {"model_text": "A Hugging Face config.json or a YAML/JSON of Megatron argument names, as text (instead "
+                           "of model).",
+             "cluster_text": "A cluster YAML, as text (instead of the gpus/gpu fields).",
+             "profile_text": "A calibration profile YAML written by `megasolve calibrate --out`, as text."}
+# A metavar that names a file: such an option takes a path on the server's disk, which a client may not
+# name (new path options are refused even when they are plain strings, e.g. --profile PROFILE.yaml).
+PATH_METAVAR = re.compile(r"FILE|PATH|DIR|\.(ya?ml|json|csv|png|svg|md|html|log)\b", re.IGNORECASE)
 MAX_TEXT_BYTES = 256 * 1024  # a config.json is a few kB; DeepSeek-V3's is 1.7 kB
 # whatif runs its points in parallel processes; on a shared server each sweep gets this many at most
 DEFAULT_SWEEP_JOBS = 1
@@ -57,10 +66,15 @@ def body_field(option: click.Option) -> str:
 
 
 def _offered(option: click.Option) -> bool:
-    """Options a web client may set: not help/version, not file paths (the server reads no paths)."""
+    """Options a web client may set: not help/version, not file paths (the server reads no paths;
+    ``model`` stays, for preset names only, see ``check_model_name``)."""
     if not isinstance(option, click.Option) or option.hidden or option.name in ("help", "version"):
         return False
-    return not isinstance(option.type, (click.Path, click.File))
+    if "--model" in option.opts:
+        return True
+    if isinstance(option.type, (click.Path, click.File)) or any(f in option.opts for f in TEXT_FIELDS.values()):
+        return False
+    return not PATH_METAVAR.search(option.metavar or "")
 
 
 def offered_options(name: str) -> dict[str, click.Option]:
@@ -88,7 +102,7 @@ def body_to_argv(name: str, body: Any, *, max_sweep_jobs: int = DEFAULT_SWEEP_JO
         if text_field not in body or body[text_field] is None:
             body.pop(text_field, None)
             continue
-        if flag == "--cluster" and not any("--cluster" in o.opts for o in command(name).params):
+        if not any(flag in o.opts for o in command(name).params):
             continue  # reported below as an unknown field
         files[text_field] = _text(text_field, body.pop(text_field))
     if "model_text" in files and body.get("model") not in (None, ""):
@@ -241,12 +255,10 @@ def request_schema(name: str) -> dict[str, Any]:
     properties = {key: _schema(o) for key, o in offered_options(name).items()}
     properties["model"] = {**properties.get("model", {}), "type": "string",
                            "description": "A preset name, alias or preset's Hugging Face id (see /api/models)."}
-    properties["model_text"] = {"type": "string", "maxLength": MAX_TEXT_BYTES,
-                                "description": "A Hugging Face config.json or a YAML/JSON of Megatron argument "
-                                               "names, as text (instead of model)."}
-    if any("--cluster" in o.opts for o in command(name).params):
-        properties["cluster_text"] = {"type": "string", "maxLength": MAX_TEXT_BYTES,
-                                      "description": "A cluster YAML, as text (instead of gpus/gpu flags)."}
+    for text_field, flag in TEXT_FIELDS.items():
+        if any(flag in o.opts for o in command(name).params):
+            properties[text_field] = {"type": "string", "maxLength": MAX_TEXT_BYTES,
+                                      "description": TEXT_HELP[text_field]}
     properties["format"] = {**properties["format"], "default": "json",
                             "description": "json (the default here): the command's JSON document; any other of "
                                            "the command's formats comes back as its text."}

@@ -116,6 +116,7 @@ const GROUPS = [
   ["Overlap", ["tp_comm_overlap", "no_overlap_p2p_communication", "moe_ep_overlap", "moe_shared_expert_overlap",
     "no_dp_comm_overlap"]],
   ["Search", ["top_k", "fix", "time_limit", "engine", "allow_cross_domain_tp", "jobs", "min_gpus"]],
+  ["Calibration", ["profile_text"]],
 ];
 const HIDDEN_FIELDS = new Set(["format"]);
 
@@ -126,10 +127,11 @@ function fieldInput(name, prop, value) {
     input = el("input", {id, name, list: "model-list", autocomplete: "off", placeholder: "preset, e.g. llama-3.1-8b"});
   } else if (name === "gpu") {
     input = el("input", {id, name, list: "gpu-list", autocomplete: "off", placeholder: "e.g. h100"});
-  } else if (name === "model_text" || name === "cluster_text") {
-    input = el("textarea", {id, name, rows: 4, spellcheck: "false",
-      placeholder: name === "model_text" ? "paste a config.json or a Megatron YAML (or load a file below)"
-        : "paste a cluster YAML (instead of the GPU flags)"});
+  } else if (name.endsWith("_text")) {
+    const hints = {model_text: "paste a config.json or a Megatron YAML (or load a file below)",
+      cluster_text: "paste a cluster YAML (instead of the GPU flags)",
+      profile_text: "paste a profile YAML written by megasolve calibrate --out"};
+    input = el("textarea", {id, name, rows: 4, spellcheck: "false", placeholder: hints[name] || ""});
   } else if (prop.type === "boolean") {
     input = el("input", {id, name, type: "checkbox"});
   } else if (prop.enum) {

@@ -1,0 +1,529 @@
+"""Learn from measured runs: ``check`` one run term by term, ``calibrate(runs) -> Profile``.
+
+**Knobs.** A knob scales a group of factors of the active calibration profile (``cost/calibration.yaml``
+or a profile built on it) by ``exp(+k)`` or ``exp(-k)`` per factor; the factors are found by iterating
+over the profile's tables, so the knobs keep working when the shipped factor table changes, and a
+knob whose factors are absent stays fixed with that reason. ``KNOBS`` lists them with the cost term
+each one moves and its prior spread ``sigma`` (a log-scale standard deviation):
+
+* ``compute_bf16`` / ``compute_fp8``: the GEMM efficiency of that precision on the runs' GPU (or the
+  ``default`` row); free only for a precision the runs train in; sigma 0.1 -- dense models move little
+  between releases (the shipped profile's error on the newest Megatron-Bridge release: dense 4.4 %).
+* ``moe``: ``grouped_gemm_factor`` (x) and ``per_moe_layer_overhead_s`` (/): MoE-only work; sigma 0.3 --
+  "the same Megatron-Bridge MoE layout runs 20-45 % faster or slower from one release to the next"
+  (issue #13; ``calibration_runs.yaml`` header: 10-55 %).
+* ``nvlink`` / ``network``: the bus and all-to-all efficiencies of that link (``collectives.bus_efficiency``,
+  ``all_to_all``); sigma 0.3 -- a user's fabric is not the benchmark's.
+* ``tp_overlap`` / ``ep_overlap`` / ``cp_overlap`` / ``dp_overlap``: the share of that traffic exposed
+  (TP, /) or hidden (EP, CP, DP, x); sigma 0.5 -- overlap differs most between releases and launch flags.
+A factor above 1 always means faster. A fitted efficiency may end above 1: it then stands for what the
+run gained over the shipped model, not for a physical link.
+
+**Fit** (``calibrate``): maximum a posteriori in log space, ``sum_i (log pred_i - log measured_i)^2 /
+SIGMA_RUN^2 + sum_j (k_j / sigma_j)^2``, by Gauss-Newton on a finite-difference Jacobian (each ``k`` within +-2.5 sigma), with
+``SIGMA_RUN`` the spread of the shipped model's per-run error that no shared factor explains
+(dense 0.05, MoE 0.17). The shipped values are the priors. **Free knobs**: never more than the runs with a
+timing; ``compute`` first, then a knob only if some run spends >= 2 % of its step in its term
+(sensitivity ``|d log step / d k|``) and the runs differ in it (the part of its sensitivity vector not
+explained by the knobs already free is >= 25 % of it); every other knob stays fixed with the reason.
+With MoE runs only, the MoE factor is freed before the compute factors. A leave-one-out check then
+decides how far to trust the runs (``_cross_validate``). The range of a fitted value is +-1 posterior
+standard deviation.
+
+Measured (``benchmarks/calibrate_runs.py``, 150 fits on pairs of runs of 26 published series, one GPU
+type and release each; error on the other runs of the series; communication model of issue 12): on the
+published runs as they are, which the shipped profile was fitted on, 6.5 % -> 7.1 % median (dense
+3.2 -> 3.4, MoE 12.2 -> 13.5); with a simulated release that makes every MoE run 23 % and every dense
+run 4 % slower, 7.3 % -> 6.8 % (dense 5.0 -> 4.4, MoE 23.0 -> 15.5; 23.1 -> 14.6 when the pair holds a
+MoE run).
+
+**Memory reserve** (``memory.other_reserve_gb``): memory outside PyTorch's allocator. A log's
+``max reserved - max allocated`` is the allocator's cached-but-unused share; add the CUDA context and
+NCCL buffers (``CONTEXT_GB`` = 1.0 GB: "CUDA context ~0.5-1 GB, NCCL communicators and buffers",
+calibration.yaml) and shrink toward the prior as one more observation. OOM runs bound it from below
+(the run did not fit), completed runs from above; with neither, it stays fixed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from megasolve.cost.calibration import Profile, active, leaves, use_profile
+from megasolve.cost.estimate import Estimate, estimate as cost_estimate
+from megasolve.cost.step import step_time
+from megasolve.models.errors import MegasolveError
+from megasolve.solver.runs import Run
+
+GB = 1e9
+# per-run spread of the shipped model's error that no shared factor explains (log sd ~ 1.48 x the
+# median absolute error on the published holdout runs: 3.4 % dense, 11.2 % MoE; README "Speed")
+SIGMA_RUN = {"dense": 0.05, "moe": 0.17}
+MIN_SHARE = 0.02
+MIN_NOVELTY = 0.25
+CONTEXT_GB = 1.0
+# relative uncertainty of each predicted term (log sd) when naming the term most likely behind a gap:
+# the knobs' priors for time terms; parameter-derived memory is exact per Megatron (tests/
+# test_megatron_golden.py), activations are the modelled part (README "Memory": within 2.3 % on
+# the mbridge table, more for recipes it has not seen)
+TERM_SIGMA = {"compute": 0.25, "tp_comm": 0.5, "cp_comm": 0.5, "ep_comm": 0.5, "pp_comm": 0.5, "dp_comm": 0.5,
+              "bubble": 0.3, "optimizer": 0.5, "offload": 0.5}
+MEMORY_SIGMA = {"weights_gb": 0.03, "grads_gb": 0.03, "optimizer_gb": 0.03, "activations_gb": 0.25}
+
+
+# ---------------------------------------------------------------------------- knobs
+@dataclass(frozen=True, slots=True)
+class Knob:
+    """A group of calibration factors scaled together. ``select(data, gpu)`` yields (path, sign): the
+    factor is multiplied by ``exp(sign * k)``."""
+
+    name: str
+    term: str
+    sigma: float
+    select: Callable[[dict[str, Any], str], list[tuple[str, int]]]
+
+
+def _under(data: dict[str, Any], path: str, sign: int) -> list[tuple[str, int]]:
+    node: Any = data
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return []
+        node = node[key]
+    if isinstance(node, dict):
+        return [(f"{path}.{p}", sign) for p, _ in leaves(node)]
+    if isinstance(node, (int, float)) and not isinstance(node, bool):
+        return [(path, sign)]
+    return []
+
+
+def _gemm_paths(precision: str) -> Callable[[dict[str, Any], str], list[tuple[str, int]]]:
+    """The GEMM efficiency the cost model uses for ``gpu`` and ``precision``: the row of the GPU's chip
+    family (``time.chip_family``), or the ``default`` row (cost/compute.py ``gemm_efficiency``)."""
+    def select(data: dict[str, Any], gpu: str) -> list[tuple[str, int]]:
+        time_cal = data.get("time", {})
+        table = time_cal.get("gemm_efficiency", {})
+        row = time_cal.get("chip_family", {}).get(gpu, gpu)
+        row = row if row in table and precision in table[row] else "default"
+        return _under(data, f"time.gemm_efficiency.{row}.{precision}", 1)
+    return select
+
+
+def _paths(*paths: tuple[str, int]) -> Callable[[dict[str, Any], str], list[tuple[str, int]]]:
+    return lambda data, gpu: [leaf for path, sign in paths for leaf in _under(data, path, sign)]
+
+
+# a factor > 1 always means faster: efficiencies and overlap shares scale up, exposed shares and
+# overheads scale down (sign -1)
+KNOBS: tuple[Knob, ...] = (
+    Knob("compute_bf16", "compute", 0.1, _gemm_paths("bf16")),
+    Knob("compute_fp8", "compute", 0.1, _gemm_paths("fp8")),
+    Knob("moe", "compute", 0.3, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1))),
+    Knob("nvlink", "tp/ep/pp comm on NVLink", 0.3,
+         _paths(("time.collectives.bus_efficiency.nvlink", 1), ("time.all_to_all.nvlink_efficiency", 1))),
+    Knob("network", "comm over the NICs", 0.3,
+         _paths(("time.collectives.bus_efficiency.network", 1), ("time.all_to_all.rdma_efficiency", 1),
+                ("time.all_to_all.nccl_network_efficiency", 1))),
+    Knob("tp_overlap", "tp_comm", 0.5, _paths(("time.tp_overlap_exposed_fraction", -1))),
+    Knob("ep_overlap", "ep_comm", 0.5, _paths(("time.ep_overlap_window", 1))),
+    Knob("cp_overlap", "cp_comm", 0.5, _paths(("time.cp_overlap_fraction", 1))),
+    Knob("dp_overlap", "dp_comm", 0.5, _paths(("time.dp_overlap_fraction", 1))),
+)
+# compute factors: what the runs' model class (dense / MoE) identifies; the rest are communication factors
+PRIMARY = ("compute_bf16", "compute_fp8", "moe")
+
+
+def _overrides(base: Profile, knobs: Sequence[Knob], ks: Sequence[float], gpu: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for knob, k in zip(knobs, ks):
+        for path, sign in knob.select(base.data, gpu):
+            out[path] = base.value(path) * math.exp(sign * k)
+    return out
+
+
+def _profile(base: Profile, knobs: Sequence[Knob], ks: Sequence[float], gpu: str, extra: dict[str, float] | None = None,
+             **meta: Any) -> Profile:
+    overrides = {**_overrides(base, knobs, ks, gpu), **(extra or {})}
+    return base.with_overrides(overrides, name=meta.pop("name", "fit"), **meta)
+
+
+# ---------------------------------------------------------------------------- predictions
+def predict(run: Run, profile: Profile | None = None) -> Estimate:
+    with use_profile(profile):
+        return cost_estimate(run.spec, run.cluster, run.workload, run.layout)
+
+
+def _log_step(run: Run, profile: Profile) -> float:
+    with use_profile(profile):  # the step time alone: the fits never need the memory
+        return math.log(step_time(run.spec, run.cluster, run.workload, run.layout).step_s)
+
+
+def _stage(run: Run, est: Estimate) -> int:
+    stage = run.measured_stage()
+    return est.peak_stage if stage is None else stage
+
+
+# ---------------------------------------------------------------------------- check
+def check(run: Run, profile: Profile | None = None) -> dict[str, Any]:
+    """Prediction vs measurement for one run: step time, tokens/s/GPU, peak allocated memory on the
+    measured rank, each time and memory term, and the term most likely behind each gap."""
+    est = predict(run, profile)
+    t = est.time
+    stage = _stage(run, est)
+    mem = next(s for s in est.memory if s.stage == stage)
+    predicted = {"step_time_s": round(t.step_s, 4), "tokens_per_s_per_gpu": round(t.tokens_per_s_per_gpu, 1),
+                 "peak_allocated_gb": round(mem.allocated_bytes / GB, 3)}
+    m = run.measured
+    measured = {"step_time_s": _r(run.measured_step_s, 4), "tokens_per_s_per_gpu": _r(run.measured_tokens_per_s_per_gpu, 1),
+                "peak_allocated_gb": _r(m.peak_allocated_gb, 3)}
+    out: dict[str, Any] = {
+        "run": run.id, "source": run.source, "model": run.spec.name,
+        "cluster": {"gpu": run.cluster.gpu.name, "num_gpus": run.cluster.num_gpus},
+        "workload": {"seq_length": run.workload.seq_length, "global_batch_size": run.workload.global_batch_size,
+                     "precision": run.workload.precision},
+        "layout": _layout_dict(run),
+        "profile": (profile or active()).name,
+        "measured": measured, "predicted": predicted,
+        "measured_rank": m.rank, "pipeline_stage": stage,
+        "time_terms_s": {k: round(v, 4) for k, v in t.breakdown_s.items()},
+        "memory_terms_gb": {"weights_gb": round(mem.weights_bytes / GB, 3), "grads_gb": round(mem.grads_bytes / GB, 3),
+                            "optimizer_gb": round(mem.optimizer_bytes / GB, 3),
+                            "activations_gb": round(mem.activations_bytes / GB, 3)},
+        "error": {}, "likely_cause": {}, "notes": list(run.notes),
+    }
+    if measured["step_time_s"]:
+        gap = measured["step_time_s"] - t.step_s
+        out["error"]["step_time"] = round(t.step_s / measured["step_time_s"] - 1, 4)
+        out["likely_cause"]["step_time"] = _likely(gap, t.breakdown_s, TERM_SIGMA, "s")
+    if m.peak_allocated_gb is not None:
+        gap = m.peak_allocated_gb - mem.allocated_bytes / GB
+        out["error"]["peak_allocated"] = round(mem.allocated_bytes / GB / m.peak_allocated_gb - 1, 4)
+        out["likely_cause"]["peak_allocated"] = _likely(gap, out["memory_terms_gb"], MEMORY_SIGMA, "GB")
+    if m.oom:
+        total = est.peak_bytes / GB
+        verdict = "agrees: predicted not to fit" if not est.fits else \
+            f"DISAGREES: predicted to fit ({total:.1f} of {est.capacity_bytes / GB:.1f} GB)"
+        out["oom"] = {"measured": True, "predicted_peak_gb": round(total, 3), "verdict": verdict}
+    if m.tflops_per_gpu is not None:
+        out["reported_tflops_per_gpu"] = m.tflops_per_gpu
+    if run.printed_params:  # the shape read vs the parameters Megatron counted on that rank
+        rows = []
+        for t, p, printed in run.printed_params:
+            if p < run.layout.pp:
+                ours = next(s.params for s in est.memory if s.stage == p)
+                rows.append({"tp_rank": t, "pp_rank": p, "log": printed, "megasolve": ours,
+                             "error": round(ours / printed - 1, 5)})
+                if abs(ours / printed - 1) > 0.01:
+                    out["notes"].append(f"the log counts {printed:,} parameters on rank (tp {t}, pp {p}); the shape "
+                                        f"read gives {ours:,}: check the model (--model, --vocab-size, --arg)")
+        out["parameters_per_rank"] = rows
+    if m.theoretical_memory_gb is not None:
+        out["megatron_theoretical_memory_gb"] = round(m.theoretical_memory_gb, 3)
+    return out
+
+
+def _r(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _layout_dict(run: Run) -> dict[str, Any]:
+    from megasolve.solver.api import layout_dict
+
+    return layout_dict(run.layout, run.workload)
+
+
+def _likely(gap: float, terms: dict[str, float], sigma: dict[str, float], unit: str) -> dict[str, Any] | None:
+    """The term whose relative error would explain ``gap`` most plausibly: the smallest
+    ``|gap / term| / sigma(term)`` among the terms a change of sign can reach (a term can only grow
+    or shrink to zero)."""
+    best = None
+    for name, value in terms.items():
+        s = sigma.get(name)
+        if not s or value <= 0 or (gap < 0 and -gap > value):
+            continue
+        z = abs(gap / value) / s
+        if best is None or z < best[0]:
+            best = (z, name, value)
+    if best is None:
+        return None
+    z, name, value = best
+    return {"term": name, "predicted": round(value, 4), "change_needed": round(gap / value, 4),
+            "z": round(z, 2), "text": f"{name} {value:.3g} {unit} would have to be {gap / value:+.0%}"}
+
+
+# ---------------------------------------------------------------------------- calibrate
+@dataclass(frozen=True, slots=True)
+class _Fit:
+    knobs: tuple[Knob, ...]
+    ks: tuple[float, ...]
+    sd: tuple[float, ...]
+
+
+def _timed(runs: Sequence[Run]) -> list[Run]:
+    return [r for r in runs if r.measured_step_s and not r.measured.oom]
+
+
+def _sensitivity(runs: Sequence[Run], base: Profile, knob: Knob, gpu: str, h: float = 0.1) -> np.ndarray:
+    up = _profile(base, [knob], [h], gpu)
+    down = _profile(base, [knob], [-h], gpu)
+    return np.array([(_log_step(r, up) - _log_step(r, down)) / (2 * h) for r in runs])
+
+
+def _ordered(kinds: set[bool]) -> list[Knob]:
+    """Knobs in the order they are freed: with MoE runs only, the MoE factor first (their offset is most
+    likely MoE-specific: shipped median error 11.2 % MoE vs 3.4 % dense), else the compute factors first."""
+    if kinds == {True}:
+        return sorted(KNOBS, key=lambda k: k.name != "moe")
+    return list(KNOBS)
+
+
+def max_free(timed_runs: int, primary: int) -> int:
+    """Communication factors ``n`` timed runs support once ``primary`` compute factors are free: one per
+    two runs left over, so every such factor keeps a run of residual to be checked against
+    (``benchmarks/calibrate_runs.py``: a comm factor fitted on two runs beside compute matched both
+    exactly and made the other runs of the series worse, 5.6 % -> 9.2 % median).
+
+    >>> [max_free(n, 1) for n in (1, 2, 3, 4, 5)]
+    [0, 0, 1, 1, 2]
+    """
+    return max(0, (timed_runs - primary) // 2)
+
+
+def _choose(runs: Sequence[Run], base: Profile, gpu: str) -> tuple[list[Knob], dict[str, str], dict[str, list[float]]]:
+    """The free knobs and, for every other knob, why it stays fixed."""
+    free: list[Knob] = []
+    reasons: dict[str, str] = {}
+    sens: dict[str, list[float]] = {}
+    columns: list[np.ndarray] = []
+    kinds = {r.spec.is_moe for r in runs}
+    precisions = {r.workload.precision for r in runs}
+    for knob in _ordered(kinds):
+        if not knob.select(base.data, gpu):
+            reasons[knob.name] = "its factors are not in this calibration's table"
+            continue
+        s = _sensitivity(runs, base, knob, gpu)
+        sens[knob.name] = [round(float(v), 4) for v in s]
+        if knob.name.startswith("compute_") and knob.name.removeprefix("compute_") not in precisions:
+            reasons[knob.name] = f"no run trains in {knob.name.removeprefix('compute_')}"
+            continue
+        if knob.name == "moe" and kinds == {False}:
+            reasons[knob.name] = "no MoE run"
+            continue
+        if knob.name.startswith("compute") and kinds == {True} and any(k.name == "moe" for k in free):
+            reasons[knob.name] = ("MoE runs only: the MoE factor carries their offset (the shipped model errs "
+                                  "most on MoE), so dense predictions keep the shipped compute efficiency")
+            continue
+        if np.max(np.abs(s)) < MIN_SHARE:
+            reasons[knob.name] = f"no run's step time moves by {MIN_SHARE:.0%} or more with it"
+            continue
+        primary = [k for k in free if k.name in PRIMARY]
+        if knob.name in PRIMARY and len(free) >= len(runs):
+            reasons[knob.name] = f"{len(runs)} timed run(s) support at most {len(runs)} free factor(s)"
+            continue
+        if knob.name not in PRIMARY and len(free) - len(primary) >= max_free(len(runs), len(primary)):
+            reasons[knob.name] = (f"{len(runs)} timed run(s) with {len(primary)} compute factor(s) free support "
+                                  f"{max_free(len(runs), len(primary))} communication factor(s) (two runs each)")
+            continue
+        if columns:
+            a = np.stack(columns, axis=1)
+            coef, *_ = np.linalg.lstsq(a, s, rcond=None)
+            novelty = float(np.linalg.norm(s - a @ coef) / np.linalg.norm(s))
+            if novelty < MIN_NOVELTY:
+                reasons[knob.name] = (f"the runs do not differ in {knob.term} apart from what "
+                                      f"{', '.join(k.name for k in free)} already explain")
+                continue
+        free.append(knob)
+        columns.append(s)
+    return free, reasons, sens
+
+
+def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, iterations: int = 6,
+         spread: float = 1.0) -> _Fit:
+    if not knobs or not runs:
+        return _Fit(tuple(knobs), tuple(0.0 for _ in knobs), tuple(k.sigma for k in knobs))
+    target = np.array([math.log(r.measured_step_s) for r in runs])
+    weight = np.array([1 / (spread * SIGMA_RUN["moe" if r.spec.is_moe else "dense"]) ** 2 for r in runs])
+    prior = np.array([1 / k.sigma ** 2 for k in knobs])
+    ks = np.zeros(len(knobs))
+    h = 0.05
+    hessian = np.diag(prior)
+    for _ in range(iterations):
+        prof = _profile(base, knobs, ks, gpu)
+        f0 = np.array([_log_step(r, prof) for r in runs])
+        jac = np.zeros((len(runs), len(knobs)))
+        for j in range(len(knobs)):
+            step = ks.copy()
+            step[j] += h
+            fj = np.array([_log_step(r, _profile(base, knobs, step, gpu)) for r in runs])
+            jac[:, j] = (fj - f0) / h
+        hessian = jac.T @ (jac * weight[:, None]) + np.diag(prior)
+        grad = jac.T @ ((f0 - target) * weight) + prior * ks
+        delta = np.linalg.solve(hessian, -grad)
+        delta = np.clip(delta, -0.5, 0.5)
+        bound = 2.5 * np.array([k.sigma for k in knobs])
+        new = np.clip(ks + delta, -bound, bound)
+        delta, ks = new - ks, new
+        if np.max(np.abs(delta)) < 1e-3:
+            break
+    cov = np.linalg.inv(hessian)
+    return _Fit(tuple(knobs), tuple(float(k) for k in ks), tuple(float(math.sqrt(cov[j, j])) for j in range(len(knobs))))
+
+
+SPREADS = (1.0, 2.0, 4.0, math.inf)
+
+
+def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str
+                    ) -> tuple[float, dict[str, float]]:
+    """How far to trust the runs: the multiple of ``SIGMA_RUN`` (1, 2, 4, or infinity: keep the priors)
+    whose leave-one-out fits predict the held-out runs best (sum of |log error|), over the runs that have
+    another run of their kind (dense / MoE, precision) to be predicted from. With two such runs whose
+    offsets disagree (one predicted too fast, the other too slow) this keeps the shipped values: a shared
+    factor would move each away from its measurement. Runs without a sibling cannot be checked; for them
+    the priors alone weigh the data."""
+    def kind(r: Run) -> tuple[bool, str]:
+        return r.spec.is_moe, r.workload.precision
+
+    testable = [i for i, r in enumerate(runs) if sum(kind(o) == kind(r) for o in runs) >= 2]
+    if not testable:  # no run has a sibling of its kind: nothing can check the fit, the priors decide
+        return 1.0, {}
+
+    def loo(spread: float) -> list[float]:
+        errors = []
+        for i in testable:
+            run = runs[i]
+            others = [r for j, r in enumerate(runs) if j != i]
+            fit = _fit(others, base, knobs if spread != math.inf else [], gpu, spread=spread)
+            step = predict(run, _profile(base, fit.knobs, fit.ks, gpu)).time.step_s
+            errors.append(abs(math.log(step / run.measured_step_s)))
+        return errors
+    scores = {spread: loo(spread) for spread in SPREADS}
+    best = min(SPREADS, key=lambda s: (sum(scores[s]), -s if s != math.inf else 0))
+    return best, {"before": statistics.median(scores[math.inf]), "after": statistics.median(scores[1.0])}
+
+
+def _reserve(runs: Sequence[Run], base: Profile, free_profile: Profile) -> tuple[float | None, dict[str, Any]]:
+    """Fitted ``memory.other_reserve_gb`` (None: stays fixed) and its record."""
+    try:
+        prior = float(base.value("memory.other_reserve_gb"))
+        fraction = float(base.value("memory.other_reserve_fraction"))
+    except KeyError:
+        return None, {"free": False, "reason": "memory.other_reserve_gb / other_reserve_fraction are not in this "
+                                               "calibration's table"}
+    gaps = [r.measured.peak_reserved_gb - r.measured.peak_allocated_gb for r in runs
+            if r.measured.peak_reserved_gb is not None and r.measured.peak_allocated_gb is not None]
+    low, high = 0.0, math.inf
+    for r in runs:
+        est = predict(r, free_profile)
+        usable = r.cluster.gpu.usable_memory_bytes / GB
+        allocated = (r.measured.peak_allocated_gb if r.measured.peak_allocated_gb is not None
+                     else max(s.allocated_bytes for s in est.memory) / GB)
+        room = usable - allocated - fraction * usable  # what other_reserve_gb may take before it stops fitting
+        if r.measured.oom:
+            low = max(low, room)
+        else:
+            high = min(high, room)
+    if not gaps and not any(r.measured.oom for r in runs):  # runs that fit only bound it from above
+        return None, {"free": False, "reason": "no run reports reserved memory or ran out of memory",
+                      "value": prior, "prior": prior}
+    # the reserve is other_reserve_gb + fraction * usable; the gap and the bounds are on the whole of it
+    usable = runs[0].cluster.gpu.usable_memory_bytes / GB
+    target = statistics.median(gaps) + CONTEXT_GB - fraction * usable if gaps else prior
+    value = (len(gaps) * target + prior) / (len(gaps) + 1)
+    value = min(max(value, low), high) if low <= high else value
+    value = max(value, 0.0)
+    return value, {"free": True, "value": round(value, 3), "prior": prior,
+                   "range": [round(max(low, 0.0), 3), round(high, 3) if high < math.inf else None],
+                   "from": f"{len(gaps)} reserved-allocated gap(s) + {CONTEXT_GB} GB CUDA context/NCCL; "
+                           f"bounds from {sum(r.measured.oom for r in runs)} OOM and "
+                           f"{sum(not r.measured.oom for r in runs)} completed run(s)"}
+
+
+def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "calibrated",
+              loo: bool = True) -> Profile:
+    """Fit a ``Profile`` to ``runs`` (priors: ``base``, the shipped profile by default).
+
+    The report holds, per run, the step-time error before (``base``) and after (the fitted profile),
+    and the leave-one-out errors: the run predicted by a profile fitted on the other runs.
+    """
+    if not runs:
+        raise MegasolveError(field="RUN", value="none", rule="calibration needs at least one run",
+                             fix="pass one or more training logs or a runs file")
+    base = base or active()
+    for run in runs:
+        run.spec.require_plannable()  # a model the cost model cannot time cannot calibrate it either
+    gpus = sorted({r.cluster.gpu.name for r in runs})
+    if len(gpus) > 1:
+        raise MegasolveError(field="RUN", value=", ".join(gpus), rule="a profile is fitted for one GPU type",
+                             fix="calibrate each GPU type's runs separately")
+    gpu = gpus[0]
+    timed = _timed(runs)
+    knobs, reasons, sens = _choose(timed, base, gpu) if timed else ([], {k.name: "no run has a step time" for k in KNOBS}, {})
+    spread, cv = _cross_validate(timed, base, knobs, gpu) if len(timed) >= 2 and knobs else (1.0, None)
+    if spread == math.inf:
+        for knob in knobs:
+            reasons[knob.name] = (f"leave-one-out check: fitted on the other runs it predicts each run worse "
+                                  f"(median |error| {cv['before']:.1%} shipped, {cv['after']:.1%}"
+                                  " fitted): the runs' offsets are their own, not a shared factor")
+        knobs = []
+    fit = _fit(timed, base, knobs, gpu, spread=spread)
+    speed = _profile(base, fit.knobs, fit.ks, gpu)
+    reserve, reserve_record = _reserve(runs, base, speed)
+    extra = {"memory.other_reserve_gb": reserve} if reserve is not None else {}
+
+    fitted: dict[str, Any] = {}
+    for knob in KNOBS:
+        paths = knob.select(base.data, gpu)
+        if knob in fit.knobs:
+            j = fit.knobs.index(knob)
+            k, sd = fit.ks[j], fit.sd[j]
+            fitted[knob.name] = {
+                "free": True, "term": knob.term, "factor": round(math.exp(k), 4),
+                "range": [round(math.exp(k - sd), 4), round(math.exp(k + sd), 4)], "prior_sigma": knob.sigma,
+                "values": {p: {"value": _n(base.value(p) * math.exp(s * k)), "prior": _n(base.value(p)),
+                               "range": sorted([_n(base.value(p) * math.exp(s * (k - sd))),
+                                                _n(base.value(p) * math.exp(s * (k + sd)))])} for p, s in paths}}
+        else:
+            fitted[knob.name] = {"free": False, "term": knob.term, "reason": reasons.get(knob.name, "not selected")}
+        if knob.name in sens:
+            fitted[knob.name]["sensitivity"] = sens[knob.name]
+    fitted["memory_reserve"] = reserve_record
+
+    software = tuple(sorted({s for r in runs for s in r.software}))
+    meta = dict(name=name, gpu=gpu, software=software, runs=tuple(r.id for r in runs), fitted=fitted,
+                source=f"megasolve calibrate on {len(runs)} run(s) of {gpu}; priors {base.name}")
+    profile = base.with_overrides({**_overrides(base, fit.knobs, fit.ks, gpu), **extra}, **meta)
+    report = _report(runs, base, profile, gpu, fit.knobs, spread) if loo else {}
+    return base.with_overrides({**_overrides(base, fit.knobs, fit.ks, gpu), **extra}, report=report, **meta)
+
+
+def _n(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def _report(runs: Sequence[Run], base: Profile, fitted: Profile, gpu: str, knobs: Sequence[Knob],
+            spread: float) -> dict[str, Any]:
+    rows = []
+    for i, run in enumerate(runs):
+        measured = run.measured_step_s
+        if not measured or run.measured.oom:
+            continue
+        before = predict(run, base).time.step_s / measured - 1
+        after = predict(run, fitted).time.step_s / measured - 1
+        others = _timed([r for j, r in enumerate(runs) if j != i])
+        if others:  # the same free factors, fitted without this run (the priors carry the factors it alone set)
+            fit = _fit(others, base, knobs, gpu, spread=spread)
+            loo = predict(run, _profile(base, fit.knobs, fit.ks, gpu)).time.step_s / measured - 1
+        else:
+            loo = before
+        rows.append({"run": run.id, "measured_step_s": round(measured, 4), "error_before": round(before, 4),
+                     "error_after": round(after, 4), "loo_error_after": round(loo, 4)})
+    summary = {}
+    if rows:
+        summary = {"median_abs_error_before": round(statistics.median(abs(r["error_before"]) for r in rows), 4),
+                   "median_abs_error_after": round(statistics.median(abs(r["error_after"]) for r in rows), 4),
+                   "median_abs_loo_error_after": round(statistics.median(abs(r["loo_error_after"]) for r in rows), 4)}
+    return {"runs": rows, **summary}

@@ -1,0 +1,302 @@
+"""Find the facts in a training log, a launch script or a printed config: ``parse_log(text) -> LogFacts``.
+
+The line formats (Megatron-LM ``training.py`` / ``arguments.py`` / ``theoretical_memory_usage.py``,
+NeMo / Megatron-Bridge, PyTorch's OOM message, launcher prefixes) are listed in ``solver/runs.py``,
+which turns the facts into a ``Run``. Nothing here knows about models or clusters.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+UNKNOWN_RANK = -1  # a memory line that names no rank
+
+# ---------------------------------------------------------------------------- log lines
+# launcher prefixes: slurm --label ("0: ", "12: "), "[host:rank]:", torchrun "[rank0]:" / "[default0]:"
+_PREFIX = re.compile(r"^\s*(?:\d+:\s|\[[^\]\s]*(?::\d+|rank\d+|default\d+)\]:\s?|[\w.-]+:\d+:\s)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ARG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s?(.*?)\s*$")
+_ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}")
+_ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
+_WORLD = re.compile(r"using world size:\s*(\d+)(.*)")
+_WORLD_PART = re.compile(r"([a-z-]+(?:-parallel)?) size:\s*(\d+)")
+_ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
+_ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*([\d.]+)")
+_TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
+                     r"\s*[:=]\s*([\d.]+)", re.I)
+_GBS = re.compile(r"global batch size:\s*(\d+)")
+_MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|"
+                     r"\s*max allocated:\s*([\d.]+)\s*\|\s*reserved:\s*([\d.]+)\s*\|\s*max reserved:\s*([\d.]+)")
+_THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
+                     r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?")
+_OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) ([GM]i?B)")
+_OOM_CAPACITY = re.compile(r"total capacit[yi]? of ([\d.]+) GiB|([\d.]+) GiB total capacity")
+_PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
+_NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*([\d.]+)")
+_NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
+_NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
+# NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
+_TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
+_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?\s*$")
+_GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
+                       r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
+_VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
+                      r"(?: version)?\s*[:=]?\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\w-]*)?)", re.I)
+_REPR_PAIR = re.compile(r"\b([a-z_][a-z0-9_]*)=([^,()\s]+)")
+REPR_KEYS = {"bf16", "fp16", "use_distributed_optimizer", "fp8_param_gather", "overlap_grad_reduce",
+             "grad_reduce_in_fp32"}
+_RANK_PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \((\d+), (\d+)\): (\d+)")
+_DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
+_CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
+
+
+def strip_prefix(line: str) -> str:
+    """A log line without ANSI colours and the launcher's rank prefix.
+
+    >>> strip_prefix("[node01:3]: iteration 5/ 10 |")
+    'iteration 5/ 10 |'
+    >>> strip_prefix("0:  [Rank 0] (after 10 iterations)")
+    '[Rank 0] (after 10 iterations)'
+    """
+    line = _ANSI.sub("", line)
+    for _ in range(3):
+        stripped = _PREFIX.sub("", line, count=1)
+        if stripped == line:
+            break
+        line = stripped
+    return line.strip()
+
+
+@dataclass(slots=True)
+class LogFacts:
+    """What one log says, before it becomes a ``Run``."""
+
+    args: dict[str, Any] = field(default_factory=dict)
+    world_size: int | None = None
+    world_parts: dict[str, int] = field(default_factory=dict)
+    iterations: list[tuple[int, float, float | None, int | None]] = field(default_factory=list)  # it, s, tflops, gbs
+    nemo_steps: list[tuple[int | None, float]] = field(default_factory=list)
+    memory: dict[int, tuple[float, float]] = field(default_factory=dict)  # rank -> (max alloc, max reserved) MiB
+    theoretical_mb: float | None = None
+    oom: bool = False
+    oom_capacity_gib: float | None = None
+    padded_vocab: tuple[int, int] | None = None
+    gpu_names: dict[str, int] = field(default_factory=dict)
+    software: dict[str, str] = field(default_factory=dict)
+    # "> number of parameters on (tensor, pipeline) model parallel rank (t, p): N" (training.py get_model)
+    rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
+    model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
+
+
+def parse_log(text: str) -> LogFacts:
+    """Every fact the readers know how to find in a log, script or config dump."""
+    facts = LogFacts()
+    in_args = False
+    for raw in text.splitlines():
+        line = strip_prefix(raw)
+        if not line:
+            continue
+        if _ARGS_START.search(line) and "end of" not in line:
+            in_args = True
+            continue
+        if _ARGS_END.search(line):
+            in_args = False
+            continue
+        m = _ARG_LINE.match(line)
+        if m and (in_args or not m.group(2).startswith(":")):  # excerpts may start inside the dump
+            facts.args.setdefault(m.group(1), scalar(m.group(2)))
+            continue
+        _parse_line(line, facts)  # a dump cut off without its end line still lets the rest through
+    _script_args(text, facts)
+    return facts
+
+
+def _parse_line(line: str, facts: LogFacts) -> None:
+    if m := _WORLD.search(line):
+        facts.world_size = int(m.group(1))
+        for name, value in _WORLD_PART.findall(m.group(2)):
+            facts.world_parts[name] = int(value)
+        return
+    if (m := _ITER.search(line)) and (e := _ELAPSED.search(m.group(3))):
+        t = _TFLOPS.search(m.group(3))
+        g = _GBS.search(m.group(3))
+        facts.iterations.append((int(m.group(1)), float(e.group(1)) / 1e3, float(t.group(1)) if t else None,
+                                 int(g.group(1)) if g else None))
+        return
+    if m := _NEMO_STEP.search(line):
+        it = _NEMO_ITER.search(line)
+        facts.nemo_steps.append((int(it.group(1)) if it else None, float(m.group(1))))
+        if g := _NEMO_GBS.search(line):  # NeMo 2: "... | global_batch_size: 16 | ... | train_step_timing in s: 2.6"
+            facts.args.setdefault("global_batch_size", int(g.group(1)))
+        return
+    if m := _TQDM.search(line):  # tqdm's rate is a running average since the bar started
+        it = _NEMO_ITER.search(line)
+        value = float(m.group(1))
+        facts.nemo_steps.append((int(it.group(1)) if it else None, value if m.group(2) == "s/it" else 1 / value))
+        return
+    if m := _MEMORY.search(line):
+        rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK  # GPT-NeoX / old Megatron: no rank
+        alloc, reserved = float(m.group(4)), float(m.group(6))
+        old = facts.memory.get(rank, (0.0, 0.0))
+        facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
+        return
+    if m := _THEORY.search(line):
+        facts.theoretical_mb = float(m.group(3) or m.group(1))
+        return
+    if m := _OOM.search(line):
+        facts.oom = True
+    if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
+        facts.oom_capacity_gib = float(c.group(1) or c.group(2))
+    if m := _RANK_PARAMS.search(line):
+        facts.rank_params[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
+        return
+    if m := _DTYPE.search(line):
+        facts.args.setdefault("_params_dtype", m.group(1))
+        return
+    if m := _PADDED.search(line):
+        facts.padded_vocab = (int(m.group(1)), int(m.group(2)))
+        return
+    for m in _GPU_NAME.finditer(line):
+        if re.search(r"NVIDIA|Tesla|GPU|device|gpu", line):
+            key = m.group(1).upper() + (f"-{m.group(2)}" if m.group(2) else "")
+            facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
+    for m in _VERSION.finditer(line):
+        facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
+    for pattern, preset in MODEL_NAMES:
+        if pattern.search(line):
+            facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
+    if m := _CONTAINER.search(line):
+        facts.software.setdefault("container", m.group(1))
+    if "Config(" in line:  # NeMo 2 / Bridge print dataclass reprs: OptimizerConfig(..., bf16=True, ...)
+        for key, value in _REPR_PAIR.findall(line):
+            if key in CONFIG_KEYS or key in REPR_KEYS:
+                facts.args.setdefault(key, scalar(value.strip("'\"")))
+        return
+    if m := _CONFIG_LINE.match(line):
+        key = m.group(1)
+        if key in CONFIG_KEYS:
+            facts.args.setdefault(key, scalar(m.group(2).strip().strip("'\"")))
+
+
+def scalar(text: str) -> Any:
+    """A printed value as Python: None, booleans, ints, floats, else the string.
+
+    >>> scalar("None"), scalar("True"), scalar("4096"), scalar("1e-05"), scalar("RMSNorm")
+    (None, True, 4096, 1e-05, 'RMSNorm')
+    """
+    text = text.strip()
+    low = text.lower()
+    if low in ("none", "null", "~", ""):
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+        return value if math.isfinite(value) else text
+    except ValueError:
+        return text
+
+
+# ---------------------------------------------------------------------------- launch scripts
+_HYDRA = re.compile(r"^(?:\+?[a-z_]+\.)+([a-z_][a-z0-9_]*)=(\S+)$")
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\S*)")
+_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
+
+
+def _script_args(text: str, facts: LogFacts) -> None:
+    """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
+    if ("--" not in text and "model." not in text) or (
+            "pretrain" not in text and "torchrun" not in text and "_ARGS" not in text
+            and not re.search(r"^\s*--[a-z][a-z0-9-]+-(?:size|layers|type)\b", text, re.M)):  # a pasted flag list
+        return
+    env: dict[str, str] = {}
+    body = re.sub(r"\\\r?\n", " ", text)
+    lines = []
+    for raw in body.splitlines():
+        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
+        if m := _ASSIGN.match(line):
+            value = m.group(2).strip("'\"")
+            if not value.startswith("("):
+                env[m.group(1)] = _expand(value, env)
+        lines.append(line)
+    flags: dict[str, Any] = {}
+    for line in lines:
+        # flags also live inside quoted strings (DISTRIBUTED_ARGS="--nnodes=1 --nproc_per_node=8"): unquote
+        tokens = [t for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " ")) if t]
+        for i, token in enumerate(tokens):
+            token = token.strip("()")
+            if (h := _HYDRA.match(token)) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
+                flags.setdefault(h.group(1), scalar(h.group(2)))
+                continue
+            if not token.startswith("--") or len(token) < 4:
+                continue
+            name, eq, inline = token[2:].partition("=")
+            if eq:
+                value: Any = scalar(inline)
+            elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--") and tokens[i + 1] not in (")", "\\"):
+                value = scalar(tokens[i + 1].strip("()"))
+            else:
+                value = True
+            flags.setdefault(name.replace("-", "_"), value)
+    for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE"):
+        if key in env and isinstance(scalar(env[key]), int):
+            flags.setdefault("_env_" + key.lower(), scalar(env[key]))
+    for key, value in flags.items():
+        facts.args.setdefault(key, value)
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        return env.get(name, m.group(2) if m.group(2) is not None else m.group(0))
+    for _ in range(3):
+        new = _VAR.sub(sub, text)
+        if new == text:
+            break
+        text = new
+    return text
+
+
+# Megatron-Core TransformerConfig / Megatron-LM / NeMo names the readers take from a printed config
+CONFIG_KEYS = {
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
+    "swiglu", "gated_linear_unit", "normalization", "add_bias_linear", "bias", "add_qkv_bias", "qk_layernorm",
+    "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "seq_length", "encoder_seq_length",
+    "max_position_embeddings", "position_embedding_type", "share_embeddings_and_output_weights",
+    "untie_embeddings_and_output_weights", "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
+    "moe_shared_expert_intermediate_size", "moe_layer_freq", "moe_token_dispatcher_type", "multi_latent_attention",
+    "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers",
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
+    "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
+    "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers",
+    "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
+    "use_distributed_optimizer", "devices", "num_nodes", "precision", "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather",
+    "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+    "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
+    "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
+    "overlap_grad_reduce",
+}
+
+# NeMo 2 config classes and Megatron-Bridge recipe names that fix a model's shape -> megasolve presets
+# (NeMo nemo/collections/llm/gpt/model/{llama,mixtral,qwen3,deepseek}.py; Megatron-Bridge recipes/)
+MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
+    (r"\bLlama31?Config8B\b|\bllama3[1_]*_8b\b|Meta-Llama-3(?:\.1)?-8B\b", "llama-3.1-8b"),
+    (r"\bLlama31?Config70B\b|\bllama3[1_]*_70b\b|Meta-Llama-3(?:\.1)?-70B\b", "llama-3.1-70b"),
+    (r"\bLlama31Config405B\b|\bllama31_405b\b|Llama-3\.1-405B\b", "llama-3.1-405b"),
+    (r"\bLlama2Config7B\b|\bllama2_7b\b|Llama-2-7b\b", "llama-2-7b"),
+    (r"\bLlama2Config13B\b|\bllama2_13b\b|Llama-2-13b\b", "llama-2-13b"),
+    (r"\bLlama2Config70B\b|\bllama2_70b\b|Llama-2-70b\b", "llama-2-70b"),
+    (r"\bMixtralConfig8x7B\b|\bmixtral_8x7b\b|Mixtral-8x7B\b", "mixtral-8x7b"),
+    (r"\bMixtralConfig8x22B\b|\bmixtral_8x22b\b|Mixtral-8x22B\b", "mixtral-8x22b"),
+    (r"\bQwen3MoEConfig30B_A3B\b|\bqwen3_30b_a3b\b|Qwen3-30B-A3B\b", "qwen3-30b-a3b"),
+    (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b\b|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
+    (r"\bDeepSeekV3Config\b|\bdeepseek_v3\b|DeepSeek-V3\b", "deepseek-v3"),
+    (r"\bDeepSeekV2LiteConfig\b|\bdeepseek_v2_lite\b|DeepSeek-V2-Lite\b", "deepseek-v2-lite"),
+))

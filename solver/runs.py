@@ -1,0 +1,683 @@
+"""A user's own training runs as megasolve inputs: ``read_runs(path) -> list[Run]``.
+
+Reads, from any of:
+
+* **Megatron-LM logs** as printed by ``megatron/training``: the argument dump between
+  ``------------------------ arguments ------------------------`` and ``end of arguments``
+  (``arguments.py::_print_args``: ``  name ........ value``), ``using world size: ...``
+  (``arguments.py::validate_args``), the padded vocabulary (``tokenizer.py::_vocab_size_with_padding``:
+  ``> padded vocab (size: V) with D dummy tokens (new size: P)``), the iteration lines of
+  ``training.py::training_log`` (``iteration N/ M | ... | elapsed time per iteration (ms): T |
+  throughput per GPU (TFLOP/s/GPU): F | ...``, with or without a ``[date time]`` stamp and any extra
+  fields), the memory report of ``training.py::report_memory`` (``[Rank R] (after K iterations)
+  memory (MB) | allocated: A | max allocated: B | reserved: C | max reserved: D``; MB = 2^20 bytes),
+  the theoretical-memory line (``theoretical_memory_usage.py``: ``Theoretical memory footprints:
+  weight and optimizer=X MB, activation=Y MB, total=Z MB``), and PyTorch's OOM message
+  (``CUDA out of memory. Tried to allocate X GiB. GPU 0 has a total capacity of Y GiB ...``; the
+  pre-2.1 form ``(GPU 0; Y GiB total capacity; ...)`` too). Launcher prefixes (slurm ``--label``
+  ``0: ``, ``[host:rank]:``, torchrun ``[rank0]:`` / ``[default0]:``) are stripped, and lines of
+  several ranks may be interleaved.
+* **NeMo 2 / Megatron-Bridge logs**: the printed config (``key: value`` lines whose keys are
+  Megatron-Core ``TransformerConfig`` / NeMo names: ``tensor_model_parallel_size``, ``num_layers``,
+  ``gated_linear_unit``, ``devices``, ``num_nodes``, ...), ``train_step_timing in s: T`` (NeMo's
+  Lightning progress line) and the Megatron-style iteration lines Bridge prints; ``TFLOP/s`` lines.
+* **Shell launch scripts** holding a ``pretrain_gpt.py`` flag array (``--num-layers 32 ...``), with
+  ``VAR=value`` / ``${VAR:-default}`` substitution and ``GPUS_PER_NODE`` / ``NNODES`` /
+  ``--nproc_per_node`` / ``--nnodes`` for the world size.
+* **A runs file** (YAML list, or CSV with the same columns flattened as ``layout.tp``), one entry
+  per run, in the keys of ``estimate``'s JSON contract (README "Learn from your runs").
+
+Facts a log does not hold (the GPU type, usually) come from ``defaults`` (the CLI's ``--gpu``,
+``--vocab-size``, ...); when one is still missing, ``MegasolveError`` names it and the flag that
+supplies it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import re
+import statistics
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from megasolve.models.errors import MegasolveError
+from megasolve.models.layout import Layout, Workload, precision_fields
+from megasolve.models.megatron_args import spec_from_megatron_args
+from megasolve.models.presets import resolve_model
+from megasolve.models.spec import ModelSpec
+from megasolve.solver.logs import UNKNOWN_RANK, LogFacts, parse_log, scalar
+from megasolve.topology.cluster import Cluster
+
+MIB = 2**20
+GIB = 2**30
+MAX_LOG_BYTES = 256 * 1024 * 1024
+# iterations whose timing includes start-up work (CUDA graphs, NCCL setup, allocator growth): Megatron's
+# first logged interval always does; with --log-interval 1 the first few single iterations do too
+WARMUP_ITERATIONS = 3
+
+
+# ---------------------------------------------------------------------------- the run
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measured:
+    """What a run measured. ``rank``: the rank whose memory was measured (an int, ``"first"`` or
+    ``"last"`` pipeline stage, or None: the peak stage). Memory in GB = 1e9 bytes."""
+
+    step_time_s: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    peak_allocated_gb: float | None = None
+    peak_reserved_gb: float | None = None
+    rank: int | str | None = None
+    oom: bool = False
+    tflops_per_gpu: float | None = None  # as the framework reported it (its own FLOP convention)
+    theoretical_memory_gb: float | None = None  # Megatron's own estimate, when printed
+    iterations: int = 0  # timed iterations the step time is the median of
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"step_time_s": self.step_time_s, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+               "peak_allocated_gb": self.peak_allocated_gb, "rank": self.rank}
+        if self.peak_reserved_gb is not None:
+            out["peak_reserved_gb"] = self.peak_reserved_gb
+        if self.oom:
+            out["oom"] = True
+        if self.tflops_per_gpu is not None:
+            out["tflops_per_gpu"] = self.tflops_per_gpu
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One measured run: what ``estimate`` takes, plus the measurement and where it came from."""
+
+    id: str
+    spec: ModelSpec
+    cluster: Cluster
+    workload: Workload
+    layout: Layout
+    measured: Measured
+    source: str = ""
+    software: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # assumptions the reader made
+    # parameters the log printed per (tensor rank, pipeline rank): a check of the model shape read
+    printed_params: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def measured_tokens_per_s_per_gpu(self) -> float | None:
+        m = self.measured
+        if m.tokens_per_s_per_gpu is not None:
+            return m.tokens_per_s_per_gpu
+        if m.step_time_s:
+            return self.workload.global_batch_size * self.workload.seq_length / m.step_time_s / self.cluster.num_gpus
+        return None
+
+    @property
+    def measured_step_s(self) -> float | None:
+        m = self.measured
+        if m.step_time_s is not None:
+            return m.step_time_s
+        if m.tokens_per_s_per_gpu:
+            return self.workload.global_batch_size * self.workload.seq_length / m.tokens_per_s_per_gpu \
+                / self.cluster.num_gpus
+        return None
+
+    def measured_stage(self) -> int | None:
+        """The pipeline stage of the measured rank (Megatron orders ranks tp-cp-ep-dp-pp, PP slowest:
+        ``parallel_state.py`` ``order="tp-cp-ep-dp-pp"``), None when no rank was named."""
+        rank = self.measured.rank
+        if rank is None:
+            return None
+        if rank == "first":
+            return 0
+        if rank == "last":
+            return self.layout.pp - 1
+        return int(rank) // (self.cluster.num_gpus // self.layout.pp)
+
+
+# ---------------------------------------------------------------------------- entry point
+def read_runs(path: str | Path, **defaults: Any) -> list[Run]:
+    """Runs from a Megatron-LM / NeMo / Megatron-Bridge log, a launch script, or a runs file (YAML/CSV).
+
+    ``defaults`` fill what the input does not say (what it says wins): ``gpu``, ``num_gpus``,
+    ``gpus_per_node``, ``nvlink_domain``, ``model`` (anything ``--model`` takes; it replaces the shape in
+    the log, and ``gpu`` replaces a GPU name found in it),
+    ``vocab_size``, ``seq_length``, ``global_batch_size``, ``precision``, ``step_time_s``, and ``args``
+    (a mapping of Megatron argument names, e.g. ``{"tensor-model-parallel-size": 2}``, for logs that do
+    not print their argument dump).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MegasolveError(field="RUN", value=str(path), rule="no such file",
+                             fix="pass a training log, a launch script, or a runs YAML/CSV")
+    if path.stat().st_size > MAX_LOG_BYTES:
+        raise MegasolveError(field="RUN", value=str(path), rule="is larger than 256 MiB",
+                             fix="pass an excerpt: the argument dump and a few hundred iteration lines")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return [run_from_entry(e, f"{path.name}#{i + 1}", defaults) for i, e in enumerate(_csv_entries(text))]
+    if suffix in (".yaml", ".yml", ".json") and not _looks_like_log(text):
+        entries = _yaml_entries(text, path)
+        if entries is not None:
+            return [run_from_entry(e, f"{path.name}#{i + 1}", defaults) for i, e in enumerate(entries)]
+    return [run_from_log(text, path.name, defaults)]
+
+
+def _looks_like_log(text: str) -> bool:
+    return bool(re.search(r"elapsed time per iteration|-{4,} arguments -{4,}|train_step_timing|\s\.{6,}\s", text))
+
+
+# ---------------------------------------------------------------------------- runs file
+def _yaml_entries(text: str, path: Path) -> list[dict[str, Any]] | None:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise MegasolveError(field="RUN", value=str(path), rule=f"is not valid YAML ({str(exc).splitlines()[0]})",
+                             fix="check the file's syntax") from None
+    if isinstance(data, dict) and "runs" in data:
+        data = data["runs"]
+    if isinstance(data, dict) and "measured" in data:
+        data = [data]
+    if not isinstance(data, list):
+        return None  # a config dump saved as YAML: read as a log
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict):
+            raise MegasolveError(field=f"{path.name} entry {i + 1}", value=type(entry).__name__,
+                                 rule="must be a mapping (model, cluster, layout, workload, measured)",
+                                 fix="see README 'Learn from your runs'")
+    return data
+
+
+def _csv_entries(text: str) -> list[dict[str, Any]]:
+    """CSV rows with dotted columns (``layout.tp``, ``measured.step_time_s``) as nested entries."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    out = []
+    for row in rows:
+        entry: dict[str, Any] = {}
+        for key, raw in row.items():
+            if key is None or raw is None or raw.strip() == "":
+                continue
+            node = entry
+            parts = key.strip().split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = scalar(raw.strip())
+        out.append(entry)
+    return out
+
+
+ENTRY_KEYS = {"id", "model", "cluster", "layout", "workload", "measured", "software", "source"}
+# what marks `megasolve estimate --format json` output: with a `measured:` block added it is a runs-file
+# entry, and every key it prints beyond the inputs (predictions, notes) is dropped
+ESTIMATE_OUTPUT_KEYS = {"feasible", "memory", "time"}
+LAYOUT_KEYS = {"tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs", "sequence_parallel", "recompute",
+               "recompute_num_layers", "distributed_optimizer", "fsdp", "cpu_offload_layers",
+               "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers"}
+DERIVED_LAYOUT_KEYS = {"gbs", "num_microbatches"}  # in estimate's JSON, derived from the workload
+WORKLOAD_KEYS = {f.name for f in fields(Workload)} - {"tokens"}  # every Workload field but time-to-train
+MEASURED_KEYS = {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb", "peak_reserved_gb", "rank", "oom",
+                 "tflops_per_gpu"}
+
+
+def _unknown(where: str, given: dict[str, Any], known: set[str]) -> None:
+    extra = sorted(set(given) - known)
+    if extra:
+        raise MegasolveError(field=where, value=extra[0], rule=f"is not one of {', '.join(sorted(known))}",
+                             fix="fix the key (estimate's JSON contract names)")
+
+
+def run_from_entry(entry: dict[str, Any], run_id: str, defaults: dict[str, Any] | None = None) -> Run:
+    """One runs-file entry (``model``, ``cluster``, ``layout``, ``workload``, ``measured``)."""
+    defaults = defaults or {}
+    if ESTIMATE_OUTPUT_KEYS <= set(entry):  # an estimate's JSON: keep the inputs, drop every output it printed
+        entry = {k: v for k, v in entry.items() if k in ENTRY_KEYS}
+    _unknown(f"{run_id}", entry, ENTRY_KEYS)
+    model = entry.get("model") or defaults.get("model")
+    if not model:
+        raise MegasolveError(field=f"{run_id}: model", value="missing", rule="every run names its model",
+                             fix="add model: <preset, config.json or Megatron YAML> (or pass --model)")
+    spec = resolve_model(str(model)).spec
+    cluster_raw = dict(entry.get("cluster") or {})
+    for key in ("gpu", "num_gpus", "gpus_per_node", "nvlink_domain"):
+        if key not in cluster_raw and defaults.get(key) is not None:
+            cluster_raw[key] = defaults[key]
+    if "gpu" not in cluster_raw:
+        raise MegasolveError(field=f"{run_id}: cluster.gpu", value="missing", rule="the GPU type is required",
+                             fix="add cluster: {gpu: h100, num_gpus: N} (or pass --gpu)")
+    layout_raw = {k: v for k, v in dict(entry.get("layout") or {}).items() if k not in DERIVED_LAYOUT_KEYS}
+    _unknown(f"{run_id}: layout", layout_raw, LAYOUT_KEYS)
+    work_raw = {k: v for k, v in dict(entry.get("workload") or {}).items() if v is not None}  # JSON nulls: unset
+    gbs_from_layout = (entry.get("layout") or {}).get("gbs")
+    if "global_batch_size" not in work_raw and gbs_from_layout is not None:
+        work_raw["global_batch_size"] = gbs_from_layout
+    _unknown(f"{run_id}: workload", work_raw, WORKLOAD_KEYS)
+    measured_raw = dict(entry.get("measured") or {})
+    _unknown(f"{run_id}: measured", measured_raw, MEASURED_KEYS)
+    if not any(k in measured_raw for k in ("step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb", "oom")):
+        raise MegasolveError(field=f"{run_id}: measured", value="empty",
+                             rule="needs step_time_s, tokens_per_s_per_gpu, peak_allocated_gb or oom",
+                             fix="add what the run measured")
+    if "num_gpus" not in cluster_raw and "nodes" not in cluster_raw:
+        tp, pp, cp, dp = (int(layout_raw.get(k, 1)) for k in ("tp", "pp", "cp", "dp"))
+        if "dp" not in layout_raw:
+            raise MegasolveError(field=f"{run_id}: cluster.num_gpus", value="missing",
+                                 rule="the GPU count is needed (or layout.dp)", fix="add cluster.num_gpus")
+        cluster_raw["num_gpus"] = tp * pp * cp * dp
+    cluster = Cluster.from_mapping(cluster_raw, where=f"{run_id}: cluster")
+    workload = _workload(work_raw, run_id)
+    layout = _layout_for(cluster.num_gpus, layout_raw, run_id)
+    measured = Measured(**{k: v for k, v in measured_raw.items()})
+    if isinstance(measured.rank, str) and measured.rank not in ("first", "last"):
+        raise MegasolveError(field=f"{run_id}: measured.rank", value=measured.rank,
+                             rule="must be a rank number, first or last", fix="e.g. rank: last")
+    return Run(id=str(entry.get("id") or run_id), spec=spec, cluster=cluster, workload=workload, layout=layout,
+               measured=measured, source=str(entry.get("source") or run_id),
+               software=tuple(str(s) for s in _listify(entry.get("software"))))
+
+
+def _listify(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _workload(raw: dict[str, Any], where: str) -> Workload:
+    raw = dict(raw)
+    precision = raw.pop("precision", "bf16")
+    if precision not in ("bf16", "fp8", "fp8-params"):
+        raise MegasolveError(field=f"{where}: workload.precision", value=precision,
+                             rule="must be bf16, fp8 or fp8-params", fix="fp16 runs: use bf16 (same bytes)")
+    fields = precision_fields(precision)
+    if raw.pop("fp8_param_gather", False):
+        fields["fp8_param_gather"] = True
+    return Workload(**raw, **fields)
+
+
+def _layout_for(num_gpus: int, raw: dict[str, Any], where: str) -> Layout:
+    raw = dict(raw)
+    tp, pp, cp = (int(raw.pop(k, 1)) for k in ("tp", "pp", "cp"))
+    model_parallel = tp * pp * cp
+    if num_gpus % model_parallel:
+        raise MegasolveError(field=f"{where}: world size", value=num_gpus,
+                             rule=f"is not divisible by tp({tp}) * pp({pp}) * cp({cp}) = {model_parallel} (ARG L432-434)",
+                             fix="check the GPU count and the layout")
+    dp = num_gpus // model_parallel
+    if "dp" in raw and int(raw.pop("dp")) != dp:
+        raise MegasolveError(field=f"{where}: layout.dp", value=dp,
+                             rule=f"world {num_gpus} / (tp*pp*cp = {model_parallel}) gives dp {dp}",
+                             fix="fix dp or the GPU count")
+    raw.setdefault("sequence_parallel", tp > 1)
+    if raw.get("recompute") in (None, "None", "null"):
+        raw["recompute"] = "none"
+    return Layout(tp=tp, pp=pp, cp=cp, dp=dp, **raw)
+
+
+# ---------------------------------------------------------------------------- facts -> run
+# NeMo / Megatron-Bridge config names -> Megatron-LM argument names
+CONFIG_ALIASES = {
+    "gated_linear_unit": "swiglu", "encoder_seq_length": "seq_length", "max_position_embeddings": "max_position_embeddings",
+    "virtual_pipeline_model_parallel_size": "virtual_pipeline_model_parallel_size",
+    "share_embeddings_and_output_weights": "share_embeddings_and_output_weights",
+    "activations_checkpoint_granularity": "recompute_granularity", "activations_checkpoint_method": "recompute_method",
+    "activations_checkpoint_num_layers": "recompute_num_layers", "override_vocab_size": "vocab_size",
+    "moe_router_topk": "moe_router_topk", "num_experts": "num_moe_experts",
+}
+SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
+# tokenizer -> vocabulary size where the log names a well-known tokenizer and prints no size (first match
+# wins): GPT-2 BPE 50257 (Radford et al. 2019); the rest are the vocab_size of the families' HF configs
+# (Llama 2 / Mistral 7B / Mixtral 32000, Mistral-Nemo 131072, Llama 3 128256, Qwen3 151936,
+# DeepSeek-V3 129280). Qwen2 / Qwen2.5 are left out: their sizes differ by model (151936, 152064).
+TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("gpt2-vocab", 50257), ("llama-3", 128256), ("llama3", 128256), ("meta-llama-3", 128256),
+                   ("llama-2", 32000), ("llama2", 32000), ("mistral-nemo", 131072), ("mistral", 32000),
+                   ("mixtral", 32000), ("qwen3", 151936), ("deepseek-v3", 129280))
+
+
+# the sizes ``validate_args`` prints on its "using world size" line -> argument names
+WORLD_PARTS = {"tensor-model-parallel": "tensor_model_parallel_size", "pipeline-model-parallel":
+               "pipeline_model_parallel_size", "context-parallel": "context_parallel_size",
+               "data-parallel": "data_parallel_size", "model-parallel": "model_parallel_size"}
+
+
+# arguments that say the layout (any one means the log printed its parallel setup)
+LAYOUT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "model_parallel_size",
+               "context_parallel_size", "expert_model_parallel_size", "data_parallel_size")
+
+
+def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None = None) -> Run:
+    """A ``Run`` from one Megatron-LM / NeMo / Megatron-Bridge log or launch script."""
+    defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
+    facts = parse_log(text)
+    args = {CONFIG_ALIASES.get(k, k): v for k, v in facts.args.items()}
+    for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
+        if printed in facts.world_parts:
+            args.setdefault(arg, facts.world_parts[printed])
+    for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print
+        args[str(key).lstrip("-").replace("-", "_")] = scalar(str(value)) if isinstance(value, str) else value
+    if facts.nemo_steps or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge", text):
+        args.setdefault("_nemo", True)
+    batches = [g for *_, g in facts.iterations if g]
+    if batches and not isinstance(args.get("global_batch_size"), int):
+        args["global_batch_size"] = statistics.mode(batches)
+    notes: list[str] = []
+    missing: list[str] = []
+
+    spec = _spec(args, facts, defaults, notes, missing)
+    num_gpus = _world(args, facts, defaults, notes, missing)
+    if not isinstance(args.get("global_batch_size"), int) and isinstance(args.get("batch_size"), int) and num_gpus:
+        # Megatron-LM before 2021: --batch-size per data-parallel rank, no gradient accumulation
+        mp = _int(args, "tensor_model_parallel_size", _int(args, "model_parallel_size", 1)) \
+            * _int(args, "pipeline_model_parallel_size", 1)
+        if num_gpus % mp == 0:
+            args["global_batch_size"] = args["batch_size"] * (num_gpus // mp)
+            notes.append(f"global batch {args['global_batch_size']} = batch_size {args['batch_size']} x "
+                         f"{num_gpus // mp} data-parallel ranks (Megatron-LM before 2021)")
+    gpu = _gpu(facts, defaults, notes, missing)
+    if not any(k in args for k in LAYOUT_ARGS):
+        missing.append(("parallel layout", "--arg tensor-model-parallel-size=N (pipeline-, context-, "
+                                           "expert-model-parallel-size, micro-batch-size likewise)"))
+    layout_raw, work_raw = _layout_and_workload(args, defaults, notes, missing)
+    measured = _measured(facts, defaults, notes, missing, layout_raw)
+    if missing:
+        first = missing[0]
+        raise MegasolveError(field=f"{name}: {first[0]}", value="missing",
+                             rule="the log does not say" + ("" if len(missing) == 1 else
+                                                            f" (also missing: {', '.join(m[0] for m in missing[1:])})"),
+                             fix="; ".join(f"pass {m[1]}" for m in missing))
+    cluster = Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, gpus_per_node=defaults.get("gpus_per_node")
+                                 or _gpus_per_node(args, num_gpus), nvlink_domain=defaults.get("nvlink_domain"))
+    if spec.is_moe and "moe_dispatcher" not in work_raw:
+        work_raw["moe_dispatcher"] = "alltoall"  # megasolve models alltoall and flex; Megatron's default is allgather
+        notes.append("MoE dispatcher costed as alltoall (the log does not say; "
+                     "--arg moe-token-dispatcher-type=flex for DeepEP)")
+    workload = _workload(work_raw, name)
+    layout = _layout_for(num_gpus, layout_raw, name)
+    software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
+    return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
+               source=name, software=software, notes=tuple(notes),
+               printed_params=tuple((t, p, n) for (t, p), n in sorted(facts.rank_params.items())))
+
+
+def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
+          missing: list[tuple[str, str]]) -> ModelSpec:
+    if defaults.get("model"):
+        return resolve_model(str(defaults["model"])).spec
+    absent = [k for k in SHAPE_KEYS if not isinstance(args.get(k), int)]
+    if absent and len(facts.model_names) == 1:  # a recipe / config class that fixes the shape
+        preset = next(iter(facts.model_names))
+        notes.append(f"model {preset} from the recipe / config named in the log (--model to override)")
+        return resolve_model(preset).spec
+    if absent:
+        missing.append((f"model shape ({', '.join(absent)})", "--model NAME|config.json"))
+        return None  # type: ignore[return-value]
+    model_args = dict(args)
+    if "bias" in model_args and "add_bias_linear" not in model_args:
+        model_args["add_bias_linear"] = bool(model_args.pop("bias"))
+    if isinstance(model_args.get("normalization"), str):
+        model_args["normalization"] = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}.get(
+            model_args["normalization"].lower(), model_args["normalization"])
+    if isinstance(model_args.get("position_embedding_type"), str):
+        model_args["position_embedding_type"] = model_args["position_embedding_type"].split(".")[-1].replace(
+            "rotary", "rope")
+    if model_args.get("num_query_groups") and model_args.get("num_query_groups") != model_args["num_attention_heads"]:
+        model_args.setdefault("group_query_attention", True)
+    if model_args.get("group_query_attention") is None:
+        model_args.pop("group_query_attention", None)
+    vocab = model_args.get("vocab_size") or defaults.get("vocab_size")
+    if facts.padded_vocab and not vocab:
+        vocab = facts.padded_vocab[0]
+        notes.append(f"vocabulary {vocab} from the tokenizer line (padded to {facts.padded_vocab[1]})")
+    if not vocab and model_args.get("padded_vocab_size"):
+        vocab = model_args["padded_vocab_size"]
+    if not vocab:
+        tokenizer = " ".join(str(model_args.get(k) or "") for k in ("tokenizer_type", "tokenizer_model",
+                                                                      "vocab_file")).lower()
+        for key, size in TOKENIZER_VOCAB:
+            if key in tokenizer.replace("_", "-") or key in tokenizer:
+                vocab = size
+                notes.append(f"vocabulary {size} assumed from the tokenizer ({key})")
+                break
+    if not vocab:
+        missing.append(("vocab_size", "--vocab-size N"))
+        return None  # type: ignore[return-value]
+    model_args["vocab_size"] = int(vocab)
+    model_args.pop("padded_vocab_size", None)
+    # None is a value only for q_lora_rank (no query LoRA, DeepSeek-V2-Lite); elsewhere it means "unset"
+    known = {k: v for k, v in model_args.items() if k in MODEL_ARG_NAMES and (v is not None or k == "q_lora_rank")}
+    if not isinstance(known.get("moe_layer_freq", 1), (int, list, str)):
+        known.pop("moe_layer_freq")
+    return spec_from_megatron_args(known, name=str(defaults.get("name") or "from-log"), source="training log")
+
+
+MODEL_ARG_NAMES = {
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "group_query_attention",
+    "num_query_groups", "kv_channels", "swiglu", "normalization", "add_bias_linear", "disable_bias_linear",
+    "add_qkv_bias", "qk_layernorm", "untie_embeddings_and_output_weights", "share_embeddings_and_output_weights",
+    "position_embedding_type", "vocab_size", "max_position_embeddings", "seq_length", "num_moe_experts",
+    "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq",
+    "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
+    "mtp_num_layers", "make_vocab_size_divisible_by",
+}
+
+
+def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
+           missing: list[tuple[str, str]]) -> int:
+    if facts.world_size:
+        return facts.world_size
+    if isinstance(args.get("world_size"), int):
+        return args["world_size"]
+    if isinstance(args.get("devices"), int) and isinstance(args.get("num_nodes"), int):
+        return args["devices"] * args["num_nodes"]
+    per_node = args.get("nproc_per_node") or args.get("_env_gpus_per_node") or args.get("_env_nproc_per_node")
+    nodes = args.get("nnodes") or args.get("_env_nnodes") or args.get("_env_num_nodes") or 1
+    if isinstance(args.get("_env_world_size"), int):
+        return args["_env_world_size"]
+    if isinstance(per_node, int) and isinstance(nodes, int):
+        notes.append(f"world size {per_node * nodes} from the launcher ({nodes} nodes x {per_node} GPUs)")
+        return per_node * nodes
+    tp, pp, cp = (_int(args, k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                                                "context_parallel_size"))
+    dp = args.get("data_parallel_size")
+    if isinstance(dp, int):
+        return tp * pp * cp * dp
+    if defaults.get("num_gpus"):
+        return int(defaults["num_gpus"])
+    missing.append(("world size (GPU count)", "--gpus N"))
+    return 0
+
+
+def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
+    per_node = args.get("devices") or args.get("nproc_per_node") or args.get("_env_gpus_per_node")
+    if isinstance(per_node, int) and per_node > 0 and num_gpus % per_node == 0:
+        return per_node
+    return None
+
+
+# GPU names as logs print them (nvidia-smi, torch.cuda.get_device_name) -> catalog names
+GPU_LOG_NAMES = {"H100": "h100", "H800": "h800", "H200": "h200", "H20": "h20", "A800": "a800", "A100-40": "a100-40g",
+                 "A100-80": "a100-80g", "A100": "a100-80g", "V100-16": "v100-16g", "V100-32": "v100-32g",
+                 "V100": "v100-32g", "GH200-96": "gh200-96g", "GH200-144": "gh200-144g", "GH200": "gh200-96g",
+                 # torch.cuda.get_device_name of the superchips names CPU+GPU memory: 480 GB = 96 GB HBM3
+                 # + 384 GB LPDDR5X; 624 GB = 144 GB HBM3e + 480 GB LPDDR5X (NVIDIA GH200 datasheet)
+                 "GH200-480": "gh200-96g", "GH200-624": "gh200-144g",
+                 "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x"}
+
+
+def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: list[tuple[str, str]]) -> str:
+    if defaults.get("gpu"):
+        return str(defaults["gpu"])
+    if facts.gpu_names:
+        seen = max(facts.gpu_names, key=facts.gpu_names.get)
+        name = GPU_LOG_NAMES.get(seen) or GPU_LOG_NAMES.get(seen.split("-")[0])
+        if name:
+            notes.append(f"GPU {name} from the log ({seen})")
+            return name
+    missing.append(("GPU type", "--gpu TYPE"))
+    return ""
+
+
+def _int(args: dict[str, Any], key: str, default: int) -> int:
+    value = args.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: list[str],
+                         missing: list[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    tp = _int(args, "tensor_model_parallel_size", _int(args, "model_parallel_size", 1))
+    pp = _int(args, "pipeline_model_parallel_size", 1)
+    layout: dict[str, Any] = {"tp": tp, "pp": pp, "cp": _int(args, "context_parallel_size", 1),
+                              "ep": _int(args, "expert_model_parallel_size", 1),
+                              "mbs": _int(args, "micro_batch_size", _int(args, "batch_size", 1))}
+    if isinstance(args.get("expert_tensor_parallel_size"), int):
+        layout["etp"] = args["expert_tensor_parallel_size"]
+    vpp = args.get("virtual_pipeline_model_parallel_size")
+    per_chunk = args.get("num_layers_per_virtual_pipeline_stage")
+    if isinstance(vpp, int) and vpp > 1:
+        layout["vpp"] = vpp
+    elif isinstance(per_chunk, int) and isinstance(args.get("num_layers"), int) and pp > 1:
+        layout["vpp"] = max(1, args["num_layers"] // (pp * per_chunk))
+    sp = args.get("sequence_parallel")
+    layout["sequence_parallel"] = bool(sp) and tp > 1 if sp is not None else tp > 1
+    if sp is None and tp > 1:
+        notes.append("sequence parallel assumed on (tp > 1; the log does not say)")
+    granularity = args.get("recompute_granularity")
+    if args.get("recompute_activations") is True:
+        granularity = granularity or "selective"
+    if args.get("checkpoint_activations") is True:  # Megatron-LM before 2022
+        granularity = "full"
+    if granularity in ("full", "selective"):
+        layout["recompute"] = granularity
+        n = args.get("recompute_num_layers")
+        if granularity == "full" and args.get("recompute_method") == "block" and isinstance(n, int):
+            layout["recompute_num_layers"] = n
+    dist = args.get("use_distributed_optimizer")
+    nemo = bool(args.get("_nemo"))  # NeMo / Megatron-Bridge recipes switch the distributed optimizer on
+    layout["distributed_optimizer"] = bool(dist) if dist is not None else nemo
+    if dist is None:
+        notes.append("distributed optimizer on, as NeMo / Megatron-Bridge recipes set it (the log does not say)"
+                     if nemo else "distributed optimizer off, Megatron-LM's default (the log does not say; "
+                                  "--arg use-distributed-optimizer=true if it was on)")
+    if args.get("use_megatron_fsdp") is True:
+        layout["fsdp"] = True
+        layout["distributed_optimizer"] = True
+    for src, dst in (("decoder_first_pipeline_num_layers", "first_stage_layers"),
+                     ("num_layers_in_first_pipeline_stage", "first_stage_layers"),
+                     ("decoder_last_pipeline_num_layers", "last_stage_layers"),
+                     ("num_layers_in_last_pipeline_stage", "last_stage_layers")):
+        if isinstance(args.get(src), int):
+            layout[dst] = args[src]
+    if args.get("account_for_embedding_in_pipeline_split") is True:
+        layout["account_for_embedding"] = True
+    if args.get("account_for_loss_in_pipeline_split") is True:
+        layout["account_for_loss"] = True
+
+    work: dict[str, Any] = {}
+    seq = args.get("seq_length") if isinstance(args.get("seq_length"), int) else defaults.get("seq_length")
+    if not isinstance(seq, int):
+        missing.append(("sequence length", "--seq-len N"))
+    else:
+        work["seq_length"] = seq
+    gbs = args.get("global_batch_size") if isinstance(args.get("global_batch_size"), int) else \
+        defaults.get("global_batch_size")
+    if not isinstance(gbs, int):
+        missing.append(("global batch size", "--gbs N"))
+    else:
+        work["global_batch_size"] = gbs
+    work["precision"] = defaults.get("precision") or _precision(args, notes)
+    if work["precision"] != "bf16" and args.get("fp8_param_gather") is True:
+        work["precision"] = "fp8-params"
+    recipe = args.get("fp8_recipe")
+    if work["precision"].startswith("fp8") and isinstance(recipe, str) and recipe in ("delayed", "tensorwise", "mxfp8",
+                                                                                      "blockwise"):
+        work["fp8_recipe"] = recipe
+    if args.get("grad_reduce_in_bf16") is True or args.get("grad_reduce_in_fp32") is False:
+        work["grad_reduce_in_bf16"] = True
+    if args.get("cross_entropy_loss_fusion") is True:
+        work["cross_entropy"] = "te" if args.get("cross_entropy_fusion_impl") == "te" else "native"
+    dispatcher = args.get("moe_token_dispatcher_type")
+    if dispatcher in ("alltoall", "flex"):
+        work["moe_dispatcher"] = dispatcher
+    elif dispatcher == "allgather":
+        notes.append("allgather MoE dispatcher costed as alltoall (megasolve models alltoall and flex)")
+        work["moe_dispatcher"] = "alltoall"
+    # communication overlap as launched (Megatron-LM argument names -> Workload fields)
+    for arg, name in (("tp_comm_overlap", "tp_comm_overlap"), ("overlap_p2p_comm", "overlap_p2p_comm"),
+                      ("overlap_moe_expert_parallel_comm", "moe_ep_overlap"),
+                      ("moe_shared_expert_overlap", "moe_shared_expert_overlap"),
+                      ("overlap_grad_reduce", "dp_comm_overlap")):
+        if isinstance(args.get(arg), bool):
+            work[name] = args[arg]
+    if "overlap_grad_reduce" not in args:
+        notes.append("DP gradient reduction assumed overlapped (--overlap-grad-reduce, as NVIDIA's recipes set; "
+                     "the log does not say)")
+    backend = str(args.get("attention_backend") or "").split(".")[-1]
+    if backend == "unfused":  # Megatron AttnBackend.unfused (ARG --attention-backend)
+        work["attention"] = "unfused"
+    return layout, work
+
+
+def _precision(args: dict[str, Any], notes: list[str]) -> str:
+    if args.get("_params_dtype") == "float32":
+        notes.append("fp32 parameters (no --bf16/--fp16): megasolve models 16-bit training; costed as bf16, "
+                     "so expect the run to be slower and larger than predicted")
+    fp8 = args.get("fp8") or args.get("fp8_format")
+    if isinstance(fp8, str) and fp8.lower() in ("hybrid", "e4m3"):
+        return "fp8"
+    precision = str(args.get("precision") or "").lower()
+    if "fp8" in precision:
+        return "fp8"
+    if args.get("fp16") is True or precision.startswith("16") or "fp16" in precision:
+        notes.append("fp16 run costed as bf16 (the same bytes and tensor-core rate)")
+    return "bf16"
+
+
+def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: list[tuple[str, str]],
+              layout: dict[str, Any]) -> Measured:
+    step, used, tflops = _step_time(facts, notes)
+    if defaults.get("step_time_s"):
+        step, used = float(defaults["step_time_s"]), 0
+    peak = reserved = None
+    rank: int | str | None = None
+    if facts.memory:
+        rank = max(facts.memory, key=lambda r: (facts.memory[r][0], -r))
+        peak = facts.memory[rank][0] * MIB / 1e9
+        reserved = facts.memory[rank][1] * MIB / 1e9
+        if rank == UNKNOWN_RANK:
+            rank = None
+            notes.append("the memory report names no rank: compared with the peak stage")
+    if step is None and peak is None and not facts.oom:
+        missing.append(("measurement (iteration timing, memory report or OOM)",
+                        "a log with iteration lines, or --step-time SECONDS"))
+    if facts.oom:
+        notes.append("the run ran out of memory" + (f" (GPU capacity {facts.oom_capacity_gib} GiB)"
+                                                     if facts.oom_capacity_gib else ""))
+    return Measured(step_time_s=step, peak_allocated_gb=peak, peak_reserved_gb=reserved, rank=rank, oom=facts.oom,
+                    tflops_per_gpu=tflops, iterations=used,
+                    theoretical_memory_gb=facts.theoretical_mb * MIB / 1e9 if facts.theoretical_mb else None)
+
+
+def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, float | None]:
+    """Median seconds per iteration after the warm-up: the first logged interval and every iteration
+    up to ``WARMUP_ITERATIONS`` are dropped (kept only when nothing else was logged)."""
+    if facts.iterations:
+        # one entry per iteration (ranks that log the same line, e.g. the last stage of every pipeline)
+        by_iter: dict[int, tuple[float, float | None]] = {}
+        for it, seconds, tflops, _ in facts.iterations:
+            by_iter.setdefault(it, (seconds, tflops))
+        ordered = sorted(by_iter.items())
+        steady = [v for i, (it, v) in enumerate(ordered) if i > 0 and it > WARMUP_ITERATIONS]
+        if not steady:
+            steady = [v for _, v in ordered]
+            notes.append("only warm-up iterations logged: their time includes start-up")
+        step = statistics.median(s for s, _ in steady)
+        tfl = [t for _, t in steady if t is not None]
+        return step, len(steady), statistics.median(tfl) if tfl else None
+    if facts.nemo_steps:
+        values = [s for _, s in facts.nemo_steps]
+        steady = values[WARMUP_ITERATIONS:] if len(values) > WARMUP_ITERATIONS else values
+        if steady is values and len(values) <= WARMUP_ITERATIONS:
+            notes.append("only warm-up iterations logged: their time includes start-up")
+        return statistics.median(steady), len(steady), None
+    return None, 0, None

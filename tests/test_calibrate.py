@@ -1,0 +1,268 @@
+"""Calibration profiles (cost/calibration.py), ``check`` and ``calibrate`` (solver/calibrate.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from megasolve.cli.main import main
+from megasolve.cost.calibration import calibration, load_profile, shipped, use_profile
+from megasolve.models.errors import MegasolveError
+from megasolve.solver import Cluster, Layout, Workload, estimate, load_model, solve, whatif
+from megasolve.solver.calibrate import KNOBS, calibrate, check, max_free, predict
+from megasolve.solver.runs import Measured, Run
+
+from megasolve.solver.calibrate import _gemm_paths  # noqa: E402
+
+H100_BF16 = _gemm_paths("bf16")(shipped().data, "h100")[0][0]  # the row the cost model reads for h100
+
+
+def _run(name: str, model: str, gpus: int, layout: Layout, seq: int = 4096, gbs: int = 256, truth=None,
+         **measured) -> Run:
+    spec = load_model(model)
+    cluster = Cluster.from_flags(num_gpus=gpus, gpu="h100")
+    work = Workload(seq_length=seq, global_batch_size=gbs)
+    run = Run(id=name, spec=spec, cluster=cluster, workload=work, layout=layout, measured=Measured(step_time_s=1.0))
+    step = predict(run, truth).time.step_s
+    return Run(id=name, spec=spec, cluster=cluster, workload=work, layout=layout,
+               measured=Measured(step_time_s=step, **measured))
+
+
+def _dense_runs(truth):
+    return [_run("8b-tp1", "llama-3.1-8b", 8, Layout(dp=8), truth=truth),
+            _run("8b-tp2", "llama-3.1-8b", 16, Layout(tp=2, dp=8, sequence_parallel=True), seq=8192, truth=truth),
+            _run("70b-tp4pp2", "llama-3.1-70b", 64, Layout(tp=4, pp=2, dp=8, sequence_parallel=True), truth=truth),
+            _run("70b-tp8", "llama-3.1-70b", 64, Layout(tp=8, dp=8, sequence_parallel=True, recompute="selective"),
+                 seq=8192, truth=truth)]
+
+
+# ---------------------------------------------------------------------------- profiles
+def test_shipped_profile_is_named_and_unchanged_by_an_override():
+    before = shipped().value(H100_BF16)
+    mine = shipped().with_overrides({H100_BF16: 0.5}, name="mine")
+    with use_profile(mine):
+        assert calibration() is mine.data and mine.value(H100_BF16) == 0.5
+    assert calibration() is shipped().data and shipped().value(H100_BF16) == before
+    assert shipped().name == "published-megatron-runs" and "published" in shipped().source
+
+
+def test_profile_file_round_trip_predicts_the_same(tmp_path):
+    spec = load_model("llama-3.1-8b")
+    cluster, work, layout = Cluster.from_flags(num_gpus=8, gpu="h100"), Workload(), Layout(dp=8)
+    mine = shipped().with_overrides({H100_BF16: 0.6, "memory.other_reserve_gb": 4.0}, name="mine", gpu="h100")
+    mine.write(tmp_path / "mine.yaml")
+    loaded = load_profile(str(tmp_path / "mine.yaml"))
+    a = estimate(spec, cluster, work, layout, profile=mine).estimate
+    b = estimate(spec, cluster, work, layout, profile=str(tmp_path / "mine.yaml")).estimate
+    base = estimate(spec, cluster, work, layout).estimate
+    assert a.time.step_s == b.time.step_s > base.time.step_s
+    assert a.peak_bytes == b.peak_bytes == pytest.approx(base.peak_bytes + 2.5e9)
+    assert loaded.name == "mine" and loaded.overrides == {H100_BF16: 0.6, "memory.other_reserve_gb": 4.0}
+
+
+@pytest.mark.parametrize("text, rule", [
+    ("profile: x\n", "overrides"),
+    ("overrides: {time.no_such_factor: 1.0}\n", "is not a factor"),
+    ("overrides: {time.gemm_efficiency: 1.0}\n", "names a table"),
+    ("overrides: {time.gemm_half_width: -3}\n", "must be a number"),
+    ("overrides: {}\nbase: something-else\n", "profiles build on"),
+])
+def test_bad_profile_files_are_one_line_errors(tmp_path, text, rule):
+    (tmp_path / "p.yaml").write_text(text)
+    with pytest.raises(MegasolveError, match=rule):
+        load_profile(str(tmp_path / "p.yaml"))
+
+
+def test_solve_and_whatif_use_the_profile_in_every_process():
+    spec = load_model("llama-3.1-8b")
+    slow = shipped().with_overrides({H100_BF16: 0.4}, name="slow")
+    work = Workload(seq_length=4096, global_batch_size=64)
+    fast = solve(spec, Cluster.from_flags(num_gpus=8, gpu="h100"), work, top_k=1).layouts[0]
+    slowed = solve(spec, Cluster.from_flags(num_gpus=8, gpu="h100"), work, top_k=1, profile=slow).layouts[0]
+    assert slowed.estimate.time.step_s > 1.5 * fast.estimate.time.step_s
+    sweep = whatif(spec, gpus=[8, 16], gpu="h100", global_batch_size=64, profile=slow, jobs=2, min_gpus=False)
+    plain = whatif(spec, gpus=[8, 16], gpu="h100", global_batch_size=64, jobs=2, min_gpus=False)
+    for a, b in zip(sweep.points, plain.points):
+        assert a.best.estimate.time.step_s > 1.5 * b.best.estimate.time.step_s
+
+
+# ---------------------------------------------------------------------------- calibrate
+def test_calibrate_recovers_a_slower_compute_from_two_runs():
+    truth = shipped().with_overrides({H100_BF16: shipped().value(H100_BF16) * 0.8}, name="truth")
+    runs = _dense_runs(truth)
+    profile = calibrate(runs[:2], name="two")
+    assert profile.fitted["compute_bf16"]["free"]
+    assert 0.75 < profile.fitted["compute_bf16"]["factor"] < 0.85
+    free = [k for k, v in profile.fitted.items() if v.get("free") and k != "memory_reserve"]
+    assert free == ["compute_bf16"]  # two runs: one compute factor, no communication factor
+    for run in runs[2:]:  # the other two, never seen
+        shipped_err = abs(predict(run).time.step_s / run.measured_step_s - 1)
+        calibrated_err = abs(predict(run, profile).time.step_s / run.measured_step_s - 1)
+        assert calibrated_err < 0.05 < shipped_err
+    rows = profile.report["runs"]
+    assert [r["run"] for r in rows] == ["8b-tp1", "8b-tp2"]
+    assert all(abs(r["error_after"]) < abs(r["error_before"]) for r in rows)
+    assert all(abs(r["loo_error_after"]) < abs(r["error_before"]) for r in rows)
+
+
+def test_fixed_factors_say_why():
+    runs = _dense_runs(None)[:1]
+    profile = calibrate(runs)
+    reasons = {k: v.get("reason", "") for k, v in profile.fitted.items() if not v.get("free")}
+    assert reasons["moe"] == "no MoE run"
+    assert reasons["compute_fp8"] == "no run trains in fp8"
+    assert "reserved memory" in reasons["memory_reserve"]
+    assert len([k for k, v in profile.fitted.items() if v.get("free")]) == 1
+
+
+def test_runs_that_disagree_keep_the_shipped_values():
+    """Two runs of the same kind, one predicted 15 % too fast and one 15 % too slow: fitted on either,
+    the other gets worse, so the leave-one-out check keeps the priors."""
+    runs = _dense_runs(None)[:2]
+    a, b = runs
+    skew = [Run(id=a.id, spec=a.spec, cluster=a.cluster, workload=a.workload, layout=a.layout,
+                measured=Measured(step_time_s=a.measured.step_time_s * 1.15)),
+            Run(id=b.id, spec=b.spec, cluster=b.cluster, workload=b.workload, layout=b.layout,
+                measured=Measured(step_time_s=b.measured.step_time_s / 1.15))]
+    profile = calibrate(skew)
+    assert not profile.fitted["compute_bf16"]["free"]
+    assert "leave-one-out" in profile.fitted["compute_bf16"]["reason"]
+    assert not any(k.startswith("time.") for k in profile.overrides)
+
+
+def test_free_factor_budget():
+    assert [max_free(n, 1) for n in (1, 2, 3, 4, 5)] == [0, 0, 1, 1, 2]
+    assert {k.name for k in KNOBS} >= {"compute_bf16", "moe", "nvlink", "network", "tp_overlap", "dp_overlap"}
+
+
+def test_memory_reserve_from_reserved_minus_allocated():
+    run = _dense_runs(None)[0]
+    run = Run(id=run.id, spec=run.spec, cluster=run.cluster, workload=run.workload, layout=run.layout,
+              measured=Measured(step_time_s=run.measured.step_time_s, peak_allocated_gb=40.0, peak_reserved_gb=46.0))
+    profile = calibrate([run])
+    rec = profile.fitted["memory_reserve"]
+    assert rec["free"]
+    usable = run.cluster.gpu.usable_memory_bytes / 1e9
+    target = 6.0 + 1.0 - shipped().value("memory.other_reserve_fraction") * usable
+    assert rec["value"] == pytest.approx((target + shipped().value("memory.other_reserve_gb")) / 2, abs=1e-3)
+
+
+def test_calibrate_rejects_mixed_gpus_and_no_runs():
+    a = _dense_runs(None)[0]
+    b = Run(id="b", spec=a.spec, cluster=Cluster.from_flags(num_gpus=8, gpu="a100-80g"), workload=a.workload,
+            layout=a.layout, measured=a.measured)
+    with pytest.raises(MegasolveError, match="one GPU type"):
+        calibrate([a, b])
+    with pytest.raises(MegasolveError, match="at least one run"):
+        calibrate([])
+
+
+# ---------------------------------------------------------------------------- check
+def test_check_names_compute_when_compute_is_slower():
+    truth = shipped().with_overrides({H100_BF16: shipped().value(H100_BF16) * 0.7}, name="truth")
+    run = _dense_runs(truth)[0]
+    result = check(run)
+    assert set(result["measured"]) == set(result["predicted"]) == {"step_time_s", "tokens_per_s_per_gpu",
+                                                                  "peak_allocated_gb"}
+    assert result["error"]["step_time"] < -0.2
+    assert result["likely_cause"]["step_time"]["term"] == "compute"
+    assert result["layout"]["dp"] == 8 and set(result["time_terms_s"]) >= {"compute", "dp_comm", "bubble"}
+
+
+def test_check_memory_on_the_measured_rank():
+    run = _dense_runs(None)[2]  # 70b tp4 pp2: stage 1 holds the output layer
+    last = Run(id="x", spec=run.spec, cluster=run.cluster, workload=run.workload, layout=run.layout,
+               measured=Measured(peak_allocated_gb=70.0, rank="last"))
+    result = check(last)
+    assert result["pipeline_stage"] == 1 and result["measured_rank"] == "last"
+    est = predict(last)
+    assert result["predicted"]["peak_allocated_gb"] == pytest.approx(est.memory[1].allocated_bytes / 1e9, abs=1e-3)
+    assert result["likely_cause"]["peak_allocated"]["term"] == "activations_gb"
+
+
+# ---------------------------------------------------------------------------- CLI
+def _cli(args: list[str]) -> int:
+    try:
+        main(args)
+    except SystemExit as exc:
+        return exc.code or 0
+    return 0
+
+
+def _runs_file(tmp_path, truth=None):
+    entries = []
+    for run in _dense_runs(truth):
+        entries.append({"model": run.spec.name, "cluster": {"gpu": "h100", "num_gpus": run.cluster.num_gpus},
+                        "layout": {"tp": run.layout.tp, "pp": run.layout.pp, "recompute": run.layout.recompute},
+                        "workload": {"seq_length": run.workload.seq_length,
+                                     "global_batch_size": run.workload.global_batch_size},
+                        "measured": {"step_time_s": round(run.measured.step_time_s, 6)}})
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(entries))
+    return path
+
+
+def test_cli_check_json(tmp_path, capsys):
+    path = _runs_file(tmp_path)
+    assert _cli(["check", str(path), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data) == 4 and all(abs(r["error"]["step_time"]) < 1e-3 for r in data)
+    assert data[2]["layout"]["pp"] == 2
+
+
+def test_cli_calibrate_then_estimate_with_the_profile(tmp_path, capsys):
+    truth = shipped().with_overrides({H100_BF16: shipped().value(H100_BF16) * 0.8}, name="truth")
+    path = _runs_file(tmp_path, truth)
+    out = tmp_path / "mine.yaml"
+    assert _cli(["calibrate", str(path), "--out", str(out), "--format", "json"]) == 0
+    written = yaml.safe_load(out.read_text())
+    assert written["profile"] == "mine" and written["gpu"] == "h100" and len(written["runs"]) == 4
+    assert 0.78 < written["fitted"]["compute_bf16"]["factor"] < 0.85  # truth 0.8, prior (1.0, sd 10 %) pulls a little
+    capsys.readouterr()
+    args = ["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--format", "json"]
+    assert _cli(args) == 0
+    base = json.loads(capsys.readouterr().out)["time"]["step_s"]
+    assert _cli(args + ["--profile", str(out)]) == 0
+    calibrated = json.loads(capsys.readouterr().out)["time"]["step_s"]
+    assert calibrated > 1.15 * base
+
+
+def test_cli_unreadable_run_exits_2_naming_the_flag(tmp_path, capsys):
+    log = tmp_path / "train.log"
+    log.write_text(" iteration 5/ 10 | elapsed time per iteration (ms): 100.0 | global batch size: 8 |\n")
+    assert _cli(["check", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--gpu TYPE" in err[0] and "--model" in err[0]
+    assert _cli(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--profile",
+                 str(tmp_path / "none.yaml")]) == 2
+
+
+def test_check_oom_run_says_whether_the_prediction_agrees():
+    """A 7B model on one V100-32GB (micro-batch 8 x 1024) that ran out of memory: megasolve agrees it does
+    not fit. The same model with TP 8 on 8 H100 is predicted to fit, so an OOM there is a disagreement."""
+    spec = load_model("llama-2-7b")
+    cluster = Cluster.from_flags(num_gpus=1, gpu="v100-32g")
+    run = Run(id="oom", spec=spec, cluster=cluster, workload=Workload(seq_length=1024, global_batch_size=8),
+              layout=Layout(mbs=8, distributed_optimizer=False), measured=Measured(oom=True))
+    result = check(run)
+    assert result["oom"]["verdict"].startswith("agrees")
+    fits = Run(id="fits", spec=spec, cluster=Cluster.from_flags(num_gpus=8, gpu="h100"),
+               workload=Workload(seq_length=1024, global_batch_size=8), layout=Layout(tp=8, mbs=1),
+               measured=Measured(oom=True))
+    assert check(fits)["oom"]["verdict"].startswith("DISAGREES")
+
+
+def test_cli_check_names_a_layout_megatron_would_refuse_and_checks_the_rest(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump([{"model": "llama-3.1-70b", "cluster": {"gpu": "h100", "num_gpus": 48},
+                                    "layout": {"tp": 3}, "workload": {"seq_length": 4096, "global_batch_size": 48},
+                                    "measured": {"step_time_s": 10.0}}]))
+    good = _runs_file(tmp_path)
+    assert _cli(["check", str(bad), str(good), "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert len(json.loads(captured.out)) == 4
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: bad.yaml: --tp=3") and "fix:" in err[0]
