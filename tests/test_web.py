@@ -327,6 +327,24 @@ def test_doctests_of_the_request_module_pass():
     assert result.attempted >= 1 and result.failed == 0
 
 
+@pytest.mark.parametrize("line, files, field", [
+    ("error: --gpus=8: world size (8) is not divisible by tp(3)", {}, "gpus"),
+    ("error: Invalid value for '--gpus' / '-n': 'x' is not a valid integer. (see `megasolve solve --help`)", {},
+     "gpus"),
+    ("error: Invalid value for '--top-k' / '-k': 0 is not in the range 1<=x<=100.", {}, "top_k"),
+    ("error: --model=<model_text>: is not valid .json (line 1); fix: check the file's syntax",
+     {"model_text": "{"}, "model_text"),
+    ("error: num_layers=0: must be >= 1; fix: ...", {"model_text": "num_layers: 0"}, "model_text"),
+    ("error: --profile overrides.x=3: must be a number >= 0; fix: ...", {"profile_text": "x"}, "profile_text"),
+    ("error: no command or options given", {}, None),
+])
+def test_error_field_names_the_body_field(line, files, field):
+    from megasolve.web.jobs import error_field
+    from megasolve.web.request import CommandRequest
+
+    assert error_field(f"note: x\n{line}\n", CommandRequest(command="solve", argv=[], files=files)) == field
+
+
 def test_body_to_argv_uses_the_long_option_names():
     req = body_to_argv("estimate", {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "sequence_parallel": False,
                                     "distributed_optimizer": True, "account_for_loss": True, "nic_gbps": 400.0})
