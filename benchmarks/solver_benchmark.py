@@ -11,7 +11,7 @@ finishes. Run (one core, as the solver runs by default)::
 Columns: instance, search-space size (Cartesian product of the axis domains), rule-legal layouts
 (counted by the oracle), CP-SAT variables / constraints, CP-SAT wall time (and the part of it that
 imports OR-Tools), oracle wall time, their ratio with and without that import ("excl."), and
-whether the top-k agree. Where the oracle exceeds ``--oracle-limit`` seconds, its time
+whether the top-k agree (the k distinct plans, their step times and every spelling of each). Where the oracle exceeds ``--oracle-limit`` seconds, its time
 is reported as ">limit" and no ratio is claimed.
 
 What the CP-SAT time holds: ``solve()`` in a fresh process, so the first import of OR-Tools
@@ -61,7 +61,8 @@ def _run(engine: str, model: str, gpus: int, gpu: str, seq: int, gbs: int, top_k
                    time_limit_s=limit, explain=False)
     out.put({"wall_s": time.perf_counter() - start, "import_s": import_s, "status": result.status,
              "search": result.search,
-             "layouts": [r.layout for r in result.layouts], "objective": result.objective_us})
+             "layouts": [r.layout for r in result.layouts], "objective": result.objective_us,
+             "equivalents": result.equivalents})
 
 
 def run(engine: str, case: tuple, limit: float) -> dict | None:
@@ -108,7 +109,8 @@ def main() -> int:
         warm = fast["wall_s"] - fast["import_s"]
         ratio_warm = f"{slow['wall_s'] / warm:.1f}x" if slow else "-"
         if slow:
-            agree = fast["layouts"] == slow["layouts"] and fast["objective"] == slow["objective"]
+            agree = fast["layouts"] == slow["layouts"] and fast["objective"] == slow["objective"] \
+                and fast["equivalents"] == slow["equivalents"]
             failures += not agree
             agree_text = "yes" if agree else "NO"
         else:

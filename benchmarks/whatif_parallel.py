@@ -18,7 +18,8 @@ import argparse
 import time
 
 from megasolve.models.presets import resolve_model
-from megasolve.solver.whatif import default_jobs, parse_gpu_counts, parse_name_list, whatif
+from megasolve.cli.parsing import parse_gpu_counts, parse_name_list
+from megasolve.solver.whatif import default_jobs, whatif
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import sys
 import click
 
 from megasolve.cli import render
-from megasolve.cli.main import register
+from megasolve.cli.app import register
 from megasolve.cli.options import (WORKLOAD_OPTIONS, build_layout, cluster_options, format_option, layout_options,
                                    load_inputs, load_profile_option, model_option, take, workload_options)
 from megasolve.cli.plot import plot_option

@@ -7,41 +7,12 @@ Heavy imports (ortools, transformers, matplotlib) happen inside the commands tha
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
 
 from megasolve.cli import options
+from megasolve.cli.app import cli, one_line, register  # noqa: F401  (re-exported for older command modules)
 from megasolve.models.errors import MegasolveError
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
-
-
-class DefaultGroup(click.Group):
-    """A group whose default command is ``solve``: ``megasolve --model X --gpus N --gpu T`` works."""
-
-    default_command = "solve"
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("-h", "--help", "--version"):
-            args = [self.default_command, *args]
-        return super().parse_args(ctx, args)
-
-
-@click.group(cls=DefaultGroup, context_settings=CONTEXT,
-             epilog="Examples:\n\n\b\n"
-                    "  megasolve --model deepseek-v3-lite --gpus 64 --gpu a100-80g\n"
-                    "  megasolve estimate --model llama-3.1-70b --gpus 64 --gpu h100 --tp 4 --pp 4 --cp 2\n"
-                    "  megasolve whatif --model qwen3-235b-a22b --gpu h100 --gpus 64,128,256,512\n"
-                    "  megasolve models\n  megasolve gpus")
-@click.version_option(package_name="megasolve")
-def cli() -> None:
-    """Plan Megatron-LM / Megatron-Core training layouts: which TP/PP/VPP/CP/EP/ETP/DP,
-    micro-batch and recompute to launch, how much memory each GPU needs, how fast it trains.
-
-    The default command is `solve`.
-    """
-
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: bad input is one line on stderr and exit code 2, never a traceback."""
@@ -71,21 +42,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
-
-
-def one_line(text: str) -> str:
-    """An error message as one printable line: newlines and other control characters in user values
-    (``--model $'a\\nb'``) are escaped, so stderr always holds exactly one ``error:`` line.
-
-    >>> one_line("--model=a\\nb: not a preset")
-    '--model=a\\\\nb: not a preset'
-    """
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.strip())
-
-
-def register(command: Any) -> Any:
-    cli.add_command(command)
-    return command
 
 
 # Commands register themselves on import.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import click
@@ -64,9 +63,6 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
     if gpu is None:
         raise MegasolveError(field="--gpu", value="missing", rule="the GPU type is required",
                              fix="pass --gpu TYPE, e.g. --gpu h100 (see `megasolve gpus`)")
-    if nic_gbps is not None and not 0 < nic_gbps < math.inf:
-        raise MegasolveError(field="--nic-gbps", value=nic_gbps, rule="must be a finite number > 0",
-                             fix="e.g. --nic-gbps 400")
     return Cluster.from_flags(num_gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node,
                               nvlink_domain=nvlink_domain, nic_gbit_per_gpu=nic_gbps)
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from megasolve.cli import render
-from megasolve.cli.main import one_line, register
+from megasolve.cli.app import one_line, register
 from megasolve.cli.options import format_option
 from megasolve.models.errors import MegasolveError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from megasolve.cli.main import register
+from megasolve.cli.app import register
 from megasolve.models.errors import MegasolveError
 
 

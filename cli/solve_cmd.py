@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from megasolve.cli import render
-from megasolve.cli.main import register
+from megasolve.cli.app import register
 from megasolve.cli.options import (cluster_options, format_option, load_inputs, load_profile_option, model_option,
                                    workload_options)
 from megasolve.cli.plot import plot_option
@@ -16,18 +16,65 @@ from megasolve.cli.report import report_option
 from megasolve.models.errors import MegasolveError
 
 
+FIX_INTS = ("tp", "pp", "vpp", "cp", "dp", "ep", "etp", "mbs")
+FIX_OPTIONAL_INTS = ("recompute_num_layers", "first_stage_layers", "last_stage_layers")  # or "none"
+FIX_BOOLS = ("sp", "sequence_parallel", "dop", "distributed_optimizer", "fsdp")
+
+
 def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
-    """``--fix tp=4 --fix recompute=full`` -> {"tp": "4", "recompute": "full"}."""
+    """``--fix tp=4 --fix recompute=full --fix sp=true`` -> {"tp": 4, "recompute": "full", "sp": True}:
+    the text typed by axis (the solver checks the names and the values' ranges).
+
+    >>> parse_fix(("tp=4", "first_stage_layers=none", "dop=yes"))
+    {'tp': 4, 'first_stage_layers': None, 'dop': True}
+    """
     fixed: dict[str, Any] = {}
     for item in values:
         if "=" not in item:
             raise MegasolveError(field="--fix", value=item, rule="must be AXIS=VALUE", fix="e.g. --fix tp=4")
         key, value = item.split("=", 1)
-        key = key.strip().replace("-", "_")
-        if not key or not value.strip():
+        key, value = key.strip().replace("-", "_"), value.strip()
+        if not key or not value:
             raise MegasolveError(field="--fix", value=item, rule="must be AXIS=VALUE", fix="e.g. --fix pp=8")
-        fixed[key] = value.strip()
+        fixed[key] = _fix_value(key, value)
     return fixed
+
+
+def _fix_value(key: str, text: str) -> Any:
+    if key in FIX_OPTIONAL_INTS and text.lower() == "none":
+        return None
+    if key in FIX_INTS + FIX_OPTIONAL_INTS:
+        try:
+            return int(text)
+        except ValueError:
+            raise MegasolveError(field="--fix", value=f"{key}={text}", rule="must be an integer",
+                                 fix=f"e.g. --fix {key}=2") from None
+    if key in FIX_BOOLS:
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise MegasolveError(field="--fix", value=f"{key}={text}", rule="must be true or false",
+                             fix=f"e.g. --fix {key}=true")
+    return text  # recompute kind, or a name the solver rejects with the list of axes
+
+
+def parse_headroom(text: str | None):
+    """``--min-headroom``: ``10%`` (of usable memory), ``8`` or ``8GB`` (10^9 bytes), ``0`` (none);
+    None: the default (``solver.solve.DEFAULT_MIN_HEADROOM``)."""
+    from megasolve.solver.solve import DEFAULT_MIN_HEADROOM, Headroom
+
+    if text is None:
+        return DEFAULT_MIN_HEADROOM
+    raw = text.strip().lower().replace(" ", "")
+    try:
+        if raw.endswith("%"):
+            return Headroom(fraction=float(raw[:-1]) / 100)
+        return Headroom(gb=float(raw[:-2] if raw.endswith("gb") else raw))
+    except ValueError:
+        raise MegasolveError(field="--min-headroom", value=text, rule="must be a percentage or GB",
+                             fix="e.g. --min-headroom 10% or --min-headroom 8GB") from None
 
 
 @register
@@ -43,20 +90,27 @@ def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
               help="How many layouts to rank.")
 @click.option("--fix", "fix", multiple=True, metavar="AXIS=VALUE",
               help="Pin an axis (repeatable): tp, pp, vpp, cp, dp, ep, etp, mbs, sequence_parallel, recompute, "
-                   "recompute_num_layers, distributed_optimizer, first_stage_layers, last_stage_layers.")
+                   "recompute_num_layers, distributed_optimizer, fsdp, first_stage_layers, last_stage_layers.")
 @click.option("--time-limit", type=click.FloatRange(0.1, 86400), default=60.0, show_default=True,
               help="Seconds for the search; when it runs out the best layouts found so far are returned, "
                    "marked as not proven optimal.")
 @click.option("--engine", type=click.Choice(["cpsat", "exhaustive"]), default="cpsat", show_default=True,
               help="CP-SAT, or the brute-force oracle (for verification).")
 @click.option("--allow-cross-domain-tp", is_flag=True, help="Allow TP groups that leave an NVLink domain.")
+@click.option("--min-headroom", "min_headroom", metavar="PCT%|GB", default=None,
+              help="Memory every stage must leave free: 10% of usable memory by default (the memory model's "
+                   "measured error); 8GB for an absolute margin, 0 for none. If nothing fits with it, the "
+                   "layouts that fit without it are shown marked tight.")
+@click.option("--require", "requires", multiple=True, metavar="EXPR",
+              help='A team rule over the layout axes (repeatable), e.g. "tp*cp <= 8", "ep >= 8", '
+                   '"cp > 1 -> tp > 1 and sp".')
 @format_option("megatron", "bridge", "nemo", "verl")
 @plot_option("Draw the per-stage memory of layout #1 against the GPU's usable capacity.")
 @report_option
 def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file,
                   top_k: int, fix: tuple[str, ...], time_limit: float, engine: str,
-                  allow_cross_domain_tp: bool, fmt: str, plot_path: str | None, report_path: str | None,
-                  **workload) -> None:
+                  allow_cross_domain_tp: bool, min_headroom: str | None, requires: tuple[str, ...], fmt: str,
+                  plot_path: str | None, report_path: str | None, **workload) -> None:
     """Rank the fastest Megatron layouts that fit, with memory and time breakdowns.
 
     Exit code 0: layouts found; 1: nothing fits (the reasons, the closest layouts and repairs are
@@ -66,13 +120,15 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
     from megasolve.solver.solve import solve
 
     _check_extras(plot_path, report_path)
+    headroom = parse_headroom(min_headroom)
     profile = load_profile_option(workload)
     resolved, cluster, workload = load_inputs(
         model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
         nic_gbps=nic_gbps, cluster_file=cluster_file, **workload)
     with render.status(f"searching layouts for {resolved.spec.name} on {cluster.num_gpus} x {cluster.gpu.name}"):
         result = solve(resolved.spec, cluster, workload, top_k=top_k, fixed=parse_fix(fix), time_limit_s=time_limit,
-                       engine=engine, allow_cross_domain_tp=allow_cross_domain_tp, profile=profile)
+                       engine=engine, allow_cross_domain_tp=allow_cross_domain_tp, min_headroom=headroom,
+                       requires=requires, profile=profile)
     data = result.as_dict()
     render.model_notes(resolved.spec)
     if fmt in ("json", "yaml"):
@@ -126,8 +182,30 @@ def why_line(data: dict) -> str:
     parts.append(f"compute {t['breakdown_s']['compute'] / t['step_s']:.0%} of the step; largest overhead "
                  f"{worst.replace('_', ' ')} {breakdown[worst] / t['step_s']:.0%}")
     headroom = best["memory"]["capacity_gb"] - best["memory"]["peak_gb"]
-    parts.append(f"{headroom:.1f} GB headroom on its peak stage")
+    required = data["search"].get("min_headroom_gb", 0.0)
+    if best.get("tight"):
+        parts.append(f"only {headroom:.1f} GB headroom on its peak stage, less than the {required:.1f} GB asked "
+                     "(TIGHT: nothing leaves the margin; it may run out of memory)")
+    else:
+        parts.append(f"{headroom:.1f} GB headroom on its peak stage (>= {required:.1f} GB required)")
     return "; ".join(parts)
+
+
+def equivalent_label(entry: dict) -> str:
+    """`` = cp2 dp32 mbs4``: the values in which each other spelling of the plan differs."""
+    spellings = []
+    mine = entry["layout"]
+    for other in entry.get("equivalent_layouts", []):
+        differ = [f"{axis}{other[axis]}" for axis in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs")
+                  if other[axis] != mine[axis]]
+        if other["sequence_parallel"] != mine["sequence_parallel"]:
+            differ.append("sp" if other["sequence_parallel"] else "no-sp")
+        ours = set(render.layout_label(mine).split())
+        differ += [part for part in render.layout_label(other).split() if part not in ours
+                   and not any(part.startswith(axis) and part[len(axis):].isdigit()
+                               for axis in ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs"))]
+        spellings.append(" ".join(differ) or "same flags")
+    return f" = {'; = '.join(spellings)}" if spellings else ""
 
 
 def print_solve(data: dict, model: str, cluster, workload) -> None:
@@ -147,11 +225,15 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
         mem, t = entry["memory"], entry["time"]
         comm = {k: v for k, v in t["breakdown_s"].items() if k.endswith("_comm")}
         top = max(comm, key=comm.get)
-        label = render.layout_label(entry["layout"]) + (" sp" if entry["layout"]["sequence_parallel"] else "")
+        label = render.layout_label(entry["layout"]) + (" sp" if entry["layout"]["sequence_parallel"] else "") \
+            + (" TIGHT" if entry.get("tight") else "")
         table.add_row(str(entry["rank"]), label, f"{mem['peak_gb']:.1f}", f"{mem['capacity_gb'] - mem['peak_gb']:.1f}",
                       f"{t['step_s']:.3f}", f"{t['tokens_per_s_per_gpu']:.0f}", f"{t['mfu']:.1%}",
                       f"{t['bubble_fraction']:.1%}", f"{top.replace('_comm', '')} {comm[top] / t['step_s']:.0%}")
     out.print(table)
+    for entry in data["layouts"]:  # one plan per row; its other spellings cost the same
+        if entry.get("equivalent_layouts"):
+            out.print(f"#{entry['rank']}{equivalent_label(entry)} (same cost, other spelling)")
     out.print(render.model_line(data["model_params"]))
     out.print(f"why #1: {why_line(data)}")
     proven = "proven optimal under the cost model" if search["proven_optimal"] else \

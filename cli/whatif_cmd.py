@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from megasolve.cli import render
-from megasolve.cli.main import register
+from megasolve.cli.app import register
 from megasolve.cli.options import (cluster_options, format_option, load_model, load_profile_option, model_option,
                                    recipe_options)
 from megasolve.cli.plot import plot_option
@@ -57,7 +57,8 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
 
     Exit code 0: the sweep ran (points that do not fit are reported, not errors); 2: invalid input.
     """
-    from megasolve.solver.whatif import ClusterKind, parse_gpu_counts, parse_int_list, parse_name_list, whatif
+    from megasolve.cli.parsing import parse_gpu_counts, parse_int_list, parse_name_list
+    from megasolve.solver.whatif import ClusterKind, whatif
 
     if plot_path:
         from megasolve.cli.plot import check_plot_path
@@ -100,10 +101,9 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
 def _cluster_kinds(gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file):
     """(kinds, sizes) from a cluster file, or (None, None) to build them from the flags."""
     from megasolve.solver.whatif import ClusterKind
-    from megasolve.topology.cluster import Cluster
+    from megasolve.topology.cluster import Cluster, check_cluster_flags
 
-    if nic_gbps is not None and not nic_gbps > 0:
-        raise MegasolveError(field="--nic-gbps", value=nic_gbps, rule="must be > 0", fix="e.g. --nic-gbps 400")
+    check_cluster_flags(gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain, nic_gbit_per_gpu=nic_gbps)
     if cluster_file:
         if gpu:
             raise MegasolveError(field="--gpu", value=gpu, rule="the --cluster file already names the GPU",

@@ -11,9 +11,9 @@ Notation: ``T = s*b/c`` tokens per CP rank, ``sigma = t`` with sequence parallel
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, StageParams, embedding_params, output_params, stage_layer_ids,
@@ -511,13 +511,14 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         if any(spec.is_moe_layer(i) for i in layer_ids):
             transient += moe_dispatch_transient_bytes(spec, workload, shape)
         stage = params.stage
-        inflight = inflight_microbatches(layout.pp, layout.vpp, m, stage)
-        activations = inflight * (per_microbatch - offloaded.saved) + offloaded.in_transit + transient
-        if params.has_embedding:
-            activations += math.ceil(inflight) * first_stage_extra_bytes(spec, workload, shape)
+        live = round(inflight_microbatches(layout.pp, layout.vpp, m, stage) * layout.vpp)  # chunk-units
+        fixed = offloaded.in_transit + transient
         if params.has_output:
-            activations += last_stage_extra_bytes(spec, workload, shape)
-            activations += mtp_activation_bytes(spec, workload, shape, layer_kind, modules)
+            fixed += last_stage_extra_bytes(spec, workload, shape)
+            fixed += mtp_activation_bytes(spec, workload, shape, layer_kind, modules)
+        first = first_stage_extra_bytes(spec, workload, shape) if params.has_embedding else 0.0
+        activations = combine.scaled_stage_memory(fixed, per_microbatch - offloaded.saved, first, live,
+                                                  layout.vpp) / layout.vpp
         if layout.fsdp:
             static = fsdp_static_bytes(params.params, params.layers, params.largest_layer,
                                        dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import all_to_all_time_s, collective_latency_s, collective_time_s
 from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
@@ -453,7 +454,9 @@ def offload_exposed_s(spec: ModelSpec, cluster: Cluster, workload: Workload, lay
 class StageTime:
     stage: int
     per_microbatch: LayerTime  # tau_r and its parts
-    dp_exposed_s: float
+    dp_grad_s: float  # gradient traffic of the step (before overlap)
+    dp_param_s: float  # parameter all-gather traffic of the step (before overlap)
+    dp_exposed_s: float  # combine.dp_exposed of the two
     optimizer_s: float
 
     @property
@@ -501,16 +504,17 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
             traffic = fsdp_microbatch_comm_s(cluster, layout, params.params, params.layers,
                                              num_units=max(1, params.num_layers), param_bytes=workload.param_bytes,
                                              grad_bytes=workload.grad_bytes)
-            tau = tau + LayerTime(dp_comm=max(0.0, traffic - calibration()["time"]["fsdp_overlap_fraction"]
-                                              * tau.compute))
+            tau = tau + LayerTime(dp_comm=combine.fsdp_exposed(
+                combine.FLOAT, traffic, tau.compute,
+                calibration()["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE))
             non_unit = params.params.total - params.layers.total  # gathered once per step
             grad_s, param_s = 0.0, dp_comm_s(cluster, layout, non_unit, 0, workload.param_bytes)[1]
         else:
             grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert,
                                         workload.param_bytes, workload.grad_bytes)
-        window = overlap * tau.compute / layout.vpp  # last micro-batch's backward of the last chunk
-        exposed = max(0.0, grad_s - window * 2 / 3) + max(0.0, param_s - window / 3)
-        out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_exposed_s=exposed,
+        out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_grad_s=grad_s, dp_param_s=param_s,
+                             dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute, layout.vpp,
+                                                             overlap * combine.OVERLAP_SCALE),
                              optimizer_s=optimizer_s(cluster, layout, params.params.dense, params.params.expert)))
     return out
 
@@ -522,11 +526,13 @@ def step_time(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
     v = layout.vpp
     slowest = max(stages, key=lambda s: (s.tau_s, -s.stage))
     tau_max = slowest.tau_s
-    pipeline = m * tau_max + (sum(s.tau_s for s in stages) - tau_max) / v
+    overhead = calibration()["time"]["step_overhead_s"]
+    costs = [combine.StageCost(tau=s.tau_s, compute=s.per_microbatch.compute, grad=s.dp_grad_s, param=s.dp_param_s,
+                               optimizer=s.optimizer_s) for s in stages]
+    step, pipeline = combine.step(combine.FLOAT, costs, m, v,
+                                  dp_overlap_fraction(workload) * combine.OVERLAP_SCALE, overhead)
     dp_tail = max(s.dp_exposed_s for s in stages)
     opt = max(s.optimizer_s for s in stages)
-    overhead = calibration()["time"]["step_overhead_s"]
-    step = pipeline + dp_tail + opt + overhead
     breakdown = {term: m * getattr(slowest.per_microbatch, term) for term in TERMS}
     breakdown["bubble"] = pipeline - m * tau_max
     breakdown["dp_comm"] += dp_tail

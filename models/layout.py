@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from megasolve.models import ranks
 from megasolve.models.errors import MegasolveError
 
 RECOMPUTE_KINDS = ("none", "selective", "full")
@@ -131,7 +132,7 @@ class Layout:
     @property
     def expert_dp(self) -> int:
         """Expert data-parallel size ``EDP = world / (etp * ep * pp)`` (reference section 1.9)."""
-        return self.world_size // (self.etp * self.ep * self.pp)
+        return ranks.expert_dp_group(self.world_size, self.etp, self.ep, self.pp).size
 
     @property
     def full_recompute_layers(self) -> int | None:

@@ -1,7 +1,7 @@
 """Memory-aware lower bounds on the canonical step time per *configuration*.
 
 A configuration fixes the axes that set every cost term's value -- ``CONFIG_AXES`` = tp, cp, pp,
-dp, mbs, sp, ep, etp, dop (dp follows from tp*cp*pp, so the micro-batch count ``m`` is fixed too).
+dp, mbs, sp, ep, etp, dop, fsdp (dp follows from tp*cp*pp, so the micro-batch count ``m`` is fixed too).
 What remains open is the pipeline row ``(vpp, split, rc)``. The bound of a configuration is the
 minimum, over the *row groups* ``(vpp, rc)`` of its pp (the splits of a group are relaxed, never
 enumerated per configuration), of a lower bound on ``pipeline + optimizer + overhead`` -- taken
@@ -13,7 +13,8 @@ Why it is valid (all term values are non-negative integers, ``tables.py``):
   for every stage ``s`` (the left side grows with ``tau_max >= tau_s``, since ``m >= 1/v``), and
   ``>= ((m*v - 1 + pp) * sum(tau)) / (v * pp)`` (``tau_max >= sum(tau) / pp``);
 * optimizer = ``max`` over stages ``>=`` any one stage's;
-* memory: a row fits only if every stage's (scaled) memory form is ``<= v * (capacity - other)``.
+* memory: a row fits only if every stage's (scaled) memory form (``combine.scaled_stage_memory``,
+  the reserve included) is ``<= v * capacity``.
 
 Each of these is a linear form ``sum(c_t * value_t)`` with non-negative coefficients that depend
 on the row. Over the rows of a group, the coefficient-wise minimum of the forms of stage ``s`` is
@@ -21,8 +22,9 @@ a form whose value is ``<=`` that of every row in the group (for ``x >= 0``,
 ``min_r (c_r . x) >= (min_r c_r) . x``) -- so a bound, or a necessary memory condition, that holds
 for every row of the group holds for the group's minimum form.
 
-These forms mirror ``CostTables.evaluate`` (pipeline, DP exposure >= 0, optimizer, overhead; the
-per-slot memory check); a change to that combination must be mirrored here. ``tests/test_bounds.py``
+The forms are ``cost/combine.py``'s: ``pipeline_relaxations`` (next to the ``pipeline`` it relaxes), the
+DP exposure dropped (>= 0), optimizer and overhead as in ``combine.step``, and the memory of
+``CostTables.memory_form`` (``combine.scaled_stage_memory``). ``tests/test_bounds.py``
 checks every bound against ``evaluate`` on every fitting layout of several spaces.
 
 Uses: ``solve._solve_cpsat`` restricts CP-SAT models to the (configuration, vpp, rc) keys whose
@@ -38,13 +40,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from megasolve.cost import combine
+from megasolve.cost.combine import LinearForm
 from megasolve.cost.memory import recomputed_layers
 from megasolve.models.layout import Layout
 from megasolve.models.params import stage_layer_ids
 from megasolve.solver.space import SearchSpace, _fields_of
-from megasolve.solver.tables import CostTables, PipelineRow, ceil_div
+from megasolve.solver.tables import CostTables, PipelineRow
 
-CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop")
+CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop", "fsdp")
 GROUP_AXES = CONFIG_AXES + ("vpp", "rc")  # a configuration and one row group of its pp
 Form = dict[str, int]
 
@@ -59,11 +63,11 @@ def _merge(*parts: tuple[int, Any]) -> Form:
 
 
 def _coefwise_min(forms: list[Form]) -> Form:
-    """Coefficient-wise minimum (a term missing from a form has coefficient 0 there)."""
-    names = set(forms[0])
-    for form in forms[1:]:
-        names &= set(form)
-    return {t: min(form[t] for form in forms) for t in sorted(names) if min(form[t] for form in forms)}
+    """Coefficient-wise minimum (a term missing from a form has coefficient 0 there; coefficients may
+    be negative: ``min_r (c_r . x) >= (min_r c_r) . x`` for any signs when ``x >= 0``)."""
+    names = set().union(*forms)
+    low = {t: min(form.get(t, 0) for form in forms) for t in sorted(names)}
+    return {t: c for t, c in low.items() if c}
 
 
 def stage_slots(tables: CostTables, row: PipelineRow) -> list[int]:
@@ -99,36 +103,48 @@ class GroupForms:
     rc: tuple
     time: tuple[tuple[Form, int], ...]  # (numerator form, denominator): pipeline >= ceil(form / den)
     opt: tuple[Form, ...]  # optimizer >= form
-    memory: tuple[Form, ...]  # fits => form <= vpp * (capacity - other)
+    memory: tuple[Form, ...]  # fits => form <= vpp * capacity
 
 
 def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
-                slots_of: dict[PipelineRow, list[int]] | None = None) -> GroupForms:
-    """The minimum forms over ``rows`` (same pp, vpp and rc; different splits) for ``m`` micro-batches."""
+                slots_of: dict[PipelineRow, list[int]] | None = None, fsdp: bool = False) -> GroupForms:
+    """The minimum forms over ``rows`` (same pp, vpp and rc; different splits) for ``m`` micro-batches.
+    ``fsdp``: Megatron-FSDP is searched, so each stage also gets the pipeline relaxation over its
+    ``combine.stage_time_relaxation`` (the exposed FSDP traffic counted in the stage time)."""
     pp, v = rows[0].pp, rows[0].vpp
     slots = [slots_of[row] if slots_of else stage_slots(tables, row) for row in rows]
     compiled = [tables.compiled(row.pp, row.vpp, row.split, row.rc)[1] for row in rows]
-    totals = [_merge(*((slot.multiplicity, t_form) for slot, t_form, *_ in parts)) for parts in compiled]
+    totals = [sum((slot.multiplicity * LinearForm.of(t_form) for slot, t_form, *_ in parts), LinearForm())
+              for parts in compiled]
     # stages that hold the same slot in every row have the same forms: one per distinct signature
     signatures = sorted({tuple(row_slots[stage] for row_slots in slots) for stage in range(pp)})
-    time_forms, opt_forms, memory_forms = [], [], []
+    time_forms, opt_forms, memory_forms, fsdp_forms = [], [], [], []
+    fsdp_den = v
     for signature in signatures:
-        times, opts, mems = [], [], []
+        times, opts, mems, fsdps = [], [], [], []
         for row, parts, total, j in zip(rows, compiled, totals, signature):
-            slot, t_form, _, _, _, o_form, fixed_form, act_form = parts[j]
-            times.append(_merge((m * v - 1, t_form), (1, total)))
+            slot, t_form, c_form, _, _, o_form, _, _, f_form = parts[j]
+            (stage_bound, den), _ = combine.pipeline_relaxations(m, v, pp, LinearForm.of(t_form), total)
+            times.append(stage_bound)
+            if fsdp:
+                tau, tau_den = combine.stage_time_relaxation(LinearForm.of(t_form), LinearForm.of(f_form),
+                                                             LinearForm.of(c_form), tables.fsdp_overlap_pct)
+                (with_fsdp, den), _ = combine.pipeline_relaxations(m, v, pp, tau, tau_den * total)
+                fsdps.append(with_fsdp)
+                fsdp_den = den * tau_den
             opts.append(_merge((1, o_form)))
             live = tables.live_units(row, slot, m)
-            mem = [(v, fixed_form), (live, act_form)]
-            if slot.first:
-                mem.append((v * ceil_div(live, v), [(1, "ma_first")]))
-            mems.append(_merge(*mem))
+            mems.append({t: c for c, t in tables.memory_form(row.pp, v, row.split, row.rc, j, live)})
         time_forms.append(_coefwise_min(times))
+        if fsdp:
+            fsdp_forms.append(_coefwise_min(fsdps))
         opt_forms.append(_coefwise_min(opts))
         memory_forms.append(_coefwise_min(mems))
     time = {_key(f): (f, v) for f in time_forms}
-    average = _coefwise_min([_merge((m * v - 1 + pp, total)) for total in totals])
-    time[_key(average)] = (average, v * pp)
+    time.update({_key(f): (f, fsdp_den) for f in fsdp_forms})
+    averages = [combine.pipeline_relaxations(m, v, pp, None, total)[0] for total in totals]
+    average = _coefwise_min([f for f, _ in averages])
+    time[_key(average)] = (average, averages[0][1])
     opt = {_key(f): f for f in opt_forms}
     memory = {_key(f): f for f in memory_forms}
     return GroupForms(vpp=v, rc=rows[0].rc, time=tuple(time.values()), opt=tuple(opt.values()),
@@ -168,7 +184,7 @@ class ConfigBounds:
 
         ``excess=True``: instead, per ``GROUP_AXES`` key (configuration, vpp, rc) that obeys those
         rules, a lower bound on the memory overflow (MiB) of its layouts, ``max(0, ceil((form -
-        vpp*(capacity - other)) / vpp))`` over the group's minimum memory forms -- the quantity
+        vpp*capacity) / vpp))`` over the group's minimum memory forms -- the quantity
         ``cpsat.build_model(memory="excess")`` minimises (for ``explain``'s closest layouts); with
         ``clamp=False`` not clamped at 0 (a negative value: the group's memory slack, MiB, at best)."""
         import numpy as np
@@ -181,6 +197,7 @@ class ConfigBounds:
         shape = [len(domains[a]) for a in open_axes]
         grid = np.indices(shape).reshape(len(shape), -1)
         value = {a: np.array([int(v) for v in domains[a]], dtype=np.int64)[grid[i]] for i, a in enumerate(open_axes)}
+        # models/ranks.py's data_parallel_size / expert_data_parallel_size, vectorised over configurations
         dense = value["tp"] * value["cp"] * value["pp"]
         keep = (n % dense == 0) & (n % (value["etp"] * value["ep"] * value["pp"]) == 0)
         keep &= np.isin(value["pp"], list(self._groups_of))
@@ -235,7 +252,7 @@ class ConfigBounds:
                 total += c * term_values[(t, sel)][rows]
             return total
 
-        capacity = tables.capacity_mib - tables.other_mib
+        capacity = tables.capacity_mib  # the reserve is the forms' "other" term
         unbounded = np.iinfo(np.int64).max
         best = np.full(len(keys), unbounded, dtype=np.int64)
         overflow: dict[tuple, int] = {}
@@ -274,7 +291,8 @@ class ConfigBounds:
     def _group_forms(self, pp: int, vpp: int, rc: tuple, m: int, members: list[PipelineRow]) -> GroupForms:
         forms = self._forms.get((pp, vpp, rc, m))
         if forms is None:
-            forms = self._forms[(pp, vpp, rc, m)] = group_forms(self.tables, members, m, self._slots_of)
+            forms = self._forms[(pp, vpp, rc, m)] = group_forms(self.tables, members, m, self._slots_of,
+                                                                fsdp=True in self.space.domains["fsdp"])
         return forms
 
     def groups(self, key: tuple) -> dict[tuple, int]:
@@ -300,7 +318,7 @@ class ConfigBounds:
         tables = self.tables
         pp = config["pp"]
         m = tables.workload.global_batch_size // (config["mbs"] * config["dp"])
-        capacity = tables.capacity_mib - tables.other_mib
+        capacity = tables.capacity_mib  # the reserve is the forms' "other" term
         out: dict[tuple, int] = {}
         best = None
         cached: dict[bool, dict[str, int]] = {}

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
+from megasolve.solver.plans import cover_us, group_plans
 from megasolve.solver.space import AXES, Point, SearchSpace
 from megasolve.solver.tables import Canonical, CostTables
 
@@ -20,8 +21,14 @@ class Ranked:
 
     @property
     def order(self) -> tuple:
-        """Rank order: step time, then lower peak memory (more headroom), then the fixed axis key."""
-        return (self.cost.step_us, self.cost.peak_mib, self.key)
+        """Rank order: step time, then lower peak memory (more headroom), then fewer parallel
+        dimensions, then the fixed axis key."""
+        return (self.cost.step_us, self.cost.peak_mib, parallel_dimensions(self.point), self.key)
+
+
+def parallel_dimensions(point: Point) -> int:
+    """How many of tp, cp, pp, vpp, ep (and etp, with experts split) are above 1."""
+    return sum(point[a] > 1 for a in ("tp", "cp", "pp", "vpp", "ep")) + (point["ep"] > 1 and point["etp"] > 1)
 
 
 def point_key(space: SearchSpace, point: Point) -> tuple[int, ...]:
@@ -61,9 +68,11 @@ class ExhaustiveResult:
 
 
 def solve_exhaustive(space: SearchSpace, tables: CostTables, top_k: int) -> ExhaustiveResult:
+    """The ``top_k`` distinct plans (``plans.group_plans``), every spelling of each, best first."""
     start = time.perf_counter()
     best: list[Ranked] = []
     num_legal = num_fit = 0
+    limit = 4 * top_k + 64
     for point in legal_points(space):
         num_legal += 1
         cost = tables.evaluate(point)
@@ -71,8 +80,11 @@ def solve_exhaustive(space: SearchSpace, tables: CostTables, top_k: int) -> Exha
             continue
         num_fit += 1
         best.append(Ranked(point, cost, point_key(space, point)))
-        if len(best) > 4 * top_k + 64:
-            best.sort(key=lambda r: r.order)
-            del best[top_k:]
-    best.sort(key=lambda r: r.order)
-    return ExhaustiveResult(best[:top_k], num_legal, num_fit, time.perf_counter() - start)
+        if len(best) > limit:  # keep what can still be among the top_k plans or their spellings
+            plans = group_plans(best)
+            if len(plans) >= top_k:
+                cut = cover_us(plans[top_k - 1][0].cost.step_us)
+                best = [r for r in best if r.cost.step_us <= cut]
+            limit = max(limit, 2 * len(best))
+    plans = group_plans(best)[:top_k]
+    return ExhaustiveResult([r for plan in plans for r in plan], num_legal, num_fit, time.perf_counter() - start)

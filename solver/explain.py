@@ -13,65 +13,19 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Workload
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
+from megasolve.solver.feasibility import ClusterKind, feasible_point, find_min_gpus, fits_on
+from megasolve.solver.space import AXES, SearchSpace, point_layout
 from megasolve.solver.tables import MIB, CostTables
 from megasolve.topology.cluster import MAX_GPUS, Cluster
 from megasolve.topology.gpus import all_gpus
 
 MAX_SCALE = 64  # look for a fitting cluster up to 64x the given one
-
-
-def feasible_point(space: SearchSpace, tables: CostTables, time_limit_s: float = 10.0) -> dict | None:
-    """Any layout that obeys the rules and fits (no objective). None: proven that none exists.
-    Raises ``TimeoutError`` when the time limit ends the search first."""
-    from ortools.sat.python import cp_model
-
-    from megasolve.solver.bounds import GROUP_AXES, ConfigBounds
-    from megasolve.solver.cpsat import NoLayout, build_restricted, decode, new_solver, pipeline_rows
-
-    deadline = time.perf_counter() + time_limit_s
-    try:
-        rows = pipeline_rows(space, tables, deadline)
-    except NoLayout:
-        return None
-    # per (configuration, vpp, rc) group, a lower bound on its layouts' memory overflow; groups that
-    # cannot fit (bound > 0) are out, the rest go in order of their slack (most first): only memory
-    # terms are costed, none of the time terms a step bound would need
-    lows = ConfigBounds(space, tables, rows).configs(deadline, excess=True, clamp=False)
-    order = sorted((key for key, low in lows.items() if low <= 0),
-                   key=lambda key: (lows[key], [space.domains[a].index(v) for a, v in zip(GROUP_AXES, key)]))
-    # 8, 16, 32, ... groups at a time: a restricted model per batch (small, so fast to load), until one
-    # has a layout or none is left
-    start, size = 0, 8
-    while start < len(order):
-        keys = {key: 0 for key in order[start:start + size]}
-        start, size = start + size, 2 * size
-        restricted = build_restricted(space, tables, rows, keys, deadline=deadline)
-        if restricted is None:
-            continue
-        sub, built = restricted
-        built.model.clear_objective()
-        solver = new_solver(max(0.01, deadline - time.perf_counter()))
-        status = solver.Solve(built.model)
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return decode(sub, built, solver)
-        if status == cp_model.UNKNOWN:
-            raise TimeoutError
-    return None
-
-
-def fits_on(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed: dict[str, Any] | None,
-            allow_cross_domain_tp: bool, time_limit_s: float) -> dict | None:
-    try:
-        space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp)
-    except MegasolveError:
-        return None
-    return feasible_point(space, CostTables(spec, cluster, workload), time_limit_s)
 
 
 def _minimise_core(built, binding: list[str], deadline: float) -> list[str]:
@@ -227,8 +181,6 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
         return remaining
 
     # the smallest cluster of this GPU type (the same search as `whatif`)
-    from megasolve.solver.whatif import ClusterKind, find_min_gpus
-
     n = cluster.num_gpus
     found = find_min_gpus(spec, ClusterKind(template=cluster), workload, time_limit_s=None,
                           max_gpus=min(n * MAX_SCALE, MAX_GPUS), known_not_fitting=n, fixed=fixed,
@@ -259,9 +211,7 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
             seq //= 2
             if seq < 512 or time.perf_counter() > deadline:
                 break
-            shorter = Workload(seq_length=seq, global_batch_size=workload.global_batch_size,
-                               precision=workload.precision, attention=workload.attention,
-                               hidden_dropout=workload.hidden_dropout)
+            shorter = replace(workload, seq_length=seq)  # every recipe field kept
             try:
                 if fits_on(spec, cluster, shorter, fixed, allow, left()):
                     repairs.append(f"or a sequence length of {seq} on these {n} GPUs")

@@ -93,6 +93,13 @@ def _tp_tier(ctx: RuleContext, tp: int) -> str:
 
 
 RULES: tuple[Rule, ...] = (
+    # Megatron-FSDP v1 runs on the DistributedOptimizer: Megatron-LM ``training/arguments.py``
+    # (@d98e8a6 L1118-1130) switches it on; the Megatron-FSDP user guide lists
+    # ``--use-distributed-optimizer`` among the "Required Configurations" (models/layout.py checks it too)
+    Rule(name="fsdp_needs_distributed_optimizer", axes=("fsdp", "distributed_optimizer"),
+         check=lambda c, a: not a["fsdp"] or a["distributed_optimizer"],
+         message=lambda c, a: "Megatron-FSDP requires the distributed optimizer",
+         fix="drop --no-distributed-optimizer or --fsdp", source="arguments.py L1118-1130"),
     Rule(name="world_size_divisible_by_model_parallel", axes=("tp", "pp", "cp", "dp"),
          check=lambda c, a: a["tp"] * a["pp"] * a["cp"] * a["dp"] == c.cluster.num_gpus,
          message=lambda c, a: f"world size ({c.cluster.num_gpus}) != tp({a['tp']}) * pp({a['pp']}) * "

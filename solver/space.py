@@ -19,18 +19,18 @@ from megasolve.models.spec import ModelSpec
 from megasolve.solver.rules import RULES, Rule, RuleContext, split_counts
 from megasolve.topology.cluster import Cluster
 
-AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop")
+AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp")
 # Layout field -> the axis that carries it
 FIELD_AXIS = {
     "tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "mbs": "mbs", "sequence_parallel": "sp", "ep": "ep",
     "etp": "etp", "vpp": "vpp", "first_stage_layers": "split", "last_stage_layers": "split", "recompute": "rc",
-    "recompute_num_layers": "rc", "distributed_optimizer": "dop",
+    "recompute_num_layers": "rc", "distributed_optimizer": "dop", "fsdp": "fsdp",
 }
 FIX_NAMES = {
     "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "dp": "dp", "ep": "ep", "etp": "etp", "mbs": "mbs",
     "sp": "sp", "sequence_parallel": "sp", "recompute": "recompute", "recompute_num_layers": "recompute_num_layers",
     "distributed_optimizer": "dop", "dop": "dop", "first_stage_layers": "first_stage_layers",
-    "last_stage_layers": "last_stage_layers",
+    "last_stage_layers": "last_stage_layers", "fsdp": "fsdp",
 }
 MAX_MBS = 8
 MIN_TOKENS_PER_CP_RANK = 2048
@@ -48,7 +48,7 @@ def point_fields(point: Point) -> dict[str, Any]:
     return {"tp": point["tp"], "cp": point["cp"], "pp": point["pp"], "dp": point["dp"], "mbs": point["mbs"],
             "sequence_parallel": point["sp"], "ep": point["ep"], "etp": point["etp"], "vpp": point["vpp"],
             "first_stage_layers": first, "last_stage_layers": last, "recompute": recompute,
-            "recompute_num_layers": num_layers, "distributed_optimizer": point["dop"]}
+            "recompute_num_layers": num_layers, "distributed_optimizer": point["dop"], "fsdp": point["fsdp"]}
 
 
 def point_layout(point: Point) -> Layout:
@@ -59,7 +59,8 @@ def layout_point(layout: Layout) -> Point:
     return {"tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp, "mbs": layout.mbs,
             "sp": layout.sequence_parallel, "ep": layout.ep, "etp": layout.etp, "vpp": layout.vpp,
             "split": (layout.first_stage_layers, layout.last_stage_layers),
-            "rc": (layout.recompute, layout.recompute_num_layers), "dop": layout.distributed_optimizer}
+            "rc": (layout.recompute, layout.recompute_num_layers), "dop": layout.distributed_optimizer,
+            "fsdp": layout.fsdp}
 
 
 def rule_axes(rule: Rule) -> tuple[str, ...]:
@@ -82,6 +83,7 @@ class SearchSpace:
 
     ctx: RuleContext
     domains: dict[str, tuple[Any, ...]]
+    requires: tuple[Rule, ...] = ()  # the user's --require rules (require.py)
 
     @property
     def size(self) -> int:
@@ -94,7 +96,10 @@ class SearchSpace:
     def rules(self) -> list[tuple[Rule, tuple[str, ...]]]:
         """Rules that involve at least one axis, with the axes they read: Megatron's rules, then the
         space's canonical-form rules (one spelling per distinct Megatron configuration)."""
-        return [(rule, rule_axes(rule)) for rule in RULES + canonical_rules(self.ctx.spec) if rule.axes]
+        return [(rule, rule_axes(rule)) for rule in self._all_rules() if rule.axes]
+
+    def _all_rules(self) -> tuple[Rule, ...]:
+        return tuple(RULES) + canonical_rules(self.ctx.spec) + self.requires
 
     def allowed(self, rule: Rule, axes: tuple[str, ...]) -> list[tuple[Any, ...]]:
         """Tuples of ``axes`` values that obey ``rule`` (the rule's allowed-assignment table)."""
@@ -107,7 +112,7 @@ class SearchSpace:
 
     def legal(self, point: Point) -> bool:
         fields = point_fields(point)
-        return all(rule.check(self.ctx, fields) for rule in RULES + canonical_rules(self.ctx.spec))
+        return all(rule.check(self.ctx, fields) for rule in self._all_rules())
 
 
 @functools.cache
@@ -208,8 +213,12 @@ def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple
 
 def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed: dict[str, Any] | None = None,
                 allow_cross_domain_tp: bool = False, uneven_splits: bool = True,
-                block_recompute: Iterable[int] = BLOCK_RECOMPUTE) -> SearchSpace:
-    """Candidate values per axis for ``spec`` on ``cluster`` (``fixed``: ``--fix`` pins, Layout field names)."""
+                block_recompute: Iterable[int] = BLOCK_RECOMPUTE, requires: Iterable[str] = ()) -> SearchSpace:
+    """Candidate values per axis for ``spec`` on ``cluster`` (``fixed``: ``--fix`` pins, Layout field names;
+    ``requires``: ``--require`` expressions, compiled into rules by ``require.py``)."""
+    from megasolve.solver.require import compile_requirements
+
+    extra = compile_requirements(tuple(requires))
     fixed = dict(fixed or {})
     unknown = set(fixed) - set(FIX_NAMES)
     if unknown:
@@ -230,6 +239,10 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
         "mbs": tuple(b for b in (1, 2, 4, 8) if b <= MAX_MBS and workload.global_batch_size % b == 0),
         "sp": (False, True),
         "dop": (True, False),
+        # Megatron-FSDP (weights, grads and optimizer sharded over DP x CP, two layers gathered at a
+        # time) or the distributed optimizer (models/layout.py; cost/memory.py fsdp_static_bytes,
+        # cost/step.py fsdp_microbatch_comm_s)
+        "fsdp": (False, True),
     }
     if spec.is_moe:
         domains["ep"] = tuple(d for d in divisors(spec.moe.num_experts) if n % d == 0)
@@ -257,10 +270,12 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
         domains["sp"] = (_as_bool("sequence_parallel", fixed["sp"]),)
     if "dop" in fixed:
         domains["dop"] = (_as_bool("distributed_optimizer", fixed["dop"]),)
+    if "fsdp" in fixed:
+        domains["fsdp"] = (_as_bool("fsdp", fixed["fsdp"]),)
     if "recompute" in fixed or "recompute_num_layers" in fixed:
         kind = fixed.get("recompute")
         layers = fixed.get("recompute_num_layers")
-        layers = None if layers in (None, "none", "None") else _as_int("recompute_num_layers", layers)
+        layers = _opt_int("recompute_num_layers", layers)
         if kind is not None and kind not in ("none", "selective", "full"):
             raise MegasolveError(field="--fix", value=f"recompute={kind}", rule="must be none, selective or full",
                                  fix="e.g. --fix recompute=full")
@@ -282,15 +297,17 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     if workload.attention == "flash" and fixed.get("recompute") != "selective":
         domains["rc"] = tuple(r for r in domains["rc"] if r[0] != "selective")
     # single-axis rules prune each domain once
-    for rule, axes in ((r, a) for r, a in SearchSpace(ctx=ctx, domains=domains).rules() if len(a) == 1):
+    for rule, axes in ((r, a) for r, a in SearchSpace(ctx=ctx, domains=domains, requires=extra).rules()
+                       if len(a) == 1):
         axis = axes[0]
         domains[axis] = tuple(v for v in domains[axis] if rule.check(ctx, _fields_of({axis: v})))
     for axis in AXES:
         if not domains[axis]:
             raise MegasolveError(field="--fix" if _fixed_axis(axis, fixed) else axis, value=_fixed_value(axis, fixed),
-                                 rule=f"no value of {axis} is allowed by Megatron's rules for this model/cluster",
+                                 rule=f"no value of {axis} is allowed by Megatron's rules (and --require) "
+                                      "for this model/cluster",
                                  fix="relax --fix or change the cluster")
-    return SearchSpace(ctx=ctx, domains={a: domains[a] for a in AXES})
+    return SearchSpace(ctx=ctx, domains={a: domains[a] for a in AXES}, requires=extra)
 
 
 def _fixed_axis(axis: str, fixed: dict[str, Any]) -> bool:
@@ -304,27 +321,21 @@ def _fixed_value(axis: str, fixed: dict[str, Any]) -> Any:
 
 
 def _as_int(name: str, value: Any) -> int:
-    try:
-        number = int(str(value))
-    except ValueError:
+    """A ``--fix`` value that must be a positive integer (``cli.solve_cmd.parse_fix`` turns text into it)."""
+    if isinstance(value, bool) or not isinstance(value, int):
         raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be an integer",
-                             fix=f"e.g. --fix {name}=2") from None
-    if number <= 0:
+                             fix=f"e.g. --fix {name}=2")
+    if value <= 0:
         raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be >= 1", fix=f"e.g. --fix {name}=2")
-    return number
+    return value
 
 
 def _opt_int(name: str, value: Any) -> int | None:
-    if value in (None, "none", "None"):
-        return None
-    return _as_int(name, value)
+    return None if value is None else _as_int(name, value)
 
 
 def _as_bool(name: str, value: Any) -> bool:
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be true or false",
-                         fix=f"e.g. --fix {name}=true")
+    if not isinstance(value, bool):
+        raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be true or false",
+                             fix=f"e.g. --fix {name}=true")
+    return value

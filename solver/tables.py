@@ -1,15 +1,15 @@
-"""The cost model of ``cost/`` as integer term tables over small groups of axes, plus the one
-integer combination of those terms that both search engines use.
+"""The cost model of ``cost/`` as integer term tables over small groups of axes, and the per-stage
+linear forms over those terms.
 
 Every term is a pure function of a few axes (e.g. a dense layer's time of ``(tp, cp, mbs, sp,
 selective)``), evaluated by the functions in ``cost/`` and quantised once (``quantise_s``: whole
 microseconds; ``quantise_bytes``: MiB rounded *up*, so a layout never looks smaller than it is).
 The pipeline structure -- which layers sit on which stage, recomputed or not, in-flight
-micro-batches -- comes from ``PipelineRow``s over ``(pp, vpp, split, rc)``. A layout's canonical
-cost is a fixed integer combination of ``row coefficients x term values``: sums, ``m x max``,
-ceil-divisions by ``vpp`` and maxima over stages. ``exhaustive.py`` evaluates it in Python;
-``cpsat.py`` encodes exactly the same combination as linear constraints, so both engines agree to
-the microsecond. It mirrors ``cost/step.py`` and ``cost/memory.py`` up to the quantisation.
+micro-batches -- comes from ``PipelineRow``s over ``(pp, vpp, split, rc)``; per stage slot,
+``compiled`` gives the linear forms (time, compute, DP traffic, optimizer, memory) and
+``memory_form`` the scaled stage memory. How the slots' values combine into a step and a memory
+check is ``cost/combine.py``'s alone: ``evaluate`` runs it in integer arithmetic (the oracle),
+``cpsat.py`` encodes it, ``bounds.py`` relaxes it, and ``estimate`` runs it in floats.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
-from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, inflight_microbatches,
+from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
                                    static_bytes)
-from megasolve.cost.step import (dp_group_comm, dp_overlap_fraction, layer_time, logits_time, optimizer_shard_s,
-                                 pp_unit_comm_s)
+from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, layer_time, logits_time,
+                                 optimizer_shard_s, pp_unit_comm_s)
+from megasolve.models import ranks
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params, stage_layer_ids)
@@ -35,7 +37,6 @@ from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
 BF16_PIECES = ("embedding", "output1", "outputN")  # no FP8 weight copy (memory.bf16_weights)
-OVERLAP_SCALE = 10_000  # the DP overlap fraction in parts per 10^4
 
 
 def quantise_s(seconds: float) -> int:
@@ -90,13 +91,16 @@ class PipelineRow:
 class CostTables:
     """Integer term tables for one (model, cluster, workload), filled lazily and cached."""
 
-    def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> None:
+    def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, headroom_bytes: float = 0.0) -> None:
+        """``headroom_bytes``: memory every stage must leave free (``solve``'s ``--min-headroom``)."""
         self.spec, self.cluster, self.workload = spec, cluster, workload
+        self.headroom_bytes = headroom_bytes
         cal = calibration()
-        self.overlap_pct = int(round(dp_overlap_fraction(workload) * OVERLAP_SCALE))
+        self.overlap_pct = int(round(dp_overlap_fraction(workload) * combine.OVERLAP_SCALE))
+        self.fsdp_overlap_pct = int(round(cal["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
-        self.capacity_mib = int(cluster.gpu.usable_memory_bytes // MIB)
+        self.capacity_mib = int(max(0.0, cluster.gpu.usable_memory_bytes - headroom_bytes) // MIB)
         self.mtp_moe = spec.mtp_num_layers > 0 and spec.is_moe_layer(spec.num_layers - 1)
         self.terms: dict[str, Term] = {t.name: t for t in self._define_terms()}
         self._cache: dict[str, dict[tuple, int]] = {name: {} for name in self.terms}
@@ -127,6 +131,12 @@ class CostTables:
         spec, cluster, wl = self.spec, self.cluster, self.workload
         n = cluster.num_gpus
         precision = wl.precision
+
+        def dense_shards(tp, cp, dp) -> int:
+            return ranks.dense_dp_group(tp, cp, dp).size
+
+        def expert_shards(ep, etp, pp) -> int:
+            return ranks.expert_dp_group(n, etp, ep, pp).size
 
         def shape(tp, cp, mbs, sp, etp=None):
             return ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp if etp is not None else tp)
@@ -166,25 +176,64 @@ class CostTables:
             pieces["moe_layer"] = (("tp",), moe_layer_dense)
         if spec.mtp_num_layers:
             pieces["mtp_core"] = (("tp",), mtp_core)
+        mtp_layer = moe_layer_dense if self.mtp_moe else dense_layer
+        # the part of each piece that lives in Megatron-FSDP unit modules (transformer layers, gathered
+        # per micro-batch; params.py StageParams.layers); the rest is gathered once and kept
+        units: dict[str, Callable[[int], RankParams]] = {
+            "dense_layer": dense_layer, "moe_layer": moe_layer_dense,
+            "mtp_core": lambda tp: mtp_layer(tp) * spec.mtp_num_layers,
+        }
+
+        def unit_of(piece: str, tp: int) -> RankParams:
+            return units[piece](tp) if piece in units else RankParams()
+
+        def fsdp_static(whole: RankParams, unit: RankParams, dense_shards: int, expert_shards: int) -> int:
+            return quantise_bytes(fsdp_static_bytes(whole, unit, RankParams(), dense_shards=dense_shards,
+                                                    expert_shards=expert_shards, precision=precision,
+                                                    fp8_param_gather=wl.fp8_param_gather,
+                                                    grad_bytes=wl.grad_bytes).total)
 
         terms: list[Term] = []
 
         def add(name: str, axes: tuple[str, ...], fn: Callable[..., int]) -> None:
             terms.append(Term(name, axes, fn))
 
+        # ---- memory outside the caching allocator (MiB): a constant of the cluster
+        add("other", (), lambda: self.other_mib)
+
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
-            add(f"ms_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of, piece=piece: quantise_bytes(static_bytes(
-                    f(tp), dense_shards=dp * cp, expert_shards=1, distributed_optimizer=dop,
+            add(f"ms_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
+                lambda tp, cp, dp, dop, fsdp, f=params_of, piece=piece: fsdp_static(
+                    f(tp), unit_of(piece, tp), dense_shards(tp, cp, dp), 1) if fsdp else quantise_bytes(static_bytes(
+                    f(tp), dense_shards=dense_shards(tp, cp, dp), expert_shards=1, distributed_optimizer=dop,
                     precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
                     bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0).total))
         if spec.is_moe:
-            add("ms_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_bytes(static_bytes(
-                    expert_layer(ep, etp), dense_shards=1, expert_shards=n // (etp * ep * pp),
+            add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: fsdp_static(
+                    expert_layer(ep, etp), expert_layer(ep, etp), 1, expert_shards(ep, etp, pp))
+                if fsdp else quantise_bytes(static_bytes(
+                    expert_layer(ep, etp), dense_shards=1, expert_shards=expert_shards(ep, etp, pp),
                     distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
                     grad_bytes=wl.grad_bytes).total))
+        # Megatron-FSDP's two un-sharded units (memory.fsdp_static_bytes: 2 x the largest layer in
+        # weights and grads), per kind of layer a stage can hold
+        def unit_bytes(layer: RankParams) -> int:
+            return quantise_bytes(fsdp_static_bytes(RankParams(), RankParams(), layer, dense_shards=1, expert_shards=1,
+                                                    precision=precision, fp8_param_gather=wl.fp8_param_gather,
+                                                    grad_bytes=wl.grad_bytes).total)
+
+        add("ms_unit_dense", ("tp", "fsdp"), lambda tp, fsdp: unit_bytes(dense_layer(tp)) if fsdp else 0)
+        if spec.is_moe:
+            def moe_unit(tp, ep, etp) -> RankParams:
+                return moe_layer_dense(tp) + expert_layer(ep, etp)
+
+            add("ms_unit_moe", ("tp", "ep", "etp", "fsdp"),
+                lambda tp, ep, etp, fsdp: unit_bytes(moe_unit(tp, ep, etp)) if fsdp else 0)
+            add("ms_unit_max", ("tp", "ep", "etp", "fsdp"),
+                lambda tp, ep, etp, fsdp: unit_bytes(max(dense_layer(tp), moe_unit(tp, ep, etp),
+                                                         key=lambda p: p.total)) if fsdp else 0)
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
@@ -252,37 +301,73 @@ class CostTables:
         # ---- data-parallel traffic and optimizer per parameter piece (us) -----------------
         # bandwidth terms per piece (linear in parameters); each group's latency is a term of its own
         def dense_dp(tp, cp, dp, dop, params):
-            return dp_group_comm(cluster, params=params, group=dp * cp, stride=tp, distributed_optimizer=dop,
-                                 param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
-
-        def expert_dp(ep, etp, pp, dop, params):
-            return dp_group_comm(cluster, params=params, group=n // (etp * ep * pp), stride=etp * ep,
+            group = ranks.dense_dp_group(tp, cp, dp)
+            return dp_group_comm(cluster, params=params, group=group.size, stride=group.stride,
                                  distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
 
+        def expert_dp(ep, etp, pp, dop, params):
+            group = ranks.expert_dp_group(n, etp, ep, pp)
+            return dp_group_comm(cluster, params=params, group=group.size, stride=group.stride,
+                                 distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
+
+        def fsdp_traffic(group: ranks.Group, gathered: int, reduced: int) -> DpComm:
+            """Megatron-FSDP per micro-batch (step.fsdp_microbatch_comm_s): parameters gathered twice,
+            gradients reduce-scattered once; bandwidth in ``param_bw_s``, one unit's latency in
+            ``param_latency_s``."""
+            ag = dp_group_comm(cluster, params=gathered, group=group.size, stride=group.stride,
+                               distributed_optimizer=True, param_bytes=wl.param_bytes)
+            rs = dp_group_comm(cluster, params=reduced, group=group.size, stride=group.stride,
+                               distributed_optimizer=True, grad_bytes=wl.grad_bytes)
+            return DpComm(param_bw_s=2 * ag.param_bw_s + rs.grad_bw_s,
+                          param_latency_s=2 * ag.param_latency_s + rs.grad_latency_s)
+
+        # Megatron-FSDP (fsdp): no gradient tail (reduce-scattered per micro-batch), the non-unit
+        # parameters all-gathered once per step (step.stage_times), the traffic per micro-batch in f_*
         for piece, (axes, params_of) in pieces.items():
-            add(f"dg_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_s(dense_dp(tp, cp, dp, dop, f(tp).total).grad_bw_s))
-            add(f"dq_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_s(dense_dp(tp, cp, dp, dop, f(tp).total).param_bw_s))
+            add(f"dg_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
+                lambda tp, cp, dp, dop, fsdp, f=params_of: 0 if fsdp else quantise_s(
+                    dense_dp(tp, cp, dp, dop, f(tp).total).grad_bw_s))
+            add(f"dq_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
+                lambda tp, cp, dp, dop, fsdp, f=params_of, piece=piece: quantise_s(dense_dp(
+                    tp, cp, dp, dop, f(tp).total - (unit_of(piece, tp).total if fsdp else 0)).param_bw_s))
+            add(f"f_{piece}", ("tp", "cp", "dp", "fsdp"),
+                lambda tp, cp, dp, fsdp, f=params_of, piece=piece: quantise_s(fsdp_traffic(
+                    ranks.dense_dp_group(tp, cp, dp), unit_of(piece, tp).total, f(tp).total).param_bw_s) if fsdp else 0)
             add(f"o_{piece}", ("tp", "cp", "dp", "dop"),
                 lambda tp, cp, dp, dop, f=params_of: quantise_s(
-                    optimizer_shard_s(cluster, f(tp).total, dp * cp if dop else 1)))
-        add("dg_lat", ("tp", "cp", "dp", "dop"),
-            lambda tp, cp, dp, dop: quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
+                    optimizer_shard_s(cluster, f(tp).total, dense_shards(tp, cp, dp) if dop else 1)))
+        add("dg_lat", ("tp", "cp", "dp", "dop", "fsdp"),
+            lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
         add("dq_lat", ("tp", "cp", "dp", "dop"),
             lambda tp, cp, dp, dop: quantise_s(dense_dp(tp, cp, dp, dop, 1).param_latency_s))
+        # a stage of transformer layers only: with Megatron-FSDP nothing is gathered once per step
+        add("dq_lat_layers", ("tp", "cp", "dp", "dop", "fsdp"),
+            lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).param_latency_s))
+        add("f_lat", ("tp", "cp", "dp", "fsdp"),
+            lambda tp, cp, dp, fsdp: quantise_s(fsdp_traffic(
+                ranks.dense_dp_group(tp, cp, dp), 1, 1).param_latency_s) if fsdp else 0)
         if spec.is_moe:
-            add("dg_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).grad_bw_s))
-            add("dq_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).param_bw_s))
+            add("dg_expert", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(
+                    expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).grad_bw_s))
+            add("dq_expert", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(
+                    expert_dp(ep, etp, pp, dop, expert_layer(ep, etp).total).param_bw_s))
+            add("f_expert", ("ep", "etp", "pp", "fsdp"),
+                lambda ep, etp, pp, fsdp: quantise_s(fsdp_traffic(
+                    ranks.expert_dp_group(n, etp, ep, pp), expert_layer(ep, etp).total,
+                    expert_layer(ep, etp).total).param_bw_s) if fsdp else 0)
+            add("fx_lat", ("ep", "etp", "pp", "fsdp"),
+                lambda ep, etp, pp, fsdp: quantise_s(fsdp_traffic(
+                    ranks.expert_dp_group(n, etp, ep, pp), 1, 1).param_latency_s) if fsdp else 0)
             add("o_expert", ("ep", "etp", "pp", "dop"),
                 lambda ep, etp, pp, dop: quantise_s(optimizer_shard_s(
-                    cluster, expert_layer(ep, etp).total, n // (etp * ep * pp) if dop else 1)))
-            add("dgx_lat", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
-            add("dqx_lat", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(expert_dp(ep, etp, pp, dop, 1).param_latency_s))
+                    cluster, expert_layer(ep, etp).total, expert_shards(ep, etp, pp) if dop else 1)))
+            add("dgx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
+            add("dqx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
+                lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(
+                    expert_dp(ep, etp, pp, dop, 1).param_latency_s))
         return terms
 
     # ------------------------------------------------------------------ pipeline rows
@@ -343,13 +428,24 @@ class CostTables:
     def dp_forms(self, row: PipelineRow, slot: Slot) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
         """(grad, param) data-parallel time forms of one slot, latencies included."""
         out = []
-        for prefix, lat, lat_x in (("dg_", "dg_lat", "dgx_lat"), ("dq_", "dq_lat", "dqx_lat")):
+        param_lat = "dq_lat" if slot.first or slot.last else "dq_lat_layers"
+        for prefix, lat, lat_x in (("dg_", "dg_lat", "dgx_lat"), ("dq_", param_lat, "dqx_lat")):
             dense, expert = self.param_form(row, slot, prefix)
             form = dense + [(1, lat)] + expert
             if expert:
                 form.append((1, lat_x))
             out.append(form)
         return out[0], out[1]
+
+    def fsdp_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
+        """Megatron-FSDP traffic of one slot per micro-batch (zero without it): every piece's gathers
+        and reduce-scatters, one latency per unit (decoder layer) and group (step.fsdp_microbatch_comm_s)."""
+        dense, expert = self.param_form(row, slot, "f_")
+        units = max(1, slot.dense + slot.moe)
+        form = dense + expert + [(units, "f_lat")]
+        if expert:
+            form.append((units, "fx_lat"))
+        return form
 
     def activation_form(self, slot: Slot) -> list[tuple[int, str]]:
         form = [(slot.dense_base, "ma_dense"), (slot.dense_rc + slot.moe_rc, "ma_input")]
@@ -360,7 +456,8 @@ class CostTables:
     def fixed_memory_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
         """Memory that does not scale with micro-batches in flight: static, transients, last-stage extras."""
         dense, expert = self.param_form(row, slot, "ms_")
-        form = dense + expert
+        form = dense + expert + _one_layer("ms_unit_", slot.dense or (slot.mtp and not self.mtp_moe),
+                                           slot.moe or (slot.mtp and self.mtp_moe))
         # backward re-materialises one layer at a time: a whole recomputed layer (full recompute), else
         # one layer's selectively recomputed part; the larger of the kinds the stage holds
         if slot.dense_rc or slot.moe_rc:
@@ -373,7 +470,18 @@ class CostTables:
             form.append((1, "ma_last"))
             if slot.mtp:
                 form.append((1, "ma_mtp"))
-        return form
+        return form + [(1, "other")]
+
+    @functools.cache
+    def memory_form(self, pp: int, vpp: int, split: tuple, rc: tuple, index: int, live: int) -> tuple:
+        """``combine.scaled_stage_memory`` of slot ``index`` of a row with ``live`` chunk-units in
+        flight, as ``((coefficient, term), ...)``: the slot fits iff its value is ``<= vpp * capacity``."""
+        row = self.row(pp, vpp, split, rc)
+        slot = row.slots[index]
+        first = combine.LinearForm.of([(1, "ma_first")]) if slot.first else 0
+        form = combine.scaled_stage_memory(combine.LinearForm.of(self.fixed_memory_form(row, slot)),
+                                           combine.LinearForm.of(self.activation_form(slot)), first, live, vpp)
+        return tuple(form.pairs())
 
     def live_units(self, row: PipelineRow, slot: Slot, m: int) -> int:
         """Chunk-units of activations in flight (``inflight x vpp``, an integer)."""
@@ -382,7 +490,8 @@ class CostTables:
     # ------------------------------------------------------------------ canonical evaluation
     @functools.cache
     def compiled(self, pp: int, vpp: int, split: tuple, rc: tuple) -> tuple:
-        """Per slot of a row: (tau, compute, grad, param, optimizer, fixed memory, activation) forms."""
+        """Per slot of a row: (slot, tau, compute, grad, param, optimizer, fixed memory, activation,
+        Megatron-FSDP traffic) forms."""
         row = self.row(pp, vpp, split, rc)
         out = []
         for slot in row.slots:
@@ -390,11 +499,13 @@ class CostTables:
             o_dense, o_expert = self.param_form(row, slot, "o_")
             out.append((slot, tuple(self.time_form(row, slot, "t")), tuple(self.time_form(row, slot, "c")),
                         tuple(grad), tuple(param), tuple(o_dense + o_expert),
-                        tuple(self.fixed_memory_form(row, slot)), tuple(self.activation_form(slot))))
+                        tuple(self.fixed_memory_form(row, slot)), tuple(self.activation_form(slot)),
+                        tuple(self.fsdp_form(row, slot))))
         return row, tuple(out)
 
     def evaluate(self, point: Point) -> "Canonical":
-        """The integer cost of a point: step (us), per-slot memory check, peak memory."""
+        """The integer cost of a point (``combine`` in integer arithmetic): step (us), per-slot memory
+        check, peak memory (MiB)."""
         wl = self.workload
         m = wl.global_batch_size // (point["mbs"] * point["dp"])
         row, slots = self.compiled(point["pp"], point["vpp"], point["split"], point["rc"])
@@ -411,24 +522,20 @@ class CostTables:
             return total
 
         v = row.vpp
-        taus, dp_tail, opt, fits, peak = [], 0, 0, True, 0.0
-        for slot, t_form, c_form, g_form, p_form, o_form, fixed_form, act_form in slots:
-            tau = form_value(t_form)
-            compute = form_value(c_form)
-            taus.append((tau, slot.multiplicity))
-            exposed = dp_exposed_us(form_value(g_form), form_value(p_form), compute, v, self.overlap_pct)
-            dp_tail = max(dp_tail, exposed)
-            opt = max(opt, form_value(o_form))
-            live = self.live_units(row, slot, m)
-            first = slot.first * math.ceil(live / v) * v * form_value(((1, "ma_first"),))
-            scaled = v * (form_value(fixed_form) + self.other_mib) + live * form_value(act_form) + first
+        costs, fits, peak = [], True, 0.0
+        for index, (slot, t_form, c_form, g_form, p_form, o_form, _, _, f_form) in enumerate(slots):
+            costs.append(combine.StageCost(tau=form_value(t_form), compute=form_value(c_form),
+                                           grad=form_value(g_form), param=form_value(p_form),
+                                           optimizer=form_value(o_form), fsdp=form_value(f_form),
+                                           multiplicity=slot.multiplicity))
+            scaled = form_value(self.memory_form(row.pp, v, row.split, row.rc, index, self.live_units(row, slot, m)))
             fits = fits and scaled <= v * self.capacity_mib
             peak = max(peak, scaled / v)
-        t_max = max(t for t, _ in taus)
-        total = sum(t * k for t, k in taus)
-        pipeline = m * t_max + ceil_div(total - t_max, v)
-        step = pipeline + dp_tail + opt + self.overhead_us
-        return Canonical(step_us=step, fits=fits, peak_mib=peak)
+        step, pipeline = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us,
+                                      fsdp_overlap=self.fsdp_overlap_pct)
+        slowest = max(costs, key=lambda c: c.tau)
+        return Canonical(step_us=step, fits=fits, peak_mib=peak,
+                         parts=(pipeline, slowest.tau, slowest.compute, max(c.optimizer for c in costs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,20 +543,10 @@ class Canonical:
     step_us: int
     fits: bool
     peak_mib: float
+    parts: tuple[int, ...] = ()  # pipeline, slowest stage's tau and compute, optimizer (us): plan identity
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def dp_exposed_us(grad_us: int, param_us: int, compute_us: int, vpp: int, overlap_pct: int) -> int:
-    """``max(0, grad - 2/3 w) + max(0, param - 1/3 w)`` with ``w = overlap * compute / vpp`` (step.py),
-    in exact integer arithmetic (``overlap_pct`` = overlap x 10^4): both terms scaled by
-    ``3 * 10^4 * vpp``, then ceil-divided back."""
-    scale = 3 * OVERLAP_SCALE * vpp  # scale * (2/3) * (ov / 10^4) * c / v = 2 * ov * c
-    first = max(0, scale * grad_us - 2 * overlap_pct * compute_us)
-    second = max(0, scale * param_us - overlap_pct * compute_us)
-    return ceil_div(first, scale) + ceil_div(second, scale)
+ceil_div = combine.INTEGER.ceil_div
 
 
 def _one_layer(prefix: str, dense: int, moe: int) -> list[tuple[int, str]]:
@@ -463,9 +560,7 @@ def _one_layer(prefix: str, dense: int, moe: int) -> list[tuple[int, str]]:
 
 def _plausible(partial: Point, num_gpus: int) -> bool:
     """Cheap necessary conditions on a few axes: the groups they form fit in the world."""
-    dense = partial.get("tp", 1) * partial.get("cp", 1) * partial.get("dp", 1) * partial.get("pp", 1)
-    expert = partial.get("etp", 1) * partial.get("ep", 1) * partial.get("pp", 1)
-    return num_gpus % dense == 0 and num_gpus % expert == 0
+    return ranks.fits_world(num_gpus, **{a: partial[a] for a in ("tp", "cp", "dp", "pp", "ep", "etp") if a in partial})
 
 
 def _derived(axis: str, point: Point) -> Any:

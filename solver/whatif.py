@@ -4,7 +4,7 @@ lengths and global batch sizes (the Cartesian product of the given lists).
 Every point is one ``solve(..., top_k=2)`` (best layout and runner-up). Points that do not fit come
 back as ``status == "infeasible"`` with a reason, never as an exception. For every series (GPU type,
 sequence length, global batch) the smallest cluster that fits is found by the solver itself: CP-SAT
-feasibility solves (``explain.fits_on``) on 1, 2, 4, ... GPUs up to one node, then doubling whole
+feasibility solves (``feasibility.fits_on``) on 1, 2, 4, ... GPUs up to one node, then doubling whole
 nodes, then bisection over whole nodes between the last size that does not fit and the first that
 does -- the user's list of sizes plays no part in it.
 
@@ -26,112 +26,16 @@ from megasolve.cost.calibration import Profile, load_profile, use_profile
 from megasolve.cost.calibration import active as active_profile
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Workload, default_global_batch, precision_fields
+from megasolve.models.ranks import data_parallel_size
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport
+from megasolve.solver.feasibility import ClusterKind, MinGpus, find_min_gpus
+from megasolve.solver.solve import solve
 from megasolve.topology.cluster import Cluster
-from megasolve.topology.gpus import GpuSpec, get_gpu
 
-MAX_RANGE_POINTS = 24  # 8..1024 is 8 points; a range longer than this is a typo
-MAX_SEARCH_GPUS = 1 << 17  # the minimum-size search gives up above 131,072 GPUs
 SECONDS_PER_DAY = 86400.0
 
 Progress = Callable[[int, int], None]  # (tasks done, tasks in all)
-
-
-# ---------------------------------------------------------------------------- inputs
-def parse_gpu_counts(text: str) -> list[int]:
-    """GPU counts from ``--gpus``: a list ``64,128,256`` or a doubling range ``8..1024``.
-
-    >>> parse_gpu_counts("8..128")
-    [8, 16, 32, 64, 128]
-    >>> parse_gpu_counts("256, 64,128,64")
-    [64, 128, 256]
-    """
-    text = str(text).strip()
-    if ".." in text:
-        low_text, high_text = (part.strip() for part in text.split("..", 1))
-        low, high = _positive("--gpus", low_text), _positive("--gpus", high_text)
-        if high < low:
-            raise MegasolveError(field="--gpus", value=text, rule="a range must go up (LOW..HIGH)",
-                                 fix="e.g. --gpus 8..1024")
-        counts = [low << k for k in range(MAX_RANGE_POINTS + 1) if low << k <= high]
-        if len(counts) > MAX_RANGE_POINTS:
-            raise MegasolveError(field="--gpus", value=text, rule=f"more than {MAX_RANGE_POINTS} sizes",
-                                 fix="narrow the range")
-        return counts
-    return sorted({_positive("--gpus", part) for part in _items("--gpus", text)})
-
-
-def parse_int_list(flag: str, text: str) -> list[int]:
-    """``--seq-len 4096,32768`` -> [4096, 32768] (order kept, duplicates dropped).
-
-    >>> parse_int_list("--seq-len", "32768,4096,4096")
-    [32768, 4096]
-    """
-    return list(dict.fromkeys(_positive(flag, part) for part in _items(flag, str(text))))
-
-
-def parse_name_list(flag: str, text: str) -> list[str]:
-    """``--gpu a100-80g,h100`` -> ["a100-80g", "h100"]."""
-    return list(dict.fromkeys(_items(flag, str(text))))
-
-
-def _items(flag: str, text: str) -> list[str]:
-    parts = [p.strip() for p in text.split(",")]
-    if not text.strip() or any(not p for p in parts):
-        raise MegasolveError(field=flag, value=text, rule="must be a comma-separated list without empty items",
-                             fix=f"e.g. {flag} {EXAMPLES.get(flag, '64,128')}")
-    return parts
-
-
-EXAMPLES = {"--gpus": "64,128,256", "--seq-len": "4096,32768", "--gbs": "256,512"}
-
-
-def _positive(flag: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise MegasolveError(field=flag, value=text, rule="must be a positive integer",
-                             fix=f"e.g. {flag} {EXAMPLES.get(flag, '64')}")
-    return value
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterKind:
-    """A GPU type with its node and fabric shape, at any size: a catalog GPU plus the cluster
-    flags, or a cluster file's ``Cluster`` (resized with ``Cluster.with_num_gpus``)."""
-
-    gpu: str | GpuSpec = "h100"
-    gpus_per_node: int | None = None
-    nvlink_domain: int | None = None
-    nic_gbit_per_gpu: float | None = None
-    template: Cluster | None = None
-
-    @property
-    def gpu_spec(self) -> GpuSpec:
-        if self.template is not None:
-            return self.template.gpu
-        return self.gpu if isinstance(self.gpu, GpuSpec) else get_gpu(self.gpu)
-
-    @property
-    def name(self) -> str:
-        return self.gpu_spec.name
-
-    @property
-    def node_size(self) -> int:
-        if self.template is not None:
-            return self.template.gpus_per_node
-        return self.gpus_per_node or self.gpu_spec.gpus_per_node
-
-    def at(self, num_gpus: int) -> Cluster:
-        """This kind of cluster with ``num_gpus`` GPUs (raises ``MegasolveError`` on a size that is
-        not a whole number of nodes)."""
-        if self.template is not None:
-            return self.template.with_num_gpus(num_gpus)
-        return Cluster.from_flags(num_gpus=num_gpus, gpu=self.gpu_spec, gpus_per_node=self.gpus_per_node,
-                                  nvlink_domain=self.nvlink_domain, nic_gbit_per_gpu=self.nic_gbit_per_gpu)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,31 +81,6 @@ class PointResult:
         if self.best is None:
             return None
         return self.workload.global_batch_size * self.workload.seq_length / self.best.estimate.time.step_s
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MinGpus:
-    """The smallest cluster of one series that fits, as found by the solver.
-
-    ``exact``: ``num_gpus`` fits and ``num_gpus`` minus one node does not (below one node: half of
-    it does not), every feasibility solve settled within the time limit. Feasibility is not always
-    monotone in the cluster size (batch divisibility), so "smallest" means "smallest whose next
-    smaller whole-node size does not fit".
-    """
-
-    gpu: str
-    seq_length: int
-    global_batch_size: int
-    num_gpus: int | None
-    largest_not_fitting: int | None
-    exact: bool
-    solves: int
-    note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "seq_length": self.seq_length, "global_batch_size": self.global_batch_size,
-                "num_gpus": self.num_gpus, "largest_not_fitting": self.largest_not_fitting, "exact": self.exact,
-                "feasibility_solves": self.solves, "note": self.note}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -297,8 +176,6 @@ def solve_point(spec: ModelSpec, kind: ClusterKind, scenario: Scenario, workload
                 time_limit_s: float | None) -> PointResult:
     """Best layout and runner-up at one point (no infeasibility explanation: the sweep gives the
     reason from the batch arithmetic and the minimum-size search)."""
-    from megasolve.solver.solve import solve
-
     start = time.perf_counter()
     cluster = kind.at(scenario.num_gpus)
     reason = batch_split_reason(spec, cluster, workload)
@@ -329,8 +206,8 @@ def batch_split_reason(spec: ModelSpec, cluster: Cluster, workload: Workload) ->
         return str(exc)
     d = space.domains
     n = cluster.num_gpus
-    possible = sorted({n // (tp * cp * pp) for tp in d["tp"] for cp in d["cp"] for pp in d["pp"]
-                       if n % (tp * cp * pp) == 0 and n // (tp * cp * pp) in d["dp"]})
+    sizes = {data_parallel_size(n, tp, cp, pp) for tp in d["tp"] for cp in d["cp"] for pp in d["pp"]}
+    possible = sorted(dp for dp in sizes if dp is not None and dp in d["dp"])
     gbs = workload.global_batch_size
     if not possible or any(gbs % dp == 0 for dp in possible):
         return None
@@ -338,66 +215,6 @@ def batch_split_reason(spec: ModelSpec, cluster: Cluster, workload: Workload) ->
     return (f"--gbs={gbs}: not divisible by any data-parallel size possible on {n} x {cluster.gpu.name} "
             f"(dp >= {smallest} with tp <= {max(d['tp'])}, cp <= {max(d['cp'])}, pp <= {max(d['pp'])}); "
             f"fix: a global batch that is a multiple of {smallest}, or fewer GPUs")
-
-
-def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, time_limit_s: float | None = 60.0,
-                  max_gpus: int = MAX_SEARCH_GPUS, known_not_fitting: int | None = None,
-                  fixed: dict[str, Any] | None = None, allow_cross_domain_tp: bool = False,
-                  deadline: float | None = None) -> MinGpus:
-    """The smallest cluster of ``kind`` on which some layout fits: feasibility solves on 1, 2, 4, ...
-    GPUs up to a node, then 1, 2, 4, ... nodes, then bisection over whole nodes. ``time_limit_s``
-    bounds each feasibility solve, ``deadline`` the whole search (a probe cut short counts as not
-    fitting and marks the answer inexact); sizes up to ``known_not_fitting`` are skipped."""
-    from megasolve.solver.explain import fits_on
-
-    node = kind.node_size
-    limit = 60.0 if time_limit_s is None else time_limit_s
-    solves = 0
-    unsettled: list[int] = []
-
-    def fits(size: int) -> bool:
-        nonlocal solves
-        try:
-            cluster = kind.at(size)
-        except MegasolveError:
-            return False
-        budget = limit if deadline is None else min(limit, deadline - time.perf_counter())
-        if budget <= 0:
-            unsettled.append(size)
-            return False
-        solves += 1
-        try:
-            return fits_on(spec, cluster, workload, fixed, allow_cross_domain_tp, budget) is not None
-        except TimeoutError:  # not settled: count it as not fitting, mark the answer inexact
-            unsettled.append(size)
-            return False
-
-    sizes = [s for s in (1 << k for k in range(32)) if s < node] + \
-            [node << k for k in range(32) if node << k <= max_gpus]
-    low: int | None = None
-    if known_not_fitting is not None:
-        low = known_not_fitting
-        sizes = [s for s in sizes if s > known_not_fitting]
-    high: int | None = None
-    for size in sizes:
-        if fits(size):
-            high = size
-            break
-        low = size
-    series = dict(gpu=kind.name, seq_length=workload.seq_length, global_batch_size=workload.global_batch_size)
-    if high is None:
-        return MinGpus(**series, num_gpus=None, largest_not_fitting=low, exact=not unsettled, solves=solves,
-                       note=f"no cluster of up to {sizes[-1] if sizes else max_gpus:,} x {kind.name} fits")
-    while low is not None and high - low > node and low >= node:
-        mid = (low + high) // 2 // node * node
-        if mid <= low:
-            break
-        if fits(mid):
-            high = mid
-        else:
-            low = mid
-    note = "" if not unsettled else f"feasibility not settled within {limit:g} s on {unsettled} GPUs"
-    return MinGpus(**series, num_gpus=high, largest_not_fitting=low, exact=not unsettled, solves=solves, note=note)
 
 
 def _run_task(task: tuple) -> Any:
@@ -524,5 +341,4 @@ def _run(tasks: list[tuple], jobs: int, progress: Progress | None) -> list[Any]:
 
 
 __all__ = ["ClusterKind", "MinGpus", "PointResult", "Scenario", "WhatIfResult", "batch_split_reason",
-           "default_global_batch", "find_min_gpus", "parse_gpu_counts", "parse_int_list", "parse_name_list",
-           "solve_point", "whatif"]
+           "default_global_batch", "find_min_gpus", "solve_point", "whatif"]

@@ -83,7 +83,7 @@ def test_seed_example_finds_layouts():
 
 def test_fix_pins_an_axis():
     spec, cluster, workload = instance("llama-3.1-8b", 16, "h100", 4096, 128)
-    result = solve(spec, cluster, workload, top_k=3, fixed={"tp": "2", "recompute": "full"})
+    result = solve(spec, cluster, workload, top_k=3, fixed={"tp": 2, "recompute": "full"})
     assert all(r.layout.tp == 2 and r.layout.recompute == "full" for r in result.layouts)
 
 

@@ -22,8 +22,8 @@ from click.testing import CliRunner
 
 from megasolve.cli.main import cli
 from megasolve.models import MegasolveError, Workload, load_preset
-from megasolve.solver.whatif import (ClusterKind, batch_split_reason, find_min_gpus,
-                                     parse_gpu_counts, parse_int_list, whatif)
+from megasolve.cli.parsing import parse_gpu_counts, parse_int_list
+from megasolve.solver.whatif import ClusterKind, batch_split_reason, find_min_gpus, whatif
 from megasolve.topology import Cluster
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -25,6 +25,20 @@ from megasolve.topology.gpus import GpuSpec, get_gpu, gpu_from_entry
 MAX_GPUS = 1_000_000
 
 
+
+def check_cluster_flags(*, gpus_per_node: int | None = None, nvlink_domain: int | None = None,
+                        nic_gbit_per_gpu: float | None = None) -> None:
+    """The one check of the cluster flags (``estimate``, ``solve`` and ``whatif`` all come here
+    through ``Cluster.from_flags``; ``whatif`` also before its sweep): positive whole node and
+    domain sizes, a finite positive NIC bandwidth (``inf`` would model an infinitely fast NIC)."""
+    for value, flag in ((gpus_per_node, "--gpus-per-node"), (nvlink_domain, "--nvlink-domain")):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise MegasolveError(field=flag, value=value, rule="must be a positive integer",
+                                 fix="pass a whole number >= 1, or leave it out for the GPU's default")
+    if nic_gbit_per_gpu is not None and not 0 < nic_gbit_per_gpu < math.inf:
+        raise MegasolveError(field="--nic-gbps", value=nic_gbit_per_gpu, rule="must be a finite number > 0",
+                             fix="e.g. --nic-gbps 400")
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
     """A homogeneous GPU cluster.
@@ -76,10 +90,8 @@ class Cluster:
                    nvlink_domain: int | None = None, nic_gbit_per_gpu: float | None = None,
                    fabric_oversubscription: float = 1.0) -> Cluster:
         spec = gpu if isinstance(gpu, GpuSpec) else get_gpu(gpu)
-        for value, flag in ((gpus_per_node, "--gpus-per-node"), (nvlink_domain, "--nvlink-domain")):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-                raise MegasolveError(field=flag, value=value, rule="must be a positive integer",
-                                     fix="pass a whole number >= 1, or leave it out for the GPU's default")
+        check_cluster_flags(gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
+                            nic_gbit_per_gpu=nic_gbit_per_gpu)
         per_node = gpus_per_node or spec.gpus_per_node
         if num_gpus is not None and isinstance(num_gpus, int) and 0 < num_gpus < per_node and gpus_per_node is None:
             per_node = num_gpus  # a partial node: 4 GPUs of an 8-GPU box

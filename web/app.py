@@ -60,7 +60,7 @@ def _version() -> str:
 
 
 def bad_request(exc: MegasolveError, fallback_field: str | None = None) -> JSONResponse:
-    from megasolve.cli.main import one_line
+    from megasolve.cli.app import one_line
 
     return JSONResponse({"error": one_line(str(exc)), "field": exc.field or fallback_field}, status_code=400)
 

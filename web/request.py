@@ -54,9 +54,16 @@ class CommandRequest:
 
 
 def command(name: str) -> click.Command:
-    from megasolve.cli.main import cli
-
-    return cli.commands[name]
+    """The click command ``name`` itself (its module, not the group, so nothing here imports cli.main)."""
+    if name == "solve":
+        from megasolve.cli.solve_cmd import solve_command as found
+    elif name == "estimate":
+        from megasolve.cli.commands import estimate_command as found
+    elif name == "whatif":
+        from megasolve.cli.whatif_cmd import whatif_command as found
+    else:
+        raise KeyError(name)
+    return found
 
 
 def body_field(option: click.Option) -> str:

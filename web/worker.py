@@ -61,6 +61,7 @@ class _SweepProgress:
 def run(command: str, argv: list[str], paths: dict[str, str]) -> dict[str, Any]:
     """Run ``megasolve COMMAND ARGV`` in this process; its stdout, stderr and exit code."""
     from megasolve.cli import main as cli_main
+    from megasolve.cli.app import one_line
 
     argv = [paths.get(word, word) for word in argv]
     out, err = io.StringIO(), io.StringIO()
@@ -71,7 +72,7 @@ def run(command: str, argv: list[str], paths: dict[str, str]) -> dict[str, Any]:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception as exc:  # a bug, not bad input: one line for the server's 500 answer
-            err.write(f"error: internal error ({exc.__class__.__name__}: {cli_main.one_line(str(exc))})\n")
+            err.write(f"error: internal error ({exc.__class__.__name__}: {one_line(str(exc))})\n")
             code = 3
     stderr = err.getvalue()
     for placeholder, path in paths.items():

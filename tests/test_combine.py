@@ -1,0 +1,105 @@
+"""One definition of how cost terms combine (``cost/combine.py``), four engines: estimate (floats),
+the oracle (integers), CP-SAT (encoded) and the bounds (relaxed) must agree on random layouts that
+cover every searched knob (tp, cp, pp, vpp, dp, mbs, sp, ep, etp, uneven split, none / selective /
+full / block recompute, distributed optimizer on and off, Megatron-FSDP)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from megasolve.cost import combine
+from megasolve.cost.step import step_time
+from megasolve.models import Workload, load_preset
+from megasolve.solver.bounds import CONFIG_AXES, ConfigBounds
+from megasolve.solver.cpsat import build_model, new_solver, pipeline_rows
+from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
+from megasolve.solver.tables import CostTables
+from megasolve.topology import Cluster
+
+# (model, GPUs, GPU, seq, gbs, attention): dense GQA, MoE, MLA + MoE + MTP, a dense model with
+# unfused attention (so selective recompute is searched)
+CASES = [
+    ("llama-3.1-8b", 16, "h100", 4096, 256, "flash"),
+    ("mixtral-8x7b", 32, "h100", 4096, 256, "flash"),
+    ("deepseek-v3-proxy", 64, "h100", 4096, 512, "flash"),
+    ("qwen2.5-7b", 16, "a100-80g", 4096, 128, "unfused"),
+]
+
+
+def wide_space(model, gpus, gpu, seq, gbs, attention):
+    """The search space with the values it prunes as dominated put back (no distributed optimizer,
+    selective recompute), so the differential test covers them too."""
+    spec = load_preset(model)
+    cluster = Cluster.from_flags(num_gpus=gpus, gpu=gpu)
+    workload = Workload(seq_length=seq, global_batch_size=gbs, attention=attention)
+    space = build_space(spec, cluster, workload)
+    domains = dict(space.domains, dop=(True, False))
+    if ("selective", None) not in domains["rc"]:
+        domains["rc"] = domains["rc"] + (("selective", None),)
+    return spec, cluster, workload, SearchSpace(ctx=space.ctx, domains=domains)
+
+
+def random_points(space: SearchSpace, count: int, seed: int) -> list[dict]:
+    """Rule-legal points drawn axis by axis (dp follows from the others)."""
+    rng = random.Random(seed)
+    n = space.ctx.cluster.num_gpus
+    out, tries = [], 0
+    while len(out) < count and tries < 200_000:
+        tries += 1
+        point = {a: rng.choice(space.domains[a]) for a in AXES if a != "dp"}
+        dense = point["tp"] * point["cp"] * point["pp"]
+        if n % dense or n // dense not in space.domains["dp"]:
+            continue
+        point["dp"] = n // dense
+        if space.legal(point) and point not in out:
+            out.append(point)
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_estimate_oracle_cpsat_and_bounds_agree_on_random_layouts(case):
+    spec, cluster, workload, space = wide_space(*case)
+    tables = CostTables(spec, cluster, workload)
+    rows = pipeline_rows(space, tables)
+    bounds = ConfigBounds(space, tables, rows)
+    points = random_points(space, 14, seed=len(case[0]))
+    assert len(points) >= 10
+    knobs = {(p["dop"], p["fsdp"], p["rc"][0], p["vpp"] > 1, p["split"] != (None, None)) for p in points}
+    assert len(knobs) >= 3  # the sample mixes the knobs
+    assert {p["fsdp"] for p in points} == {False, True}  # Megatron-FSDP and the distributed optimizer
+    for point in points:
+        cost = tables.evaluate(point)
+        layout = point_layout(point)
+        # floats vs integers: within the quantisation (1 us per term, m x per-layer terms)
+        m = workload.num_microbatches(layout)
+        step_s = step_time(spec, cluster, workload, layout).step_s
+        assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
+        # CP-SAT with every axis pinned to the point: the encoded combination gives the same integer
+        pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
+        built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
+                                                  == (point["pp"], point["vpp"], point["split"], point["rc"])])
+        solver = new_solver(30)
+        status = solver.Solve(built.model)
+        from ortools.sat.python import cp_model
+
+        if cost.fits:
+            assert status == cp_model.OPTIMAL
+            assert solver.Value(built.step) == cost.step_us
+            # the bounds relax the same combination: never above the exact cost
+            group = bounds.groups(tuple(point[a] for a in CONFIG_AXES)).get((point["vpp"], point["rc"]))
+            assert group is not None and group <= cost.step_us
+        else:
+            assert status == cp_model.INFEASIBLE
+
+
+def test_integer_and_float_arithmetic_differ_only_in_rounding():
+    stages = [combine.StageCost(tau=7, compute=5, grad=3, param=2, optimizer=1, multiplicity=3),
+              combine.StageCost(tau=9, compute=6, grad=4, param=1, optimizer=2)]
+    exact, _ = combine.step(combine.FLOAT, stages, 16, 2, 0.6 * combine.OVERLAP_SCALE, 10)
+    rounded, _ = combine.step(combine.INTEGER, stages, 16, 2, int(0.6 * combine.OVERLAP_SCALE), 10)
+    # pipeline 16*9 + (3*7 + 9 - 9)/2 = 154.5; dp tail: stage 1 w = 0.6*5/2 = 1.5, (3 - 1) + (2 - 0.5) = 3.5
+    # (stage 2: w = 1.8, 2.8 + 0.4 = 3.2); optimizer max 2; overhead 10
+    assert exact == pytest.approx(154.5 + 3.5 + 2 + 10)
+    assert exact <= rounded <= exact + 3  # one ceil-division per rounding
