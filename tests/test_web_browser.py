@@ -87,7 +87,7 @@ def test_follow_the_details_link_of_a_layout(site):
     assert stages == int(label.split("pp")[1].split()[0])  # one bar per pipeline stage
     assert browser.js("Boolean(document.querySelector('.memory-chart .band-headroom, .memory-chart .band-over'))")
     flags = browser.js("document.querySelector('pre.launch-megatron').textContent")
-    assert "--tensor-model-parallel-size 4" in flags
+    assert f"--tensor-model-parallel-size {label.split()[0].removeprefix('tp')}" in flags
     assert browser.js("document.querySelectorAll('.launch button.copy').length") == 4
     browser.js("document.querySelector('.launch button.copy').click()")
     browser.wait_for("document.querySelector('.launch button.copy').textContent === 'Copied'")
