@@ -46,5 +46,6 @@ def main(argv: list[str] | None = None) -> None:
 
 # Commands register themselves on import.
 from megasolve.cli import commands, runs_cmd, solve_cmd, whatif_cmd  # noqa: E402,F401  (import for side effect)
+from megasolve.cli import serve_cmd  # noqa: E402,F401  (the web page; its stack is imported lazily)
 
 __all__ = ["cli", "main", "options"]

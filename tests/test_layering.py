@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = {"models": 0, "topology": 0, "cost": 1, "solver": 2, "cli": 3}
+ORDER = {"models": 0, "topology": 0, "cost": 1, "solver": 2, "cli": 3, "web": 3}  # web: `megasolve serve`
 BANNED = {
     "models": {"ortools", "click", "rich", "transformers", "networkx"},
     "topology": {"ortools", "click", "rich", "transformers"},
