@@ -55,8 +55,8 @@ def test_bounds_never_exceed_the_canonical_cost(model, gpus, gpu, seq, gbs, fixe
         assert group in groups[key], f"a fitting layout's row group was left out: {point}"
         assert configs[key] <= groups[key][group] <= cost.step_us, (point, groups[key][group], cost.step_us)
     assert fitting > 0
-    for key, by_group in groups.items():  # the all-at-once bound is the lowest of the per-key ones
-        assert configs[key] == min(by_group.values())
+    for key, by_group in groups.items():  # the all-at-once bound is at most the per-group ones (which
+        assert configs[key] <= min(by_group.values())  # also check each split's own memory and time)
 
 
 @pytest.mark.parametrize("model,gpus,gpu,seq,gbs,fixed", CASES[:3], ids=[f"{c[0]}-{c[1]}" for c in CASES[:3]])
