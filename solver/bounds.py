@@ -76,6 +76,7 @@ def stage_slots(tables: CostTables, row: PipelineRow) -> list[int]:
     the slots falls back to the slot with the largest lowest-stage index at or below it."""
     spec = tables.spec
     layout = Layout(pp=row.pp, vpp=row.vpp, first_stage_layers=row.split[0], last_stage_layers=row.split[1],
+                    account_for_embedding=row.split[2], account_for_loss=row.split[3],
                     recompute=row.rc[0], recompute_num_layers=row.rc[1])
     keys = {(s.dense_base, s.moe_base, s.dense_rc, s.moe_rc, s.first, s.last): j for j, s in enumerate(row.slots)}
     out = []
