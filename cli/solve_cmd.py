@@ -18,7 +18,8 @@ from megasolve.models.errors import MegasolveError
 
 FIX_INTS = ("tp", "pp", "vpp", "cp", "dp", "ep", "etp", "mbs")
 FIX_OPTIONAL_INTS = ("recompute_num_layers", "first_stage_layers", "last_stage_layers")  # or "none"
-FIX_BOOLS = ("sp", "sequence_parallel", "dop", "distributed_optimizer", "fsdp")
+FIX_BOOLS = ("sp", "sequence_parallel", "dop", "distributed_optimizer", "fsdp", "account_for_embedding",
+             "account_for_loss")
 
 
 def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:

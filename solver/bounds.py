@@ -76,6 +76,7 @@ def stage_slots(tables: CostTables, row: PipelineRow) -> list[int]:
     the slots falls back to the slot with the largest lowest-stage index at or below it."""
     spec = tables.spec
     layout = Layout(pp=row.pp, vpp=row.vpp, first_stage_layers=row.split[0], last_stage_layers=row.split[1],
+                    account_for_embedding=row.split[2], account_for_loss=row.split[3],
                     recompute=row.rc[0], recompute_num_layers=row.rc[1])
     keys = {(s.dense_base, s.moe_base, s.dense_rc, s.moe_rc, s.first, s.last): j for j, s in enumerate(row.slots)}
     out = []
@@ -295,6 +296,21 @@ class ConfigBounds:
                                                                 fsdp=True in self.space.domains["fsdp"])
         return forms
 
+    def _row_forms(self, row: PipelineRow, m: int) -> GroupForms:
+        """The forms of one row (a group of one split): its own stages' time, optimizer and memory."""
+        forms = self._forms.get((row, m))
+        if forms is None:
+            forms = self._forms[(row, m)] = group_forms(self.tables, [row], m, self._slots_of,
+                                                        fsdp=True in self.space.domains["fsdp"])
+        return forms
+
+    def _value_bound(self, forms: GroupForms, value) -> int:
+        """``pipeline + optimizer + overhead`` >= this, from ``forms`` and the term ``value`` function."""
+        bound = max(-(-value(f) // den) for f, den in forms.time) + self.tables.overhead_us
+        if forms.opt:
+            bound += max(value(f) for f in forms.opt)
+        return bound
+
     def groups(self, key: tuple) -> dict[tuple, int]:
         """``(vpp, rc) -> bound`` for the row groups of configuration ``key`` that can fit and obey the
         rules (each bound >= the configuration's)."""
@@ -338,13 +354,18 @@ class ConfigBounds:
                     total += c * v
                 return total
 
-            bound = max(-(-value(f) // den) for f, den in forms.time) + tables.overhead_us
-            if forms.opt:
-                bound += max(value(f) for f in forms.opt)
+            bound = self._value_bound(forms, value)
             if lowest_only and best is not None and bound >= best:
                 continue
             if any(value(f) > vpp * capacity for f in forms.memory):
                 continue
+            if not lowest_only:  # the group's bound: the lowest over the splits that can fit on their own
+                fitting = [self._value_bound(row_forms, value) for row in members
+                           for row_forms in [self._row_forms(row, m)]
+                           if all(value(f) <= vpp * capacity for f in row_forms.memory)]
+                if not fitting:
+                    continue
+                bound = max(bound, min(fitting))
             out[(vpp, rc)] = bound
             best = bound if best is None else min(best, bound)
         return out

@@ -23,15 +23,25 @@ AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", 
 # Layout field -> the axis that carries it
 FIELD_AXIS = {
     "tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "mbs": "mbs", "sequence_parallel": "sp", "ep": "ep",
-    "etp": "etp", "vpp": "vpp", "first_stage_layers": "split", "last_stage_layers": "split", "recompute": "rc",
+    "etp": "etp", "vpp": "vpp", "first_stage_layers": "split", "last_stage_layers": "split",
+    "account_for_embedding": "split", "account_for_loss": "split", "recompute": "rc",
     "recompute_num_layers": "rc", "distributed_optimizer": "dop", "fsdp": "fsdp",
 }
 FIX_NAMES = {
     "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "dp": "dp", "ep": "ep", "etp": "etp", "mbs": "mbs",
     "sp": "sp", "sequence_parallel": "sp", "recompute": "recompute", "recompute_num_layers": "recompute_num_layers",
     "distributed_optimizer": "dop", "dop": "dop", "first_stage_layers": "first_stage_layers",
-    "last_stage_layers": "last_stage_layers", "fsdp": "fsdp",
+    "last_stage_layers": "last_stage_layers", "fsdp": "fsdp", "account_for_embedding": "account_for_embedding",
+    "account_for_loss": "account_for_loss",
 }
+# The split axis: (first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss) -- the
+# uneven first/last split and Megatron's embedding/loss accounting are alternatives (TC L2229-2239,
+# reference/megatron.md rule 23), so one axis carries both; EVEN is the plain even split.
+SPLIT_FIELDS = ("first_stage_layers", "last_stage_layers", "account_for_embedding", "account_for_loss")
+EVEN = (None, None, False, False)
+# --account-for-embedding/loss-in-pipeline-split (TB L146-203): the embedding, the loss or both count
+# as one layer of the first / last stage
+ACCOUNTING = ((None, None, True, False), (None, None, False, True), (None, None, True, True))
 MAX_MBS = 8
 MIN_TOKENS_PER_CP_RANK = 2048
 MAX_UNEVEN_SPLITS = 4  # per pipeline size
@@ -43,11 +53,12 @@ Point = dict[str, Any]
 
 def point_fields(point: Point) -> dict[str, Any]:
     """Layout field values of a point (the names the rules read)."""
-    first, last = point["split"]
+    first, last, account_embedding, account_loss = point["split"]
     recompute, num_layers = point["rc"]
     return {"tp": point["tp"], "cp": point["cp"], "pp": point["pp"], "dp": point["dp"], "mbs": point["mbs"],
             "sequence_parallel": point["sp"], "ep": point["ep"], "etp": point["etp"], "vpp": point["vpp"],
-            "first_stage_layers": first, "last_stage_layers": last, "recompute": recompute,
+            "first_stage_layers": first, "last_stage_layers": last, "account_for_embedding": account_embedding,
+            "account_for_loss": account_loss, "recompute": recompute,
             "recompute_num_layers": num_layers, "distributed_optimizer": point["dop"], "fsdp": point["fsdp"]}
 
 
@@ -58,7 +69,8 @@ def point_layout(point: Point) -> Layout:
 def layout_point(layout: Layout) -> Point:
     return {"tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp, "mbs": layout.mbs,
             "sp": layout.sequence_parallel, "ep": layout.ep, "etp": layout.etp, "vpp": layout.vpp,
-            "split": (layout.first_stage_layers, layout.last_stage_layers),
+            "split": (layout.first_stage_layers, layout.last_stage_layers, layout.account_for_embedding,
+                      layout.account_for_loss),
             "rc": (layout.recompute, layout.recompute_num_layers), "dop": layout.distributed_optimizer,
             "fsdp": layout.fsdp}
 
@@ -123,13 +135,16 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
     saves nothing (its backward re-materialises exactly what it did not store) and only costs time."""
 
     def split_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
+        if a.get("account_for_embedding") or a.get("account_for_loss"):
+            return a["pp"] > 1  # one stage: the accounting moves no layer (the even split, renamed)
         split = (a["first_stage_layers"], a["last_stage_layers"])
         return split in _splits(spec.num_layers, a["pp"]) or split not in _all_splits(spec.num_layers)
 
     def block_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
         if a["recompute"] != "full" or a["recompute_num_layers"] is None:
             return True
-        counts = split_counts(spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"])
+        counts = split_counts(spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"],
+                              a.get("account_for_embedding", False), a.get("account_for_loss", False))
         if isinstance(counts, str):
             return True  # the Megatron rules reject it already
         if a["pp"] == 1 and a["recompute_num_layers"] == 1:
@@ -137,11 +152,12 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
         return a["recompute_num_layers"] < max(counts) // a["vpp"]
 
     return (
-        Rule(name="canonical_split", axes=("pp", "first_stage_layers", "last_stage_layers"), check=split_ok,
-             message=lambda c, a: "this uneven split is the even split (or not a candidate) for this pp",
+        Rule(name="canonical_split", axes=("pp", "first_stage_layers", "last_stage_layers", "account_for_embedding",
+                                           "account_for_loss"), check=split_ok,
+             message=lambda c, a: "this uneven split (or accounting) is the even split (or not a candidate) for this pp",
              fix="leave --first/--last-stage-layers unset", source="megasolve search space"),
         Rule(name="canonical_block_recompute",
-             axes=("recompute", "recompute_num_layers", "pp", "vpp", "first_stage_layers", "last_stage_layers"),
+             axes=("recompute", "recompute_num_layers", "pp", "vpp") + SPLIT_FIELDS,
              check=block_ok, message=lambda c, a: "block recompute of every layer is uniform full recompute",
              fix="use --recompute full without --recompute-num-layers", source="megasolve search space"),
     )
@@ -161,7 +177,7 @@ def _fields_of(partial: Point) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for axis, value in partial.items():
         if axis == "split":
-            out["first_stage_layers"], out["last_stage_layers"] = value
+            out.update(zip(SPLIT_FIELDS, value))
         elif axis == "rc":
             out["recompute"], out["recompute_num_layers"] = value
         elif axis == "sp":
@@ -251,11 +267,14 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     else:
         domains["ep"] = (1,)
         domains["etp"] = domains["tp"]
-    splits: list[tuple[int | None, int | None]] = []
+    splits: list[tuple] = []
     for pp in domains["pp"]:
         for split in pipeline_splits(L, pp, uneven_splits):
-            if split not in splits:
-                splits.append(split)
+            if split + (False, False) not in splits:
+                splits.append(split + (False, False))
+    # the accounting variants: which pp (and vpp) they suit is Megatron's rule (rules.py split_counts)
+    pinned = fixed.get("account_for_embedding") is True or fixed.get("account_for_loss") is True
+    splits += [a for a in ACCOUNTING if uneven_splits or pinned]
     domains["split"] = tuple(splits)
     max_chunk = L
     domains["vpp"] = tuple(v for v in range(1, MAX_VPP + 1) if v <= L // 2 or v == 1)
@@ -287,7 +306,17 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     if "first_stage_layers" in fixed or "last_stage_layers" in fixed:
         first = _opt_int("first_stage_layers", fixed.get("first_stage_layers"))
         last = _opt_int("last_stage_layers", fixed.get("last_stage_layers"))
-        domains["split"] = ((first, last),)
+        domains["split"] = ((first, last, False, False),)
+    for name in ("account_for_embedding", "account_for_loss"):  # pins on the accounting flags
+        if name in fixed:
+            on = _as_bool(name, fixed[name])
+            if on and ("first_stage_layers" in fixed or "last_stage_layers" in fixed):
+                raise MegasolveError(field="--fix", value=f"{name}=true",
+                                     rule="the embedding/loss accounting does not combine with an uneven "
+                                          "first/last stage (transformer_block.py L104-112)",
+                                     fix="pin first/last_stage_layers or the accounting, not both")
+            at = SPLIT_FIELDS.index(name)
+            domains["split"] = tuple(sp for sp in domains["split"] if sp[at] == on)
     # Dominated values are left out unless pinned: without the distributed optimizer a layout needs
     # more memory and moves more DP bytes (all-reduce vs reduce-scatter + all-gather) for nothing;
     # selective (core-attention) recompute with fused attention costs time and saves only the LSE --
@@ -311,7 +340,7 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
 
 
 def _fixed_axis(axis: str, fixed: dict[str, Any]) -> bool:
-    names = {"split": ("first_stage_layers", "last_stage_layers"), "rc": ("recompute", "recompute_num_layers")}
+    names = {"split": SPLIT_FIELDS, "rc": ("recompute", "recompute_num_layers")}
     return any(name in fixed for name in names.get(axis, (axis,)))
 
 

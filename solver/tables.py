@@ -84,7 +84,7 @@ class Slot:
 class PipelineRow:
     pp: int
     vpp: int
-    split: tuple[int | None, int | None]
+    split: tuple  # space.SPLIT_FIELDS: (first, last, account_for_embedding, account_for_loss)
     rc: tuple[str, int | None]
     slots: tuple[Slot, ...]
 
@@ -381,6 +381,7 @@ class CostTables:
     def row(self, pp: int, vpp: int, split: tuple, rc: tuple) -> PipelineRow:
         spec = self.spec
         layout = Layout(pp=pp, vpp=vpp, first_stage_layers=split[0], last_stage_layers=split[1],
+                        account_for_embedding=split[2], account_for_loss=split[3],
                         recompute=rc[0], recompute_num_layers=rc[1])
         groups: dict[tuple, list[int]] = {}
         for stage, chunks in enumerate(stage_layer_ids(spec, layout)):

@@ -66,7 +66,8 @@ def test_estimate_oracle_cpsat_and_bounds_agree_on_random_layouts(case):
     bounds = ConfigBounds(space, tables, rows)
     points = random_points(space, 14, seed=len(case[0]))
     assert len(points) >= 10
-    knobs = {(p["dop"], p["fsdp"], p["rc"][0], p["vpp"] > 1, p["split"] != (None, None)) for p in points}
+    knobs = {(p["dop"], p["fsdp"], p["rc"][0], p["vpp"] > 1, p["split"][:2] != (None, None), any(p["split"][2:]))
+             for p in points}
     assert len(knobs) >= 3  # the sample mixes the knobs
     assert {p["fsdp"] for p in points} == {False, True}  # Megatron-FSDP and the distributed optimizer
     for point in points:

@@ -522,37 +522,68 @@ def _solve_json(argv: list[str]) -> tuple[dict, float]:
     return json.loads(out), wall
 
 
-@pytest.fixture(scope="module")
-def limited_solve() -> tuple[float, dict, float]:
-    """deepseek-v3 on 1,024 H100, top-100 with --time-limit 3: (limit, JSON, wall seconds of the whole
-    command). Top-100 because the default top-k is proven optimal within a few seconds since the
-    configuration bounds (solver/bounds.py); the top-100 takes longer (about 4.4 s of CPU: 3 s stops
-    it after the first layouts, found after about 1.5 s). 3 s (was 2 s) and Megatron-FSDP pinned
-    off: with it searched, the first rounds of a top-100 take longer than that on a loaded 2-core
-    machine (twice the configurations, weaker bounds for them); the behaviour under test is the time
-    limit, not FSDP."""
-    limit = 3.0
-    data, wall = _solve_json(["solve", "-m", "deepseek-v3", "-n", "1024", "-g", "h100", "--time-limit", str(limit),
-                              "--top-k", "100", "--fix", "fsdp=false", "--format", "json"])
-    return limit, data, wall
+def test_time_limit_before_any_layout_is_unknown_not_proven():
+    """A limit that has passed before the first model is built (a deterministic outcome: the solver
+    checks its deadline before and between its phases): status "unknown", not proven optimal, and the
+    repair says to raise --time-limit. No wall-clock assert: how long a solve takes is measured in
+    benchmarks/solver_benchmark.py."""
+    from megasolve.models import Workload, load_preset
+    from megasolve.solver.solve import solve
+    from megasolve.topology import Cluster
+
+    result = solve(load_preset("deepseek-v3"), Cluster.from_flags(num_gpus=1024, gpu="h100"),
+                   Workload(seq_length=4096, global_batch_size=8192), top_k=100, time_limit_s=1e-9)
+    assert result.status == "unknown" and result.search["proven_optimal"] is False
+    assert result.layouts == [] and result.repairs == ["raise --time-limit"]
 
 
-def test_time_limit_returns_best_so_far_not_proven(limited_solve):
-    """Returns within the limit plus the model-building overhead (``search.build_s``, measured by the
-    solver) plus 1.5 s of slack, marked not proven optimal."""
-    limit, data, wall = limited_solve
-    search = data["search"]
-    assert data["status"] == "feasible" and search["proven_optimal"] is False
-    assert data["layouts"], "the best layouts found so far are returned"
-    assert wall <= limit + search["build_s"] + 0.5 + 1.0, (wall, search)
+def test_stopped_enumeration_returns_the_best_so_far(monkeypatch):
+    """When the time limit stops an enumeration round (here: every round after the first that found a
+    layout, a deterministic stand-in for the deadline), the layouts found so far come back ranked,
+    each fitting, marked "feasible" and not proven optimal; and they are the oracle's best ones
+    among themselves (each is at least as slow as the oracle's plan of the same rank)."""
+    import importlib
+
+    from megasolve.models import Workload, load_preset
+    from megasolve.solver.solve import solve
+    from megasolve.topology import Cluster
+
+    module = importlib.import_module("megasolve.solver.solve")
+    real = module._enumerate_part
+    calls = {"found": False}
+
+    def stopped_after_first_layouts(space, tables, rows, configs, threshold, below, found, *rest):
+        if calls["found"]:
+            return False  # what the deadline does: the round ends without its proof
+        done = real(space, tables, rows, configs, threshold, below, found, *rest)
+        calls["found"] = bool(found)
+        return done
+
+    monkeypatch.setattr(module, "_enumerate_part", stopped_after_first_layouts)
+    args = (load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100"),
+            Workload(seq_length=4096, global_batch_size=64))
+    result = solve(*args, top_k=10, explain=False)
+    assert result.status == "feasible" and result.search["proven_optimal"] is False
+    assert result.layouts and len(result.layouts) < 10
+    assert result.objective_us == sorted(result.objective_us)
+    assert all(r.feasible for r in result.layouts)
+    monkeypatch.setattr(module, "_enumerate_part", real)
+    oracle = solve(*args, top_k=10, engine="exhaustive", explain=False)
+    assert all(mine >= best for mine, best in zip(result.objective_us, oracle.objective_us))
+    assert result.objective_us[0] == oracle.objective_us[0]  # the first round holds the optimum
 
 
-@pytest.mark.xfail(strict=False, reason="a wall-clock bound: the deadline covers the whole search (bounds, "
-                   "enumeration rounds, reports), but on a loaded 2-core machine the fixed costs (OR-Tools import, "
-                   "cost tables) can overrun a 2 s limit by more than 10%; passes on an idle machine")
-def test_time_limit_bounds_the_whole_command_within_10_percent(limited_solve):
-    limit, _, wall = limited_solve
-    assert wall <= 1.1 * limit
+def test_cli_time_limit_cuts_a_long_search():
+    """deepseek-v3 on 1,024 H100, top-100 (seconds of CPU) with the smallest --time-limit the CLI
+    takes (0.1 s): never reported as proven optimal; exit 0 with the layouts found so far, or 1
+    ("unknown") with the repair."""
+    code, out, err = run_case(["solve", "-m", "deepseek-v3", "-n", "1024", "-g", "h100", "--time-limit", "0.1",
+                               "--top-k", "100", "--format", "json"], timeout_s=120)
+    assert code in (0, 1), err
+    data = json.loads(out)
+    assert data["search"]["proven_optimal"] is False
+    assert data["status"] in ("feasible", "unknown")
+    assert (code == 0) == (data["status"] == "feasible")
 
 
 DENSE_2T = {"num_layers": 160, "hidden_size": 32768, "ffn_hidden_size": 155648, "num_attention_heads": 256,
