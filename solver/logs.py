@@ -19,12 +19,17 @@ UNKNOWN_RANK = -1  # a memory line that names no rank
 _PREFIX = re.compile(r"^\s*(?:\d+:\s|\[[^\]\s]*(?::\d+|rank\d+|default\d+)\]:\s?|[\w.-]+:\d+:\s)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s?(.*?)\s*$")
+# Megatron-LM before 2021 padded names to 32 characters (megatron/arguments.py::_print_args at 94e2ca5, L81:
+# ``dots = '.' * (32 - len(arg))``): a longer name prints no dots, "  name  value" (inside the dump only)
+_ARG_LINE_NO_DOTS = re.compile(r"^\s*([A-Za-z_]\w{31,})\s{2,}(\S.*?)\s*$")
 _ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}")
 _ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
 _WORLD = re.compile(r"using world size:\s*(\d+)(.*)")
 _WORLD_PART = re.compile(r"([a-z-]+(?:-parallel)?) size:\s*(\d+)")
 _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
-_ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*([\d.]+)")
+# training.py::training_log prints "elapsed time per iteration (ms): T"; condensed copies of it in issue
+# threads shorten the label to "elapsed (ms): T" (Megatron-Bridge#5088)
+_ELAPSED = re.compile(r"elapsed (?:time per iteration )?\(ms\):\s*([\d.]+)")
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
                      r"\s*[:=]\s*([\d.]+)", re.I)
 _GBS = re.compile(r"global batch size:\s*(\d+)")
@@ -40,7 +45,8 @@ _NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
 _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
 # NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
 _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
-_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?\s*$")
+# "key: value" / "key=value", optionally ending in a YAML comment ("num_query_groups: 16 # num_key_value_heads")
+_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?\s*(?:\s#.*)?$")
 _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
@@ -49,6 +55,11 @@ _REPR_PAIR = re.compile(r"\b([a-z_][a-z0-9_]*)=([^,()\s]+)")
 REPR_KEYS = {"bf16", "fp16", "use_distributed_optimizer", "fp8_param_gather", "overlap_grad_reduce",
              "grad_reduce_in_fp32"}
 _RANK_PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \((\d+), (\d+)\): (\d+)")
+# Megatron-LM before pipeline parallelism (megatron/training.py at 73af129, L146): "... on model parallel rank R: N"
+_RANK_PARAMS_OLD = re.compile(r"number of parameters on model parallel rank (\d+): (\d+)")
+# a Python dict of TransformerConfig keyword arguments, as RL frameworks print it before building the model
+# (verl#1467: "{'num_layers': 94, 'hidden_size': 4096, ..., 'tensor_model_parallel_size': 2, ...}")
+_DICT_PAIR = re.compile(r"'([a-z_][a-z0-9_]*)':\s*('[^']*'|[^,{}<>]+?)\s*(?=[,}])")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
@@ -109,6 +120,9 @@ def parse_log(text: str) -> LogFacts:
         if m and (in_args or not m.group(2).startswith(":")):  # excerpts may start inside the dump
             facts.args.setdefault(m.group(1), scalar(m.group(2)))
             continue
+        if in_args and (m := _ARG_LINE_NO_DOTS.match(line)):
+            facts.args.setdefault(m.group(1), scalar(m.group(2)))
+            continue
         _parse_line(line, facts)  # a dump cut off without its end line still lets the rest through
     _script_args(text, facts)
     return facts
@@ -153,6 +167,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _RANK_PARAMS.search(line):
         facts.rank_params[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
         return
+    if m := _RANK_PARAMS_OLD.search(line):  # no pipeline parallelism then: every rank is stage 0
+        facts.rank_params[(int(m.group(1)), 0)] = int(m.group(2))
+        return
     if m := _DTYPE.search(line):
         facts.args.setdefault("_params_dtype", m.group(1))
         return
@@ -170,6 +187,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
     if m := _CONTAINER.search(line):
         facts.software.setdefault("container", m.group(1))
+    if "{'" in line:  # a printed dict of config keyword arguments
+        for key, value in _DICT_PAIR.findall(line):
+            if key in CONFIG_KEYS or key in REPR_KEYS:
+                facts.args.setdefault(key, scalar(value.strip().strip("'")))
+        return
     if "Config(" in line:  # NeMo 2 / Bridge print dataclass reprs: OptimizerConfig(..., bf16=True, ...)
         for key, value in _REPR_PAIR.findall(line):
             if key in CONFIG_KEYS or key in REPR_KEYS:
@@ -281,7 +303,7 @@ CONFIG_KEYS = {
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
-    "overlap_grad_reduce",
+    "overlap_grad_reduce", "disable_bias_linear", "group_query_attention", "num_virtual_stages_per_pipeline_rank",
 }
 
 # NeMo 2 config classes and Megatron-Bridge recipe names that fix a model's shape -> megasolve presets
