@@ -39,6 +39,17 @@ _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.
                      r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?")
 _OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) ([GM]i?B)")
 _OOM_CAPACITY = re.compile(r"total capacit[yi]? of ([\d.]+) GiB|([\d.]+) GiB total capacity")
+# Megatron-SWIFT's iteration line adds "memory(GiB): X", torch.cuda.max_memory_reserved() / 2**30
+# (modelscope/ms-swift#5194, swift/megatron/init.py training_log)
+_SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*([\d.]+)")
+# NeMo 2 MegatronStrategy logs max_memory_reserved / max_memory_allocated in bytes with the step
+# (nemo/lightning/pytorch/strategies/megatron_strategy.py L802-808)
+_NEMO_MEMORY = re.compile(r"max_memory_(allocated|reserved)\s*[:=]\s*([\d.e+]+)")
+# NeMo's megatron_init logs every parallel group: "All tensor model parallel group ranks: [[0, 1], [2, 3]]"
+# (nemo/lightning/megatron_init.py L474-530; the NeMo 1 copy in nemo/collections/nlp/modules/common/megatron)
+_NEMO_GROUPS = re.compile(r"All (tensor model|pipeline model|context|data) parallel group ranks: (\[\[[\d,\s\[\]]*\]\])")
+_NEMO_GROUP_PARTS = {"tensor model": "tensor-model-parallel", "pipeline model": "pipeline-model-parallel",
+                     "context": "context-parallel", "data": "data-parallel"}
 _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
 _NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*([\d.]+)")
 _NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
@@ -99,6 +110,7 @@ class LogFacts:
     software: dict[str, str] = field(default_factory=dict)
     # "> number of parameters on (tensor, pipeline) model parallel rank (t, p): N" (training.py get_model)
     rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
+    reserved_only_mib: float | None = None  # a peak reserved figure with no allocated one (Megatron-SWIFT)
     model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
 
 
@@ -139,12 +151,18 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         g = _GBS.search(m.group(3))
         facts.iterations.append((int(m.group(1)), float(e.group(1)) / 1e3, float(t.group(1)) if t else None,
                                  int(g.group(1)) if g else None))
+        if r := _SWIFT_MEMORY.search(m.group(3)):
+            facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
         return
     if m := _NEMO_STEP.search(line):
         it = _NEMO_ITER.search(line)
         facts.nemo_steps.append((int(it.group(1)) if it else None, float(m.group(1))))
         if g := _NEMO_GBS.search(line):  # NeMo 2: "... | global_batch_size: 16 | ... | train_step_timing in s: 2.6"
             facts.args.setdefault("global_batch_size", int(g.group(1)))
+        mem = {kind: float(value) / 2**20 for kind, value in _NEMO_MEMORY.findall(line)}
+        if "allocated" in mem:  # the logging rank is not named: compared with the peak stage
+            old = facts.memory.get(UNKNOWN_RANK, (0.0, 0.0))
+            facts.memory[UNKNOWN_RANK] = (max(old[0], mem["allocated"]), max(old[1], mem.get("reserved", 0.0)))
         return
     if m := _TQDM.search(line):  # tqdm's rate is a running average since the bar started
         it = _NEMO_ITER.search(line)
@@ -156,6 +174,13 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         alloc, reserved = float(m.group(4)), float(m.group(6))
         old = facts.memory.get(rank, (0.0, 0.0))
         facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
+        return
+    if m := _NEMO_GROUPS.search(line):
+        groups = [g for g in re.findall(r"\[([\d,\s]*)\]", m.group(2))]
+        sizes = [len([r for r in g.split(",") if r.strip()]) for g in groups]
+        if sizes and sizes[0]:
+            facts.world_parts[_NEMO_GROUP_PARTS[m.group(1)]] = sizes[0]
+            facts.world_size = max(facts.world_size or 0, sum(sizes))  # each kind of group covers every rank
         return
     if m := _THEORY.search(line):
         facts.theoretical_mb = float(m.group(3) or m.group(1))

@@ -655,7 +655,10 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         if rank == UNKNOWN_RANK:
             rank = None
             notes.append("the memory report names no rank: compared with the peak stage")
-    if step is None and peak is None and not facts.oom:
+    if not facts.memory and facts.reserved_only_mib:  # Megatron-SWIFT prints only the peak reserved
+        reserved = facts.reserved_only_mib * MIB / 1e9
+        notes.append("the log prints peak reserved memory only (no allocated figure to compare)")
+    if step is None and peak is None and reserved is None and not facts.oom:
         missing.append(("measurement (iteration timing, memory report or OOM)",
                         "a log with iteration lines, or --step-time SECONDS"))
     if facts.oom:

@@ -49,6 +49,7 @@ def test_real_log_facts(entry):
         assert facts.rank_params == {(t, p): n for t, p, n in want["rank_params"]}
     if "gpu_names" in want:
         assert facts.gpu_names == want["gpu_names"]
+    assert facts.reserved_only_mib == pytest.approx(want.get("reserved_only_mib"))
 
 
 @pytest.mark.parametrize("entry", [e for e in INDEX if "step_time_s" in e["expect"]], ids=lambda e: e["file"])
@@ -499,3 +500,28 @@ def test_truncated_yaml_config_dump_is_read_as_a_log(tmp_path):
     broken.write_text("- model: llama-2-7b\n  measured: {step_time_s: [\n", encoding="utf-8")
     with pytest.raises(MegasolveError, match="not valid YAML"):
         read_runs(broken)
+
+
+def test_nemo2_step_memory_and_parallel_groups():
+    """NeMo 2 logs max_memory_allocated / max_memory_reserved (bytes) with each step (line as posted in
+    NVIDIA-NeMo/NeMo#14850); NeMo's megatron_init prints every parallel group (line from NeMo's
+    resiliency demo): group sizes give the layout and the world size."""
+    facts = parse_log(" 0: Training epoch 0, iteration 8/29 | lr: 5.389e-06 | global_batch_size: 512 | global_step: 8 | "
+                      "max_memory_reserved: 57466159104 | max_memory_allocated: 53930270720 | reduced_train_loss: 10.22 | "
+                      "train_step_timing in s: 27.01 | consumed_samples: 4608 | TFLOPS_per_GPU: 48.58")
+    assert facts.memory == {-1: (53930270720 / 2**20, 57466159104 / 2**20)}
+    assert facts.nemo_steps == [(8, 27.01)]
+    facts = parse_log("[NeMo I 2025-03-07 22:33:57 megatron_init:473] All tensor model parallel group ranks: "
+                      "[[0, 1], [2, 3], [4, 5], [6, 7]]\n"
+                      "[NeMo I 2025-03-07 22:33:57 megatron_init:512] All pipeline model parallel group ranks: "
+                      "[[0], [1], [2], [3], [4], [5], [6], [7]]")
+    assert facts.world_size == 8
+    assert facts.world_parts == {"tensor-model-parallel": 2, "pipeline-model-parallel": 1}
+
+
+def test_swift_reserved_memory_is_the_measured_reserve():
+    run = read_runs(LOGS / "ms-swift-7832-qwen3-omni-iterations.log", model="qwen3-30b-a3b", gpu="h100", num_gpus=8,
+                    seq_length=4096, args={"tensor-model-parallel-size": 1, "expert-model-parallel-size": 8})[0]
+    assert run.measured.peak_reserved_gb == pytest.approx(21.56 * 2**30 / 1e9)
+    assert run.measured.peak_allocated_gb is None
+    assert any("reserved memory only" in n for n in run.notes)
