@@ -19,12 +19,17 @@ UNKNOWN_RANK = -1  # a memory line that names no rank
 _PREFIX = re.compile(r"^\s*(?:\d+:\s|\[[^\]\s]*(?::\d+|rank\d+|default\d+)\]:\s?|[\w.-]+:\d+:\s)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s?(.*?)\s*$")
+# Megatron-LM before 2021 padded names to 32 characters (megatron/arguments.py::_print_args at 94e2ca5, L81:
+# ``dots = '.' * (32 - len(arg))``): a longer name prints no dots, "  name  value" (inside the dump only)
+_ARG_LINE_NO_DOTS = re.compile(r"^\s*([A-Za-z_]\w{31,})\s{2,}(\S.*?)\s*$")
 _ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}")
 _ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
 _WORLD = re.compile(r"using world size:\s*(\d+)(.*)")
 _WORLD_PART = re.compile(r"([a-z-]+(?:-parallel)?) size:\s*(\d+)")
 _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
-_ELAPSED = re.compile(r"elapsed time per iteration \(ms\):\s*([\d.]+)")
+# training.py::training_log prints "elapsed time per iteration (ms): T"; condensed copies of it in issue
+# threads shorten the label to "elapsed (ms): T" (Megatron-Bridge#5088)
+_ELAPSED = re.compile(r"elapsed (?:time per iteration )?\(ms\):\s*([\d.]+)")
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
                      r"\s*[:=]\s*([\d.]+)", re.I)
 _GBS = re.compile(r"global batch size:\s*(\d+)")
@@ -34,13 +39,25 @@ _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.
                      r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?")
 _OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) ([GM]i?B)")
 _OOM_CAPACITY = re.compile(r"total capacit[yi]? of ([\d.]+) GiB|([\d.]+) GiB total capacity")
+# Megatron-SWIFT's iteration line adds "memory(GiB): X", torch.cuda.max_memory_reserved() / 2**30
+# (modelscope/ms-swift#5194, swift/megatron/init.py training_log)
+_SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*([\d.]+)")
+# NeMo 2 MegatronStrategy logs max_memory_reserved / max_memory_allocated in bytes with the step
+# (nemo/lightning/pytorch/strategies/megatron_strategy.py L802-808)
+_NEMO_MEMORY = re.compile(r"max_memory_(allocated|reserved)\s*[:=]\s*([\d.e+]+)")
+# NeMo's megatron_init logs every parallel group: "All tensor model parallel group ranks: [[0, 1], [2, 3]]"
+# (nemo/lightning/megatron_init.py L474-530; the NeMo 1 copy in nemo/collections/nlp/modules/common/megatron)
+_NEMO_GROUPS = re.compile(r"All (tensor model|pipeline model|context|data) parallel group ranks: (\[\[[\d,\s\[\]]*\]\])")
+_NEMO_GROUP_PARTS = {"tensor model": "tensor-model-parallel", "pipeline model": "pipeline-model-parallel",
+                     "context": "context-parallel", "data": "data-parallel"}
 _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
 _NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*([\d.]+)")
 _NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
 _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
 # NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
 _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
-_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?\s*$")
+# "key: value" / "key=value", optionally ending in a YAML comment ("num_query_groups: 16 # num_key_value_heads")
+_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?\s*(?:\s#.*)?$")
 _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
@@ -49,6 +66,11 @@ _REPR_PAIR = re.compile(r"\b([a-z_][a-z0-9_]*)=([^,()\s]+)")
 REPR_KEYS = {"bf16", "fp16", "use_distributed_optimizer", "fp8_param_gather", "overlap_grad_reduce",
              "grad_reduce_in_fp32"}
 _RANK_PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model parallel rank \((\d+), (\d+)\): (\d+)")
+# Megatron-LM before pipeline parallelism (megatron/training.py at 73af129, L146): "... on model parallel rank R: N"
+_RANK_PARAMS_OLD = re.compile(r"number of parameters on model parallel rank (\d+): (\d+)")
+# a Python dict of TransformerConfig keyword arguments, as RL frameworks print it before building the model
+# (verl#1467: "{'num_layers': 94, 'hidden_size': 4096, ..., 'tensor_model_parallel_size': 2, ...}")
+_DICT_PAIR = re.compile(r"'([a-z_][a-z0-9_]*)':\s*('[^']*'|[^,{}<>]+?)\s*(?=[,}])")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
@@ -88,6 +110,7 @@ class LogFacts:
     software: dict[str, str] = field(default_factory=dict)
     # "> number of parameters on (tensor, pipeline) model parallel rank (t, p): N" (training.py get_model)
     rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
+    reserved_only_mib: float | None = None  # a peak reserved figure with no allocated one (Megatron-SWIFT)
     model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
 
 
@@ -109,6 +132,9 @@ def parse_log(text: str) -> LogFacts:
         if m and (in_args or not m.group(2).startswith(":")):  # excerpts may start inside the dump
             facts.args.setdefault(m.group(1), scalar(m.group(2)))
             continue
+        if in_args and (m := _ARG_LINE_NO_DOTS.match(line)):
+            facts.args.setdefault(m.group(1), scalar(m.group(2)))
+            continue
         _parse_line(line, facts)  # a dump cut off without its end line still lets the rest through
     _script_args(text, facts)
     return facts
@@ -125,12 +151,18 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         g = _GBS.search(m.group(3))
         facts.iterations.append((int(m.group(1)), float(e.group(1)) / 1e3, float(t.group(1)) if t else None,
                                  int(g.group(1)) if g else None))
+        if r := _SWIFT_MEMORY.search(m.group(3)):
+            facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
         return
     if m := _NEMO_STEP.search(line):
         it = _NEMO_ITER.search(line)
         facts.nemo_steps.append((int(it.group(1)) if it else None, float(m.group(1))))
         if g := _NEMO_GBS.search(line):  # NeMo 2: "... | global_batch_size: 16 | ... | train_step_timing in s: 2.6"
             facts.args.setdefault("global_batch_size", int(g.group(1)))
+        mem = {kind: float(value) / 2**20 for kind, value in _NEMO_MEMORY.findall(line)}
+        if "allocated" in mem:  # the logging rank is not named: compared with the peak stage
+            old = facts.memory.get(UNKNOWN_RANK, (0.0, 0.0))
+            facts.memory[UNKNOWN_RANK] = (max(old[0], mem["allocated"]), max(old[1], mem.get("reserved", 0.0)))
         return
     if m := _TQDM.search(line):  # tqdm's rate is a running average since the bar started
         it = _NEMO_ITER.search(line)
@@ -143,6 +175,13 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         old = facts.memory.get(rank, (0.0, 0.0))
         facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
         return
+    if m := _NEMO_GROUPS.search(line):
+        groups = [g for g in re.findall(r"\[([\d,\s]*)\]", m.group(2))]
+        sizes = [len([r for r in g.split(",") if r.strip()]) for g in groups]
+        if sizes and sizes[0]:
+            facts.world_parts[_NEMO_GROUP_PARTS[m.group(1)]] = sizes[0]
+            facts.world_size = max(facts.world_size or 0, sum(sizes))  # each kind of group covers every rank
+        return
     if m := _THEORY.search(line):
         facts.theoretical_mb = float(m.group(3) or m.group(1))
         return
@@ -152,6 +191,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
     if m := _RANK_PARAMS.search(line):
         facts.rank_params[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
+        return
+    if m := _RANK_PARAMS_OLD.search(line):  # no pipeline parallelism then: every rank is stage 0
+        facts.rank_params[(int(m.group(1)), 0)] = int(m.group(2))
         return
     if m := _DTYPE.search(line):
         facts.args.setdefault("_params_dtype", m.group(1))
@@ -170,6 +212,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
     if m := _CONTAINER.search(line):
         facts.software.setdefault("container", m.group(1))
+    if "{'" in line:  # a printed dict of config keyword arguments
+        for key, value in _DICT_PAIR.findall(line):
+            if key in CONFIG_KEYS or key in REPR_KEYS:
+                facts.args.setdefault(key, scalar(value.strip().strip("'")))
+        return
     if "Config(" in line:  # NeMo 2 / Bridge print dataclass reprs: OptimizerConfig(..., bf16=True, ...)
         for key, value in _REPR_PAIR.findall(line):
             if key in CONFIG_KEYS or key in REPR_KEYS:
@@ -281,7 +328,7 @@ CONFIG_KEYS = {
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
-    "overlap_grad_reduce",
+    "overlap_grad_reduce", "disable_bias_linear", "group_query_attention", "num_virtual_stages_per_pipeline_rank",
 }
 
 # NeMo 2 config classes and Megatron-Bridge recipe names that fix a model's shape -> megasolve presets

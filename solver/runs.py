@@ -175,6 +175,8 @@ def _yaml_entries(text: str, path: Path) -> list[dict[str, Any]] | None:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
+        if not re.search(r"^[\s-]*measured\s*:", text, re.M):
+            return None  # a config dump cut off mid-line (an issue excerpt) is no runs file: read it as a log
         raise MegasolveError(field="RUN", value=str(path), rule=f"is not valid YAML ({str(exc).splitlines()[0]})",
                              fix="check the file's syntax") from None
     if isinstance(data, dict) and "runs" in data:
@@ -324,6 +326,8 @@ CONFIG_ALIASES = {
     "activations_checkpoint_granularity": "recompute_granularity", "activations_checkpoint_method": "recompute_method",
     "activations_checkpoint_num_layers": "recompute_num_layers", "override_vocab_size": "vocab_size",
     "moe_router_topk": "moe_router_topk", "num_experts": "num_moe_experts",
+    # --num-virtual-stages-per-pipeline-rank sets the VPP degree as it is (arguments.py L976-977)
+    "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
 }
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
 # tokenizer -> vocabulary size where the log names a well-known tokenizer and prints no size (first match
@@ -375,7 +379,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             notes.append(f"global batch {args['global_batch_size']} = batch_size {args['batch_size']} x "
                          f"{num_gpus // mp} data-parallel ranks (Megatron-LM before 2021)")
     gpu = _gpu(facts, defaults, notes, missing)
-    if not any(k in args for k in LAYOUT_ARGS):
+    if not any(k in args for k in LAYOUT_ARGS) and num_gpus != 1:  # one GPU: every parallel size is 1
         missing.append(("parallel layout", "--arg tensor-model-parallel-size=N (pipeline-, context-, "
                                            "expert-model-parallel-size, micro-batch-size likewise)"))
     layout_raw, work_raw = _layout_and_workload(args, defaults, notes, missing)
@@ -568,6 +572,10 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
                      ("num_layers_in_last_pipeline_stage", "last_stage_layers")):
         if isinstance(args.get(src), int):
             layout[dst] = args[src]
+    if ("first_stage_layers" in layout or "last_stage_layers" in layout) and not isinstance(
+            args.get("pipeline_model_parallel_size"), int):  # an uneven split says PP > 1 but not how many
+        missing.append(("pipeline-model-parallel size (the log sets the first/last stage's layers)",
+                        "--arg pipeline-model-parallel-size=N"))
     if args.get("account_for_embedding_in_pipeline_split") is True:
         layout["account_for_embedding"] = True
     if args.get("account_for_loss_in_pipeline_split") is True:
@@ -647,7 +655,10 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         if rank == UNKNOWN_RANK:
             rank = None
             notes.append("the memory report names no rank: compared with the peak stage")
-    if step is None and peak is None and not facts.oom:
+    if not facts.memory and facts.reserved_only_mib:  # Megatron-SWIFT prints only the peak reserved
+        reserved = facts.reserved_only_mib * MIB / 1e9
+        notes.append("the log prints peak reserved memory only (no allocated figure to compare)")
+    if step is None and peak is None and reserved is None and not facts.oom:
         missing.append(("measurement (iteration timing, memory report or OOM)",
                         "a log with iteration lines, or --step-time SECONDS"))
     if facts.oom:

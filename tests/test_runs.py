@@ -43,12 +43,19 @@ def test_real_log_facts(entry):
         assert facts.theoretical_mb == want["theoretical_mb"]
     if "nemo_step_s" in want:
         assert [s for _, s in facts.nemo_steps] == [want["nemo_step_s"]]
+    if "nemo_steps" in want:
+        assert [s for _, s in facts.nemo_steps] == want["nemo_steps"]
+    if "rank_params" in want:
+        assert facts.rank_params == {(t, p): n for t, p, n in want["rank_params"]}
+    if "gpu_names" in want:
+        assert facts.gpu_names == want["gpu_names"]
+    assert facts.reserved_only_mib == pytest.approx(want.get("reserved_only_mib"))
 
 
 @pytest.mark.parametrize("entry", [e for e in INDEX if "step_time_s" in e["expect"]], ids=lambda e: e["file"])
 def test_real_log_step_time_skips_warmup(entry):
     run = read_runs(LOGS / entry["file"], model="llama-3.1-8b", gpu="h100", num_gpus=16, seq_length=4096,
-                    args={"tensor-model-parallel-size": 1})[0]
+                    global_batch_size=128, args={"tensor-model-parallel-size": 1})[0]
     assert run.measured.step_time_s == pytest.approx(entry["expect"]["step_time_s"], rel=1e-6)
     assert run.measured.iterations == entry["expect"]["timed"]  # the first logged interval and iterations 1-3 are warm-up
 
@@ -59,11 +66,13 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
         read_runs(LOGS / entry["file"])
     text = str(err.value)
     assert entry["file"] in text and "\n" not in text
-    assert "--model" in text or "--vocab-size" in text  # no excerpt prints the whole model
-    if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices"} & set(
-            entry["expect"].get("args", {})):
+    if not entry.get("whole_model"):
+        assert "--model" in text or "--vocab-size" in text  # the excerpt does not print the whole model
+    if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices",
+                                                          "_env_world_size", "world_size"} & set(entry["expect"].get("args", {})):
         assert "--gpus N" in text
-    assert "--gpu TYPE" in text  # no excerpt prints the GPU name
+    if "gpu_names" not in entry["expect"]:
+        assert "--gpu TYPE" in text  # the excerpt prints no GPU name
 
 
 def test_mixtral_excerpt_completed_by_flags():
@@ -262,8 +271,10 @@ def test_check_runs_on_every_fixture_once_completed(entry):
         defaults["step_time_s"] = 10.0
     if not all(isinstance(facts.args.get(k), int) for k in ("num_layers", "hidden_size", "num_attention_heads")):
         defaults["model"] = given.get("model", "llama-2-7b")
-    if "tensor_model_parallel_size" in facts.args or facts.world_parts:
-        defaults["args"] = {}
+    if "tensor_model_parallel_size" in facts.args or facts.world_parts or "args" in given:
+        defaults["args"] = dict(given.get("args", {}))
+    for key in ("num_gpus", "seq_length"):
+        defaults[key] = given.get(key, defaults[key])
     run = read_runs(LOGS / entry["file"], **defaults)[0]
     result = check(run)
     assert set(result["predicted"]) == {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb"}
@@ -423,3 +434,94 @@ def test_nemo2_recipe_name_gives_the_model_and_recipe_defaults():
     assert run.spec.name == "llama-3.1-8b" and run.workload.global_batch_size == 16
     assert run.layout.distributed_optimizer and run.workload.seq_length == 8192
     assert run.measured.step_time_s == pytest.approx(2.655)  # steps 4-7; the first three are warm-up
+
+
+@pytest.mark.parametrize("entry", [e for e in INDEX if "reads" in e], ids=lambda e: e["file"])
+def test_second_collection_reads_shape_and_layout(entry):
+    """Completed with only what the thread says outside the excerpt (``given``), the run holds the model
+    shape, layout, GPU count and batch the excerpt prints (``reads``)."""
+    given = dict(entry.get("given", {}))
+    given.setdefault("gpu", "h100")
+    for key, value in {"seq_length": 4096, "global_batch_size": 128, "step_time_s": 1.0, "num_gpus": 16}.items():
+        given.setdefault(key, value)  # what the log says wins over these
+    if not entry.get("whole_model"):
+        given.setdefault("vocab_size", 32000)
+    run = read_runs(LOGS / entry["file"], **given)[0]
+    want = entry["reads"]
+    for key, value in want.get("spec", {}).items():  # "moe.top_k": a field of the MoE part
+        obj = run.spec
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        assert obj == value, key
+    for key, value in want.get("layout", {}).items():
+        assert getattr(run.layout, key) == value, key
+    if "num_gpus" in want:
+        assert run.cluster.num_gpus == want["num_gpus"]
+    if "global_batch_size" in want:
+        assert run.workload.global_batch_size == want["global_batch_size"]
+
+
+def test_uneven_split_without_pipeline_size_names_the_flag():
+    """NVIDIA/Megatron-LM#1445: first/last-stage layer counts but no PP size: the one-line error names
+    ``--arg pipeline-model-parallel-size=N``, not the estimator's uneven-split rule."""
+    with pytest.raises(MegasolveError) as err:
+        read_runs(LOGS / "megatron-lm-1445-mla-flags.sh", gpu="h100", num_gpus=32, vocab_size=102400,
+                  global_batch_size=256, step_time_s=10.0)
+    assert "--arg pipeline-model-parallel-size=N" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_dict_repr_config_and_old_formats():
+    """Formats found in the second collection: a printed dict of TransformerConfig kwargs (verl#1467), the
+    pre-2021 argument dump's undotted long names, the pre-pipeline parameter count, ``elapsed (ms)``."""
+    facts = parse_log("{'num_layers': 4, 'hidden_size': 256, 'activation_func': <function silu at 0x1>, "
+                      "'normalization': 'RMSNorm', 'tensor_model_parallel_size': 2, 'unrelated_key': 7}")
+    assert facts.args == {"num_layers": 4, "hidden_size": 256, "normalization": "RMSNorm",
+                          "tensor_model_parallel_size": 2}
+    facts = parse_log("-------------------- arguments --------------------\n"
+                      "  apply_residual_connection_post_layernorm  False\n  batch_size ...... 4\n"
+                      "---------------- end of arguments ----------------\n"
+                      "short_name  value outside the dump\n"
+                      " > number of parameters on model parallel rank 1: 1234\n"
+                      "[2026-07-27 19:08:04] iteration  7/9 | elapsed (ms): 35.1 | lm loss: 5.4")
+    assert facts.args == {"apply_residual_connection_post_layernorm": False, "batch_size": 4}
+    assert facts.rank_params == {(1, 0): 1234}
+    assert facts.iterations == [(7, 0.0351, None, None)]
+
+
+def test_truncated_yaml_config_dump_is_read_as_a_log(tmp_path):
+    """FlagScale#387: a config YAML cut off mid-line is not valid YAML; with no ``measured:`` key it is a
+    config dump, read as a log; a broken runs file (it has ``measured:``) is still an error."""
+    dump = tmp_path / "cfg.yaml"
+    dump.write_text("model:\n  num_layers: 24\n  hidden_size: 2048\n  num_attention_heads: 16\n  use_rot\n"
+                    "  seq_length: 4096\n  tensor_model_parallel_size: 2\n  x: [\n", encoding="utf-8")
+    run = read_runs(dump, gpu="h100", num_gpus=8, vocab_size=32000, global_batch_size=64, step_time_s=1.0)[0]
+    assert (run.spec.num_layers, run.layout.tp) == (24, 2)
+    broken = tmp_path / "runs.yaml"
+    broken.write_text("- model: llama-2-7b\n  measured: {step_time_s: [\n", encoding="utf-8")
+    with pytest.raises(MegasolveError, match="not valid YAML"):
+        read_runs(broken)
+
+
+def test_nemo2_step_memory_and_parallel_groups():
+    """NeMo 2 logs max_memory_allocated / max_memory_reserved (bytes) with each step (line as posted in
+    NVIDIA-NeMo/NeMo#14850); NeMo's megatron_init prints every parallel group (line from NeMo's
+    resiliency demo): group sizes give the layout and the world size."""
+    facts = parse_log(" 0: Training epoch 0, iteration 8/29 | lr: 5.389e-06 | global_batch_size: 512 | global_step: 8 | "
+                      "max_memory_reserved: 57466159104 | max_memory_allocated: 53930270720 | reduced_train_loss: 10.22 | "
+                      "train_step_timing in s: 27.01 | consumed_samples: 4608 | TFLOPS_per_GPU: 48.58")
+    assert facts.memory == {-1: (53930270720 / 2**20, 57466159104 / 2**20)}
+    assert facts.nemo_steps == [(8, 27.01)]
+    facts = parse_log("[NeMo I 2025-03-07 22:33:57 megatron_init:473] All tensor model parallel group ranks: "
+                      "[[0, 1], [2, 3], [4, 5], [6, 7]]\n"
+                      "[NeMo I 2025-03-07 22:33:57 megatron_init:512] All pipeline model parallel group ranks: "
+                      "[[0], [1], [2], [3], [4], [5], [6], [7]]")
+    assert facts.world_size == 8
+    assert facts.world_parts == {"tensor-model-parallel": 2, "pipeline-model-parallel": 1}
+
+
+def test_swift_reserved_memory_is_the_measured_reserve():
+    run = read_runs(LOGS / "ms-swift-7832-qwen3-omni-iterations.log", model="qwen3-30b-a3b", gpu="h100", num_gpus=8,
+                    seq_length=4096, args={"tensor-model-parallel-size": 1, "expert-model-parallel-size": 8})[0]
+    assert run.measured.peak_reserved_gb == pytest.approx(21.56 * 2**30 / 1e9)
+    assert run.measured.peak_allocated_gb is None
+    assert any("reserved memory only" in n for n in run.notes)

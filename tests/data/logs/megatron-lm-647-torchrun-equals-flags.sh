@@ -1,0 +1,32 @@
+`
+torchrun --nnodes=2 --nproc_per_node=8 --node_rank=$node_rank \
+    --master_addr=10.90.0.2 --master_port=12375  \
+    anypath/Megatron-LM/pretrain_gpt.py \
+    --use-checkpoint-args \
+    --exit-on-missing-checkpoint \
+    --load=anypath/megatron/13B_10B \
+    --save=anypath/megatron/13B_10B \
+    --train-data-path=anypath/CC_megatron_merged \
+    --valid-data-path=anypath/CC2_text_document \
+    --tensor-model-parallel-size=2 \
+    --pipeline-model-parallel-size=4 \
+    --recompute-activations \
+    --use-distributed-optimizer \
+    --sequence-parallel \
+    --use-flash-attn \
+    --overlap-grad-reduce \
+    --bf16 \
+    --num-layers=40 \
+    --hidden-size=5120 \
+    --num-attention-heads=40 \
+    --ffn-hidden-size=13824 \
+    --attention-dropout=0.0 \
+    --hidden-dropout=0.0 \
+    --swiglu \
+    --normalization RMSNorm \
+    --use-rotary-position-embeddings \
+    --no-position-embedding \
+    --no-masked-softmax-fusion \
+    --untie-embeddings-and-output-weights \
+    --disable-bias-linear \
+    --toke
