@@ -15,6 +15,8 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 
+from megasolve.cli.launch_formats import FORMATS
+
 pytest.importorskip("starlette", reason="the web extra is not installed: pip install 'megasolve[web]'")
 pytest.importorskip("websocket", reason="websocket-client is not installed: pip install 'megasolve[test]'")
 
@@ -88,7 +90,8 @@ def test_follow_the_details_link_of_a_layout(site):
     assert browser.js("Boolean(document.querySelector('.memory-chart .band-headroom, .memory-chart .band-over'))")
     flags = browser.js("document.querySelector('pre.launch-megatron').textContent")
     assert f"--tensor-model-parallel-size {label.split()[0].removeprefix('tp')}" in flags
-    assert browser.js("document.querySelectorAll('.launch button.copy').length") == 4
+    # one copy button per launch format the CLI offers
+    assert browser.js("document.querySelectorAll('.launch button.copy').length") == len(FORMATS)
     browser.js("document.querySelector('.launch button.copy').click()")
     browser.wait_for("document.querySelector('.launch button.copy').textContent === 'Copied'")
     assert not browser.console_errors
