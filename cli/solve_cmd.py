@@ -217,6 +217,15 @@ def equivalent_label(entry: dict) -> str:
     return f" = {'; = '.join(spellings)}" if spellings else ""
 
 
+def equivalent_lines(entries: list[dict]) -> list[str]:
+    """One line per distinct respelling, naming every plan it applies to (``#1, #2 = cp2 dp32 mbs4``)."""
+    ranks: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.get("equivalent_layouts"):
+            ranks.setdefault(equivalent_label(entry), []).append(f"#{entry['rank']}")
+    return [f"{', '.join(names)}{label} (same cost, other spelling)" for label, names in ranks.items()]
+
+
 def print_solve(data: dict, model: str, cluster, workload) -> None:
     from rich.table import Table
 
@@ -240,9 +249,8 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
                       f"{t['step_s']:.3f}", f"{t['tokens_per_s_per_gpu']:.0f}", f"{t['mfu']:.1%}",
                       f"{t['bubble_fraction']:.1%}", f"{top.replace('_comm', '')} {comm[top] / t['step_s']:.0%}")
     out.print(table)
-    for entry in data["layouts"]:  # one plan per row; its other spellings cost the same
-        if entry.get("equivalent_layouts"):
-            out.print(f"#{entry['rank']}{equivalent_label(entry)} (same cost, other spelling)")
+    for line in equivalent_lines(data["layouts"]):  # one plan per row; its other spellings cost the same
+        out.print(line)
     out.print(render.model_line(data["model_params"]))
     out.print(f"why #1: {why_line(data)}")
     proven = "proven optimal under the cost model" if search["proven_optimal"] else \

@@ -183,3 +183,21 @@ def test_fix_fsdp_pins_it_and_the_export_carries_its_flags(capsys):
     spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100")
     plain = solve(spec, cluster, Workload(seq_length=4096, global_batch_size=256), top_k=3, fixed={"fsdp": False})
     assert plain.layouts and not any(r.layout.fsdp for r in plain.layouts)
+
+
+def test_plans_sharing_a_respelling_are_named_on_one_line():
+    """The solve table prints one line per distinct respelling, listing every plan it applies to."""
+    import json
+    from pathlib import Path
+
+    from megasolve.cli.solve_cmd import equivalent_label, equivalent_lines
+
+    data = json.loads((Path(__file__).parent / "golden_cli" / "solve_llama-3.1-8b_json.txt").read_text())
+    entries = [e for e in data["layouts"] if e.get("equivalent_layouts")]
+    assert entries, "the golden solve has plans with other spellings"
+    twin = {**entries[0], "rank": 99}  # a second plan with exactly the first one's respelling
+    lines = equivalent_lines([entries[0], twin, *entries[1:]])
+    label = equivalent_label(entries[0])
+    names = [f"#{entries[0]['rank']}", "#99"] + [f"#{e['rank']}" for e in entries[1:] if equivalent_label(e) == label]
+    assert lines[0] == f"{', '.join(names)}{label} (same cost, other spelling)"
+    assert len(lines) == len({equivalent_label(e) for e in entries})
