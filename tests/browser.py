@@ -179,6 +179,16 @@ def fill(browser: Browser, form: str, values: dict[str, Any]) -> None:
     }})()""")
 
 
+
+def submit_malformed_upload(browser: Browser, base: str) -> None:
+    """Paste a truncated config.json on the plan page, submit, and wait for the error next to the field."""
+    browser.goto(f"{base}/?view=plan")
+    browser.wait_for("document.querySelector('#form-solve')")
+    fill(browser, "#form-solve", {"model": "", "model_text": '{"model_type": "llama", "hidden_size": 4096,',
+                                  "gpus": "8", "gpu": "h100"})
+    browser.js("document.querySelector('#submit').click()")
+    browser.wait_for("document.querySelector('#err-model_text').textContent")
+
 def screenshots(folder: str) -> None:
     """Every page of the site, solved for real, as PNGs in ``folder``."""
     from urllib.parse import urlencode
@@ -213,12 +223,7 @@ def screenshots(folder: str) -> None:
             browser.goto(f"{base}/?view=plan&{urlencode(tight)}")
             browser.wait_for("document.querySelector('#infeasible')")
             browser.screenshot(out / "infeasible.png")
-            browser.goto(f"{base}/?view=plan")
-            browser.wait_for("document.querySelector('#form-solve')")
-            fill(browser, "#form-solve", {"model": "", "model_text": '{"model_type": "llama", "hidden_size": 4096,',
-                                          "gpus": "8", "gpu": "h100"})
-            browser.js("document.querySelector('#submit').click()")
-            browser.wait_for("document.querySelector('#err-model_text').textContent")
+            submit_malformed_upload(browser, base)
             browser.screenshot(out / "bad-upload.png")
         finally:
             browser.close()

@@ -19,10 +19,12 @@ def run(args: list[str]) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def test_help_does_not_import_transformers_or_ortools():
+def test_help_does_not_import_heavy_or_optional_modules():
+    # the web stack (starlette, uvicorn, anyio) is imported only by `megasolve serve`
     code = ("import sys; from megasolve.cli.main import cli; from click.testing import CliRunner; "
             "r = CliRunner().invoke(cli, ['--help']); assert r.exit_code == 0, r.output; "
-            "print(sorted(m for m in ('transformers', 'ortools', 'torch', 'matplotlib') if m in sys.modules))")
+            "print(sorted(m for m in ('transformers', 'ortools', 'torch', 'matplotlib', 'starlette', 'uvicorn', "
+            "'anyio') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

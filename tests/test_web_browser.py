@@ -21,7 +21,7 @@ pytest.importorskip("starlette", reason="the web extra is not installed: pip ins
 pytest.importorskip("websocket", reason="websocket-client is not installed: pip install 'megasolve[test]'")
 
 sys.path.insert(0, str(Path(__file__).parent))
-from browser import Browser, fill, find_chromium, running_server  # noqa: E402
+from browser import Browser, fill, find_chromium, running_server, submit_malformed_upload  # noqa: E402
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
@@ -113,12 +113,7 @@ def test_compare_two_pinned_layouts(site):
 
 def test_malformed_upload_shows_the_cli_error_next_to_the_field(site):
     base, browser = site
-    browser.goto(f"{base}/?view=plan")
-    browser.wait_for("document.querySelector('#form-solve')")
-    fill(browser, "#form-solve", {"model": "", "model_text": '{"model_type": "llama", "hidden_size": 4096,',
-                                  "gpus": "8", "gpu": "h100"})
-    browser.js("document.querySelector('#submit').click()")
-    browser.wait_for("document.querySelector('#err-model_text').textContent")
+    submit_malformed_upload(browser, base)
     message = browser.js("document.querySelector('#err-model_text').textContent")
     assert message == "--model=<model_text>: is not valid .json (line 1); fix: check the file's syntax"
     assert browser.js("document.querySelector('#f-model_text').classList.contains('invalid')")
