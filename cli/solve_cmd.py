@@ -62,8 +62,8 @@ def _fix_value(key: str, text: str) -> Any:
 
 
 def parse_headroom(text: str | None):
-    """``--min-headroom``: ``10%`` (of usable memory), ``8`` or ``8GB`` (10^9 bytes), ``0`` (none);
-    None: the default (``solver.solve.DEFAULT_MIN_HEADROOM``)."""
+    """``--min-headroom``: ``10%`` (of usable memory), ``8`` or ``8GB`` (10^9 bytes), ``0`` (none), on
+    top of every stage's uncertainty band; None: the default (``solver.solve.DEFAULT_MIN_HEADROOM``)."""
     from megasolve.solver.solve import DEFAULT_MIN_HEADROOM, Headroom
 
     if text is None:
@@ -99,9 +99,10 @@ def parse_headroom(text: str | None):
               help="CP-SAT, or the brute-force oracle (for verification).")
 @click.option("--allow-cross-domain-tp", is_flag=True, help="Allow TP groups that leave an NVLink domain.")
 @click.option("--min-headroom", "min_headroom", metavar="PCT%|GB", default=None,
-              help="Memory every stage must leave free: 10% of usable memory by default (the memory model's "
-                   "measured error); 8GB for an absolute margin, 0 for none. If nothing fits with it, the "
-                   "layouts that fit without it are shown marked tight.")
+              help="Memory every stage must leave free on top of its uncertainty band (by default every "
+                   "stage must fit with its band alone: 0.5% of static bytes + 5-15% of activations, see "
+                   "README): 10% of usable memory or 8GB. If nothing fits with band and margin, the "
+                   "layouts that fit without them are shown marked tight.")
 @click.option("--require", "requires", multiple=True, metavar="EXPR",
               help='A team rule over the layout axes (repeatable), e.g. "tp*cp <= 8", "ep >= 8", '
                    '"cp > 1 -> tp > 1 and sp".')
@@ -192,11 +193,14 @@ def why_line(data: dict) -> str:
                  f"{worst.replace('_', ' ')} {breakdown[worst] / t['step_s']:.0%}")
     headroom = best["memory"]["capacity_gb"] - best["memory"]["peak_gb"]
     required = data["search"].get("min_headroom_gb", 0.0)
+    band = best["memory"].get("peak_uncertainty_gb", 0.0) if data["search"].get("uncertainty_band") else 0.0
+    asked = (f"its ±{band:.1f} GB band" if band else "") + (" + " if band and required else "") \
+        + (f"the {required:.1f} GB asked" if required or not band else "")
     if best.get("tight"):
-        parts.append(f"only {headroom:.1f} GB headroom on its peak stage, less than the {required:.1f} GB asked "
-                     "(TIGHT: nothing leaves the margin; it may run out of memory)")
+        parts.append(f"only {headroom:.1f} GB headroom on its peak stage, less than {asked} "
+                     "(TIGHT: nothing fits with it; it may run out of memory)")
     else:
-        parts.append(f"{headroom:.1f} GB headroom on its peak stage (>= {required:.1f} GB required)")
+        parts.append(f"{headroom:.1f} GB headroom on its peak stage (covers {asked})")
     return "; ".join(parts)
 
 

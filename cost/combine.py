@@ -21,7 +21,10 @@ What is combined (``reference/megatron.md``):
 * step: ``pipeline + max_r(dp tail) + max_r(optimizer) + overhead`` (the slowest stage gates the step);
 * stage memory (sections 3.6, 3.7), scaled by ``v`` so that it stays integral:
   ``v*fixed + live*act + v*ceil(live/v)*first <= v*capacity`` with ``live`` chunk-units of
-  activations in flight (``inflight * v``), ``first`` the first stage's per-micro-batch inputs.
+  activations in flight (``inflight * v``), ``first`` the first stage's per-micro-batch inputs;
+* the stage's uncertainty band (``cost/memory.py`` ``band_parts``), linear in the same parts: a
+  fraction of the static bytes plus a fraction of the activations, fixed allocations and the reserve
+  exact. The solver's memory check is ``memory + band <= capacity`` (``banded_stage_memory``).
 """
 
 from __future__ import annotations
@@ -191,6 +194,49 @@ def scaled_stage_memory(fixed: Any, activation: Any, first: Any, live: int, vpp:
     65
     """
     return vpp * fixed + live * activation + vpp * math.ceil(live / vpp) * first
+
+
+BAND_SCALE = 200  # the band's fractions in parts per 200 (0.5 % = 1 part): integral for every engine
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A stage's band in parts per ``BAND_SCALE``: of its static bytes, of its activations."""
+
+    static: int
+    activation: int
+
+
+NO_BAND = Band(static=0, activation=0)
+
+
+def band(parts: Band, static: Any, activation: Any) -> Any:
+    """``BAND_SCALE`` x the band: ``parts.static*static + parts.activation*activation`` (integer
+    coefficients: the same expression in floats, integers, model expressions and ``LinearForm``).
+
+    >>> band(Band(1, 10), 8e9, 10e9) / BAND_SCALE  # 0.5 % of 8 GB + 5 % of 10 GB
+    540000000.0
+    """
+    return parts.static * static + parts.activation * activation
+
+
+def banded_stage_memory(static: Any, fixed_activation: Any, exact: Any, activation: Any, first: Any, live: int,
+                        vpp: int, parts: Band) -> Any:
+    """``BAND_SCALE * v`` x (one stage's memory + its band): ``scaled_stage_memory`` of all the parts,
+    plus the band of its static bytes (``static``: weights, grads, optimizer; alive once) and of its
+    activations (``fixed_activation``: transients and the loss path, once; ``activation`` per chunk-unit
+    in flight; ``first`` per micro-batch in flight); ``exact``: fixed allocations and the reserve. The
+    stage fits with its band iff the result is ``<= BAND_SCALE * v * capacity``; with ``NO_BAND`` this is
+    ``BAND_SCALE * scaled_stage_memory``.
+
+    >>> banded_stage_memory(6, 2, 2, 3, 1, 11, 2, NO_BAND) == BAND_SCALE * scaled_stage_memory(10, 3, 1, 11, 2)
+    True
+    >>> banded_stage_memory(6, 2, 2, 3, 1, 11, 2, Band(1, 10))  # 200*65 + 1*(2*6) + 10*(4 + 33 + 12)
+    13502
+    """
+    whole = scaled_stage_memory(static + fixed_activation + exact, activation, first, live, vpp)
+    return BAND_SCALE * whole + band(parts, vpp * static, scaled_stage_memory(fixed_activation, activation, first,
+                                                                              live, vpp))
 
 
 class LinearForm(dict):

@@ -37,6 +37,12 @@ class Estimate:
     def headroom_bytes(self) -> float:
         return self.capacity_bytes - self.peak_bytes
 
+    @property
+    def band_headroom_bytes(self) -> float:
+        """The least a stage leaves free once its uncertainty band is added (``solve``'s default check:
+        ``>= 0``; every stage, not just the peak one, since the band differs per stage)."""
+        return min(self.capacity_bytes - s.total_bytes - self.uncertainty_bytes(s) for s in self.memory)
+
     def memory_dict(self) -> dict[str, Any]:
         return {
             "peak_gb": round(self.peak_bytes / GB, 3),

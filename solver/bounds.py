@@ -253,7 +253,7 @@ class ConfigBounds:
                 total += c * term_values[(t, sel)][rows]
             return total
 
-        capacity = tables.capacity_mib  # the reserve is the forms' "other" term
+        capacity = tables.capacity_units  # the forms' unit; the reserve is their "other" term
         unbounded = np.iinfo(np.int64).max
         best = np.full(len(keys), unbounded, dtype=np.int64)
         overflow: dict[tuple, int] = {}
@@ -334,7 +334,7 @@ class ConfigBounds:
         tables = self.tables
         pp = config["pp"]
         m = tables.workload.global_batch_size // (config["mbs"] * config["dp"])
-        capacity = tables.capacity_mib  # the reserve is the forms' "other" term
+        capacity = tables.capacity_units  # the forms' unit; the reserve is their "other" term
         out: dict[tuple, int] = {}
         best = None
         cached: dict[bool, dict[str, int]] = {}

@@ -229,7 +229,7 @@ class _Builder:
         self.domains = space.domains
         self.position = {a: {v: i for i, v in enumerate(self.domains[a])} for a in AXES}
         self.assumptions: dict[str, cp_model.IntVar] = {}
-        self.excess = self.model.NewIntVar(0, 10**9, "excess") if memory == "excess" else None
+        self.excess = self.model.NewIntVar(0, 10**12, "excess") if memory == "excess" else None
         self._m_threshold: dict[int, cp_model.IntVar] = {}
         # With `configs`, a table over axes that the keys fix keeps only the keys' projections (the
         # other entries could never be selected): smaller tables, tighter term domains.
@@ -375,7 +375,7 @@ class _Builder:
                           for kind in SLOT_KINDS}
         tau = self.slot_vars["tau"]
         self.total = model.NewIntVar(0, self.total_hi, "sum_tau")
-        capacity, excess = tables.capacity_mib, self.excess
+        capacity, excess = tables.capacity_units, self.excess
         for count, (row, r) in enumerate(self.row_lits):
             if count % 32 == 0:
                 _check_deadline(self.deadline)

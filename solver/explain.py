@@ -21,6 +21,7 @@ from megasolve.models.layout import Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.feasibility import ClusterKind, feasible_point, find_min_gpus, fits_on
 from megasolve.solver.space import AXES, SearchSpace, point_layout
+from megasolve.cost.combine import BAND_SCALE
 from megasolve.solver.tables import MIB, CostTables
 from megasolve.topology.cluster import MAX_GPUS, Cluster
 from megasolve.topology.gpus import all_gpus
@@ -108,7 +109,7 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
         points = []
     for point in points:
         cost = tables.evaluate(point)
-        lack_gb = max(0.0, cost.peak_mib - tables.capacity_mib) * MIB / 1e9
+        lack_gb = max(0, cost.excess) / BAND_SCALE * MIB / 1e9  # with the band when the tables have it
         closest.append({"layout": _layout_dict(point, workload), "peak_gb": round(cost.peak_mib * MIB / 1e9, 1),
                         "lacks_gb_per_gpu": round(lack_gb, 1)})
     capacity_gb = tables.capacity_mib * MIB / 1e9

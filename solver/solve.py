@@ -38,10 +38,12 @@ class SolveResult:
     repairs: list[str] = field(default_factory=list)
     equivalents: list[list[Layout]] = field(default_factory=list)  # per plan: its other spellings
     min_headroom_bytes: float = 0.0
+    band: bool = True  # the check every stage passed: predicted + its uncertainty band + the margin <= capacity
 
     def tight(self, report: LayoutReport) -> bool:
-        """The layout leaves less than the required headroom on some stage."""
-        return report.estimate.capacity_bytes - report.estimate.peak_bytes < self.min_headroom_bytes
+        """The layout leaves less than its band (with ``band``) plus the required headroom on some stage."""
+        free = report.estimate.band_headroom_bytes if self.band else report.estimate.headroom_bytes
+        return free < self.min_headroom_bytes - TIGHT_TOLERANCE_BYTES
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status, "layouts": []}
@@ -90,38 +92,41 @@ class Headroom:
         return f"{self.fraction:.0%}" if self.fraction is not None else f"{self.gb or 0:g} GB"
 
 
-# The default margin: 10 % of usable memory. Why: the memory model under-predicts measured peaks
-# (issue #14: median 16 % on 29 held-out Megatron-Core runs; realistic dense 7B at seq 8192 4-10 %
-# under; small models 12-32 %, an MoE + MLA + MTP model 43-52 %), and its fix targets "no
-# under-prediction worse than 10 %". A margin of h x capacity covers an under-prediction of
-# h / (1 - h) of the predicted peak: 11.1 % at 10 %. Larger margins exclude the layouts NVIDIA's
-# recipes run at 85-90 % of memory. One constant: change it when cost/memory.py states its error band.
-DEFAULT_MIN_HEADROOM = Headroom(fraction=0.10)
+# The default check is per stage: predicted peak + the stage's uncertainty band <= usable memory (the band:
+# cost/memory.py ``band_parts``, 0.5 % of static bytes + 5 % of activations, +5 % on stages with MoE
+# layers, +5 % with unfused attention; fixed allocations exact). Why not a flat margin: the error lives
+# in the activations, so a flat 10 % of capacity over-protects static-heavy stages (a 405B FSDP shard)
+# and under-protects activation-heavy ones (long sequences, MoE). ``--min-headroom`` adds a margin on top.
+DEFAULT_MIN_HEADROOM = None
+# the tables round every term up to whole MiB; an estimate in floats may differ by a few bytes
+TIGHT_TOLERANCE_BYTES = 2**20
 
 
 def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int = 5,
           fixed: dict[str, Any] | None = None, time_limit_s: float | None = 30.0, engine: str = "cpsat",
           allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True,
           min_headroom: Headroom | None = DEFAULT_MIN_HEADROOM, requires: tuple[str, ...] = (),
-          profile: Profile | str | None = None) -> SolveResult:
+          profile: Profile | str | None = None, band: bool = True) -> SolveResult:
     """Rank the ``top_k`` fastest distinct plans (``plans.py``) that obey Megatron's rules (and the
-    ``requires`` constraints, ``require.py``) and fit in memory with ``min_headroom`` to spare.
+    ``requires`` constraints, ``require.py``) and fit in memory: every stage's predicted peak plus its
+    uncertainty band (``band``; ``cost/memory.py`` ``memory_uncertainty_bytes``) plus ``min_headroom``
+    within the GPU's usable memory.
 
-    Layouts inside the margin are excluded, so #1 leaves it; only when nothing fits with the margin
-    but something fits without it are those layouts returned, each marked ``tight`` (an answer that
-    may OOM, said so, beats "nothing fits" on a small cluster).
+    Layouts inside the band or the margin are excluded, so #1 leaves them; only when nothing fits with
+    them but something fits without either are those layouts returned, each marked ``tight`` (an answer
+    that may OOM, said so, beats "nothing fits" on a small cluster).
 
     ``profile``: the calibration ``Profile`` the cost model uses (or a profile file); None: the shipped one."""
     spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
     with use_profile(load_profile(profile)):
         return _solve(spec, cluster, workload, top_k=top_k, fixed=fixed, time_limit_s=time_limit_s, engine=engine,
                       allow_cross_domain_tp=allow_cross_domain_tp, workers=workers, explain=explain,
-                      min_headroom=min_headroom, requires=requires)
+                      min_headroom=min_headroom, requires=requires, band=band)
 
 
 def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int, fixed: dict[str, Any] | None,
            time_limit_s: float | None, engine: str, allow_cross_domain_tp: bool, workers: int,
-           explain: bool, min_headroom: Headroom | None, requires: tuple[str, ...]) -> SolveResult:
+           explain: bool, min_headroom: Headroom | None, requires: tuple[str, ...], band: bool) -> SolveResult:
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
     space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp,
@@ -129,11 +134,11 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
     margin = min_headroom.bytes(cluster) if min_headroom is not None else 0.0
     search: dict[str, Any] = {"engine": engine, "space_size": space.size, "top_k": top_k,
                               "domains": {a: len(space.domains[a]) for a in AXES},
-                              "min_headroom_gb": round(margin / 1e9, 2)}
-    tables = CostTables(spec, cluster, workload, headroom_bytes=margin)
+                              "min_headroom_gb": round(margin / 1e9, 2), "uncertainty_band": band}
+    tables = CostTables(spec, cluster, workload, headroom_bytes=margin, band=band)
     ranked, proven = _search(space, tables, engine, top_k, deadline, workers, search)
     tight = False
-    if not ranked and proven and margin > 0:  # nothing leaves the margin: does anything fit at all?
+    if not ranked and proven and (margin > 0 or band):  # nothing leaves band + margin: does anything fit?
         tables = CostTables(spec, cluster, workload)
         ranked, proven = _search(space, tables, engine, top_k, deadline, workers, search)
         tight = bool(ranked)
@@ -147,7 +152,7 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
     if ranked:
         return SolveResult(status="optimal" if proven else "feasible", layouts=reports,
                            objective_us=[plan[0].cost.step_us for plan in plans], search=search,
-                           equivalents=equivalents, min_headroom_bytes=margin)
+                           equivalents=equivalents, min_headroom_bytes=margin, band=band)
     if not proven:  # the time limit ended the search before any fitting layout was found
         return SolveResult(status="unknown", layouts=[], objective_us=[], search=search,
                            reasons=["the time limit ran out before any fitting layout was found"],

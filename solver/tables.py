@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
-from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fixed_allocation_bytes,
+from megasolve.cost.memory import (ActivationShape, band_parts, first_stage_extra_bytes, fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
@@ -92,16 +92,22 @@ class PipelineRow:
 class CostTables:
     """Integer term tables for one (model, cluster, workload), filled lazily and cached."""
 
-    def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, headroom_bytes: float = 0.0) -> None:
-        """``headroom_bytes``: memory every stage must leave free (``solve``'s ``--min-headroom``)."""
+    def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, headroom_bytes: float = 0.0,
+                 band: bool = False) -> None:
+        """``headroom_bytes``: memory every stage must leave free (``solve``'s ``--min-headroom``);
+        ``band``: every stage must fit with its uncertainty band (``cost/memory.py`` ``band_parts``;
+        ``solve``'s default)."""
         self.spec, self.cluster, self.workload = spec, cluster, workload
         self.headroom_bytes = headroom_bytes
+        self.band = band
         cal = calibration()
         self.overlap_pct = int(round(dp_overlap_fraction(workload) * combine.OVERLAP_SCALE))
         self.fsdp_overlap_pct = int(round(cal["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
         self.capacity_mib = int(max(0.0, cluster.gpu.usable_memory_bytes - headroom_bytes) // MIB)
+        # the memory forms' unit: MiB / combine.BAND_SCALE (the band's fractions are integral in it)
+        self.capacity_units = combine.BAND_SCALE * self.capacity_mib
         self.mtp_moe = spec.mtp_num_layers > 0 and spec.is_moe_layer(spec.num_layers - 1)
         self.terms: dict[str, Term] = {t.name: t for t in self._define_terms()}
         self._cache: dict[str, dict[tuple, int]] = {name: {} for name in self.terms}
@@ -460,35 +466,48 @@ class CostTables:
             form.append((slot.moe_base, "ma_moe"))
         return [(c, t) for c, t in form if c]
 
-    def fixed_memory_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
-        """Memory that does not scale with micro-batches in flight: static, transients, last-stage extras."""
+    def fixed_memory_parts(self, row: PipelineRow, slot: Slot) -> tuple[list[tuple[int, str]], ...]:
+        """Memory that does not scale with micro-batches in flight, by band class (``combine.band``):
+        (static bytes, activation transients and the last stage's loss path, exact: fixed allocations
+        and the reserve)."""
         dense, expert = self.param_form(row, slot, "ms_")
-        form = dense + expert + _one_layer("ms_unit_", slot.dense or (slot.mtp and not self.mtp_moe),
-                                           slot.moe or (slot.mtp and self.mtp_moe))
-        form.append((1, "ma_fixed"))  # workspaces and persistent buffers inside the allocator, every stage
+        static = dense + expert + _one_layer("ms_unit_", slot.dense or (slot.mtp and not self.mtp_moe),
+                                             slot.moe or (slot.mtp and self.mtp_moe))
+        activation: list[tuple[int, str]] = []
         # backward re-materialises one layer at a time: a whole recomputed layer (full recompute), else
         # one layer's selectively recomputed part; the larger of the kinds the stage holds
         if slot.dense_rc or slot.moe_rc:
-            form += _one_layer("ma_", slot.dense_rc, slot.moe_rc)
+            activation += _one_layer("ma_", slot.dense_rc, slot.moe_rc)
         elif row.rc[0] == "selective":
-            form += _one_layer("ma_sel_", slot.dense_base, slot.moe_base)
+            activation += _one_layer("ma_sel_", slot.dense_base, slot.moe_base)
         if slot.moe:
-            form.append((1, "ma_dispatch"))
+            activation.append((1, "ma_dispatch"))
         if slot.last:
-            form.append((1, "ma_last"))
+            activation.append((1, "ma_last"))
             if slot.mtp:
-                form.append((1, "ma_mtp"))
-        return form + [(1, "other")]
+                activation.append((1, "ma_mtp"))
+        # workspaces and persistent buffers inside the allocator (every stage), memory outside it
+        exact = [(1, "ma_fixed"), (1, "other")]
+        return static, activation, exact
+
+    def fixed_memory_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
+        """Memory that does not scale with micro-batches in flight: static, transients, last-stage extras."""
+        return [pair for part in self.fixed_memory_parts(row, slot) for pair in part]
 
     @functools.cache
-    def memory_form(self, pp: int, vpp: int, split: tuple, rc: tuple, index: int, live: int) -> tuple:
-        """``combine.scaled_stage_memory`` of slot ``index`` of a row with ``live`` chunk-units in
-        flight, as ``((coefficient, term), ...)``: the slot fits iff its value is ``<= vpp * capacity``."""
+    def memory_form(self, pp: int, vpp: int, split: tuple, rc: tuple, index: int, live: int,
+                    band: bool | None = None) -> tuple:
+        """``combine.banded_stage_memory`` of slot ``index`` of a row with ``live`` chunk-units in
+        flight, as ``((coefficient, term), ...)`` in MiB / ``combine.BAND_SCALE``: the slot fits iff its
+        value is ``<= vpp * capacity_units``. ``band`` (None: the tables' own setting): with the stage's
+        uncertainty band (``cost/memory.py`` ``band_parts``: its MoE layers widen it), else without."""
         row = self.row(pp, vpp, split, rc)
         slot = row.slots[index]
+        static, activation, exact = (combine.LinearForm.of(part) for part in self.fixed_memory_parts(row, slot))
         first = combine.LinearForm.of([(1, "ma_first")]) if slot.first else 0
-        form = combine.scaled_stage_memory(combine.LinearForm.of(self.fixed_memory_form(row, slot)),
-                                           combine.LinearForm.of(self.activation_form(slot)), first, live, vpp)
+        parts = band_parts(self.workload, slot.moe > 0) if (self.band if band is None else band) else combine.NO_BAND
+        form = combine.banded_stage_memory(static, activation, exact, combine.LinearForm.of(self.activation_form(slot)),
+                                           first, live, vpp, parts)
         return tuple(form.pairs())
 
     def live_units(self, row: PipelineRow, slot: Slot, m: int) -> int:
@@ -530,19 +549,23 @@ class CostTables:
             return total
 
         v = row.vpp
-        costs, fits, peak = [], True, 0.0
+        costs, peak, excess = [], 0.0, None
         for index, (slot, t_form, c_form, g_form, p_form, o_form, _, _, f_form) in enumerate(slots):
             costs.append(combine.StageCost(tau=form_value(t_form), compute=form_value(c_form),
                                            grad=form_value(g_form), param=form_value(p_form),
                                            optimizer=form_value(o_form), fsdp=form_value(f_form),
                                            multiplicity=slot.multiplicity))
-            scaled = form_value(self.memory_form(row.pp, v, row.split, row.rc, index, self.live_units(row, slot, m)))
-            fits = fits and scaled <= v * self.capacity_mib
-            peak = max(peak, scaled / v)
+            live = self.live_units(row, slot, m)
+            checked = form_value(self.memory_form(row.pp, v, row.split, row.rc, index, live))
+            over = ceil_div(checked - v * self.capacity_units, v)
+            excess = over if excess is None else max(excess, over)
+            unbanded = checked if not self.band else form_value(
+                self.memory_form(row.pp, v, row.split, row.rc, index, live, False))
+            peak = max(peak, unbanded / (v * combine.BAND_SCALE))
         step, pipeline = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us,
                                       fsdp_overlap=self.fsdp_overlap_pct)
         slowest = max(costs, key=lambda c: c.tau)
-        return Canonical(step_us=step, fits=fits, peak_mib=peak,
+        return Canonical(step_us=step, fits=excess <= 0, peak_mib=peak, excess=excess,
                          parts=(pipeline, slowest.tau, slowest.compute, max(c.optimizer for c in costs)))
 
 
@@ -550,8 +573,9 @@ class CostTables:
 class Canonical:
     step_us: int
     fits: bool
-    peak_mib: float
+    peak_mib: float  # the highest stage's predicted memory (without its band)
     parts: tuple[int, ...] = ()  # pipeline, slowest stage's tau and compute, optimizer (us): plan identity
+    excess: int = 0  # the worst stage's overflow (band included with ``band``), MiB / combine.BAND_SCALE
 
 
 ceil_div = combine.INTEGER.ceil_div

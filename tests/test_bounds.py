@@ -100,10 +100,9 @@ INFEASIBLE = [
 
 @pytest.mark.parametrize("model,gpus,gpu,seq,gbs,fixed", INFEASIBLE, ids=[f"{c[0]}-{c[1]}" for c in INFEASIBLE])
 def test_overflow_bounds_and_closest_layouts_match_the_oracle(model, gpus, gpu, seq, gbs, fixed):
-    """``configs(excess=True)`` never exceeds a layout's overflow (``ceil(peak - capacity)`` MiB, what
+    """``configs(excess=True)`` never exceeds a layout's overflow (``Canonical.excess``, what
     ``memory="excess"`` minimises), and ``explain.closest_points`` returns the oracle's smallest
     overflows (layouts may differ among ties)."""
-    import math
     import time
 
     from megasolve.solver.bounds import GROUP_AXES
@@ -117,13 +116,13 @@ def test_overflow_bounds_and_closest_layouts_match_the_oracle(model, gpus, gpu, 
     for point in legal_points(space):
         cost = tables.evaluate(point)
         assert not cost.fits
-        overflow = max(0, math.ceil(cost.peak_mib - tables.capacity_mib - 1e-9))
+        overflow = max(0, cost.excess)
         key = tuple(point[a] for a in GROUP_AXES)
         assert key in lows and lows[key] <= overflow, (point, lows.get(key), overflow)
         overflows.append(overflow)
     assert overflows
     closest = closest_points(space, tables, 3, time.perf_counter() + 60)
-    got = [max(0, math.ceil(tables.evaluate(p).peak_mib - tables.capacity_mib - 1e-9)) for p in closest]
+    got = [max(0, tables.evaluate(p).excess) for p in closest]
     assert got == sorted(overflows)[:3]
 
 
