@@ -229,6 +229,12 @@ def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
               Setting("moe_grouped_gemm", True, "kernels")]
         if workload.moe_dispatcher == "flex":
             s.append(Setting("moe_flex_dispatcher_backend", "deepep", "kernels"))
+        if workload.moe_expert_capacity_factor is not None:  # token dropping (TC L686-705)
+            s += [Setting("moe_expert_capacity_factor", workload.moe_expert_capacity_factor, "kernels"),
+                  Setting("moe_pad_expert_input_to_capacity", workload.moe_pad_expert_input_to_capacity, "kernels"),
+                  Setting("moe_token_drop_policy", workload.moe_token_drop_policy, "kernels")]
+        if workload.moe_router_padding_for_fp8:  # TC L594-596
+            s.append(Setting("moe_router_padding_for_fp8", True, "kernels"))
     return s
 
 

@@ -70,7 +70,8 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
 # Workload fields set by the training recipe rather than the layout (shared by estimate, solve, whatif)
 RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16",
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
-                  "dp_comm_overlap")
+                  "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
+                  "moe_token_drop_policy", "moe_router_padding_for_fp8")
 
 
 def recipe_options(func: F) -> F:
@@ -102,6 +103,20 @@ def recipe_options(func: F) -> F:
                           "--overlap-moe-expert-parallel-comm: ep > 1, --vpp > 1 when --pp > 1, no full recompute)."),
         click.option("--moe-shared-expert-overlap", "moe_shared_expert_overlap", is_flag=True,
                      help="Run shared experts during the token dispatch (Megatron --moe-shared-expert-overlap)."),
+        # MoE token dropping and padding (cost/moe_routing.py)
+        click.option("--moe-expert-capacity-factor", "moe_expert_capacity_factor", type=float, default=None,
+                     help="Expert capacity = ceil(tokens*k/E * factor); tokens over it are dropped (Megatron "
+                          "--moe-expert-capacity-factor). Default: dropless."),
+        click.option("--moe-pad-expert-input-to-capacity", "moe_pad_expert_input_to_capacity", is_flag=True,
+                     help="Pad every expert's input to its capacity (memory and FLOPs of capacity x E rows; "
+                          "needs --moe-expert-capacity-factor, not with the flex dispatcher)."),
+        click.option("--moe-token-drop-policy", "moe_token_drop_policy", type=click.Choice(["probs", "position"]),
+                     default="probs", show_default=True,
+                     help="Which tokens over capacity go: lowest probability or last position (exported; the "
+                          "costs are the same)."),
+        click.option("--moe-router-padding-for-fp8", "moe_router_padding_for_fp8", is_flag=True,
+                     help="Round each expert's token count up to the FP8 alignment (16, MXFP8 32) in the router "
+                          "instead of padding inside the grouped GEMM (needs --precision fp8)."),
         click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
                      help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
                           "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from megasolve.cost.calibration import calibration
 from megasolve.cost.memory import ActivationShape
+from megasolve.cost.moe_routing import routed_rows
 from megasolve.models.layout import Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.gpus import GpuSpec
@@ -140,7 +141,9 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
         m = spec.moe
         shared_share = m.shared_expert_ffn_hidden_size / (m.expert_ffn_hidden_size * m.top_k
                                                            + m.shared_expert_ffn_hidden_size)
-        gemm, expert = lin + mlp_total * shared_share, mlp_total * (1 - shared_share)
+        # routed rows: token dropping, padding to capacity, FP8 alignment padding (cost/moe_routing.py)
+        rows = routed_rows(spec, workload, T / shape.sigma)
+        gemm, expert = lin + mlp_total * shared_share, mlp_total * (1 - shared_share) * rows.gemm
         gemm += 6.0 * T * spec.hidden_size * m.num_experts / shape.sigma  # router GEMM (not in MFU)
     else:
         gemm, expert = lin + mlp_total, 0.0
@@ -165,7 +168,8 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     elementwise = passes / 3 * per_token_bytes * T / shape.sigma + scores_bytes * (4 / 3 if recompute == "full"
                                                                                    else 1.0)
     if moe:
-        elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.hidden_size
+        elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.hidden_size \
+            * rows.dispatch
     return LayerWork(gemm, expert, core, elementwise)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
+from megasolve.cost.moe_routing import routed_rows
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, StageParams, embedding_params, output_params, stage_layer_ids,
                                      stage_params)
@@ -348,7 +349,8 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
         terms["act_output"] = a * T * F
         return terms
     m = spec.moe
-    routed_tokens = (T / sigma) * m.top_k * shape.etp
+    # capacity dropping / padding and the FP8 alignment padding (cost/moe_routing.py)
+    routed_tokens = (T / sigma) * m.top_k * shape.etp * routed_rows(spec, workload, T / sigma).gemm
     F_m, F_s = m.expert_ffn_hidden_size / shape.etp, m.shared_expert_ffn_hidden_size / t
     terms["mlp_norm_output"] = a * T * h / sigma
     terms["router"] = (14 * m.num_experts + 20 * m.top_k) * T / sigma
@@ -431,7 +433,8 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
     ``[T*k, h]`` buffers); ``calibration: moe_dispatch_buffers`` copies of the routed tokens."""
     if not spec.is_moe:
         return 0.0
-    routed_tokens = (shape.tokens(workload) / shape.sigma) * spec.moe.top_k * shape.etp
+    router_tokens = shape.tokens(workload) / shape.sigma
+    routed_tokens = router_tokens * spec.moe.top_k * shape.etp * routed_rows(spec, workload, router_tokens).dispatch
     return calibration()["memory"]["moe_dispatch_buffers"] * BF16 * routed_tokens * spec.hidden_size
 
 

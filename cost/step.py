@@ -19,6 +19,7 @@ from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_wor
                                     model_flops_per_sequence, weight_stream_bytes, work_time_s)
 from megasolve.cost.memory import (ActivationShape, layer_activation_bytes, offloaded_activation_bytes,
                                    recomputed_layers)
+from megasolve.cost.moe_routing import routed_rows
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import RankParams, stage_layer_ids, stage_params
 from megasolve.models.spec import ModelSpec
@@ -187,7 +188,8 @@ def ep_traffic_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: A
         return 0.0
     m = spec.moe
     local_tokens = shape.tokens(workload) / shape.sigma
-    routed = local_tokens * m.top_k
+    # rows the all-to-all moves: token dropping / padding to capacity / router padding (cost/moe_routing.py)
+    routed = local_tokens * m.top_k * routed_rows(spec, workload, local_tokens).dispatch
     per_copy = BF16 * spec.hidden_size + 4
     a2a_count = 4 + (2 if recompute == "full" else 0)
     seconds = 0.0

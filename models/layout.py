@@ -39,6 +39,7 @@ FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
 # flex dispatcher (DeepEP / HybridEP: one copy per remote NVLink domain, TC L891-898) or allgather
 # (every rank gathers all tokens of the EP group, ``token_dispatcher.py::MoEAllGatherTokenDispatcher``)
 MOE_DISPATCHERS = ("alltoall", "flex", "allgather")
+MOE_TOKEN_DROP_POLICIES = ("probs", "position")  # TC L699-704
 
 
 def _check_choice(field: str, value: object, choices: tuple[str, ...]) -> None:
@@ -185,6 +186,13 @@ class Workload:
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None
+    # MoE token dropping and padding (TC L686-705, L589-596; memory and FLOPs: cost/moe_routing.py):
+    # ``--moe-expert-capacity-factor`` (None: dropless), ``--moe-pad-expert-input-to-capacity``,
+    # ``--moe-token-drop-policy`` and ``--moe-router-padding-for-fp8`` (alias of -for-quantization)
+    moe_expert_capacity_factor: float | None = None
+    moe_pad_expert_input_to_capacity: bool = False
+    moe_token_drop_policy: str = "probs"
+    moe_router_padding_for_fp8: bool = False
 
     def __post_init__(self) -> None:
         _check_positive("--seq-len", self.seq_length)
@@ -216,12 +224,36 @@ class Workload:
                                       " (TC L3039-3041)",
                                  fix="drop one of --moe-ep-overlap / --moe-shared-expert-overlap")
         _check_choice("--cross-entropy", self.cross_entropy, CROSS_ENTROPY_KINDS)
+        self._check_moe_capacity()
         if not 0.0 <= self.hidden_dropout < 1.0:
             raise MegasolveError(field="hidden_dropout", value=self.hidden_dropout,
                                  rule="must be in [0, 1)", fix="use 0 (LLM recipes) or 0.1")
         if self.tokens is not None and not self.tokens > 0:
             raise MegasolveError(field="--tokens", value=self.tokens, rule="must be > 0",
                                  fix="e.g. --tokens 1e12")
+
+    def _check_moe_capacity(self) -> None:
+        """Megatron-Core's rules for token dropping and padding (TC = transformer_config.py, 0.16.1)."""
+        _check_choice("--moe-token-drop-policy", self.moe_token_drop_policy, MOE_TOKEN_DROP_POLICIES)
+        factor = self.moe_expert_capacity_factor
+        if factor is not None and not factor > 0:  # TC L1105-1107 turns a negative factor into None
+            raise MegasolveError(field="--moe-expert-capacity-factor", value=factor, rule="must be > 0",
+                                 fix="e.g. 1.0 or 1.25; leave it out for dropless MoE")
+        if self.moe_pad_expert_input_to_capacity and factor is None:
+            raise MegasolveError(field="--moe-pad-expert-input-to-capacity", value=True,
+                                 rule="needs --moe-expert-capacity-factor (TC L1131-1134)",
+                                 fix="add --moe-expert-capacity-factor 1.0 or drop the padding")
+        if self.moe_pad_expert_input_to_capacity and self.moe_dispatcher == "flex":
+            raise MegasolveError(field="--moe-pad-expert-input-to-capacity", value=True,
+                                 rule="the flex dispatcher with DeepEP does not support it (TC L1074-1081)",
+                                 fix="use --moe-dispatcher alltoall or allgather")
+        if self.moe_router_padding_for_fp8 and self.precision != "fp8":
+            raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
+                                 rule="needs FP8 training (TC L1621-1625)", fix="add --precision fp8")
+        if self.moe_router_padding_for_fp8 and self.moe_dispatcher == "allgather":
+            raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
+                                 rule="the allgather dispatcher does not support it (TC L1627-1631)",
+                                 fix="use --moe-dispatcher alltoall or flex")
 
     @property
     def param_bytes(self) -> int:

@@ -67,7 +67,12 @@ class LayoutReport:
                          "moe_ep_overlap": self.workload.moe_ep_overlap if self.spec.is_moe else None,
                          "moe_shared_expert_overlap":
                              self.workload.moe_shared_expert_overlap if self.spec.is_moe else None,
-                         "dp_comm_overlap": self.workload.dp_comm_overlap},
+                         "dp_comm_overlap": self.workload.dp_comm_overlap,
+                         **({"moe_expert_capacity_factor": self.workload.moe_expert_capacity_factor,
+                             "moe_pad_expert_input_to_capacity": self.workload.moe_pad_expert_input_to_capacity,
+                             "moe_token_drop_policy": self.workload.moe_token_drop_policy,
+                             "moe_router_padding_for_fp8": self.workload.moe_router_padding_for_fp8}
+                            if self.spec.is_moe else {})},
             "layout": self.layout_dict(),
             "feasible": self.feasible,
             "violations": violations_out,
