@@ -11,6 +11,7 @@ Notation: ``T = s*b/c`` tokens per CP rank, ``sigma = t`` with sequence parallel
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from megasolve.cost import combine
@@ -540,6 +541,68 @@ def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload
     return total
 
 
+# ---------------------------------------------------------------------------- DeepEP buffers
+# The flex dispatcher with DeepEP (Megatron-Core ``transformer/moe/fused_a2a.py::get_buffer`` L33-66) allocates
+# one ``deep_ep.Buffer`` per process for the expert group (``tp_ep_group``: EP x expert-TP ranks), sized
+# by the larger of DeepEP's dispatch and combine configs for that group size: ``num_nvl_bytes`` (NVLink
+# buffer, ``cudaMalloc`` + IPC) and ``num_rdma_bytes`` (NVSHMEM symmetric heap, only when the group
+# spans more than ``NUM_MAX_NVL_PEERS = 8`` ranks). Both live outside PyTorch's caching allocator for the
+# whole run: counted with the memory outside it (``StageMemory.other_bytes``) on stages with MoE layers.
+# Sizes: DeepEP ``csrc/config.hpp`` ``Config::get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint``
+# (deepseek-ai/DeepEP @030cdf0a), configs ``deep_ep/buffer.py`` ``get_dispatch_config`` /
+# ``get_combine_config`` (@04b06f7a), ``num_sms`` = Megatron's ``moe_deepep_num_sms`` (TC L722, 20;
+# ``token_dispatcher.py`` L1153), hidden bytes ``h * max(element size, 2)`` (``fused_a2a.py::get_hidden_bytes``
+# L21-30: bf16 tokens, 2h).
+DEEPEP_NUM_SMS = 20
+DEEPEP_NUM_MAX_NVL_PEERS = 8
+DEEPEP_MAX_TOPK = 128  # kNumMaxTopK
+DEEPEP_MAX_SCALES = 128  # kNumMaxScales
+DEEPEP_SOURCE_META_BYTES = 8  # internode::SourceMeta: two ints
+# group size -> (NVL recv chunk tokens, RDMA recv chunk tokens); the dispatch and combine configs of
+# buffer.py share these for every size (they differ in the send chunks, which do not size the buffers)
+DEEPEP_RECV_CHUNKS = {2: (256, 128), 4: (256, 128), 8: (256, 128), 16: (288, 128), 24: (288, 128),
+                      32: (288, 128), 64: (288, 128), 128: (560, 128), 144: (720, 128), 160: (720, 128)}
+
+
+def deepep_buffer_bytes(spec: ModelSpec, group_size: int) -> float:
+    """``num_nvl_bytes + num_rdma_bytes`` of the DeepEP buffer for an expert group of ``group_size``
+    ranks (0 for a group of one: nothing to dispatch to). A size DeepEP has no config for is sized with
+    the next larger one (DeepEP itself asserts on it).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec = load_preset("deepseek-v3")  # h = 7168
+    >>> round(deepep_buffer_bytes(spec, 8) / 2**20, 1)  # NVL only: 10 channels x 8 ranks x 256 tokens x 16,392 B
+    320.2
+    >>> round(deepep_buffer_bytes(spec, 64) / 2**20, 1)  # + RDMA over 8 nodes
+    681.7
+    """
+    if group_size <= 1:
+        return 0.0
+    size = min((k for k in DEEPEP_RECV_CHUNKS if k >= group_size), default=max(DEEPEP_RECV_CHUNKS))
+    nvl_recv, rdma_recv = DEEPEP_RECV_CHUNKS[size]
+    hidden_bytes = spec.hidden_size * BF16
+    channels = DEEPEP_NUM_SMS // 2
+    rdma_ranks = max(group_size // DEEPEP_NUM_MAX_NVL_PEERS, 1)
+    nvl_ranks = min(group_size, DEEPEP_NUM_MAX_NVL_PEERS)
+    per_token = hidden_bytes + DEEPEP_SOURCE_META_BYTES + DEEPEP_MAX_TOPK * (8 + 4) + DEEPEP_MAX_SCALES * 4
+    nvl = channels * nvl_ranks * (2 * rdma_ranks + 3) * 4 + channels * nvl_ranks * nvl_recv * per_token
+    nvl = math.ceil(nvl / 128) * 128
+    rdma = 0
+    if group_size > DEEPEP_NUM_MAX_NVL_PEERS:  # each chunk x 2 (send and receive halves), + an int4 per token
+        rdma = channels * rdma_ranks * (DEEPEP_NUM_MAX_NVL_PEERS * 2 + 2) * 2 * 4 \
+            + channels * rdma_ranks * rdma_recv * 2 * (per_token + 16) + 2**20  # "add a large number to be safe"
+        rdma = math.ceil(rdma / 128) * 128
+    return float(nvl + rdma)
+
+
+def comm_buffer_bytes(spec: ModelSpec, workload: Workload, ep: int, etp: int) -> float:
+    """Communication buffers outside the caching allocator on a stage with MoE layers: DeepEP's with
+    the flex dispatcher (``deepep_buffer_bytes`` of the ``ep x etp`` group), else none."""
+    if not spec.is_moe or workload.moe_dispatcher != "flex":
+        return 0.0
+    return deepep_buffer_bytes(spec, ep * etp)
+
+
 # ---------------------------------------------------------------------------- uncertainty
 # The +/- band of a stage's predicted peak allocated bytes, as fractions of its parts, in parts per
 # ``combine.BAND_SCALE`` (200: integers, so that the solver's integer engines carry the band exactly).
@@ -711,6 +774,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
                            if layer_kind == "selective" else 0.0 for moe in kinds}
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
     reserve = other_bytes(cluster)
+    comm_buffers = comm_buffer_bytes(spec, workload, layout.ep, layout.etp)
     allocator_fixed = fixed_allocation_bytes(spec, cluster, workload, shape)
     fp8_bytes = fp8_weight_bytes_per_param(cluster.gpu.name, workload.fp8_recipe)
     out = []
@@ -727,6 +791,9 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         if any(spec.is_moe_layer(i) for i in layer_ids):
             transient += moe_dispatch_transient_bytes(spec, workload, shape)
         stage = params.stage
+        # DeepEP's buffer exists on ranks whose stage has MoE layers (its MTP block's included)
+        comm_stage = any(spec.is_moe_layer(i) for i in layer_ids) or (
+            params.has_mtp and spec.is_moe_layer(spec.num_layers - 1))
         live = round(inflight_microbatches(layout.pp, layout.vpp, m, stage) * layout.vpp)  # chunk-units
         fixed = offloaded.in_transit + transient
         if params.has_output:
@@ -749,6 +816,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,
                                optimizer_bytes=static.optimizer, activations_bytes=activations,
-                               other_bytes=reserve, fixed_bytes=allocator_fixed,
+                               other_bytes=reserve + (comm_buffers if comm_stage else 0.0),
+                               fixed_bytes=allocator_fixed,
                                moe=any(spec.is_moe_layer(i) for i in layer_ids)))
     return out

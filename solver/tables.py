@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
-from megasolve.cost.memory import (ActivationShape, band_parts, first_stage_extra_bytes, fixed_allocation_bytes,
+from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, first_stage_extra_bytes,
+                                   fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
@@ -209,6 +210,8 @@ class CostTables:
 
         # ---- memory outside the caching allocator (MiB): a constant of the cluster
         add("other", (), lambda: self.other_mib)
+        if spec.is_moe:  # DeepEP's buffers on stages with MoE layers (flex dispatcher), outside the allocator too
+            add("other_comm", ("ep", "etp"), lambda ep, etp: quantise_bytes(comm_buffer_bytes(spec, wl, ep, etp)))
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
@@ -488,6 +491,8 @@ class CostTables:
                 activation.append((1, "ma_mtp"))
         # workspaces and persistent buffers inside the allocator (every stage), memory outside it
         exact = [(1, "ma_fixed"), (1, "other")]
+        if slot.moe or (slot.mtp and self.mtp_moe):
+            exact.append((1, "other_comm"))
         return static, activation, exact
 
     def fixed_memory_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:

@@ -4,6 +4,7 @@ FLOPs and the all-to-all volume follow the rows Megatron-Core moves, the flags a
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -100,3 +101,28 @@ def test_flags_reach_the_estimate_and_the_megatron_export(capsys):
     out = capsys.readouterr().out
     assert "--moe-expert-capacity-factor 1.25" in out and "--moe-pad-expert-input-to-capacity" in out
     assert "--moe-token-drop-policy probs" in out
+
+
+def test_deepep_buffers_sit_outside_the_allocator_on_moe_stages_only():
+    """DeepEP's NVL (+ RDMA beyond 8 ranks) buffers, hand-checked from DeepEP's size hints: 10 channels x
+    8 NVL ranks x 256 (288) recv tokens x (2h + 8 + 128*12 + 128*4) B, plus for 64 ranks the RDMA half."""
+    from megasolve.cost.memory import deepep_buffer_bytes, stage_memory
+    from megasolve.models.layout import Layout
+    from megasolve.topology import Cluster
+
+    spec = load_preset("deepseek-v3")
+    per_token = 2 * 7168 + 8 + 128 * 12 + 128 * 4
+    assert deepep_buffer_bytes(spec, 8) == math.ceil((10 * 8 * 5 * 4 + 10 * 8 * 256 * per_token) / 128) * 128
+    nvl64 = math.ceil((10 * 8 * 19 * 4 + 10 * 8 * 288 * per_token) / 128) * 128
+    rdma64 = math.ceil((10 * 8 * 18 * 2 * 4 + 10 * 8 * 128 * 2 * (per_token + 16) + 2**20) / 128) * 128
+    assert deepep_buffer_bytes(spec, 64) == nvl64 + rdma64
+    assert deepep_buffer_bytes(spec, 1) == 0
+    cluster = Cluster.from_flags(num_gpus=256, gpu="h100")
+    layout = Layout(tp=1, pp=16, ep=16, dp=16, mbs=1, first_stage_layers=1)
+    flex = stage_memory(spec, cluster, Workload(seq_length=4096, global_batch_size=1024), layout)
+    a2a = stage_memory(spec, cluster, Workload(seq_length=4096, global_batch_size=1024, moe_dispatcher="alltoall"),
+                       layout)
+    for f, a in zip(flex, a2a):
+        assert f.allocated_bytes == a.allocated_bytes  # not in torch.cuda.max_memory_allocated
+        extra = deepep_buffer_bytes(spec, 16) if f.moe or f.stage == 15 else 0.0
+        assert f.other_bytes - a.other_bytes == pytest.approx(extra)
