@@ -73,7 +73,8 @@ BASE = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=8, num_que
             moe_shared_expert_intermediate_size=None, moe_token_dispatcher_type="alltoall",
             multi_latent_attention=False, q_lora_rank=None, kv_lora_rank=None, qk_head_dim=None,
             qk_pos_emb_head_dim=None, v_head_dim=None, mtp_num_layers=None, cross_entropy_loss_fusion=False,
-            recompute_granularity=None, recompute_modules=None, moe_aux_loss_coeff=0.0, sequence_parallel=False)
+            recompute_granularity=None, recompute_modules=None, moe_aux_loss_coeff=0.0, sequence_parallel=False,
+            moe_router_load_balancing_type="aux_loss", moe_z_loss_coeff=None)
 
 
 def _case(name: str, **overrides) -> dict:
@@ -109,6 +110,14 @@ CASES = [
     _case("moe-alltoall-auxloss", **MOE, moe_aux_loss_coeff=0.01),
     _case("dense-gqa-full-recompute", recompute_granularity="full"),
     _case("dense-gqa-selective-core-attn", recompute_granularity="selective", recompute_modules=["core_attn"]),
+    # issue 14, the MoE + MLA + MTP gap: the router's loss state and a small model of that kind as a whole
+    _case("moe-alltoall-zloss", **MOE, moe_z_loss_coeff=0.001),
+    _case("moe-alltoall-seqauxloss", **MOE, moe_router_load_balancing_type="seq_aux_loss", moe_aux_loss_coeff=0.01),
+    _case("gap-mla-moe32-mtp1", **MLA, **dict(MOE, num_moe_experts=32, moe_router_topk=4),
+          moe_shared_expert_intermediate_size=128, mtp_num_layers=1, moe_aux_loss_coeff=0.01),
+    _case("gap-mla-moe32-mtp1-allgather", **MLA, **dict(MOE, num_moe_experts=32, moe_router_topk=4),
+          moe_shared_expert_intermediate_size=128, mtp_num_layers=1, moe_aux_loss_coeff=0.01,
+          moe_token_dispatcher_type="allgather"),
 ]
 
 
@@ -265,7 +274,8 @@ def make_config(torch, c: dict, num_layers: int):
                   moe_ffn_hidden_size=c["moe_ffn_hidden_size"],
                   moe_shared_expert_intermediate_size=c["moe_shared_expert_intermediate_size"],
                   moe_token_dispatcher_type=c["moe_token_dispatcher_type"], moe_grouped_gemm=False,
-                  moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=c["moe_aux_loss_coeff"],
+                  moe_router_load_balancing_type=c["moe_router_load_balancing_type"],
+                  moe_aux_loss_coeff=c["moe_aux_loss_coeff"], moe_z_loss_coeff=c["moe_z_loss_coeff"],
                   moe_permute_fusion=False, moe_router_dtype="fp32")
     if c["mtp_num_layers"]:
         kw.update(mtp_num_layers=c["mtp_num_layers"], mtp_loss_scaling_factor=0.1)

@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, last_stage_extra_bytes,
-                                   layer_activation_bytes, mtp_activation_bytes)
+                                   layer_activation_bytes, moe_dispatch_transient_bytes, mtp_activation_bytes)
 from megasolve.models.layout import Workload
 from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
 
@@ -117,6 +117,11 @@ def local_spec_delta_bytes(c: dict) -> float:
             delta -= 4 * T / sigma * c["num_moe_experts"]
         else:  # and leaves out its small tensors: tokens per expert (int64) and two fp32 loss values
             delta += 8 * c["num_moe_experts"] + 8
+            if c.get("moe_router_load_balancing_type") == "seq_aux_loss":  # per-sequence counts, 8 B per expert
+                delta += 8 * c["num_moe_experts"]
+        if c.get("moe_z_loss_coeff"):  # z-loss (router.py::apply_z_loss, moe_utils.py::z_loss_func): the fp32
+            # [T, E] router logits and their [T] logsumexp kept by torch.logsumexp, and the loss value
+            delta += (4 * c["num_moe_experts"] + 4) * T / sigma + 8
     elif c["swiglu"]:
         delta += 4 * T * c["ffn_hidden_size"] / tp
     if c["recompute_granularity"] == "selective":
@@ -169,6 +174,12 @@ def test_model_extras_equal_final_norm_logits_loss_and_mtp(name):
 # attention with selective) is larger than the logits gradient.
 BACKWARD_PEAK_ELSEWHERE = {"dense-gqa-fused-ce", "dense-gqa-mbs1", "dense-gqa-tp2", "moe-alltoall-tp2-sp"}
 RECOMPUTE_CASES = {"dense-gqa-full-recompute", "dense-gqa-selective-core-attn"}
+# Issue 14's MoE + MLA + MTP gap, traced (32 experts, top-4, shared expert, MTP 1): the backward peak is
+# the backward of one MoE layer (its routed rows' gradients: 1,024 rows here), not the logits gradient,
+# and it is 2.36x what the formula holds for it (moe_dispatch_transient_bytes + the logits gradient):
+# 3.70 MB against 1.57 MB on a 6.24 MB layer. Not in the formula yet (the CPU runs the local
+# SequentialMLP, whose per-expert backward need not equal TE's grouped GEMM): docs/memory-audit.md.
+MOE_BACKWARD_GAP = {"gap-mla-moe32-mtp1": (2.3, 2.4), "gap-mla-moe32-mtp1-allgather": (2.3, 2.4)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -180,7 +191,12 @@ def test_backward_peak_is_the_bf16_logits_gradient(name):
     c = case["config"]
     T = c["seq_length"] * c["micro_batch_size"]
     logits_grad = 2 * T * c["vocab_size"] / c["tp"] + 4
-    if name in RECOMPUTE_CASES:  # at most the whole layer comes back, next to the logits gradient
+    if name in MOE_BACKWARD_GAP:
+        c_, spec, workload, shape = inputs(case)
+        held = moe_dispatch_transient_bytes(spec, workload, shape) + 2 * T * c["vocab_size"] / c["tp"]
+        low, high = MOE_BACKWARD_GAP[name]
+        assert low * held < case["backward_peak_bytes"][0] < high * held
+    elif name in RECOMPUTE_CASES:  # at most the whole layer comes back, next to the logits gradient
         assert logits_grad < case["backward_peak_bytes"][0] <= logits_grad + CASES["dense-gqa"]["layer_bytes"]
     elif name in BACKWARD_PEAK_ELSEWHERE:
         assert case["backward_peak_bytes"][0] > logits_grad
