@@ -240,7 +240,16 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
         render.note(resolved.note)
     cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
-    return resolved, cluster, build_workload(**workload)
+    built = build_workload(**workload)
+    if not resolved.spec.is_moe:  # token dropping / padding knobs mean nothing without experts: say so
+        for flag, value, default in (("--moe-expert-capacity-factor", built.moe_expert_capacity_factor, None),
+                                     ("--moe-pad-expert-input-to-capacity", built.moe_pad_expert_input_to_capacity,
+                                      False),
+                                     ("--moe-router-padding-for-fp8", built.moe_router_padding_for_fp8, False)):
+            if value != default:
+                raise MegasolveError(field=flag, value=value, rule=f"{resolved.spec.name} has no MoE layers",
+                                     fix=f"drop {flag} or pick an MoE model")
+    return resolved, cluster, built
 
 
 def load_model(ref: str) -> ResolvedModel:

@@ -126,3 +126,11 @@ def test_deepep_buffers_sit_outside_the_allocator_on_moe_stages_only():
         assert f.allocated_bytes == a.allocated_bytes  # not in torch.cuda.max_memory_allocated
         extra = deepep_buffer_bytes(spec, 16) if f.moe or f.stage == 15 else 0.0
         assert f.other_bytes - a.other_bytes == pytest.approx(extra)
+
+
+def test_dropping_knobs_on_a_dense_model_are_an_error_not_ignored(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--moe-expert-capacity-factor", "1.0"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == ("error: --moe-expert-capacity-factor=1.0: llama-3.1-8b has no MoE "
+                                               "layers; fix: drop --moe-expert-capacity-factor or pick an MoE model")
