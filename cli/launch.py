@@ -24,6 +24,7 @@ Sources (``Megatron-LM`` = NVIDIA/Megatron-LM @ d98e8a64, 2026-08-22; ``ARG`` = 
 from __future__ import annotations
 
 from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
+from megasolve.cost.step import cp_comm_type
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_counts
 from megasolve.models.spec import ModelSpec
@@ -118,8 +119,8 @@ def attention_settings(spec: ModelSpec, layout: Layout) -> list[Setting]:
         s.append(("rotary_percent", spec.rotary_percent))
     if spec.qk_l2_norm:
         s.append(("qk_l2_norm", True))
-    if spec.window_size is not None and layout.cp > 1:
-        s.append(("cp_comm_type", "all_gather"))
+    if layout.cp > 1 and cp_comm_type(spec) != "p2p":  # the type the cost model prices (cost/step.py)
+        s.append(("cp_comm_type", cp_comm_type(spec)))
     return [Setting(name, value, "model") for name, value in s]
 
 

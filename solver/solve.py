@@ -21,7 +21,7 @@ from megasolve.solver.api import LayoutReport, estimate, layout_dict
 from megasolve.solver.exhaustive import Ranked, point_key, solve_exhaustive
 from megasolve.solver.feasibility import SearchRules
 from megasolve.solver.plans import group_plans
-from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
+from megasolve.solver.space import AXES, SearchSpace, point_layout
 from megasolve.solver.tables import CostTables
 from megasolve.topology.cluster import Cluster
 
