@@ -80,7 +80,7 @@ MEGATRON_DEST = {
     "virtual_pipeline_model_parallel_size": "num_virtual_stages_per_pipeline_rank",
     "fp8": "fp8_format",
     "average_in_collective": "ddp_average_in_collective",
-    "pipeline_model_parallel_layout": None,  # reset: no flag given means no layout
+    # --pipeline-model-parallel-layout STRING (ARG; TC L1307-1357); no flag (None) means no layout
     "cpu_offloading": None,  # ARG L1950: --cpu-offloading-num-layers > 0 switches it on
     "cpu_offloading_weights": None,  # activations only is Megatron-LM's default
 }

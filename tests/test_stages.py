@@ -122,3 +122,73 @@ def test_megatron_export_names_the_cp_comm_type_the_cost_model_prices():
     settings = {s.name: s.value for s in attention_settings(spec, Layout(cp=2))}
     assert settings["cp_comm_type"] == "all_gather"
     assert "cp_comm_type" not in {s.name for s in attention_settings(load_preset("llama-3.1-8b"), Layout(cp=2))}
+
+
+# ---------------------------------------------------------------------------- --pipeline-layout
+def test_layout_string_grammar_and_rules_follow_megatron():
+    """megatron-core 0.16.1 ``pipeline_parallel_layer_layout.py``: repetition, stage order (virtual stage
+    j is rank j % pp, chunk j // pp) and the validation rules, each a one-line error."""
+    from megasolve.models import MegasolveError
+    from megasolve.models.pipeline_layout import expand, parse
+
+    assert expand("Et*3|(tt|)*29,m|L")[:3] == ["Ettt", "tt", "tt"] and len(expand("Et*3|(tt|)*29,m|L")) == 32
+    parsed = parse("Ett|(tt|)*29,|tmL", pp=16, num_layers=61, mtp_num_layers=1)
+    ids = parsed.decoder_ids()
+    assert parsed.vpp == 2 and ids[0] == [[0, 1], [32, 33]] and ids[15] == [[30, 31], [60]]
+    bad = [("Ett|tL", 2, 4, 0, "decoder layers"), ("tE|tL", 2, 2, 0, "first layer must be E"),
+           ("Et|t|tL", 2, 3, 0, "not a multiple of pp"), ("Et|tx|L|t", 2, 3, 0, "unknown layer character"),
+           ("Et|tm|t|L", 2, 3, 1, "before MTP"), ("Et|t|m|mL", 2, 2, 2, "one virtual stage"),
+           ("Et|tm||L", 2, 2, 1, "only the last virtual stage"), ("EttL", 1, 2, 1, "MTP layers 'm'")]
+    for text, pp, layers_, mtp, words in bad:
+        with pytest.raises(MegasolveError, match=words):
+            parse(text, pp=pp, num_layers=layers_, mtp_num_layers=mtp)
+
+
+def test_estimate_costs_each_virtual_stage_from_the_layout_string():
+    """DeepSeek-V3 (61 layers + 1 MTP) on pp 16 x vpp 2 with 2 layers per virtual stage, the first
+    holding E + 2 and the last 1 + MTP + loss: stage 14 holds 2 layers, stage 15 3 (and MTP), the
+    rest 4; the memory and the tables' rows use the same lists."""
+    from megasolve.models.params import stage_layer_counts, stage_params
+    from megasolve.cost.memory import stage_memory
+
+    spec = load_preset("deepseek-v3")
+    layout = Layout(pp=16, vpp=2, ep=64, dp=64, pipeline_layout="Ett|(tt|)*29,|tmL")
+    assert stage_layer_counts(spec, layout) == [4] * 14 + [2, 3]
+    assert [len(s.layer_ids) for s in stage_layers(spec, layout)] == [4] * 14 + [2, 3]
+    params = stage_params(spec, layout)
+    assert params[15].has_mtp and params[0].has_embedding
+    memory = stage_memory(spec, Cluster.from_flags(num_gpus=1024, gpu="h100"), Workload(), layout)
+    assert memory[14].num_layers == 2 and memory[14].total_bytes < memory[13].total_bytes
+    # the same vpp Megatron infers; a conflicting one, a standalone MTP rank, or mixing with the split flags
+    from megasolve.models import MegasolveError
+
+    with pytest.raises(MegasolveError, match="conflicts with --pipeline-layout"):
+        stage_layer_counts(spec, Layout(pp=16, vpp=1, pipeline_layout="Ett|(tt|)*29,|tmL"))
+    with pytest.raises(MegasolveError, match="MTP on pipeline rank 14"):
+        stage_layer_counts(spec, Layout(pp=16, vpp=2, pipeline_layout="Et*3|(tt|)*29,m|L"))
+    with pytest.raises(MegasolveError, match="other pipeline layout arguments"):
+        Layout(pp=2, first_stage_layers=3, pipeline_layout="Ettt|tL")
+
+
+def test_estimate_cli_reads_the_layout_and_the_megatron_export_carries_it():
+    from click.testing import CliRunner
+
+    from megasolve.cli.main import cli
+
+    args = ["estimate", "-m", "llama-3.1-8b", "-n", "16", "-g", "h100", "--pp", "4",
+            "--pipeline-layout", "Et*6|t*8|t*9|t*9L"]
+    ok = CliRunner().invoke(cli, args + ["--format", "json"])
+    assert ok.exit_code in (0, 1), ok.output
+    import json
+
+    data = json.loads(ok.output[ok.output.index("{"):])
+    assert [s["layers"] for s in data["memory"]["stages"]] == [6, 8, 9, 9]
+    flags = CliRunner().invoke(cli, args + ["--format", "megatron"]).output
+    assert "--pipeline-model-parallel-layout 'Et*6|t*8|t*9|t*9L'" in flags
+    assert "--decoder-first-pipeline-num-layers" not in flags
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "from megasolve.cli.main import main; main()",
+                           *args[:-1], "Et*6|t*8|t*9|t*8L"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "31 decoder layers 't' but the model has 32" in proc.stderr
