@@ -38,6 +38,7 @@ Targets and the versions each output is written for:
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -255,6 +256,10 @@ def _value(fmt: str, value: object) -> str:
         return "[" + ",".join(str(v) for v in value) + "]"
     if isinstance(value, str) and value.startswith("("):  # moe_layer_freq list expression
         return _layer_freq_list(value, fmt)
+    if isinstance(value, str) and re.search(r"[^A-Za-z0-9_.\-]", value):
+        # e.g. a pipeline layout string "Et*3|(tt|)*29,m|L": a quoted string for Hydra / NeMo-Run, and
+        # shell-quoted so that | ( ) * reach them as written
+        return shlex.quote(json.dumps(value))
     return str(value)
 
 

@@ -186,6 +186,9 @@ def test_estimate_cli_reads_the_layout_and_the_megatron_export_carries_it():
     flags = CliRunner().invoke(cli, args + ["--format", "megatron"]).output
     assert "--pipeline-model-parallel-layout 'Et*6|t*8|t*9|t*9L'" in flags
     assert "--decoder-first-pipeline-num-layers" not in flags
+    # Hydra / NeMo-Run overrides: a quoted string, shell-quoted so that | and * survive the shell
+    bridge = CliRunner().invoke(cli, args + ["--format", "bridge"]).output
+    assert "model.pipeline_model_parallel_layout='\"Et*6|t*8|t*9|t*9L\"'" in bridge
     import subprocess
     import sys
 

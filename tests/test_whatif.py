@@ -183,3 +183,149 @@ def test_explain_repairs_use_the_require_rules():
     result = solve(spec, kind.at(bare.largest_not_fitting), workload, top_k=1, requires=rule, time_limit_s=120)
     assert result.status == "infeasible"
     assert any(f"use at least {ruled.num_gpus} x a100-40g" in r for r in result.repairs), result.repairs
+
+
+def test_an_impossible_batch_split_is_a_reason_not_an_error():
+    spec = load_preset("llama-3.1-8b")
+    reason = batch_split_reason(spec, Cluster.from_flags(num_gpus=32768, gpu="h100"),
+                                Workload(seq_length=4096, global_batch_size=1))
+    assert reason is not None and reason.startswith("--gbs=1: not divisible by any data-parallel size")
+    smallest_dp = int(re.search(r"a multiple of (\d+)", reason).group(1))
+    assert smallest_dp > 1 and 32768 % smallest_dp == 0
+    assert batch_split_reason(spec, Cluster.from_flags(num_gpus=64, gpu="h100"),
+                              Workload(seq_length=4096, global_batch_size=16)) is None
+
+
+def test_parallel_and_serial_sweeps_agree():
+    spec = load_preset("llama-3.1-8b")
+    runs = [whatif(spec, gpus=[4, 8], gpu="h100", global_batch_size=[32, 64], jobs=jobs, min_gpus=False)
+            for jobs in (1, 2)]
+    strip = [[{k: v for k, v in p.items() if k != "solve_s"} for p in r.as_dict()["points"]] for r in runs]
+    assert strip[0] == strip[1]
+    assert [(p.scenario.global_batch_size, p.scenario.num_gpus) for p in runs[1].points] == \
+        [(32, 4), (32, 8), (64, 4), (64, 8)]
+
+
+# ---------------------------------------------------------------------------- JSON contract
+POINT_KEYS = {"cluster", "workload", "status", "reason", "layout", "memory", "time", "tokens_per_s", "runner_up",
+              "scaling_efficiency", "days_to_train", "gpu_hours", "cost", "solve_s"}
+
+
+def test_json_contract_per_point(dense_sweep):
+    data = json.loads(json.dumps(dense_sweep.as_dict()))
+    assert set(data) == {"model", "tokens", "gpu_hour_price", "points", "min_gpus", "search"}
+    estimate_shape = dense_sweep.points[1].best.as_dict()
+    for point in data["points"]:
+        assert set(point) == POINT_KEYS
+        assert set(point["cluster"]) == {"gpu", "num_gpus", "gpus_per_node", "nvlink_domain"}
+        assert set(point["workload"]) == {"seq_length", "global_batch_size", "precision", "attention"}
+        if point["status"] == "infeasible":
+            assert point["reason"] and point["layout"] is None and point["runner_up"] is None
+            continue
+        assert set(point["layout"]) == set(estimate_shape["layout"])
+        assert set(point["memory"]) == set(estimate_shape["memory"])
+        assert set(point["time"]) == set(estimate_shape["time"])
+        assert set(point["runner_up"]) == {"layout", "memory", "time", "slower_by"}
+        assert point["runner_up"]["slower_by"] >= 0
+        assert point["memory"]["peak_gb"] <= point["memory"]["capacity_gb"]
+    assert list(data["min_gpus"]) == ["h100/seq4096/gbs1024"]
+
+
+def test_cli_whatif_json_csv_and_errors(moe_sweep, tmp_path):
+    args = ["whatif", "-m", "llama-3.1-8b", "-g", "h100", "-n", "8", "--gbs", "64", "--no-min-gpus", "-j", "1"]
+    result = CliRunner().invoke(cli, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [set(p) for p in data["points"]] == [POINT_KEYS] and data["min_gpus"] == {}
+    result = CliRunner().invoke(cli, [*args, "--format", "csv"])
+    lines = result.output.splitlines()
+    assert lines[0].startswith("gpu,num_gpus,seq_length,global_batch_size,status,layout") and len(lines) == 2
+    for bad, field in ((["-n", "8..4"], "--gpus"), (["-g", "h100,nope"], "--gpu"),
+                       (["--gpu-hour-price", "2"], "--gpu-hour-price"), (["--plot", "x.jpg"], "--plot")):
+        proc = subprocess.run([sys.executable, "-c", "from megasolve.cli.main import main; main()", *args, *bad],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and field in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------- golden table and reports
+def test_whatif_table_golden(dense_sweep):
+    from rich.console import Console
+
+    from megasolve.cli.whatif_cmd import print_whatif
+
+    buffer = io.StringIO()
+    print_whatif(dense_sweep.as_dict(), Console(file=buffer, width=130, color_system=None, force_terminal=False))
+    check_golden("whatif_llama-3.1-8b_h100.txt", buffer.getvalue())
+
+
+def test_estimate_report_golden(tmp_path):
+    md, page = tmp_path / "plan.md", tmp_path / "plan.html"
+    args = ["estimate", "-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "4", "--pp", "4", "--cp", "2",
+            "--seq-len", "8192", "--gbs", "512"]
+    for path in (md, page):
+        result = CliRunner().invoke(cli, [*args, "--report", str(path)])
+        assert result.exit_code == 0, result.output
+    check_golden("estimate_llama-3.1-70b_report.md", md.read_text(encoding="utf-8"))
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "<style>" in text and "</html>" in text
+    assert "http" not in text.replace("http-equiv", "") and "<script" not in text and "src=" not in text
+    assert "--tensor-model-parallel-size 4" in text and "Assumptions" in text
+
+
+def test_solve_report_golden_has_no_timings(tmp_path):
+    path = tmp_path / "solve.md"
+    result = CliRunner().invoke(cli, ["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--gbs", "64", "-k", "3",
+                                      "--report", str(path)])
+    assert result.exit_code == 0, result.output
+    text = path.read_text(encoding="utf-8")
+    assert "## Top 3 layouts" in text and "wall" not in text
+    # the search-space size is the solver's business (it changes when the space is pruned): masked
+    text = re.sub(r"over [0-9,]+ combinations", "over N combinations", text)
+    check_golden("solve_llama-3.1-8b_report.md", text)
+
+
+def test_html_report_escapes_text():
+    from megasolve.cli.report import to_html
+
+    page = to_html([("h1", "a <b> & c"), ("p", "x < `y<z>`"), ("table", (["<h>"], [["<td>"]])), ("code", "<x>")])
+    assert "<b>" not in page and "&lt;b&gt; &amp; c" in page and "<code>y&lt;z&gt;</code>" in page
+    assert "<th>&lt;h&gt;</th>" in page and "<pre><code>&lt;x&gt;</code></pre>" in page
+
+
+# ---------------------------------------------------------------------------- plots
+def test_whatif_png_plot(dense_sweep, tmp_path):
+    from megasolve.cli.plot import whatif_plot
+
+    path = tmp_path / "sweep.png"
+    whatif_plot(str(path), dense_sweep.as_dict())
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+
+
+def test_estimate_and_solve_svg_plots(tmp_path):
+    for command in (["estimate", "--tp", "2"], ["solve", "-k", "1"]):
+        path = tmp_path / f"{command[0]}.svg"
+        result = CliRunner().invoke(cli, [*command, "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--gbs", "64",
+                                          "--plot", str(path)])
+        assert result.exit_code == 0, result.output
+        root = ElementTree.parse(path).getroot()
+        assert root.tag.endswith("svg")
+        text = path.read_text(encoding="utf-8")
+        assert "usable capacity" in text and "memory per GPU" in text and "pipeline stage" in text
+
+
+def test_plot_without_matplotlib_is_one_line_exit_2(tmp_path):
+    code = ("import sys; sys.modules['matplotlib'] = None; from megasolve.cli.main import main; main()")
+    proc = subprocess.run([sys.executable, "-c", code, "estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100",
+                           "--plot", "m.png"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == 'error: --plot=m.png: needs matplotlib, which is not installed; ' \
+                          'fix: pip install "megasolve[plot]"\n'
+
+
+def test_whatif_help_imports_neither_matplotlib_nor_ortools():
+    code = ("import sys; from megasolve.cli.main import cli; from click.testing import CliRunner; "
+            "r = CliRunner().invoke(cli, ['whatif', '--help']); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('ortools', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
