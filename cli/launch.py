@@ -24,6 +24,7 @@ Sources (``Megatron-LM`` = NVIDIA/Megatron-LM @ d98e8a64, 2026-08-22; ``ARG`` = 
 from __future__ import annotations
 
 from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
+from megasolve.cost.step import cp_comm_type
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_counts
 from megasolve.models.spec import ModelSpec
@@ -118,15 +119,17 @@ def attention_settings(spec: ModelSpec, layout: Layout) -> list[Setting]:
         s.append(("rotary_percent", spec.rotary_percent))
     if spec.qk_l2_norm:
         s.append(("qk_l2_norm", True))
-    if spec.window_size is not None and layout.cp > 1:
-        s.append(("cp_comm_type", "all_gather"))
+    if layout.cp > 1 and cp_comm_type(spec) != "p2p":  # the type the cost model prices (cost/step.py)
+        s.append(("cp_comm_type", cp_comm_type(spec)))
     return [Setting(name, value, "model") for name, value in s]
 
 
 def layout_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list[Setting]:
     """Parallel sizes, the pipeline split and the batch (``ModelParallelConfig``, TC L2296-2370 for the
-    split). ``pipeline_model_parallel_layout`` is always reset: a recipe's layout string overrides
-    first/last-stage counts (TC ``pipeline_model_parallel_layout``), so it must not survive."""
+    split). ``pipeline_model_parallel_layout``: the plan's layout string (``--pipeline-layout``), else
+    reset: a recipe's layout string overrides first/last-stage counts (TC L1307-1324), so it must not
+    survive. With a layout string the virtual size is still written (TC L1340-1351: it must equal the
+    layout's), as stages per rank, never as layers per virtual stage."""
     s = [Setting("tensor_model_parallel_size", layout.tp, "layout"),
          Setting("pipeline_model_parallel_size", layout.pp, "layout"),
          Setting("virtual_pipeline_model_parallel_size", layout.vpp if layout.vpp > 1 else None, "layout"),
@@ -140,7 +143,7 @@ def layout_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list
           Setting("num_layers_in_last_pipeline_stage", layout.last_stage_layers, "layout"),
           Setting("account_for_embedding_in_pipeline_split", layout.account_for_embedding, "layout"),
           Setting("account_for_loss_in_pipeline_split", layout.account_for_loss, "layout"),
-          Setting("pipeline_model_parallel_layout", None, "layout"),
+          Setting("pipeline_model_parallel_layout", layout.pipeline_layout, "layout"),
           Setting("micro_batch_size", layout.mbs, "batch"),
           Setting("global_batch_size", workload.global_batch_size, "batch"),
           Setting("seq_length", workload.seq_length, "batch")]
@@ -151,7 +154,7 @@ def _layers_per_virtual_stage(spec: ModelSpec, layout: Layout) -> int | None:
     """Megatron-LM's even VPP flag ``--num-layers-per-virtual-pipeline-stage``; None when the split is
     uneven (then ``--num-virtual-stages-per-pipeline-rank``, ARG L954-956)."""
     uneven = layout.first_stage_layers is not None or layout.last_stage_layers is not None \
-        or layout.account_for_embedding or layout.account_for_loss
+        or layout.account_for_embedding or layout.account_for_loss or layout.pipeline_layout is not None
     if layout.vpp == 1 or uneven:
         return None
     return stage_layer_counts(spec, layout)[0] // layout.vpp

@@ -38,6 +38,7 @@ Targets and the versions each output is written for:
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -80,7 +81,7 @@ MEGATRON_DEST = {
     "virtual_pipeline_model_parallel_size": "num_virtual_stages_per_pipeline_rank",
     "fp8": "fp8_format",
     "average_in_collective": "ddp_average_in_collective",
-    "pipeline_model_parallel_layout": None,  # reset: no flag given means no layout
+    # --pipeline-model-parallel-layout STRING (ARG; TC L1307-1357); no flag (None) means no layout
     "cpu_offloading": None,  # ARG L1950: --cpu-offloading-num-layers > 0 switches it on
     "cpu_offloading_weights": None,  # activations only is Megatron-LM's default
 }
@@ -255,6 +256,10 @@ def _value(fmt: str, value: object) -> str:
         return "[" + ",".join(str(v) for v in value) + "]"
     if isinstance(value, str) and value.startswith("("):  # moe_layer_freq list expression
         return _layer_freq_list(value, fmt)
+    if isinstance(value, str) and re.search(r"[^A-Za-z0-9_.\-]", value):
+        # e.g. a pipeline layout string "Et*3|(tt|)*29,m|L": a quoted string for Hydra / NeMo-Run, and
+        # shell-quoted so that | ( ) * reach them as written
+        return shlex.quote(json.dumps(value))
     return str(value)
 
 

@@ -168,8 +168,9 @@ def layout_options(func: F) -> F:
     return _stack(
         click.option("--tp", type=int, default=1, show_default=True, help="Tensor parallel size."),
         click.option("--pp", type=int, default=1, show_default=True, help="Pipeline parallel size."),
-        click.option("--vpp", type=int, default=1, show_default=True,
-                     help="Virtual pipeline stages per rank (interleaved 1F1B)."),
+        click.option("--vpp", type=int, default=None,
+                     help="Virtual pipeline stages per rank (interleaved 1F1B). Default: 1, or what "
+                          "--pipeline-layout implies."),
         click.option("--cp", type=int, default=1, show_default=True, help="Context parallel size."),
         click.option("--ep", type=int, default=1, show_default=True, help="Expert parallel size."),
         click.option("--etp", type=int, default=None, help="Expert tensor parallel size (default: --tp)."),
@@ -199,6 +200,10 @@ def layout_options(func: F) -> F:
                      help="Decoder layers on the first pipeline stage (--decoder-first-pipeline-num-layers)."),
         click.option("--last-stage-layers", type=int, default=None,
                      help="Decoder layers on the last pipeline stage (--decoder-last-pipeline-num-layers)."),
+        click.option("--pipeline-layout", "pipeline_layout", default=None, metavar="STRING",
+                     help='The layers of every (virtual) pipeline stage as Megatron\'s layout string '
+                          '(--pipeline-model-parallel-layout): E embedding, t decoder layer, m MTP, L loss, '
+                          '"|" between stages, e.g. "Et*3|(tt|)*29,m|L" (vpp = stages / pp).'),
     )(func)
 
 
@@ -219,6 +224,12 @@ def build_layout(num_gpus: int, **axes: Any) -> Layout:
     sp = axes.pop("sequence_parallel")
     if sp is None:
         sp = tp > 1
+    if axes.get("vpp") is None:  # what --pipeline-layout implies (stages / pp), else 1
+        axes["vpp"] = 1
+        if axes.get("pipeline_layout"):
+            from megasolve.models.pipeline_layout import expand
+
+            axes["vpp"] = max(1, len(expand(axes["pipeline_layout"])) // pp)
     return Layout(dp=num_gpus // model_parallel, sequence_parallel=sp, **axes)
 
 

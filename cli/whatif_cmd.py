@@ -46,11 +46,16 @@ from megasolve.models.layout import ATTENTION_KINDS, PRECISION_CHOICES
               help="Parallel solver processes (default: the number of CPUs).")
 @click.option("--min-gpus/--no-min-gpus", "find_min", default=True, show_default=True,
               help="Search the smallest cluster that fits for every GPU type / seq / gbs.")
+@click.option("--min-headroom", "min_headroom", metavar="PCT%|GB", default=None,
+              help="Memory every stage must leave free, as in solve (10% of usable memory by default); the "
+                   "smallest-cluster search uses the same margin.")
+@click.option("--require", "requires", multiple=True, metavar="EXPR",
+              help='A team rule over the layout axes (repeatable), as in solve, e.g. "tp*cp <= 8".')
 @format_option("csv")
 @plot_option("Draw throughput, MFU (and time and cost to train) against cluster size.")
 def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_gbps, cluster_file, seq_lens, gbs,
-                   precision, attention, tokens, gpu_hour_price, time_limit, jobs, find_min, fmt, plot_path,
-                   **recipe) -> None:
+                   precision, attention, tokens, gpu_hour_price, time_limit, jobs, find_min, min_headroom, requires,
+                   fmt, plot_path, **recipe) -> None:
     """Sweep cluster sizes, GPU types, sequence lengths and batch sizes (every combination): the
     best layout and the runner-up at each point, peak memory, step time, tokens/s, MFU, scaling
     efficiency, time and cost to train, and the smallest cluster that fits (found by the solver).
@@ -58,6 +63,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
     Exit code 0: the sweep ran (points that do not fit are reported, not errors); 2: invalid input.
     """
     from megasolve.cli.parsing import parse_gpu_counts, parse_int_list, parse_name_list
+    from megasolve.cli.solve_cmd import parse_headroom
     from megasolve.solver.whatif import ClusterKind, whatif
 
     if plot_path:
@@ -82,7 +88,8 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
         result = whatif(resolved.spec, gpus=sizes, gpu=kinds, seq_length=seqs, global_batch_size=batches,
                         precision=precision, attention=attention, tokens=tokens, gpu_hour_price=gpu_hour_price,
                         time_limit_s=time_limit, jobs=jobs, min_gpus=find_min, progress=progress,
-                        recipe=recipe, profile=profile)
+                        recipe=recipe, profile=profile, min_headroom=parse_headroom(min_headroom),
+                        requires=requires)
     data = result.as_dict()
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))

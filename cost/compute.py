@@ -10,10 +10,10 @@ tokens of width ``F_m/etp``). Recompute adds real work: one more forward (1/3 of
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from megasolve.cost.calibration import calibration
+from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind
 from megasolve.cost.memory import ActivationShape
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.models.layout import Workload
@@ -76,22 +76,9 @@ def model_flops_per_sequence(spec: ModelSpec, seq_length: int) -> float:
     per_token = sum(mlp_flops_per_token(spec, moe) + attention_linear_flops_per_token(spec) for moe in layers)
     per_token += 6.0 * spec.mtp_num_layers * (3 * h + 2 * h * h)
     per_token += 6.0 * h * spec.padded_vocab_size(1) * (spec.mtp_num_layers + 1)
-    fractions = [_layer_attention_fraction(spec, i, s) for i in range(spec.num_layers)]
-    fractions += [_layer_attention_fraction(spec, spec.num_layers - 1, s)] * spec.mtp_num_layers
+    fractions = [layer_kind(spec, i).attention_fraction(spec, s) for i in range(spec.num_layers)]
+    fractions += [mtp_layer_kind(spec).attention_fraction(spec, s)] * spec.mtp_num_layers
     return s * per_token + s * s * attention_core_flops_per_token_seq(spec) * sum(fractions)
-
-
-def _layer_attention_fraction(spec: ModelSpec, layer: int, seq_length: int) -> float:
-    """Attended pairs of ``layer`` relative to full causal attention (1.0 without window or chunk)."""
-    if spec.window_size is None and spec.attention_chunk_size is None:
-        return 1.0
-    return spec.attended_pairs(layer, seq_length) / (seq_length * (seq_length + 1) / 2)
-
-
-@functools.lru_cache(maxsize=256)
-def attention_fraction(spec: ModelSpec, seq_length: int) -> float:
-    """``ModelSpec.attention_fraction``, cached (the cost tables call it once per table entry)."""
-    return spec.attention_fraction(seq_length)
 
 
 # ---------------------------------------------------------------------------- per-rank work of a layer
@@ -106,8 +93,10 @@ class LayerWork:
 
 
 def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
-               recompute: str) -> LayerWork:
-    """Work of one decoder layer on one rank for one micro-batch.
+               recompute: str, kind: LayerKind | None = None) -> LayerWork:
+    """Work of one decoder layer on one rank for one micro-batch. ``kind``: the layer's kind
+    (``cost/layers.py``), whose sliding window / chunk sets the attended pairs; None: full causal
+    attention.
 
     ``recompute == "full"`` adds one more forward of everything (x 4/3); ``"selective"`` adds the
     core-attention forward (Megatron checkpoints core attention even when fused).
@@ -130,12 +119,12 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     unfused = workload.attention == "unfused"
     lin = attention_linear_flops_per_token(spec) * T / t
     # the T queries of this CP rank attend over the whole sequence: 6*n*d*(s^2/c)*b/t (reference 6.3);
-    # sliding-window / chunked layers attend over fewer keys: x the model's mean attended fraction
-    # (``ModelSpec.attention_fraction``; a stage holding only windowed layers is costed at the mean --
-    # exact for the whole model, approximate per pipeline stage when the pattern is uneven over stages).
-    # With CP, load balancing gives every rank the same share of the band (TE all-gather / a2a CP).
+    # a sliding-window / chunked layer attends over fewer keys: x its own attended fraction
+    # (``LayerKind.attention_fraction``, ``ModelSpec.attended_pairs``), so each pipeline stage costs the
+    # windowed and full layers it actually holds (``layers.stage_layers``). With CP, load balancing
+    # gives every rank the same share of the band (TE all-gather / a2a CP).
     core_full = attention_core_flops_per_token_seq(spec) * T * s / t
-    core = core_full * attention_fraction(spec, s)
+    core = core_full * (kind.attention_fraction(spec, s) if kind is not None else 1.0)
     mlp_total = mlp_flops_per_token(spec, moe) * T / t
     if moe:
         m = spec.moe

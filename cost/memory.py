@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.moe_routing import routed_rows
+from megasolve.cost.layers import stage_layers
 from megasolve.models.layout import Layout, Workload
-from megasolve.models.params import (RankParams, StageParams, embedding_params, output_params, stage_layer_ids,
-                                     stage_params)
+from megasolve.models.params import RankParams, StageParams, embedding_params, output_params, stage_params
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
@@ -711,16 +711,6 @@ def other_bytes(cluster: Cluster) -> float:
     return cal["other_reserve_gb"] * 1e9 + cal["other_reserve_fraction"] * cluster.gpu.usable_memory_bytes
 
 
-def recomputed_layers(layout: Layout, chunks: list[list[int]]) -> set[int]:
-    """Layers stored as inputs only: all with full recompute, or the first ``recompute_num_layers``
-    of each virtual chunk with the block method (TC L1901-1925)."""
-    if layout.recompute != "full":
-        return set()
-    if layout.recompute_num_layers is None:
-        return {i for chunk in chunks for i in chunk}
-    return {i for chunk in chunks for i in chunk[:layout.recompute_num_layers]}
-
-
 def bf16_weights(spec: ModelSpec, layout: Layout, stage: StageParams) -> int:
     """Sharded weights of a stage that FP8 training leaves in bf16: the word embedding (first stage,
     and the MTP stage's copy with PP > 1) and the output layer."""
@@ -778,17 +768,17 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     allocator_fixed = fixed_allocation_bytes(spec, cluster, workload, shape)
     fp8_bytes = fp8_weight_bytes_per_param(cluster.gpu.name, workload.fp8_recipe)
     out = []
-    for params, chunks in zip(stage_params(spec, layout), stage_layer_ids(spec, layout)):
-        layer_ids = [i for chunk in chunks for i in chunk]
-        stored = recomputed_layers(layout, chunks)
-        per_microbatch = sum(input_only if i in stored else full_layer[spec.is_moe_layer(i)] for i in layer_ids)
+    for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout)):
+        layer_ids = list(layers.layer_ids)
+        counts = layers.counts()  # the stage sum (layers.py, as the solver's tables)
+        per_microbatch = sum(n * (input_only if recomputed else full_layer[kind.moe]) for kind, recomputed, n in counts)
         offloaded = offloaded_activation_bytes(spec, layout, layer_ids, full_layer)
         transient = 0.0
-        if stored:  # backward re-materialises one recomputed layer at a time
-            transient = max(full_layer[spec.is_moe_layer(i)] for i in stored)
+        if layers.count(recomputed=True):  # backward re-materialises one recomputed layer at a time
+            transient = max(full_layer[kind.moe] for kind, recomputed, _ in counts if recomputed)
         elif layer_ids:  # selective: one layer's recomputed tensors (0 without selective recompute)
-            transient = max(selective_transient[spec.is_moe_layer(i)] for i in layer_ids)
-        if any(spec.is_moe_layer(i) for i in layer_ids):
+            transient = max(selective_transient[kind.moe] for kind in layers.kinds)
+        if layers.count(moe=True):
             transient += moe_dispatch_transient_bytes(spec, workload, shape)
         stage = params.stage
         # DeepEP's buffer exists on ranks whose stage has MoE layers (its MTP block's included)
@@ -818,5 +808,5 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
                                optimizer_bytes=static.optimizer, activations_bytes=activations,
                                other_bytes=reserve + (comm_buffers if comm_stage else 0.0),
                                fixed_bytes=allocator_fixed,
-                               moe=any(spec.is_moe_layer(i) for i in layer_ids)))
+                               moe=bool(layers.count(moe=True))))
     return out

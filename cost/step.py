@@ -17,11 +17,11 @@ from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import all_to_all_time_s, collective_latency_s, collective_time_s
 from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
                                     model_flops_per_sequence, weight_stream_bytes, work_time_s)
-from megasolve.cost.memory import (ActivationShape, layer_activation_bytes, offloaded_activation_bytes,
-                                   recomputed_layers)
+from megasolve.cost.layers import LayerKind, mtp_layer_kind, stage_layers
+from megasolve.cost.memory import ActivationShape, layer_activation_bytes, offloaded_activation_bytes
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.models.layout import Layout, Workload
-from megasolve.models.params import RankParams, stage_layer_ids, stage_params
+from megasolve.models.params import RankParams, stage_params
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
@@ -145,26 +145,81 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     return seconds
 
 
+def cp_comm_type(spec: ModelSpec) -> str:
+    """Megatron's ``--cp-comm-type`` for ``spec``, as the launch exports emit it (``cli/launch.py``
+    ``attention_settings``): ``all_gather`` when the model has sliding-window layers -- Transformer
+    Engine's ``attn_forward_func_with_cp`` asserts that sliding-window attention runs only with ``a2a``
+    or ``all_gather`` (``attention/dot_product_attention/context_parallel.py``), and one type applies
+    to every layer (TC ``cp_comm_type``) -- else Megatron's default ``p2p`` (ARG ``--cp-comm-type``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> cp_comm_type(load_preset("gemma-3-27b")), cp_comm_type(load_preset("llama-3.1-8b"))
+    ('all_gather', 'p2p')
+    """
+    return "all_gather" if spec.window_size is not None else "p2p"
+
+
+def _cp_kv_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """K and V of one attention layer on one CP rank (bf16): ``2*2*T*g_r*d`` (GQA), MLA's per-head
+    ``2*T*(n/t)*(qk + r + dv)``."""
+    tokens, t = shape.tokens(workload), shape.tp
+    if spec.mla is None:
+        return 2 * BF16 * tokens * max(spec.num_query_groups / t, 1) * spec.kv_channels
+    mla = spec.mla
+    return BF16 * tokens * (spec.num_attention_heads / t) * (mla.qk_head_dim + mla.qk_pos_emb_head_dim
+                                                             + mla.v_head_dim)
+
+
 def cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, attention_s: float,
               recompute: str) -> float:
-    """Exposed CP ring traffic of one attention layer (section 5.3, p2p): ``(c-1)`` KV chunks forward,
-    ``2(c-1)`` backward, each overlapped with a chunk of attention compute."""
+    """Exposed CP traffic of one attention layer, for the layer's ``cp_comm_type``.
+
+    ``p2p`` (section 5.3): the KV ring, ``(c-1)`` KV chunks forward, ``2(c-1)`` backward, each
+    overlapped with a chunk of attention compute. ``all_gather``: ``cp_allgather_comm_s``."""
     c = shape.cp
     if c == 1:
         return 0.0
-    tokens = shape.tokens(workload)
-    t = shape.tp
-    if spec.mla is None:
-        kv = 2 * BF16 * tokens * max(spec.num_query_groups / t, 1) * spec.kv_channels
-    else:
-        mla = spec.mla
-        kv = BF16 * tokens * (spec.num_attention_heads / t) * (mla.qk_head_dim + mla.qk_pos_emb_head_dim
-                                                               + mla.v_head_dim)
-    link = cluster.group_link(t, c)
+    if cp_comm_type(spec) == "all_gather":
+        return cp_allgather_comm_s(spec, cluster, workload, shape, recompute)
+    kv = _cp_kv_bytes(spec, workload, shape)
+    link = cluster.group_link(shape.tp, c)
     sends = 3 * (c - 1) + ((c - 1) if recompute == "full" else 0)
     comm = sends * collective_time_s("send_recv", kv, 2, link)
     overlap = calibration()["time"]["cp_overlap_fraction"] * attention_s
     return max(0.0, comm - overlap)
+
+
+def cp_allgather_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
+                        recompute: str) -> float:
+    """CP with ``--cp-comm-type all_gather`` (Transformer Engine ``AttnFuncWithCPAndKVAllGather``,
+    ``attention/dot_product_attention/context_parallel.py``; Llama 3 paper section 3.3.2): forward
+    all-gathers K and V over the CP group (``gather_along_first_dim``, one collective each) before any
+    attention runs; backward all-gathers them again (only the local K, V are saved) and, after the
+    attention backward, reduce-scatters dK and dV (``reduce_scatter_along_first_dim``). None of it
+    overlaps attention compute ("KV all-gather between CP ranks is exposed", the class docstring), so
+    all of it is exposed: ``3 + 1`` (full recompute: the forward again) collectives per K and per V of
+    the gathered ``c x`` local size, on the CP group's link (stride ``tp``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> from megasolve.topology.cluster import Cluster
+    >>> spec, cluster = load_preset("gemma-3-27b"), Cluster.from_flags(num_gpus=8, gpu="h100")
+    >>> shape = ActivationShape(tp=1, cp=4, mbs=1, sequence_parallel=False)
+    >>> w = Workload(seq_length=32768)
+    >>> k = 2 * 8192 * 16 * 128  # one rank's K: bf16 x 8,192 tokens x 16 groups x 128
+    >>> link = cluster.group_link(1, 4)
+    >>> ag, rs = (collective_time_s(kind, 4 * k, 4, link) for kind in ("all_gather", "reduce_scatter"))
+    >>> cp_allgather_comm_s(spec, cluster, w, shape, "none") == 2 * (2 * ag + rs)
+    True
+    """
+    c = shape.cp
+    if c == 1:
+        return 0.0
+    per_tensor = _cp_kv_bytes(spec, workload, shape) / 2 * c  # K (or V) gathered over the CP group
+    link = cluster.group_link(shape.tp, c)
+    gathers = 2 + (1 if recompute == "full" else 0)
+    one = gathers * collective_time_s("all_gather", per_tensor, c, link) \
+        + collective_time_s("reduce_scatter", per_tensor, c, link)
+    return 2 * one  # K and V
 
 
 def ep_traffic_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, ep: int,
@@ -244,11 +299,12 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
 
 
 def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
-               moe: bool, recompute: str) -> LayerTime:
-    """Per micro-batch, forward + backward, one rank: compute and exposed TP / CP / EP traffic."""
+               moe: bool, recompute: str, kind: LayerKind | None = None) -> LayerTime:
+    """Per micro-batch, forward + backward, one rank: compute and exposed TP / CP / EP traffic.
+    ``kind`` (``cost/layers.py``): the layer's attention span (None: full causal attention)."""
     gpu, precision = cluster.gpu, workload.precision
     cal = calibration()["time"]
-    work = layer_work(spec, workload, shape, moe=moe, recompute=recompute)
+    work = layer_work(spec, workload, shape, moe=moe, recompute=recompute, kind=kind)
     if moe:
         compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape),
                               _expert_gemm_width(spec, workload, shape, ep))
@@ -301,9 +357,9 @@ def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Ac
     seconds += weight_stream_bytes(weights, head, "none", workload.grad_bytes) / gpu.hbm_bytes_per_s
     out = LayerTime(compute=seconds)
     if spec.mtp_num_layers:
-        last_moe = spec.is_moe_layer(spec.num_layers - 1)
-        out = out + spec.mtp_num_layers * layer_time(spec, cluster, workload, shape, ep=ep, moe=last_moe,
-                                                     recompute="none")
+        kind = mtp_layer_kind(spec)
+        out = out + spec.mtp_num_layers * layer_time(spec, cluster, workload, shape, ep=ep, moe=kind.moe,
+                                                     recompute="none", kind=kind)
     return out
 
 
@@ -481,26 +537,26 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
     shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel,
                             etp=layout.etp)
     base_kind = "selective" if layout.recompute == "selective" else "none"
-    cache: dict[tuple[bool, str], LayerTime] = {}
+    cache: dict[tuple[LayerKind, str], LayerTime] = {}
 
-    def one(moe: bool, kind: str) -> LayerTime:
-        if (moe, kind) not in cache:
-            cache[(moe, kind)] = layer_time(spec, cluster, workload, shape, ep=layout.ep, moe=moe, recompute=kind)
-        return cache[(moe, kind)]
+    def one(kind: LayerKind, recompute: str) -> LayerTime:
+        if (kind, recompute) not in cache:
+            cache[(kind, recompute)] = layer_time(spec, cluster, workload, shape, ep=layout.ep, moe=kind.moe,
+                                                  recompute=recompute, kind=kind)
+        return cache[(kind, recompute)]
 
     p2p = pp_comm_s(spec, cluster, workload, layout)
     overlap = dp_overlap_fraction(workload)
     out = []
-    for params, chunks in zip(stage_params(spec, layout), stage_layer_ids(spec, layout)):
-        stored = recomputed_layers(layout, chunks)
+    for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout)):
         tau = LayerTime(pp_comm=p2p)
-        for chunk in chunks:
-            for i in chunk:
-                tau = tau + one(spec.is_moe_layer(i), "full" if i in stored else base_kind)
+        for kind, recomputed, count in layers.counts():  # the stage sum (layers.py, as the solver's tables)
+            tau = tau + count * one(kind, "full" if recomputed else base_kind)
         if params.has_output:
             tau = tau + logits_time(spec, cluster, workload, shape, ep=layout.ep)
         if layout.cpu_offload_layers:
-            tau = tau + LayerTime(offload=offload_exposed_s(spec, cluster, workload, layout, chunks, tau.compute))
+            tau = tau + LayerTime(offload=offload_exposed_s(spec, cluster, workload, layout, [list(layers.layer_ids)],
+                                                            tau.compute))
         if layout.fsdp:
             # per micro-batch, hidden behind that micro-batch's compute by prefetching (separate streams)
             traffic = fsdp_microbatch_comm_s(cluster, layout, params.params, params.layers,

@@ -89,6 +89,9 @@ class Layout:
     account_for_loss: bool = False
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    # ``--pipeline-model-parallel-layout``: the layers of every (virtual) stage as Megatron's layout string
+    # (``models/pipeline_layout.py``); validated against the model in ``params.stage_layer_ids``
+    pipeline_layout: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "vpp", "cp", "dp", "ep", "mbs"):
@@ -125,6 +128,14 @@ class Layout:
                 rule="a standalone embedding / loss stage does not combine with an uneven first/last stage "
                      "(transformer_block.py L104-112)",
                 fix="drop --first-stage-layers/--last-stage-layers or the accounting flags")
+
+        if self.pipeline_layout is not None and (
+                self.first_stage_layers is not None or self.last_stage_layers is not None
+                or self.account_for_embedding or self.account_for_loss):
+            raise MegasolveError(
+                field="--pipeline-layout", value=self.pipeline_layout,
+                rule="cannot be set with other pipeline layout arguments (transformer_config.py L1307-1324)",
+                fix="drop --first-stage-layers/--last-stage-layers/--account-for-embedding/--account-for-loss")
 
     @property
     def world_size(self) -> int:

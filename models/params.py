@@ -266,6 +266,8 @@ def stage_layer_counts(spec: ModelSpec, layout: Layout) -> list[int]:
     >>> stage_layer_counts(load_preset("deepseek-v3"), Layout(pp=4, first_stage_layers=16, last_stage_layers=15))
     [16, 15, 15, 15]
     """
+    if layout.pipeline_layout is not None:
+        return [sum(len(chunk) for chunk in chunks) for chunks in stage_layer_ids(spec, layout)]
     L, p, v = spec.num_layers, layout.pp, layout.vpp
     first, last = layout.first_stage_layers, layout.last_stage_layers
     extra = layout.account_for_embedding + layout.account_for_loss
@@ -339,6 +341,8 @@ def stage_layer_ids(spec: ModelSpec, layout: Layout) -> list[list[list[int]]]:
     >>> stage_layer_ids(toy, Layout(pp=2, vpp=2))
     [[[0, 1], [4, 5]], [[2, 3], [6, 7]]]
     """
+    if layout.pipeline_layout is not None:
+        return pipeline_layout_ids(spec, layout)
     counts = stage_layer_counts(spec, layout)
     v, p = layout.vpp, layout.pp
     # per (stage, chunk): an even share of the stage; with the embedding/loss accounted, the first chunk
@@ -358,6 +362,29 @@ def stage_layer_ids(spec: ModelSpec, layout: Layout) -> list[list[list[int]]]:
             ids[stage].append(list(range(next_layer, next_layer + size)))
             next_layer += size
     return ids
+
+
+def pipeline_layout_ids(spec: ModelSpec, layout: Layout) -> list[list[list[int]]]:
+    """``stage_layer_ids`` from a ``--pipeline-model-parallel-layout`` string, validated with Megatron's
+    rules (``models/pipeline_layout.py``) and against the layout's vpp (TC L1340-1351: a given
+    virtual size must equal the layout's). MTP layers on a rank other than the last (``mtp_standalone``,
+    TC L1355) are refused: the cost model places MTP compute and memory on the loss stage."""
+    from megasolve.models.pipeline_layout import parse
+
+    parsed = parse(layout.pipeline_layout, pp=layout.pp, num_layers=spec.num_layers,
+                   mtp_num_layers=spec.mtp_num_layers)
+    if parsed.vpp != layout.vpp:
+        raise MegasolveError(field="--vpp", value=layout.vpp,
+                             rule=f"conflicts with --pipeline-layout ({len(parsed.stages)} stages / pp {layout.pp} = "
+                                  f"vpp {parsed.vpp}; transformer_config.py L1340-1351)",
+                             fix=f"drop --vpp or pass --vpp {parsed.vpp}")
+    rank = parsed.mtp_rank()
+    if rank is not None and rank != layout.pp - 1:
+        raise MegasolveError(field="--pipeline-layout", value=layout.pipeline_layout,
+                             rule=f"MTP on pipeline rank {rank}, not the last (Megatron's mtp_standalone): megasolve "
+                                  f"costs MTP layers and their loss on the last stage only",
+                             fix="place the m's in the last rank's last stage (e.g. ...|tmL)")
+    return parsed.decoder_ids()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -42,9 +42,6 @@ from typing import Any
 
 from megasolve.cost import combine
 from megasolve.cost.combine import LinearForm
-from megasolve.cost.memory import recomputed_layers
-from megasolve.models.layout import Layout
-from megasolve.models.params import stage_layer_ids
 from megasolve.solver.space import SearchSpace, _fields_of
 from megasolve.solver.tables import CostTables, PipelineRow
 
@@ -71,28 +68,11 @@ def _coefwise_min(forms: list[Form]) -> Form:
 
 
 def stage_slots(tables: CostTables, row: PipelineRow) -> list[int]:
-    """Index of the slot of ``row`` that holds each stage. Any choice of slot per stage keeps the
-    bounds valid (each slot's forms bound the row), so a stage whose composition is not found among
-    the slots falls back to the slot with the largest lowest-stage index at or below it."""
-    spec = tables.spec
-    layout = Layout(pp=row.pp, vpp=row.vpp, first_stage_layers=row.split[0], last_stage_layers=row.split[1],
-                    account_for_embedding=row.split[2], account_for_loss=row.split[3],
-                    recompute=row.rc[0], recompute_num_layers=row.rc[1])
-    keys = {(s.dense_base, s.moe_base, s.dense_rc, s.moe_rc, s.first, s.last): j for j, s in enumerate(row.slots)}
-    out = []
-    for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
-        stored = recomputed_layers(layout, chunks)
-        ids = [i for chunk in chunks for i in chunk]
-        moe = [spec.is_moe_layer(i) for i in ids]
-        key = (sum(1 for i, x in zip(ids, moe) if not x and i not in stored),
-               sum(1 for i, x in zip(ids, moe) if x and i not in stored),
-               sum(1 for i, x in zip(ids, moe) if not x and i in stored),
-               sum(1 for i, x in zip(ids, moe) if x and i in stored), stage == 0, stage == row.pp - 1)
-        if key in keys:
-            out.append(keys[key])
-        else:
-            out.append(max((j for j, s in enumerate(row.slots) if s.stage <= stage),
-                           key=lambda j: row.slots[j].stage))
+    """Index of the slot of ``row`` that holds each stage (``Slot.stages``, from ``layers.stage_layers``)."""
+    out = [0] * row.pp
+    for j, slot in enumerate(row.slots):
+        for stage in slot.stages:
+            out[stage] = j
     return out
 
 

@@ -440,8 +440,7 @@ class _Builder:
         t_max, pipe, total, excess = self.t_max, self.pipe, self.total, self.excess
         spec = tables.spec
         num_moe = sum(spec.is_moe_layer(i) for i in range(spec.num_layers))
-        work = [(spec.num_layers - num_moe, "t_dense"), (num_moe, "t_moe"), (1, "t_logits")]
-        work = [(c, t) for c, t in work if c and t in y]
+        work = [(c, t) for c, t in tables.model_time_form() if c and t in y]
         model.Add(total >= _linear(work, y))
         static = [(spec.num_layers - num_moe, "ms_dense_layer"), (num_moe, "ms_moe_layer"), (num_moe, "ms_expert"),
                   (1, "ms_embedding")]

@@ -19,7 +19,7 @@ from typing import Any
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Workload
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.feasibility import ClusterKind, feasible_point, find_min_gpus, fits_on
+from megasolve.solver.feasibility import ClusterKind, SearchRules, feasible_point, find_min_gpus, fits_on
 from megasolve.solver.space import AXES, SearchSpace, point_layout
 from megasolve.cost.combine import BAND_SCALE
 from megasolve.solver.tables import MIB, CostTables
@@ -59,9 +59,11 @@ def rules_with_no_layout(space: SearchSpace) -> list[str]:
 
 
 def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, space: SearchSpace,
-                       tables: CostTables, *, fixed: dict[str, Any] | None, allow_cross_domain_tp: bool,
+                       tables: CostTables, *, rules: SearchRules,
                        deadline: float | None) -> tuple[list[str], list[dict[str, Any]], list[str]]:
-    """Reasons, closest layouts and repairs, within ``deadline`` (None: up to 30 s)."""
+    """Reasons, closest layouts and repairs, within ``deadline`` (None: up to 30 s). The repairs obey
+    ``rules`` (the pins, ``--require`` rules and headroom ``solve`` searched with)."""
+    fixed = rules.fixed
     from ortools.sat.python import cp_model
 
     from megasolve.solver.cpsat import NoLayout, build_model, new_solver
@@ -101,7 +103,7 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
         if not reasons:
             reasons = rules_with_no_layout(space) or ["Megatron's rules leave no layout for this model, "
                                                       "cluster and --fix pins"]
-        return reasons + pins, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
+        return reasons + pins, closest, _repairs(spec, cluster, workload, rules, deadline,
                                                  memory_bound=False)
     try:
         points = closest_points(space, tables, 3, deadline)
@@ -118,7 +120,7 @@ def explain_infeasible(spec: ModelSpec, cluster: Cluster, workload: Workload, sp
         reasons.append(f"memory: no rule-legal layout fits in the usable {capacity_gb:.1f} GB of one "
                        f"{cluster.gpu.name}; the closest needs {best['peak_gb']:.1f} GB per GPU "
                        f"({best['lacks_gb_per_gpu']:.1f} GB more), even with recompute, PP and EP searched")
-    return reasons, closest, _repairs(spec, cluster, workload, fixed, allow_cross_domain_tp, deadline,
+    return reasons, closest, _repairs(spec, cluster, workload, rules, deadline,
                                       memory_bound=True)
 
 
@@ -171,9 +173,10 @@ def _layout_dict(point: dict, workload: Workload) -> dict[str, Any]:
     return layout_dict(point_layout(point), workload)
 
 
-def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow: bool, deadline: float,
+def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, rules: SearchRules, deadline: float,
              memory_bound: bool) -> list[str]:
     repairs: list[str] = []
+    fixed = rules.fixed
 
     def left() -> float:
         remaining = deadline - time.perf_counter()
@@ -184,8 +187,8 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
     # the smallest cluster of this GPU type (the same search as `whatif`)
     n = cluster.num_gpus
     found = find_min_gpus(spec, ClusterKind(template=cluster), workload, time_limit_s=None,
-                          max_gpus=min(n * MAX_SCALE, MAX_GPUS), known_not_fitting=n, fixed=fixed,
-                          allow_cross_domain_tp=allow, deadline=deadline)
+                          max_gpus=min(n * MAX_SCALE, MAX_GPUS), known_not_fitting=n, rules=rules,
+                          deadline=deadline)
     if found.num_gpus is not None:
         repairs.append(f"use {'at least ' if found.exact else ''}{found.num_gpus} x {cluster.gpu.name}"
                        + ("" if found.exact else f" (fits; {found.note})"))
@@ -201,7 +204,7 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
             if time.perf_counter() >= deadline:
                 break
             try:
-                if fits_on(spec, Cluster.from_flags(num_gpus=n, gpu=gpu), workload, fixed, allow, left()):
+                if fits_on(spec, Cluster.from_flags(num_gpus=n, gpu=gpu), workload, rules, left()):
                     fitting.append(gpu.name)
             except (TimeoutError, MegasolveError):
                 continue
@@ -214,7 +217,7 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed, allow
                 break
             shorter = replace(workload, seq_length=seq)  # every recipe field kept
             try:
-                if fits_on(spec, cluster, shorter, fixed, allow, left()):
+                if fits_on(spec, cluster, shorter, rules, left()):
                     repairs.append(f"or a sequence length of {seq} on these {n} GPUs")
                     break
             except TimeoutError:

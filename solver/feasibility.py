@@ -8,7 +8,7 @@ no import cycle (``tests/test_layering.py``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from megasolve.models.errors import MegasolveError
@@ -61,13 +61,41 @@ def feasible_point(space: SearchSpace, tables: CostTables, time_limit_s: float =
     return None
 
 
-def fits_on(spec: ModelSpec, cluster: Cluster, workload: Workload, fixed: dict[str, Any] | None,
-            allow_cross_domain_tp: bool, time_limit_s: float) -> dict | None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchRules:
+    """What a layout must obey beyond Megatron's rules, the same wherever a layout is searched for:
+    ``solve`` and its smallest-cluster repair (``explain``), and ``whatif``'s points and its
+    minimum-size search. ``fixed``: ``--fix`` pins; ``requires``: ``--require`` rules
+    (``require.py``); ``min_headroom``: ``solve.Headroom`` (``--min-headroom``), None for none."""
+
+    fixed: dict[str, Any] | None = None
+    allow_cross_domain_tp: bool = False
+    requires: tuple[str, ...] = ()
+    min_headroom: Any = field(default=None)
+
+    def headroom_bytes(self, cluster: Cluster) -> float:
+        return self.min_headroom.bytes(cluster) if self.min_headroom is not None else 0.0
+
+    def space(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> SearchSpace:
+        return build_space(spec, cluster, workload, fixed=self.fixed, allow_cross_domain_tp=self.allow_cross_domain_tp,
+                           requires=self.requires)
+
+    def tables(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, margin: bool = True,
+               band: bool = True) -> CostTables:
+        """The cost tables with the memory every stage must leave free: its uncertainty band (``band``)
+        plus the headroom (``margin=False``: neither)."""
+        return CostTables(spec, cluster, workload, headroom_bytes=self.headroom_bytes(cluster) if margin else 0.0,
+                          band=band and margin)
+
+
+def fits_on(spec: ModelSpec, cluster: Cluster, workload: Workload, rules: SearchRules,
+            time_limit_s: float) -> dict | None:
+    """A layout that obeys ``rules`` (pins, ``--require``) and leaves their headroom, or None."""
     try:
-        space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp)
+        space = rules.space(spec, cluster, workload)
     except MegasolveError:
         return None
-    return feasible_point(space, CostTables(spec, cluster, workload), time_limit_s)
+    return feasible_point(space, rules.tables(spec, cluster, workload), time_limit_s)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,9 +161,9 @@ class MinGpus:
 
 def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, time_limit_s: float | None = 60.0,
                   max_gpus: int = MAX_SEARCH_GPUS, known_not_fitting: int | None = None,
-                  fixed: dict[str, Any] | None = None, allow_cross_domain_tp: bool = False,
-                  deadline: float | None = None) -> MinGpus:
-    """The smallest cluster of ``kind`` on which some layout fits: feasibility solves on 1, 2, 4, ...
+                  rules: SearchRules = SearchRules(), deadline: float | None = None) -> MinGpus:
+    """The smallest cluster of ``kind`` on which some layout obeys ``rules`` and fits with their
+    headroom (what ``solve`` returns untight with the same rules): feasibility solves on 1, 2, 4, ...
     GPUs up to a node, then 1, 2, 4, ... nodes, then bisection over whole nodes. ``time_limit_s``
     bounds each feasibility solve, ``deadline`` the whole search (a probe cut short counts as not
     fitting and marks the answer inexact); sizes up to ``known_not_fitting`` are skipped."""
@@ -156,7 +184,7 @@ def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, tim
             return False
         solves += 1
         try:
-            return fits_on(spec, cluster, workload, fixed, allow_cross_domain_tp, budget) is not None
+            return fits_on(spec, cluster, workload, rules, budget) is not None
         except TimeoutError:  # not settled: count it as not fitting, mark the answer inexact
             unsettled.append(size)
             return False

@@ -53,13 +53,15 @@ class Violation:
 
 @functools.lru_cache(maxsize=65536)
 def split_counts(spec: ModelSpec, pp: int, vpp: int, first: int | None, last: int | None,
-                 account_embedding: bool = False, account_loss: bool = False) -> tuple[int, ...] | str:
+                 account_embedding: bool = False, account_loss: bool = False,
+                 pipeline_layout: str | None = None) -> tuple[int, ...] | str:
     """Layers per pipeline stage, or the reason Megatron rejects the split (cached: the solver asks
     for the same few splits hundreds of thousands of times)."""
     try:
         return tuple(stage_layer_counts(spec, Layout(pp=pp, vpp=vpp, first_stage_layers=first,
                                                      last_stage_layers=last, account_for_embedding=account_embedding,
-                                                     account_for_loss=account_loss)))
+                                                     account_for_loss=account_loss,
+                                                     pipeline_layout=pipeline_layout)))
     except MegasolveError as exc:
         return exc.rule
 
@@ -67,7 +69,8 @@ def split_counts(spec: ModelSpec, pp: int, vpp: int, first: int | None, last: in
 def _split(ctx: RuleContext, a: Axes) -> tuple[int, ...] | str:
     # the accounting flags are Layout fields the search never varies (its points lack them: False)
     return split_counts(ctx.spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"],
-                        a.get("account_for_embedding", False), a.get("account_for_loss", False))
+                        a.get("account_for_embedding", False), a.get("account_for_loss", False),
+                        a.get("pipeline_layout"))  # --pipeline-layout (estimate only: solve does not search it)
 
 
 def _split_ok(ctx: RuleContext, a: Axes) -> bool:
@@ -148,7 +151,8 @@ RULES: tuple[Rule, ...] = (
          fix="use --etp 1", source="TC L2612-2615"),
     Rule(name="pipeline_split", axes=("pp", "vpp", "first_stage_layers", "last_stage_layers"),
          check=_split_ok, message=_split_message,
-         fix="use a pp (and vpp) that divide the layers, or set --first/--last-stage-layers",
+         fix="use a pp (and vpp) that divide the layers, set --first/--last-stage-layers, or write a "
+             "--pipeline-layout that obeys the rule above",
          source="ARG L953-998; TC L2296-2370"),
     Rule(name="vpp_needs_pp", axes=("pp", "vpp"),
          check=lambda c, a: a["vpp"] == 1 or a["pp"] > 1,

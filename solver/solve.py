@@ -19,8 +19,9 @@ from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport, estimate, layout_dict
 from megasolve.solver.exhaustive import Ranked, point_key, solve_exhaustive
+from megasolve.solver.feasibility import SearchRules
 from megasolve.solver.plans import group_plans
-from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
+from megasolve.solver.space import AXES, SearchSpace, point_layout
 from megasolve.solver.tables import CostTables
 from megasolve.topology.cluster import Cluster
 
@@ -129,17 +130,18 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
            explain: bool, min_headroom: Headroom | None, requires: tuple[str, ...], band: bool) -> SolveResult:
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
-    space = build_space(spec, cluster, workload, fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp,
-                        requires=requires)
-    margin = min_headroom.bytes(cluster) if min_headroom is not None else 0.0
+    rules = SearchRules(fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp, requires=tuple(requires),
+                        min_headroom=min_headroom)
+    space = rules.space(spec, cluster, workload)
+    margin = rules.headroom_bytes(cluster)
     search: dict[str, Any] = {"engine": engine, "space_size": space.size, "top_k": top_k,
                               "domains": {a: len(space.domains[a]) for a in AXES},
                               "min_headroom_gb": round(margin / 1e9, 2), "uncertainty_band": band}
-    tables = CostTables(spec, cluster, workload, headroom_bytes=margin, band=band)
+    tables = rules.tables(spec, cluster, workload, band=band)
     ranked, proven = _search(space, tables, engine, top_k, deadline, workers, search)
     tight = False
     if not ranked and proven and (margin > 0 or band):  # nothing leaves band + margin: does anything fit?
-        tables = CostTables(spec, cluster, workload)
+        tables = rules.tables(spec, cluster, workload, margin=False)
         ranked, proven = _search(space, tables, engine, top_k, deadline, workers, search)
         tight = bool(ranked)
     search["tight"] = tight
@@ -161,8 +163,7 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
         return SolveResult(status="infeasible", layouts=[], objective_us=[], search=search)
     from megasolve.solver.explain import explain_infeasible
 
-    reasons, closest, repairs = explain_infeasible(spec, cluster, workload, space, tables, fixed=fixed,
-                                                   allow_cross_domain_tp=allow_cross_domain_tp,
+    reasons, closest, repairs = explain_infeasible(spec, cluster, workload, space, tables, rules=rules,
                                                    deadline=deadline)
     search["wall_s"] = round(time.perf_counter() - start, 3)
     return SolveResult(status="infeasible", layouts=[], objective_us=[], search=search, reasons=reasons,

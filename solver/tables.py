@@ -21,18 +21,19 @@ from typing import Any, Callable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
+from megasolve.cost.layers import LayerKind, model_layer_kinds, stage_layers
 from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, first_stage_extra_bytes,
                                    fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
-                                   mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
+                                   mtp_activation_bytes, other_bytes, selective_transient_bytes,
                                    static_bytes)
 from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, layer_time, logits_time,
                                  optimizer_shard_s, pp_unit_comm_s)
 from megasolve.models import ranks
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
-                                     moe_mlp_params, mtp_params, output_params, stage_layer_ids)
+                                     moe_mlp_params, mtp_params, output_params)
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.space import MAX_VPP, Point
 from megasolve.topology.cluster import Cluster
@@ -60,17 +61,48 @@ class Term:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Slot:
-    """Pipeline stages of one row that share a composition (same time, same static memory)."""
+    """Pipeline stages of one row that share a composition (same time, same static memory): the layers
+    of each kind they hold (``layers.StageLayers``: ``base`` keep their activations, ``recomputed``
+    are stored as inputs only)."""
 
-    dense_base: int  # dense layers storing full activations
-    moe_base: int
-    dense_rc: int  # dense layers with full recompute (input only)
-    moe_rc: int
+    base: tuple[tuple[LayerKind, int], ...]
+    recomputed: tuple[tuple[LayerKind, int], ...]
     first: bool
     last: bool
     mtp: bool
-    stage: int  # lowest stage index with this composition (most micro-batches in flight)
-    multiplicity: int
+    stages: tuple[int, ...]  # the stages with this composition, lowest first
+
+    @property
+    def stage(self) -> int:
+        """Lowest stage index with this composition (most micro-batches in flight)."""
+        return self.stages[0]
+
+    @property
+    def multiplicity(self) -> int:
+        return len(self.stages)
+
+    def layers(self) -> tuple[tuple[LayerKind, bool, int], ...]:
+        """``(kind, recomputed, count)``: what the slot's per-layer sums run over."""
+        return tuple((k, False, n) for k, n in self.base) + tuple((k, True, n) for k, n in self.recomputed)
+
+    def _count(self, moe: bool, recomputed: bool) -> int:
+        return sum(n for k, rc, n in self.layers() if k.moe == moe and rc == recomputed)
+
+    @property
+    def dense_base(self) -> int:  # dense layers storing full activations
+        return self._count(False, False)
+
+    @property
+    def moe_base(self) -> int:
+        return self._count(True, False)
+
+    @property
+    def dense_rc(self) -> int:  # dense layers with full recompute (input only)
+        return self._count(False, True)
+
+    @property
+    def moe_rc(self) -> int:
+        return self._count(True, True)
 
     @property
     def dense(self) -> int:
@@ -289,22 +321,30 @@ class CostTables:
         # ---- time per micro-batch (us): total and compute part -----------------------------
         for part in ("t", "c"):
             pick = (lambda lt: lt.total) if part == "t" else (lambda lt: lt.compute)
-            add(f"{part}_dense", ("tp", "cp", "mbs", "sp", "sel"),
-                lambda tp, cp, mbs, sp, sel, pick=pick: quantise_s(pick(layer_time(
-                    spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel)))))
-            add(f"{part}_dense_full", ("tp", "cp", "mbs", "sp"),
-                lambda tp, cp, mbs, sp, pick=pick: quantise_s(pick(layer_time(
-                    spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full"))))
             add(f"{part}_logits", ("tp", "cp", "mbs", "sp", "etp", "ep"),
                 lambda tp, cp, mbs, sp, etp, ep, pick=pick: quantise_s(pick(logits_time(
                     spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep))))
-            if spec.is_moe:
-                add(f"{part}_moe", ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
-                    lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick: quantise_s(pick(layer_time(
-                        spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel)))))
-                add(f"{part}_moe_full", ("tp", "cp", "mbs", "sp", "etp", "ep"),
-                    lambda tp, cp, mbs, sp, etp, ep, pick=pick: quantise_s(pick(layer_time(
-                        spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full"))))
+            # one term per layer kind (layers.model_layer_kinds: MLP kind x attention span), with and
+            # without full recompute
+            for kind in model_layer_kinds(spec):
+                if kind.moe:
+                    add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
+                        lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick, kind=kind: quantise_s(pick(layer_time(
+                            spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
+                            kind=kind))))
+                    add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                        lambda tp, cp, mbs, sp, etp, ep, pick=pick, kind=kind: quantise_s(pick(layer_time(
+                            spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
+                            kind=kind))))
+                else:
+                    add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "sel"),
+                        lambda tp, cp, mbs, sp, sel, pick=pick, kind=kind: quantise_s(pick(layer_time(
+                            spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel),
+                            kind=kind))))
+                    add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp"),
+                        lambda tp, cp, mbs, sp, pick=pick, kind=kind: quantise_s(pick(layer_time(
+                            spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full",
+                            kind=kind))))
         add("t_p2p", ("tp", "cp", "mbs", "sp", "pp"),
             lambda tp, cp, mbs, sp, pp: quantise_s(pp_unit_comm_s(spec, cluster, wl, tp=tp, cp=cp, mbs=mbs,
                                                                   sequence_parallel=sp, pp=pp)))
@@ -388,32 +428,33 @@ class CostTables:
     # ------------------------------------------------------------------ pipeline rows
     @functools.cache
     def row(self, pp: int, vpp: int, split: tuple, rc: tuple) -> PipelineRow:
+        """The stages of one pipeline shape grouped by composition (``layers.stage_layers``: the same
+        per-stage layer lists ``estimate`` sums over)."""
         spec = self.spec
         layout = Layout(pp=pp, vpp=vpp, first_stage_layers=split[0], last_stage_layers=split[1],
                         account_for_embedding=split[2], account_for_loss=split[3],
                         recompute=rc[0], recompute_num_layers=rc[1])
         groups: dict[tuple, list[int]] = {}
-        for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
-            stored = recomputed_layers(layout, chunks)
-            ids = [i for chunk in chunks for i in chunk]
-            dense_base = sum(1 for i in ids if not spec.is_moe_layer(i) and i not in stored)
-            moe_base = sum(1 for i in ids if spec.is_moe_layer(i) and i not in stored)
-            dense_rc = sum(1 for i in ids if not spec.is_moe_layer(i) and i in stored)
-            moe_rc = sum(1 for i in ids if spec.is_moe_layer(i) and i in stored)
+        for layers in stage_layers(spec, layout):
+            stage = layers.stage
             last = stage == pp - 1
-            key = (dense_base, moe_base, dense_rc, moe_rc, stage == 0, last, last and spec.mtp_num_layers > 0)
+            key = (layers.base, layers.recomputed, stage == 0, last, last and spec.mtp_num_layers > 0)
             groups.setdefault(key, []).append(stage)
-        slots = tuple(Slot(dense_base=k[0], moe_base=k[1], dense_rc=k[2], moe_rc=k[3], first=k[4], last=k[5],
-                           mtp=k[6], stage=min(stages), multiplicity=len(stages))
+        slots = tuple(Slot(base=k[0], recomputed=k[1], first=k[2], last=k[3], mtp=k[4], stages=tuple(stages))
                       for k, stages in sorted(groups.items(), key=lambda kv: min(kv[1])))
         return PipelineRow(pp=pp, vpp=vpp, split=split, rc=rc, slots=slots)
 
+    def model_time_form(self) -> list[tuple[int, str]]:
+        """Every decoder layer of the model at its no-recompute time, plus the logits: ``[(count, term)]``
+        (a lower bound on ``sum(tau)`` over the stages, whatever the split)."""
+        (whole,) = stage_layers(self.spec, Layout())
+        return [(n, self.layer_term("t", kind, False)) for kind, _, n in whole.counts()] + [(1, "t_logits")]
+
     # ------------------------------------------------------------------ linear forms
     def time_form(self, row: PipelineRow, slot: Slot, part: str) -> list[tuple[int, str]]:
-        """``tau`` (part "t") or its compute share (part "c") of one slot: [(coefficient, term)]."""
-        form = [(slot.dense_base, f"{part}_dense"), (slot.dense_rc, f"{part}_dense_full")]
-        if self.spec.is_moe:
-            form += [(slot.moe_base, f"{part}_moe"), (slot.moe_rc, f"{part}_moe_full")]
+        """``tau`` (part "t") or its compute share (part "c") of one slot: [(coefficient, term)], one
+        term per layer kind the slot holds (``layer_term``)."""
+        form = [(n, self.layer_term(part, kind, recomputed)) for kind, recomputed, n in slot.layers()]
         if slot.last:
             form.append((1, f"{part}_logits"))
         if part == "t" and row.pp > 1:
@@ -464,10 +505,18 @@ class CostTables:
         return form
 
     def activation_form(self, slot: Slot) -> list[tuple[int, str]]:
-        form = [(slot.dense_base, "ma_dense"), (slot.dense_rc + slot.moe_rc, "ma_input")]
-        if self.spec.is_moe:
-            form.append((slot.moe_base, "ma_moe"))
-        return [(c, t) for c, t in form if c]
+        """Saved activations of one micro-batch on the slot: per layer kind (``LayerKind.memory_name``),
+        inputs only for recomputed layers."""
+        counts: dict[str, int] = {}
+        for kind, recomputed, n in slot.layers():
+            term = "ma_input" if recomputed else f"ma_{kind.memory_name}"
+            counts[term] = counts.get(term, 0) + n
+        return [(c, t) for t, c in counts.items() if c]
+
+    @staticmethod
+    def layer_term(part: str, kind: LayerKind, recomputed: bool) -> str:
+        """The time term of one layer of ``kind``: ``t_dense``, ``t_moe_w128_full``, ..."""
+        return f"{part}_{kind.name}{'_full' if recomputed else ''}"
 
     def fixed_memory_parts(self, row: PipelineRow, slot: Slot) -> tuple[list[tuple[int, str]], ...]:
         """Memory that does not scale with micro-batches in flight, by band class (``combine.band``):

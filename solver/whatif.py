@@ -29,8 +29,8 @@ from megasolve.models.layout import Workload, default_global_batch, precision_fi
 from megasolve.models.ranks import data_parallel_size
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport
-from megasolve.solver.feasibility import ClusterKind, MinGpus, find_min_gpus
-from megasolve.solver.solve import solve
+from megasolve.solver.feasibility import ClusterKind, MinGpus, SearchRules, find_min_gpus
+from megasolve.solver.solve import DEFAULT_MIN_HEADROOM, solve
 from megasolve.topology.cluster import Cluster
 
 SECONDS_PER_DAY = 86400.0
@@ -173,9 +173,9 @@ def _round(value: float | None, digits: int) -> float | None:
 
 # ---------------------------------------------------------------------------- the work of one process
 def solve_point(spec: ModelSpec, kind: ClusterKind, scenario: Scenario, workload: Workload,
-                time_limit_s: float | None) -> PointResult:
-    """Best layout and runner-up at one point (no infeasibility explanation: the sweep gives the
-    reason from the batch arithmetic and the minimum-size search)."""
+                time_limit_s: float | None, rules: SearchRules = SearchRules()) -> PointResult:
+    """Best layout and runner-up at one point under ``rules`` (no infeasibility explanation: the sweep
+    gives the reason from the batch arithmetic and the minimum-size search)."""
     start = time.perf_counter()
     cluster = kind.at(scenario.num_gpus)
     reason = batch_split_reason(spec, cluster, workload)
@@ -183,7 +183,9 @@ def solve_point(spec: ModelSpec, kind: ClusterKind, scenario: Scenario, workload
         return PointResult(scenario=scenario, cluster=cluster, workload=workload, status="infeasible", reason=reason,
                            solve_s=time.perf_counter() - start)
     try:
-        result = solve(spec, cluster, workload, top_k=2, time_limit_s=time_limit_s, explain=False)
+        result = solve(spec, cluster, workload, top_k=2, time_limit_s=time_limit_s, explain=False,
+                       fixed=rules.fixed, allow_cross_domain_tp=rules.allow_cross_domain_tp,
+                       min_headroom=rules.min_headroom, requires=rules.requires)
     except MegasolveError as exc:  # no value of some axis is legal at this point
         return PointResult(scenario=scenario, cluster=cluster, workload=workload, status="infeasible",
                            reason=str(exc), solve_s=time.perf_counter() - start)
@@ -222,8 +224,8 @@ def _run_task(task: tuple) -> Any:
     with use_profile(profile):  # worker processes do not inherit the caller's active profile
         if kind_of_task == "point":
             return solve_point(*args)
-        spec, kind, workload, time_limit_s = args
-        return find_min_gpus(spec, kind, workload, time_limit_s=time_limit_s)
+        spec, kind, workload, time_limit_s, rules = args
+        return find_min_gpus(spec, kind, workload, time_limit_s=time_limit_s, rules=rules)
 
 
 # ---------------------------------------------------------------------------- the sweep
@@ -239,7 +241,8 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
            precision: str = "bf16", attention: str = "flash", tokens: float | None = None,
            gpu_hour_price: float | None = None, time_limit_s: float | None = 60.0, jobs: int | None = None,
            min_gpus: bool = True, progress: Progress | None = None,
-           recipe: dict[str, object] | None = None, profile: Profile | str | None = None) -> WhatIfResult:
+           recipe: dict[str, object] | None = None, profile: Profile | str | None = None,
+           min_headroom: Any = DEFAULT_MIN_HEADROOM, requires: Sequence[str] = ()) -> WhatIfResult:
     """Sweep the Cartesian product of ``gpus`` x ``gpu`` x ``seq_length`` x ``global_batch_size``.
 
     ``global_batch_size=None``: ``default_global_batch(seq)`` per sequence length. ``tokens``: train
@@ -248,6 +251,8 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     smallest fitting cluster of every series. ``recipe``: further ``Workload`` fields held fixed
     (``grad_reduce_in_bf16``, ``cross_entropy``, ``fp8_recipe``). ``profile``: the calibration
     ``Profile`` (or profile file) every point is costed with; None: the active one (shipped by default).
+    ``min_headroom`` (``solve.Headroom``) and ``requires`` (``--require`` rules): as in ``solve``, for
+    every point and for the smallest-cluster search alike (one ``SearchRules``).
     """
     spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
     start = time.perf_counter()
@@ -272,6 +277,10 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
                              fix="list each GPU type once")
 
     chosen = load_profile(profile) or active_profile()
+    from megasolve.solver.require import compile_requirements
+
+    compile_requirements(tuple(requires))  # a malformed rule is bad input now, not "nothing fits" per point
+    rules = SearchRules(min_headroom=min_headroom, requires=tuple(requires))
     series: list[tuple[ClusterKind, Workload]] = []
     points: list[tuple[ClusterKind, Scenario, Workload]] = []
     for kind, seq in itertools.product(kinds, seqs):
@@ -286,9 +295,10 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
 
     tasks: list[tuple] = []
     if min_gpus:  # the long sequential searches first, then the largest clusters (slowest solves)
-        tasks += [("min", (spec, kind, workload, time_limit_s), chosen) for kind, workload in series]
+        tasks += [("min", (spec, kind, workload, time_limit_s, rules), chosen) for kind, workload in series]
     order = sorted(range(len(points)), key=lambda i: -points[i][1].num_gpus)
-    tasks += [("point", (spec, points[i][0], points[i][1], points[i][2], time_limit_s), chosen) for i in order]
+    tasks += [("point", (spec, points[i][0], points[i][1], points[i][2], time_limit_s, rules), chosen)
+              for i in order]
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise MegasolveError(field="--jobs", value=jobs, rule="must be >= 1", fix="e.g. --jobs 4")

@@ -1,7 +1,8 @@
 """One definition of how cost terms combine (``cost/combine.py``), four engines: estimate (floats),
 the oracle (integers), CP-SAT (encoded) and the bounds (relaxed) must agree on random layouts that
 cover every searched knob (tp, cp, pp, vpp, dp, mbs, sp, ep, etp, uneven split, none / selective /
-full / block recompute, distributed optimizer on and off, Megatron-FSDP)."""
+full / block recompute, distributed optimizer on and off, Megatron-FSDP) and per-layer kinds
+(dense / MoE, full / sliding-window attention), whose per-stage sums all come from ``layers.stage_layers``."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ CASES = [
     ("mixtral-8x7b", 32, "h100", 4096, 256, "flash"),
     ("deepseek-v3-proxy", 64, "h100", 4096, 512, "flash"),
     ("qwen2.5-7b", 16, "a100-80g", 4096, 128, "unfused"),
+    # sliding-window patterns: Gemma-3 5:1 local/global (dense), gpt-oss alternating (MoE): stages hold
+    # different mixes of windowed and full layers (cost/layers.py)
+    ("gemma-3-27b", 16, "h100", 8192, 128, "flash"),
+    ("gpt-oss-20b", 16, "h100", 8192, 128, "flash"),
 ]
 
 

@@ -125,14 +125,64 @@ def test_min_gpus_is_where_solve_starts_finding_layouts():
 
 
 def test_min_gpus_below_one_node(dense_sweep):
+    """The sweep's minimum is where solve (same default headroom) returns a layout that leaves the
+    margin; half of it returns none, or only layouts marked tight."""
     from megasolve.solver.solve import solve
 
     (found,) = dense_sweep.min_gpus
     spec, workload = load_preset("llama-3.1-8b"), dense_sweep.points[0].workload
     assert found.exact and found.num_gpus < 8 and found.largest_not_fitting == found.num_gpus // 2
     kind = ClusterKind(gpu="h100")
-    assert solve(spec, kind.at(found.num_gpus), workload, top_k=1, explain=False).layouts
-    assert not solve(spec, kind.at(found.largest_not_fitting), workload, top_k=1, explain=False).layouts
+    at_min = solve(spec, kind.at(found.num_gpus), workload, top_k=1, explain=False)
+    assert at_min.layouts and not at_min.search["tight"]
+    below = solve(spec, kind.at(found.largest_not_fitting), workload, top_k=1, explain=False)
+    assert not below.layouts or below.search["tight"]
+
+
+def test_min_gpus_uses_the_headroom_and_require_rules_of_solve():
+    """One code path (``SearchRules``): the smallest cluster honours --min-headroom and --require as
+    solve does. Llama-3.1-8B, 4,096 x 256 on H100: 2 GPUs fit with no margin, 4 with 10 %; a team rule
+    tp*pp >= 16 needs 16 GPUs (dp >= 1)."""
+    from megasolve.solver.feasibility import SearchRules
+    from megasolve.solver.solve import DEFAULT_MIN_HEADROOM, Headroom, solve
+
+    spec, workload = load_preset("llama-3.1-8b"), Workload(seq_length=4096, global_batch_size=256)
+    kind = ClusterKind(gpu="h100")
+    bare = find_min_gpus(spec, kind, workload)
+    margin = find_min_gpus(spec, kind, workload, rules=SearchRules(min_headroom=DEFAULT_MIN_HEADROOM))
+    assert (bare.num_gpus, margin.num_gpus) == (2, 4)
+    tight = solve(spec, kind.at(2), workload, top_k=1, explain=False)
+    assert tight.layouts and tight.search["tight"]  # 2 GPUs: only inside the margin
+    ruled = find_min_gpus(spec, kind, workload, rules=SearchRules(requires=("tp*pp >= 16",)))
+    assert ruled.exact and ruled.num_gpus == 16
+    # whatif: every point and the minimum-size search under the same rules
+    sweep = whatif(spec, gpus=[8, 16], gpu="h100", global_batch_size=256, jobs=1, requires=("tp*pp >= 16",),
+                   min_headroom=Headroom(gb=0))
+    (found,) = sweep.min_gpus
+    assert found.num_gpus == 16
+    assert sweep.points[0].best is None and "16 GPUs" in sweep.points[0].reason
+    best = sweep.points[1].best.layout
+    assert best.tp * best.pp >= 16
+    with pytest.raises(MegasolveError, match="--require"):
+        whatif(spec, gpus=[8], gpu="h100", jobs=1, requires=("tp ** 2 > 1",))
+
+
+def test_explain_repairs_use_the_require_rules():
+    """With a --require rule, "use at least N GPUs" names the smallest cluster where solve with that
+    rule (and its default headroom) fits, not the smallest without them."""
+    from megasolve.solver.feasibility import SearchRules
+    from megasolve.solver.solve import DEFAULT_MIN_HEADROOM, solve
+
+    spec, workload = load_preset("qwen2.5-14b"), Workload(seq_length=4096, global_batch_size=1024)
+    kind = ClusterKind(gpu="a100-40g", gpus_per_node=2, nvlink_domain=2)
+    rule = ("tp == 1",)  # no tensor parallelism
+    plain = find_min_gpus(spec, kind, workload, rules=SearchRules(min_headroom=DEFAULT_MIN_HEADROOM))
+    ruled = find_min_gpus(spec, kind, workload, rules=SearchRules(requires=rule, min_headroom=DEFAULT_MIN_HEADROOM))
+    bare = find_min_gpus(spec, kind, workload, rules=SearchRules(requires=rule))
+    assert plain.num_gpus <= bare.num_gpus < ruled.num_gpus  # 10, 10, 12
+    result = solve(spec, kind.at(bare.largest_not_fitting), workload, top_k=1, requires=rule, time_limit_s=120)
+    assert result.status == "infeasible"
+    assert any(f"use at least {ruled.num_gpus} x a100-40g" in r for r in result.repairs), result.repairs
 
 
 def test_an_impossible_batch_split_is_a_reason_not_an_error():

@@ -1,0 +1,160 @@
+"""Which decoder layers each pipeline stage holds, by kind: the one owner of per-stage layer sums.
+
+``estimate`` (``cost/step.py``, ``cost/memory.py``) and the solver's tables (``solver/tables.py``)
+both cost a stage as "count of each layer kind x that kind's per-layer cost": the counts come from
+here and nowhere else, so the two cannot disagree on which layers a stage holds.
+
+A layer's *kind* is everything its per-layer cost depends on beyond the layout: its MLP (dense or
+MoE, ``ModelSpec.is_moe_layer``) and its attention span (sliding window ``--window-size`` on the
+layers ``--window-attn-skip-freq`` leaves windowed, or a Llama-4 attention chunk). Which layers sit
+on which stage is Megatron's assignment (``models.params.stage_layer_ids``: ``TB::
+get_num_layers_to_build`` / ``get_transformer_layer_offset``, or a ``--pipeline-model-parallel-layout``
+string), so a stage costs exactly the windowed and full-attention layers it holds: with Gemma-3's 5:1
+local/global pattern (every 6th layer global) on 62 layers split 14/16/16/16, the stages hold 2, 3,
+2 and 3 global layers.
+
+A new kind of layer (e.g. a Mamba mixer) is a new field of ``LayerKind`` read by ``layer_kind``;
+every engine then picks it up through ``stage_layers``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from megasolve.models.layout import Layout
+from megasolve.models.params import stage_layer_ids
+from megasolve.models.spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LayerKind:
+    """What one decoder layer's per-layer cost depends on beyond the layout.
+
+    ``window`` / ``chunk``: the layer's sliding window / attention chunk in tokens (None: full causal
+    attention); ``layer``: one decoder layer of this kind (its index, for ``ModelSpec.attended_pairs``;
+    not part of the identity).
+
+    >>> LayerKind(moe=False, window=1024).name, LayerKind(moe=True).name
+    ('dense_w1024', 'moe')
+    """
+
+    moe: bool = False
+    window: int | None = None
+    chunk: int | None = None
+    layer: int = field(default=0, compare=False, hash=False)
+
+    @property
+    def name(self) -> str:
+        """Term-name suffix: ``dense`` / ``moe`` for full attention (the names before windows existed)."""
+        out = "moe" if self.moe else "dense"
+        if self.window is not None:
+            out += f"_w{self.window}"
+        if self.chunk is not None:
+            out += f"_c{self.chunk}"
+        return out
+
+    @property
+    def memory_name(self) -> str:
+        """Term-name suffix of the layer's saved activations: a sliding window or chunk changes none of
+        the tensors a layer keeps (flash / fused attention skips score blocks; unfused attention applies
+        it as a mask over the same scores: ``memory.attention_activation_terms``), so only the MLP kind."""
+        return "moe" if self.moe else "dense"
+
+    def attention_fraction(self, spec: ModelSpec, seq_length: int) -> float:
+        """Attended (query, key) pairs relative to full causal attention (1.0 without window or chunk).
+
+        >>> from megasolve.models.presets import load_preset
+        >>> spec = load_preset("mistral-7b-v0.1")  # every layer: a 4,096-token window
+        >>> round(layer_kind(spec, 0).attention_fraction(spec, 32768), 3)
+        0.234
+        """
+        if self.window is None and self.chunk is None:
+            return 1.0
+        return spec.attended_pairs(self.layer, seq_length) / (seq_length * (seq_length + 1) / 2)
+
+
+def layer_kind(spec: ModelSpec, layer: int) -> LayerKind:
+    """The kind of decoder layer ``layer`` (0-based)."""
+    return LayerKind(moe=spec.is_moe_layer(layer), window=spec.layer_window(layer), chunk=spec.layer_chunk(layer),
+                     layer=layer)
+
+
+def model_layer_kinds(spec: ModelSpec) -> tuple[LayerKind, ...]:
+    """The distinct kinds among the model's decoder layers (and its MTP layers, which take the last
+    decoder layer's kind), in order of first appearance.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> [k.name for k in model_layer_kinds(load_preset("gemma-3-27b"))]
+    ['dense_w1024', 'dense']
+    """
+    seen: dict[LayerKind, None] = {}
+    for i in range(spec.num_layers):
+        seen.setdefault(layer_kind(spec, i))
+    return tuple(seen)
+
+
+def mtp_layer_kind(spec: ModelSpec) -> LayerKind:
+    """Each MTP depth holds one transformer layer of the last decoder layer's kind (``params.stage_params``)."""
+    return layer_kind(spec, spec.num_layers - 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageLayers:
+    """The decoder layers of one pipeline stage (all its virtual chunks): how many of each kind keep
+    their activations (``base``) and how many are stored as inputs only under full recompute
+    (``recomputed``, ``recomputed_layers``), in kind order of ``model_layer_kinds``."""
+
+    stage: int
+    layer_ids: tuple[int, ...]
+    base: tuple[tuple[LayerKind, int], ...]
+    recomputed: tuple[tuple[LayerKind, int], ...]
+
+    def counts(self) -> tuple[tuple[LayerKind, bool, int], ...]:
+        """``(kind, recomputed, count)`` for every non-empty group: what a stage sum runs over."""
+        return tuple((k, False, n) for k, n in self.base) + tuple((k, True, n) for k, n in self.recomputed)
+
+    def count(self, *, moe: bool | None = None, recomputed: bool | None = None) -> int:
+        """Layers of the stage, optionally only MoE / dense ones and only recomputed / stored ones."""
+        return sum(n for k, rc, n in self.counts()
+                   if (moe is None or k.moe == moe) and (recomputed is None or rc == recomputed))
+
+    @property
+    def kinds(self) -> tuple[LayerKind, ...]:
+        return tuple(dict.fromkeys(k for k, _, _ in self.counts()))
+
+
+def recomputed_layers(layout: Layout, chunks: list[list[int]]) -> set[int]:
+    """Layers stored as inputs only: all with full recompute, or the first ``recompute_num_layers``
+    of each virtual chunk with the block method (TC L1901-1925)."""
+    if layout.recompute != "full":
+        return set()
+    if layout.recompute_num_layers is None:
+        return {i for chunk in chunks for i in chunk}
+    return {i for chunk in chunks for i in chunk[:layout.recompute_num_layers]}
+
+
+def stage_layers(spec: ModelSpec, layout: Layout) -> list[StageLayers]:
+    """Per pipeline stage, its decoder layers by kind (Megatron's layer -> stage assignment,
+    ``stage_layer_ids``; recompute per virtual chunk, ``recomputed_layers``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> stages = stage_layers(load_preset("gemma-3-27b"), Layout(pp=4, first_stage_layers=14, last_stage_layers=16))
+    >>> [(s.count(), [(k.name, n) for k, n in s.base]) for s in stages]  # doctest: +NORMALIZE_WHITESPACE
+    [(14, [('dense_w1024', 12), ('dense', 2)]), (16, [('dense_w1024', 13), ('dense', 3)]),
+     (16, [('dense_w1024', 14), ('dense', 2)]), (16, [('dense_w1024', 13), ('dense', 3)])]
+    """
+    order = {k: j for j, k in enumerate(model_layer_kinds(spec))}
+    out = []
+    for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
+        stored = recomputed_layers(layout, chunks)
+        ids = tuple(i for chunk in chunks for i in chunk)
+        base: dict[LayerKind, int] = {}
+        rc: dict[LayerKind, int] = {}
+        for i in ids:
+            kind = layer_kind(spec, i)
+            target = rc if i in stored else base
+            target[kind] = target.get(kind, 0) + 1
+        out.append(StageLayers(stage=stage, layer_ids=ids,
+                               base=tuple(sorted(base.items(), key=lambda kv: order[kv[0]])),
+                               recomputed=tuple(sorted(rc.items(), key=lambda kv: order[kv[0]]))))
+    return out
