@@ -80,9 +80,11 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
         read_runs(LOGS / entry["file"])
     text = str(err.value)
     assert entry["file"] in text and "\n" not in text
-    if not entry.get("whole_model"):
+    named = len(parse_log((LOGS / entry["file"]).read_text(encoding="utf-8")).model_names) == 1  # a preset's name
+    if not entry.get("whole_model") and not named:
         assert "--model" in text or "--vocab-size" in text  # the excerpt does not print the whole model
     if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices",
+                                                          "_env_nproc_per_node", "num_nodes",
                                                           "_env_world_size", "world_size"} & set(entry["expect"].get("args", {})):
         assert "--gpus N" in text
     if "gpu_names" not in entry["expect"]:
@@ -285,8 +287,10 @@ def test_check_runs_on_every_fixture_once_completed(entry):
                 "vocab_size": 32000, "args": {"tensor-model-parallel-size": 1}}
     if facts.oom is False and not facts.iterations and not facts.nemo_steps:
         defaults["step_time_s"] = 10.0
-    if not all(isinstance(facts.args.get(k), int) for k in ("num_layers", "hidden_size", "num_attention_heads")):
-        defaults["model"] = given.get("model", "llama-2-7b")
+    if "model" in given or not (len(facts.model_names) == 1 or all(
+            isinstance(facts.args.get(k), int) for k in ("num_layers", "hidden_size", "num_attention_heads"))):
+        moe = isinstance(facts.args.get("expert_model_parallel_size"), int) and facts.args["expert_model_parallel_size"] > 1
+        defaults["model"] = given.get("model", "mixtral-8x7b" if moe else "llama-2-7b")  # a placeholder of the kind
     if "tensor_model_parallel_size" in facts.args or facts.world_parts or "args" in given:
         defaults["args"] = dict(given.get("args", {}))
     for key in ("num_gpus", "seq_length"):
