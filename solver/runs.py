@@ -353,6 +353,7 @@ LAYOUT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "mo
 def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None = None) -> Run:
     """A ``Run`` from one Megatron-LM / NeMo / Megatron-Bridge log or launch script."""
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
+    defaults["_name"] = name
     facts = parse_log(text)
     args = {CONFIG_ALIASES.get(k, k): v for k, v in facts.args.items()}
     for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
@@ -413,6 +414,10 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                      "--arg moe-token-dispatcher-type=flex for DeepEP)")
     workload = _workload(work_raw, name)
     layout = _layout_for(num_gpus, layout_raw, name)
+    if isinstance(measured.rank, int) and measured.rank >= num_gpus:
+        raise MegasolveError(field=f"{name}: memory report rank", value=measured.rank,
+                             rule=f"is not a rank of a {num_gpus}-GPU run (the log mixes runs, or the GPU count is wrong)",
+                             fix="pass --gpus N, or a log of one run")
     software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
     return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
                source=name, software=software, notes=tuple(notes),
@@ -488,13 +493,20 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if not vocab:
         missing.append(("vocab_size", "--vocab-size N"))
         return None  # type: ignore[return-value]
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab <= 0:
+        raise MegasolveError(field=f"{defaults.get('_name', 'log')}: vocab_size", value=vocab,
+                             rule="must be a positive whole number", fix="pass --vocab-size N")
     model_args["vocab_size"] = int(vocab)
     model_args.pop("padded_vocab_size", None)
     # None is a value only for q_lora_rank (no query LoRA, DeepSeek-V2-Lite); elsewhere it means "unset"
     known = {k: v for k, v in model_args.items() if k in MODEL_ARG_NAMES and (v is not None or k == "q_lora_rank")}
     if not isinstance(known.get("moe_layer_freq", 1), (int, list, str)):
         known.pop("moe_layer_freq")
-    return spec_from_megatron_args(known, name=str(defaults.get("name") or "from-log"), source="training log")
+    try:
+        return spec_from_megatron_args(known, name=str(defaults.get("name") or "from-log"), source="training log")
+    except (ValueError, TypeError, ZeroDivisionError) as exc:  # a printed value of the wrong kind (a cut line)
+        raise MegasolveError(field=f"{defaults.get('_name', 'log')}: model arguments", value=str(exc).split("\n")[0],
+                             rule="do not make a model", fix="check the log's model arguments, or pass --model") from None
 
 
 MODEL_ARG_NAMES = {
