@@ -7,6 +7,7 @@ which turns the facts into a ``Run``. Nothing here knows about models or cluster
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -15,8 +16,11 @@ from typing import Any
 UNKNOWN_RANK = -1  # a memory line that names no rank
 
 # ---------------------------------------------------------------------------- log lines
-# launcher prefixes: slurm --label ("0: ", "12: "), "[host:rank]:", torchrun "[rank0]:" / "[default0]:"
-_PREFIX = re.compile(r"^\s*(?:\d+:\s|\[[^\]\s]*(?::\d+|rank\d+|default\d+)\]:\s?|[\w.-]+:\d+:\s)")
+# launcher prefixes: slurm --label ("0: ", "12: "), "[host:rank]:", torchrun "[rank0]:" / "[default0]:", NeMo-Run's
+# "name/0 [default0]:" (NVIDIA-NeMo/NeMo#13903), Ray's "(main_task pid=8918)" / "(WorkerDict pid=1, ip=10.0.0.1)"
+# and a platform's "【2025-02-20 23:16:43】" stamp (verl-project/verl#330)
+_PREFIX = re.compile(r"^\s*(?:\d+:\s|\[[^\]\s]*(?::\d+|rank\d+|default\d+)\]:\s?|[\w.-]+:\d+:\s"
+                     r"|[\w.-]+/\d+\s+\[default\d+\]:\s?|\([\w.]*\s*pid=\d+(?:,\s*ip=[\d.]+)?\)\s?|【[^】]*】\s?)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s?(.*?)\s*$")
 # Megatron-LM before 2021 padded names to 32 characters (megatron/arguments.py::_print_args at 94e2ca5, L81:
@@ -57,7 +61,11 @@ _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
 # NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
 _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
 # "key: value" / "key=value", optionally ending in a YAML comment ("num_query_groups: 16 # num_key_value_heads")
-_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?\s*(?:\s#.*)?$")
+# Megatron-Bridge's configuration summary adds the Megatron-Core default to each non-default value:
+# "  add_bias_linear: False  (Mcore default: True)" (training/config.py, "Non-default values (vs Mcore ...)";
+# as posted in NVIDIA-NeMo/Megatron-Bridge#2974)
+_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
+                          r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
@@ -72,6 +80,25 @@ _RANK_PARAMS_OLD = re.compile(r"number of parameters on model parallel rank (\d+
 # (verl#1467: "{'num_layers': 94, 'hidden_size': 4096, ..., 'tensor_model_parallel_size': 2, ...}")
 _DICT_PAIR = re.compile(r"'([a-z_][a-z0-9_]*)':\s*('[^']*'|[^,{}<>]+?)\s*(?=[,}])")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
+# Megatron-Bridge's per-step print: "Step Time : 12.78s GPU utilization: 528.1 TFLOP/s/GPU" (Megatron-Bridge#388),
+# later "... 24.7MODEL_TFLOP/s/GPU" (bionemo-recipes#1357): seconds of the step, model TFLOP/s per GPU
+_BRIDGE_STEP = re.compile(r"Step Time\s*:\s*([\d.]+)\s*s\b(?:.*?GPU utilization:\s*([\d.]+)\s*(?:MODEL_)?TFLOP)?")
+# Megatron-Bridge / Megatron-LM report_memory in decimal GB (bytes / 1e9, training/utils/train_utils.py report_memory):
+# "[Rank 0] (after 1 iterations) memory (GB) | mem-allocated-gigabytes: 13.367 | ... | mem-max-allocated-gigabytes: X"
+_MEMORY_GB = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(after \d+ iterations\) memory \(GB\)(.*)")
+_MEMORY_GB_FIELD = re.compile(r"mem-(max-allocated|max-reserved|reserved)-gigabytes:\s*([\d.]+)")
+# DeepSpeed's flops profiler summary (deepspeed/profiling/flops_profiler/profiler.py print_model_profile):
+# "world size: 128", "data parallel size: 16", "model parallel size: 8", "batch size per GPU: 8"
+_DS_PROFILE = re.compile(r"^(world size|data parallel size|model parallel size|batch size per GPU):\s+(\d+)\s*$")
+# BigScience Megatron-DeepSpeed's parameter print (bigscience-workshop/Megatron-DeepSpeed#202):
+# "[001-003] 13.2894B / 12.5869B" = [tensor rank-pipeline rank] billions with / without embeddings
+_BIG_PARAMS = re.compile(r"^\[(\d{3})-(\d{3})\]\s+([\d.]+)B\s*/\s*[\d.]+B$")
+# swiss-ai/Megatron-LM progress.txt (swiss-ai/Megatron-LM#46): "... # GPUs: 8 ... Job throughput: 364.8 TFLOP/s/GPU"
+_PROGRESS_GPUS = re.compile(r"#\s*GPUs:\s*(\d+)")
+_PROGRESS_TFLOPS = re.compile(r"\bJob throughput:\s*([\d.]+)\s*TFLOP/s/GPU")
+# Megatron-DeepSpeed's iteration line adds the trained sequence length: "| actual seqlen:  2048 |"
+# (microsoft/Megatron-DeepSpeed megatron/training.py training_log, curriculum learning)
+_ACTUAL_SEQLEN = re.compile(r"\|\s*actual seqlen:\s*(\d+)")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
 
@@ -112,6 +139,8 @@ class LogFacts:
     rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
     reserved_only_mib: float | None = None  # a peak reserved figure with no allocated one (Megatron-SWIFT)
     model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
+    reported_tflops: list[float] = field(default_factory=list)  # TFLOP/s/GPU printed outside iteration lines
+    dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
 
 
 def parse_log(text: str) -> LogFacts:
@@ -131,9 +160,11 @@ def parse_log(text: str) -> LogFacts:
         m = _ARG_LINE.match(line)
         if m and (in_args or not m.group(2).startswith(":")):  # excerpts may start inside the dump
             facts.args.setdefault(m.group(1), scalar(m.group(2)))
+            facts.dump_keys.add(m.group(1))
             continue
         if in_args and (m := _ARG_LINE_NO_DOTS.match(line)):
             facts.args.setdefault(m.group(1), scalar(m.group(2)))
+            facts.dump_keys.add(m.group(1))
             continue
         _parse_line(line, facts)  # a dump cut off without its end line still lets the rest through
     _script_args(text, facts)
@@ -153,6 +184,38 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                                  int(g.group(1)) if g else None))
         if r := _SWIFT_MEMORY.search(m.group(3)):
             facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
+        if q := _ACTUAL_SEQLEN.search(m.group(3)):
+            facts.args.setdefault("seq_length", int(q.group(1)))
+        return
+    if m := _BRIDGE_STEP.search(line):
+        facts.nemo_steps.append((None, float(m.group(1))))
+        if m.group(2):
+            facts.reported_tflops.append(float(m.group(2)))
+        return
+    if m := _MEMORY_GB.search(line):
+        gb = {kind: float(value) for kind, value in _MEMORY_GB_FIELD.findall(m.group(2))}
+        if "max-allocated" in gb:  # decimal GB -> MiB; a cut line may lack the peak reserved: the current one bounds it
+            rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK
+            reserved = gb.get("max-reserved", gb.get("reserved", 0.0))
+            old = facts.memory.get(rank, (0.0, 0.0))
+            facts.memory[rank] = (max(old[0], gb["max-allocated"] * 1e9 / 2**20), max(old[1], reserved * 1e9 / 2**20))
+        return
+    if m := _DS_PROFILE.match(line):
+        kind, value = m.group(1), int(m.group(2))
+        if kind == "world size":
+            facts.world_size = value
+        elif kind == "batch size per GPU":
+            facts.args.setdefault("micro_batch_size", value)
+        else:  # DeepSpeed's mp_size: Megatron's model (tensor) parallel size
+            facts.world_parts[kind.replace(" size", "").replace(" ", "-")] = value
+        return
+    if m := _BIG_PARAMS.match(line):
+        facts.rank_params[(int(m.group(1)), int(m.group(2)))] = round(float(m.group(3)) * 1e9)
+        return
+    if (m := _PROGRESS_GPUS.search(line)) and "Job ID" in line:
+        facts.world_size = int(m.group(1))
+        if t := _PROGRESS_TFLOPS.search(line):
+            facts.reported_tflops.append(float(t.group(1)))
         return
     if m := _NEMO_STEP.search(line):
         it = _NEMO_ITER.search(line)
@@ -185,8 +248,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _THEORY.search(line):
         facts.theoretical_mb = float(m.group(3) or m.group(1))
         return
-    if m := _OOM.search(line):
-        facts.oom = True
+    if _OOM.search(line) or re.search(r"CUDA out of memory|OutOfMemoryError", line, re.I):
+        facts.oom = True  # the message cut before "Tried to allocate", or quoted in the post
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
     if m := _RANK_PARAMS.search(line):
@@ -207,12 +270,12 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
-    for pattern, preset in MODEL_NAMES:
-        if pattern.search(line):
-            facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
+    named = {preset for pattern, preset in MODEL_NAMES if pattern.search(line)} | _preset_names_in(line)
+    for preset in named:
+        facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
     if m := _CONTAINER.search(line):
         facts.software.setdefault("container", m.group(1))
-    if "{'" in line:  # a printed dict of config keyword arguments
+    if "{'" in line or re.match(r"'[a-z_][a-z0-9_]*':", line):  # a printed dict, or one line of a pprint of it
         for key, value in _DICT_PAIR.findall(line):
             if key in CONFIG_KEYS or key in REPR_KEYS:
                 facts.args.setdefault(key, scalar(value.strip().strip("'")))
@@ -253,25 +316,40 @@ def scalar(text: str) -> Any:
 
 # ---------------------------------------------------------------------------- launch scripts
 _HYDRA = re.compile(r"^(?:\+?[a-z_]+\.)+([a-z_][a-z0-9_]*)=(\S+)$")
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\S*)")
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|\S*)")
 _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
+
+
+# the flags that make a text a launch command or a pasted flag list, whatever the launcher (pretrain_gpt.py,
+# torchrun, Megatron-SWIFT's "megatron sft" with underscore names, verl's Hydra overrides)
+_LAUNCH_FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9_-]*)|(?:^|\s)\+*(?:[a-z_]+\.)+([a-z_][a-z0-9_]*)=", re.M)
+# Megatron-SWIFT's launcher (modelscope/ms-swift swift/cli/_megatron: "megatron sft|pt|rlhf ...")
+_SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*megatron\s+(?:sft|pt|rlhf)\b", re.M)
+
+
+def _is_launch(text: str) -> bool:
+    if "pretrain" in text or "torchrun" in text or "_ARGS" in text:
+        return "--" in text or "model." in text
+    names = {(m.group(1) or m.group(2) or "").replace("-", "_") for m in _LAUNCH_FLAG.finditer(text)}
+    return bool(names & (CONFIG_KEYS | {"num_experts", "micro_batch_size", "seq_length", "max_length"}))
 
 
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
-    if ("--" not in text and "model." not in text) or (
-            "pretrain" not in text and "torchrun" not in text and "_ARGS" not in text
-            and not re.search(r"^\s*--[a-z][a-z0-9-]+-(?:size|layers|type)\b", text, re.M)):  # a pasted flag list
+    if not _is_launch(text):
         return
     env: dict[str, str] = {}
     body = re.sub(r"\\\r?\n", " ", text)
     lines = []
     for raw in body.splitlines():
         line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
-        if m := _ASSIGN.match(line):
+        rest = line
+        # "A=1 B=2 cmd ...": every leading assignment of the command's environment (NPROC_PER_NODE=8 megatron sft)
+        while m := _ASSIGN.match(rest):
             value = m.group(2).strip("'\"")
-            if not value.startswith("("):
+            if not value.startswith(("(", "$(")) and "`" not in value:
                 env[m.group(1)] = _expand(value, env)
+            rest = rest[m.end():]
         lines.append(line)
     flags: dict[str, Any] = {}
     for line in lines:
@@ -279,8 +357,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
         tokens = [t for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " ")) if t]
         for i, token in enumerate(tokens):
             token = token.strip("()")
-            if (h := _HYDRA.match(token)) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
-                flags.setdefault(h.group(1), scalar(h.group(2)))
+            if (h := _HYDRA.match(token.lstrip("+"))) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
+                if "$" not in h.group(2):  # a shell variable the excerpt never sets is not a value
+                    flags.setdefault(h.group(1), scalar(h.group(2).strip("'\"")))
                 continue
             if not token.startswith("--") or len(token) < 4:
                 continue
@@ -291,10 +370,14 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 value = scalar(tokens[i + 1].strip("()"))
             else:
                 value = True
+            if isinstance(value, str) and "$" in value:
+                continue  # "--tensor-model-parallel-size $TP" with TP never set: unknown, not a value
             flags.setdefault(name.replace("-", "_"), value)
     for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE"):
         if key in env and isinstance(scalar(env[key]), int):
             flags.setdefault("_env_" + key.lower(), scalar(env[key]))
+    if _SWIFT_LAUNCH.search(body):
+        flags.setdefault("_launcher", "megatron-swift")
     for key, value in flags.items():
         facts.args.setdefault(key, value)
 
@@ -329,21 +412,49 @@ CONFIG_KEYS = {
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
     "overlap_grad_reduce", "disable_bias_linear", "group_query_attention", "num_virtual_stages_per_pipeline_rank",
+    # GPUs per node and nodes as launchers spell them (NeMo-Run num_gpus_per_node, verl trainer.n_gpus_per_node /
+    # trainer.nnodes, torchrun nproc_per_node / nnodes, a posted "num_gpu_per_node=8" list: Megatron-LM#637)
+    "num_gpus_per_node", "num_gpu_per_node", "n_gpus_per_node", "gpus_per_node", "nproc_per_node", "nnodes",
 }
 
-# NeMo 2 config classes and Megatron-Bridge recipe names that fix a model's shape -> megasolve presets
+@functools.cache
+def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Every preset's name as a checkpoint / path would spell it ("qwen3-8b": "Qwen3-8B", "qwen3_8b"), not
+    followed by a suffix that names a different model ("-Lite", "-Mini", "-A3B" ...)."""
+    from megasolve.models.presets import preset_names
+
+    out = []
+    for name in preset_names():
+        body = "[-_ ]".join(re.escape(part) for part in name.split("-"))
+        out.append((re.compile(rf"(?<![A-Za-z0-9.]){body}(?![A-Za-z0-9]|[-_ .]?(?:lite|mini|nano|small|tiny|proxy|"
+                               rf"a\d+b|\d)\b)", re.I), name))
+    return tuple(out)
+
+
+def _preset_names_in(line: str) -> set[str]:
+    """Presets named in a line; of names overlapping in the line, the longest ("deepseek-v3-proxy", not
+    "deepseek-v3")."""
+    if not re.search(r"\d", line):
+        return set()
+    spans = [(m.start(), m.end(), name) for pattern, name in _preset_patterns() for m in pattern.finditer(line)]
+    return {name for s, e, name in spans
+            if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)}
+
+
+# NeMo 2 config classes and Megatron-Bridge recipe names that fix a model's shape -> megasolve presets; a recipe
+# name may go on with an underscore ("llama3_8b_llm_pretrain.yaml", Megatron-Bridge#388)
 # (NeMo nemo/collections/llm/gpt/model/{llama,mixtral,qwen3,deepseek}.py; Megatron-Bridge recipes/)
 MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
-    (r"\bLlama31?Config8B\b|\bllama3[1_]*_8b\b|Meta-Llama-3(?:\.1)?-8B\b", "llama-3.1-8b"),
-    (r"\bLlama31?Config70B\b|\bllama3[1_]*_70b\b|Meta-Llama-3(?:\.1)?-70B\b", "llama-3.1-70b"),
-    (r"\bLlama31Config405B\b|\bllama31_405b\b|Llama-3\.1-405B\b", "llama-3.1-405b"),
-    (r"\bLlama2Config7B\b|\bllama2_7b\b|Llama-2-7b\b", "llama-2-7b"),
-    (r"\bLlama2Config13B\b|\bllama2_13b\b|Llama-2-13b\b", "llama-2-13b"),
-    (r"\bLlama2Config70B\b|\bllama2_70b\b|Llama-2-70b\b", "llama-2-70b"),
-    (r"\bMixtralConfig8x7B\b|\bmixtral_8x7b\b|Mixtral-8x7B\b", "mixtral-8x7b"),
-    (r"\bMixtralConfig8x22B\b|\bmixtral_8x22b\b|Mixtral-8x22B\b", "mixtral-8x22b"),
-    (r"\bQwen3MoEConfig30B_A3B\b|\bqwen3_30b_a3b\b|Qwen3-30B-A3B\b", "qwen3-30b-a3b"),
-    (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b\b|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
-    (r"\bDeepSeekV3Config\b|\bdeepseek_v3\b|DeepSeek-V3\b", "deepseek-v3"),
-    (r"\bDeepSeekV2LiteConfig\b|\bdeepseek_v2_lite\b|DeepSeek-V2-Lite\b", "deepseek-v2-lite"),
+    (r"\bLlama31?Config8B\b|\bllama3[1_]*_8b(?![A-Za-z0-9])|Meta-Llama-3(?:\.1)?-8B\b", "llama-3.1-8b"),
+    (r"\bLlama31?Config70B\b|\bllama3[1_]*_70b(?![A-Za-z0-9])|Meta-Llama-3(?:\.1)?-70B\b", "llama-3.1-70b"),
+    (r"\bLlama31Config405B\b|\bllama31_405b(?![A-Za-z0-9])|Llama-3\.1-405B\b", "llama-3.1-405b"),
+    (r"\bLlama2Config7B\b|\bllama2_7b(?![A-Za-z0-9])|Llama-2-7b\b", "llama-2-7b"),
+    (r"\bLlama2Config13B\b|\bllama2_13b(?![A-Za-z0-9])|Llama-2-13b\b", "llama-2-13b"),
+    (r"\bLlama2Config70B\b|\bllama2_70b(?![A-Za-z0-9])|Llama-2-70b\b", "llama-2-70b"),
+    (r"\bMixtralConfig8x7B\b|\bmixtral_8x7b(?![A-Za-z0-9])|Mixtral-8x7B\b", "mixtral-8x7b"),
+    (r"\bMixtralConfig8x22B\b|\bmixtral_8x22b(?![A-Za-z0-9])|Mixtral-8x22B\b", "mixtral-8x22b"),
+    (r"\bQwen3MoEConfig30B_A3B\b|\bqwen3_30b_a3b(?![A-Za-z0-9])|Qwen3-30B-A3B\b", "qwen3-30b-a3b"),
+    (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b(?![A-Za-z0-9])|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
+    (r"\bDeepSeekV3Config\b|\bdeepseek_v3(?![A-Za-z0-9])|DeepSeek-V3\b", "deepseek-v3"),
+    (r"\bDeepSeekV2LiteConfig\b|\bdeepseek_v2_lite(?![A-Za-z0-9])|DeepSeek-V2-Lite\b", "deepseek-v2-lite"),
 ))

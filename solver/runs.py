@@ -353,6 +353,7 @@ LAYOUT_ARGS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "mo
 def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None = None) -> Run:
     """A ``Run`` from one Megatron-LM / NeMo / Megatron-Bridge log or launch script."""
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
+    defaults["_name"] = name
     facts = parse_log(text)
     args = {CONFIG_ALIASES.get(k, k): v for k, v in facts.args.items()}
     for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
@@ -362,11 +363,14 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         args[str(key).lstrip("-").replace("-", "_")] = scalar(str(value)) if isinstance(value, str) else value
     if facts.nemo_steps or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge", text):
         args.setdefault("_nemo", True)
+    notes: list[str] = []
+    if args.get("_launcher") == "megatron-swift":
+        _swift_defaults(args, notes)
     batches = [g for *_, g in facts.iterations if g]
     if batches and not isinstance(args.get("global_batch_size"), int):
         args["global_batch_size"] = statistics.mode(batches)
-    notes: list[str] = []
     missing: list[str] = []
+    _training_notes(args, notes)
 
     spec = _spec(args, facts, defaults, notes, missing)
     num_gpus = _world(args, facts, defaults, notes, missing)
@@ -382,6 +386,18 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if not any(k in args for k in LAYOUT_ARGS) and num_gpus != 1:  # one GPU: every parallel size is 1
         missing.append(("parallel layout", "--arg tensor-model-parallel-size=N (pipeline-, context-, "
                                            "expert-model-parallel-size, micro-batch-size likewise)"))
+    if (facts.dump_keys & set(LAYOUT_ARGS) and "tensor_model_parallel_size" not in args
+            and "model_parallel_size" not in args):
+        # Megatron prints every argument; an excerpt of the dump without this one was cut before it
+        missing.append(("tensor-model-parallel size (the argument dump is cut before it)",
+                        "--arg tensor-model-parallel-size=N"))
+    shape_printed = spec is not None or all(isinstance(args.get(k), int) for k in SHAPE_KEYS)
+    has_experts = spec.is_moe if spec is not None else bool(args.get("num_moe_experts") or args.get("num_experts"))
+    if shape_printed and not has_experts and _int(args, "expert_model_parallel_size", 1) > 1:
+        # expert parallelism needs experts (ARG L1655-1658): the log was cut before the MoE shape
+        missing.append((f"MoE shape (expert-model-parallel size {args['expert_model_parallel_size']}, "
+                        "but no expert count is printed)",
+                        "--arg num-experts=N --arg moe-router-topk=K --arg moe-ffn-hidden-size=F (or --model)"))
     layout_raw, work_raw = _layout_and_workload(args, defaults, notes, missing)
     measured = _measured(facts, defaults, notes, missing, layout_raw)
     if missing:
@@ -398,10 +414,41 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                      "--arg moe-token-dispatcher-type=flex for DeepEP)")
     workload = _workload(work_raw, name)
     layout = _layout_for(num_gpus, layout_raw, name)
+    if isinstance(measured.rank, int) and measured.rank >= num_gpus:
+        raise MegasolveError(field=f"{name}: memory report rank", value=measured.rank,
+                             rule=f"is not a rank of a {num_gpus}-GPU run (the log mixes runs, or the GPU count is wrong)",
+                             fix="pass --gpus N, or a log of one run")
     software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
     return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
                source=name, software=software, notes=tuple(notes),
                printed_params=tuple((t, p, n) for (t, p), n in sorted(facts.rank_params.items())))
+
+
+def _swift_defaults(args: dict[str, Any], notes: list[str]) -> None:
+    """Megatron-SWIFT (``megatron sft|pt|rlhf``) passes its own defaults to Megatron-LM
+    (modelscope/ms-swift swift/megatron/argument/megatron_args.py): ``expert_tensor_parallel_size = 1`` (Megatron's
+    own default is the TP size), the distributed optimizer on (its docs: "zero1 (use_distributed_optimizer on by
+    default)"). Samples are packed or cut to ``--max_length``; Megatron's ``seq_length`` is only the position
+    capacity there (it defaults to ``max_position_embeddings``), so ``max_length`` is the sequence trained."""
+    if "expert_model_parallel_size" in args:
+        args.setdefault("expert_tensor_parallel_size", 1)
+    args.setdefault("use_distributed_optimizer", True)
+    if isinstance(args.get("max_length"), int) and not isinstance(args.get("seq_length"), int):
+        args["seq_length"] = args["max_length"]
+        notes.append(f"sequence length {args['max_length']} from Megatron-SWIFT's --max_length"
+                     + ("" if args.get("packing") is True else
+                        " (without --packing samples are up to this long: the run trains fewer tokens)"))
+
+
+def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
+    """What a launch sets that megasolve does not cost, said rather than ignored."""
+    tuner = str(args.get("train_type") or args.get("tuner_type") or args.get("finetuning_type") or "").lower()
+    if tuner == "lora" or args.get("lora_rank") not in (None, False) and tuner not in ("full", ""):
+        notes.append("LoRA fine-tuning costed as full-parameter training (megasolve models full training: expect "
+                     "less optimizer memory and a shorter backward than predicted)")
+    if args.get("optimizer_cpu_offload") is True:
+        notes.append("optimizer_cpu_offload is on: optimizer states in host memory are not modelled (expect less "
+                     "GPU memory and a longer optimizer step than predicted)")
 
 
 def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
@@ -446,13 +493,20 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if not vocab:
         missing.append(("vocab_size", "--vocab-size N"))
         return None  # type: ignore[return-value]
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab <= 0:
+        raise MegasolveError(field=f"{defaults.get('_name', 'log')}: vocab_size", value=vocab,
+                             rule="must be a positive whole number", fix="pass --vocab-size N")
     model_args["vocab_size"] = int(vocab)
     model_args.pop("padded_vocab_size", None)
     # None is a value only for q_lora_rank (no query LoRA, DeepSeek-V2-Lite); elsewhere it means "unset"
     known = {k: v for k, v in model_args.items() if k in MODEL_ARG_NAMES and (v is not None or k == "q_lora_rank")}
     if not isinstance(known.get("moe_layer_freq", 1), (int, list, str)):
         known.pop("moe_layer_freq")
-    return spec_from_megatron_args(known, name=str(defaults.get("name") or "from-log"), source="training log")
+    try:
+        return spec_from_megatron_args(known, name=str(defaults.get("name") or "from-log"), source="training log")
+    except (ValueError, TypeError, ZeroDivisionError) as exc:  # a printed value of the wrong kind (a cut line)
+        raise MegasolveError(field=f"{defaults.get('_name', 'log')}: model arguments", value=str(exc).split("\n")[0],
+                             rule="do not make a model", fix="check the log's model arguments, or pass --model") from None
 
 
 MODEL_ARG_NAMES = {
@@ -474,8 +528,11 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return args["world_size"]
     if isinstance(args.get("devices"), int) and isinstance(args.get("num_nodes"), int):
         return args["devices"] * args["num_nodes"]
-    per_node = args.get("nproc_per_node") or args.get("_env_gpus_per_node") or args.get("_env_nproc_per_node")
-    nodes = args.get("nnodes") or args.get("_env_nnodes") or args.get("_env_num_nodes") or 1
+    per_node = next((args[k] for k in ("nproc_per_node", "num_gpus_per_node", "n_gpus_per_node", "num_gpu_per_node",
+                                       "gpus_per_node", "_env_gpus_per_node", "_env_nproc_per_node")
+                     if isinstance(args.get(k), int)), None)
+    nodes = next((args[k] for k in ("nnodes", "num_nodes", "_env_nnodes", "_env_num_nodes")
+                  if isinstance(args.get(k), int)), 1)
     if isinstance(args.get("_env_world_size"), int):
         return args["_env_world_size"]
     if isinstance(per_node, int) and isinstance(nodes, int):
@@ -493,7 +550,9 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
 
 
 def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
-    per_node = args.get("devices") or args.get("nproc_per_node") or args.get("_env_gpus_per_node")
+    per_node = next((args[k] for k in ("devices", "nproc_per_node", "num_gpus_per_node", "n_gpus_per_node",
+                                       "num_gpu_per_node", "gpus_per_node", "_env_gpus_per_node", "_env_nproc_per_node")
+                     if isinstance(args.get(k), int)), None)
     if isinstance(per_node, int) and per_node > 0 and num_gpus % per_node == 0:
         return per_node
     return None
@@ -683,12 +742,19 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
             steady = [v for _, v in ordered]
             notes.append("only warm-up iterations logged: their time includes start-up")
         step = statistics.median(s for s, _ in steady)
-        tfl = [t for _, t in steady if t is not None]
+        tfl = [t for _, t in steady if t is not None] or _steady(facts.reported_tflops)
         return step, len(steady), statistics.median(tfl) if tfl else None
     if facts.nemo_steps:
         values = [s for _, s in facts.nemo_steps]
         steady = values[WARMUP_ITERATIONS:] if len(values) > WARMUP_ITERATIONS else values
         if steady is values and len(values) <= WARMUP_ITERATIONS:
             notes.append("only warm-up iterations logged: their time includes start-up")
-        return statistics.median(steady), len(steady), None
-    return None, 0, None
+        tfl = _steady(facts.reported_tflops)
+        return statistics.median(steady), len(steady), statistics.median(tfl) if tfl else None
+    tfl = _steady(facts.reported_tflops)
+    return None, 0, statistics.median(tfl) if tfl else None
+
+
+def _steady(values: list[float]) -> list[float]:
+    """Values printed once per step, the warm-up steps dropped when there is more than the warm-up."""
+    return values[WARMUP_ITERATIONS:] if len(values) > WARMUP_ITERATIONS else list(values)

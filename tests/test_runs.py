@@ -50,6 +50,12 @@ def test_real_log_facts(entry):
     if "gpu_names" in want:
         assert facts.gpu_names == want["gpu_names"]
     assert facts.reserved_only_mib == pytest.approx(want.get("reserved_only_mib"))
+    if "memory_all" in want:  # every rank's (max allocated, max reserved) MiB
+        assert facts.memory == {int(r): tuple(v) for r, v in want["memory_all"].items()}
+    if "model_names" in want:
+        assert set(facts.model_names) == set(want["model_names"])
+    for key in want.get("unset", []):  # a value the excerpt leaves to a shell variable it never sets
+        assert key not in facts.args, key
 
 
 @pytest.mark.parametrize("entry", [e for e in INDEX if "step_time_s" in e["expect"]], ids=lambda e: e["file"])
@@ -60,19 +66,31 @@ def test_real_log_step_time_skips_warmup(entry):
     assert run.measured.iterations == entry["expect"]["timed"]  # the first logged interval and iterations 1-3 are warm-up
 
 
+@pytest.mark.parametrize("entry", [e for e in INDEX if "tflops_per_gpu" in e["expect"]], ids=lambda e: e["file"])
+def test_real_log_reported_tflops(entry):
+    """The TFLOP/s per GPU the framework printed (its own FLOP convention), median after the warm-up."""
+    run = read_runs(LOGS / entry["file"], model="llama-3.1-8b", gpu="h100", num_gpus=16, seq_length=4096,
+                    global_batch_size=128, step_time_s=1.0, args={"tensor-model-parallel-size": 1})[0]
+    assert run.measured.tflops_per_gpu == pytest.approx(entry["expect"]["tflops_per_gpu"], rel=1e-6)
+
+
 @pytest.mark.parametrize("entry", INDEX, ids=[e["file"] for e in INDEX])
 def test_real_log_missing_facts_are_named_with_their_flag(entry):
     with pytest.raises(MegasolveError) as err:
         read_runs(LOGS / entry["file"])
     text = str(err.value)
     assert entry["file"] in text and "\n" not in text
-    if not entry.get("whole_model"):
+    named = len(parse_log((LOGS / entry["file"]).read_text(encoding="utf-8")).model_names) == 1  # a preset's name
+    if not entry.get("whole_model") and not named:
         assert "--model" in text or "--vocab-size" in text  # the excerpt does not print the whole model
     if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices",
+                                                          "_env_nproc_per_node", "num_nodes",
                                                           "_env_world_size", "world_size"} & set(entry["expect"].get("args", {})):
         assert "--gpus N" in text
     if "gpu_names" not in entry["expect"]:
         assert "--gpu TYPE" in text  # the excerpt prints no GPU name
+    if "missing" in entry:
+        assert entry["missing"] in text
 
 
 def test_mixtral_excerpt_completed_by_flags():
@@ -264,13 +282,15 @@ def test_check_runs_on_every_fixture_once_completed(entry):
     from megasolve.solver.calibrate import check
 
     facts = parse_log((LOGS / entry["file"]).read_text(encoding="utf-8"))
-    given = entry.get("given", {})
+    given = {**entry.get("assume", {}), **entry.get("given", {})}
     defaults = {"gpu": given.get("gpu", "h100"), "num_gpus": 16, "seq_length": 2048, "global_batch_size": 128,
                 "vocab_size": 32000, "args": {"tensor-model-parallel-size": 1}}
     if facts.oom is False and not facts.iterations and not facts.nemo_steps:
         defaults["step_time_s"] = 10.0
-    if not all(isinstance(facts.args.get(k), int) for k in ("num_layers", "hidden_size", "num_attention_heads")):
-        defaults["model"] = given.get("model", "llama-2-7b")
+    if "model" in given or not (len(facts.model_names) == 1 or all(
+            isinstance(facts.args.get(k), int) for k in ("num_layers", "hidden_size", "num_attention_heads"))):
+        moe = isinstance(facts.args.get("expert_model_parallel_size"), int) and facts.args["expert_model_parallel_size"] > 1
+        defaults["model"] = given.get("model", "mixtral-8x7b" if moe else "llama-2-7b")  # a placeholder of the kind
     if "tensor_model_parallel_size" in facts.args or facts.world_parts or "args" in given:
         defaults["args"] = dict(given.get("args", {}))
     for key in ("num_gpus", "seq_length"):
@@ -440,14 +460,18 @@ def test_nemo2_recipe_name_gives_the_model_and_recipe_defaults():
 def test_second_collection_reads_shape_and_layout(entry):
     """Completed with only what the thread says outside the excerpt (``given``), the run holds the model
     shape, layout, GPU count and batch the excerpt prints (``reads``)."""
-    given = dict(entry.get("given", {}))
+    given = {**entry.get("assume", {}), **entry.get("given", {})}
     given.setdefault("gpu", "h100")
-    for key, value in {"seq_length": 4096, "global_batch_size": 128, "step_time_s": 1.0, "num_gpus": 16}.items():
-        given.setdefault(key, value)  # what the log says wins over these
+    want = entry["reads"]
+    for key, value in {"seq_length": 4096, "global_batch_size": 128, "num_gpus": 16}.items():
+        if key not in want and key not in want.get("workload", {}):  # no placeholder for a fact to be read
+            given.setdefault(key, value)  # what the log says wins over these
+    facts = parse_log((LOGS / entry["file"]).read_text(encoding="utf-8"))
+    if not (facts.iterations or facts.nemo_steps or facts.memory or facts.oom):
+        given.setdefault("step_time_s", 1.0)  # a launch script or config: the measurement is supplied
     if not entry.get("whole_model"):
         given.setdefault("vocab_size", 32000)
     run = read_runs(LOGS / entry["file"], **given)[0]
-    want = entry["reads"]
     for key, value in want.get("spec", {}).items():  # "moe.top_k": a field of the MoE part
         obj = run.spec
         for part in key.split("."):
@@ -459,6 +483,25 @@ def test_second_collection_reads_shape_and_layout(entry):
         assert run.cluster.num_gpus == want["num_gpus"]
     if "global_batch_size" in want:
         assert run.workload.global_batch_size == want["global_batch_size"]
+    for key, value in want.get("workload", {}).items():
+        assert getattr(run.workload, key) == value, key
+    for part in want.get("notes", []):
+        assert any(part in note for note in run.notes), part
+    if "rank" in want:
+        assert run.measured.rank == want["rank"]
+    if "peak_allocated_mib" in want:
+        assert run.measured.peak_allocated_gb == pytest.approx(want["peak_allocated_mib"] * 2**20 / 1e9)
+    if "step_time_s" in want:
+        assert run.measured.step_time_s == pytest.approx(want["step_time_s"])
+    if "oom" in want:
+        assert run.measured.oom == want["oom"]
+    from megasolve.cli.runs_cmd import read_all  # the layout Megatron would accept, and check costs it
+    from megasolve.solver.calibrate import check
+
+    runs, failed = read_all((str(LOGS / entry["file"]),), {**given, "args": tuple(
+        f"{k}={v}" for k, v in given.get("args", {}).items())})
+    assert not failed, failed
+    assert check(runs[0])["predicted"]["step_time_s"] > 0
 
 
 def test_uneven_split_without_pipeline_size_names_the_flag():

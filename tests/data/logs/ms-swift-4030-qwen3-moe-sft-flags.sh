@@ -1,0 +1,35 @@
+megatron sft \
+    --load /mnt/Models/Qwen3-30B-A3B-Macore \
+    --dataset xxx
+    --split-dataset-ratio 0.05\
+    --tensor_model_parallel_size 2 \
+    --expert_model_parallel_size 8 \
+    --moe_grouped_gemm true \
+    --moe_shared_expert_overlap true \
+    --moe_aux_loss_coeff 0.01 \
+    --packing true \
+    --sequence_parallel true \
+    --micro_batch_size 2 \
+    --global_batch_size 32 \
+    --recompute_granularity full \
+    --recompute_method uniform \
+    --recompute_num_layers 1 \
+    --train_iters 20000 \
+    --eval_iters 200 \
+    --finetune true \
+    --use_flash_attn true \
+    --loss_scale ignore_empty_think \
+    --cross_entropy_loss_fusion true \
+    --lr 2.5e-5 \
+    --lr_warmup_iters 100 \
+    --log_interval 1 \
+    --min_lr 1e-7 \
+    --save /mnt/data/Models/rag_conclusion/saved/Qwen3-30B-A3B-Macore-sft \
+    --save_interval 2000 \
+    --max_length 8192 \
+    --num_workers 32 \
+    --no_save_optim true \
+    --no_save_rng true \
+    --dataset_num_proc 32 \
+    --model_author swift \
+    --model_name swift-robot

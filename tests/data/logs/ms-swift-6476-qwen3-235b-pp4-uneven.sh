@@ -1,0 +1,43 @@
+megatron sft \
+    --model /mnt/data/OpenModels/Qwen3-235B-A22B-Instruct-2507 \
+    --dataset 
+        'qwen3_235b_2507_distill_110k_loss_channel.jsonl'\
+	--load_safetensors true \
+    --save_safetensors true \
+    --merge_lora true \
+    --split-dataset-ratio 0.01\
+    --train_type lora \
+    --lora_rank 64 \
+    --lora_alpha 128 \
+    --target_modules all-linear \
+    --pipeline_model_parallel_size 4 \
+    --tensor_model_parallel_size 1 \
+    --expert_tensor_parallel_size 1 \
+    --expert_model_parallel_size 4 \
+    --decoder_last_pipeline_num_layers 22 \
+    --moe_permute_fusion true \
+    --moe_grouped_gemm true \
+    --moe_shared_expert_overlap true \
+    --moe_aux_loss_coeff 1.0e-3 \
+    --tp_comm_overlap false \
+    --overlap_grad_reduce true \
+    --overlap_param_gather true \
+    --packing true \
+    --padding_free true \
+    --sequence_parallel true \
+    --micro_batch_size 1 \
+    --global_batch_size 64 \
+    --recompute_granularity full \
+    --recompute_method uniform \
+    --recompute_num_layers 1 \
+    --max_epochs 2 \
+    --eval_iters 256 \
+    --finetune true \
+    --loss_scale last_round \
+    --cross_entropy_loss_fusion true \
+    --lr 1.0e-4 \
+    --lr_warmup_fraction 0.1 \
+    --log_interval 1 \
+    --min_lr 1e-7 \
+    --save $out_put \
+    --save_interval 256 \
