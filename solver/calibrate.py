@@ -122,7 +122,7 @@ def _paths(*paths: tuple[str, int]) -> Callable[[dict[str, Any], str], list[tupl
 KNOBS: tuple[Knob, ...] = (
     Knob("compute_bf16", "compute", 0.1, _gemm_paths("bf16")),
     Knob("compute_fp8", "compute", 0.1, _gemm_paths("fp8")),
-    Knob("moe", "compute", 0.3, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1))),
+    Knob("moe", "MoE layers", 0.3, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1))),
     Knob("nvlink", "tp/ep/pp comm on NVLink", 0.3,
          _paths(("time.collectives.bus_efficiency.nvlink", 1), ("time.all_to_all.nvlink_efficiency", 1))),
     Knob("network", "comm over the NICs", 0.3,
@@ -139,9 +139,9 @@ PRIMARY = ("compute_bf16", "compute_fp8", "moe")
 
 def _overrides(base: Profile, knobs: Sequence[Knob], ks: Sequence[float], gpu: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for knob, k in zip(knobs, ks):
+    for knob, k in zip(knobs, ks):  # a factor two knobs share takes both
         for path, sign in knob.select(base.data, gpu):
-            out[path] = base.value(path) * math.exp(sign * k)
+            out[path] = out.get(path, base.value(path)) * math.exp(sign * k)
     return out
 
 
@@ -274,9 +274,10 @@ def _sensitivity(runs: Sequence[Run], base: Profile, knob: Knob, gpu: str, h: fl
 
 
 def _ordered(kinds: set[bool]) -> list[Knob]:
-    """Knobs in the order they are freed: with MoE runs only, the MoE factor first (their offset is most
-    likely MoE-specific: shipped median error 11.2 % MoE vs 3.4 % dense), else the compute factors first."""
-    if kinds == {True}:
+    """Knobs in the order they are freed: with a MoE run, the MoE factor first (what moves most between
+    releases is MoE work: consecutive Megatron-Bridge releases move dense step times by 4 % rms and
+    MoE ones by up to 16-44 %, ``calibration_runs.yaml`` 26.04.01 -> 26.06), then the compute factors."""
+    if True in kinds:
         return sorted(KNOBS, key=lambda k: k.name != "moe")
     return list(KNOBS)
 
@@ -293,22 +294,33 @@ def max_free(timed_runs: int, primary: int) -> int:
     return max(0, (timed_runs - primary) // 2)
 
 
-def _choose(runs: Sequence[Run], base: Profile, gpu: str) -> tuple[list[Knob], dict[str, str], dict[str, list[float]]]:
-    """The free knobs and, for every other knob, why it stays fixed."""
+def _choose(runs: Sequence[Run], base: Profile, gpu: str
+            ) -> tuple[list[Knob], dict[str, str], dict[str, list[float]], dict[str, float]]:
+    """The free knobs, for every other knob why it stays fixed, the runs' sensitivities and each
+    knob's prior log-sd on its own scale."""
     free: list[Knob] = []
     reasons: dict[str, str] = {}
     sens: dict[str, list[float]] = {}
+    sigmas: dict[str, float] = {}
     columns: list[np.ndarray] = []
     kinds = {r.spec.is_moe for r in runs}
     precisions = {r.workload.precision for r in runs}
+    dense_precisions = {r.workload.precision for r in runs if not r.spec.is_moe}
     for knob in _ordered(kinds):
         if not knob.select(base.data, gpu):
             reasons[knob.name] = "its factors are not in this calibration's table"
             continue
         s = _sensitivity(runs, base, knob, gpu)
         sens[knob.name] = [round(float(v), 4) for v in s]
+        sigmas[knob.name] = knob.sigma
         if knob.name.startswith("compute_") and knob.name.removeprefix("compute_") not in precisions:
             reasons[knob.name] = f"no run trains in {knob.name.removeprefix('compute_')}"
+            continue
+        moe_free = any(k.name == "moe" for k in free)
+        if knob.name.startswith("compute_") and moe_free and True in kinds and False in kinds \
+                and knob.name.removeprefix("compute_") not in dense_precisions:
+            reasons[knob.name] = (f"no dense run trains in {knob.name.removeprefix('compute_')}: the MoE factor "
+                                  "carries the MoE runs' offset")
             continue
         if knob.name == "moe" and kinds == {False}:
             reasons[knob.name] = "no MoE run"
@@ -338,16 +350,16 @@ def _choose(runs: Sequence[Run], base: Profile, gpu: str) -> tuple[list[Knob], d
                 continue
         free.append(knob)
         columns.append(s)
-    return free, reasons, sens
+    return free, reasons, sens, sigmas
 
 
-def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, iterations: int = 6,
-         spread: float = 1.0) -> _Fit:
+def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, sigmas: dict[str, float],
+         iterations: int = 6, spread: float = 1.0) -> _Fit:
     if not knobs or not runs:
-        return _Fit(tuple(knobs), tuple(0.0 for _ in knobs), tuple(k.sigma for k in knobs))
+        return _Fit(tuple(knobs), tuple(0.0 for _ in knobs), tuple(sigmas[k.name] for k in knobs))
     target = np.array([math.log(r.measured_step_s) for r in runs])
     weight = np.array([1 / (spread * SIGMA_RUN["moe" if r.spec.is_moe else "dense"]) ** 2 for r in runs])
-    prior = np.array([1 / k.sigma ** 2 for k in knobs])
+    prior = np.array([1 / sigmas[k.name] ** 2 for k in knobs])
     ks = np.zeros(len(knobs))
     h = 0.05
     hessian = np.diag(prior)
@@ -364,7 +376,7 @@ def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, it
         grad = jac.T @ ((f0 - target) * weight) + prior * ks
         delta = np.linalg.solve(hessian, -grad)
         delta = np.clip(delta, -0.5, 0.5)
-        bound = 2.5 * np.array([k.sigma for k in knobs])
+        bound = 2.5 * np.array([sigmas[k.name] for k in knobs])
         new = np.clip(ks + delta, -bound, bound)
         delta, ks = new - ks, new
         if np.max(np.abs(delta)) < 1e-3:
@@ -376,7 +388,7 @@ def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, it
 SPREADS = (1.0, 2.0, 4.0, math.inf)
 
 
-def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str
+def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, sigmas: dict[str, float]
                     ) -> tuple[float, dict[str, float]]:
     """How far to trust the runs: the multiple of ``SIGMA_RUN`` (1, 2, 4, or infinity: keep the priors)
     whose leave-one-out fits predict the held-out runs best (sum of |log error|), over the runs that have
@@ -396,7 +408,7 @@ def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], g
         for i in testable:
             run = runs[i]
             others = [r for j, r in enumerate(runs) if j != i]
-            fit = _fit(others, base, knobs if spread != math.inf else [], gpu, spread=spread)
+            fit = _fit(others, base, knobs if spread != math.inf else [], gpu, sigmas, spread=spread)
             step = predict(run, _profile(base, fit.knobs, fit.ks, gpu)).time.step_s
             errors.append(abs(math.log(step / run.measured_step_s)))
         return errors
@@ -461,15 +473,16 @@ def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "
                              fix="calibrate each GPU type's runs separately")
     gpu = gpus[0]
     timed = _timed(runs)
-    knobs, reasons, sens = _choose(timed, base, gpu) if timed else ([], {k.name: "no run has a step time" for k in KNOBS}, {})
-    spread, cv = _cross_validate(timed, base, knobs, gpu) if len(timed) >= 2 and knobs else (1.0, None)
+    knobs, reasons, sens, sigmas = _choose(timed, base, gpu) if timed else \
+        ([], {k.name: "no run has a step time" for k in KNOBS}, {}, {})
+    spread, cv = _cross_validate(timed, base, knobs, gpu, sigmas) if len(timed) >= 2 and knobs else (1.0, None)
     if spread == math.inf:
         for knob in knobs:
             reasons[knob.name] = (f"leave-one-out check: fitted on the other runs it predicts each run worse "
                                   f"(median |error| {cv['before']:.1%} shipped, {cv['after']:.1%}"
                                   " fitted): the runs' offsets are their own, not a shared factor")
         knobs = []
-    fit = _fit(timed, base, knobs, gpu, spread=spread)
+    fit = _fit(timed, base, knobs, gpu, sigmas, spread=spread)
     speed = _profile(base, fit.knobs, fit.ks, gpu)
     reserve, reserve_record = _reserve(runs, base, speed)
     extra = {"memory.other_reserve_gb": reserve} if reserve is not None else {}
@@ -482,7 +495,7 @@ def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "
             k, sd = fit.ks[j], fit.sd[j]
             fitted[knob.name] = {
                 "free": True, "term": knob.term, "factor": round(math.exp(k), 4),
-                "range": [round(math.exp(k - sd), 4), round(math.exp(k + sd), 4)], "prior_sigma": knob.sigma,
+                "range": [round(math.exp(k - sd), 4), round(math.exp(k + sd), 4)], "prior_sigma": round(sigmas[knob.name], 4),
                 "values": {p: {"value": _n(base.value(p) * math.exp(s * k)), "prior": _n(base.value(p)),
                                "range": sorted([_n(base.value(p) * math.exp(s * (k - sd))),
                                                 _n(base.value(p) * math.exp(s * (k + sd)))])} for p, s in paths}}
@@ -496,7 +509,7 @@ def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "
     meta = dict(name=name, gpu=gpu, software=software, runs=tuple(r.id for r in runs), fitted=fitted,
                 source=f"megasolve calibrate on {len(runs)} run(s) of {gpu}; priors {base.name}")
     profile = base.with_overrides({**_overrides(base, fit.knobs, fit.ks, gpu), **extra}, **meta)
-    report = _report(runs, base, profile, gpu, fit.knobs, spread) if loo else {}
+    report = _report(runs, base, profile, gpu, fit.knobs, sigmas, spread) if loo else {}
     return base.with_overrides({**_overrides(base, fit.knobs, fit.ks, gpu), **extra}, report=report, **meta)
 
 
@@ -505,7 +518,7 @@ def _n(value: float) -> float:
 
 
 def _report(runs: Sequence[Run], base: Profile, fitted: Profile, gpu: str, knobs: Sequence[Knob],
-            spread: float) -> dict[str, Any]:
+            sigmas: dict[str, float], spread: float) -> dict[str, Any]:
     rows = []
     for i, run in enumerate(runs):
         measured = run.measured_step_s
@@ -515,7 +528,7 @@ def _report(runs: Sequence[Run], base: Profile, fitted: Profile, gpu: str, knobs
         after = predict(run, fitted).time.step_s / measured - 1
         others = _timed([r for j, r in enumerate(runs) if j != i])
         if others:  # the same free factors, fitted without this run (the priors carry the factors it alone set)
-            fit = _fit(others, base, knobs, gpu, spread=spread)
+            fit = _fit(others, base, knobs, gpu, sigmas, spread=spread)
             loo = predict(run, _profile(base, fit.knobs, fit.ks, gpu)).time.step_s / measured - 1
         else:
             loo = before
