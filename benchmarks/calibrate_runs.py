@@ -18,7 +18,9 @@ apart again for the runs the shipped profile was fitted on (``fit``) and the one
 series' offset, so only the holdout rows say what calibration adds for a release it has not seen.
 ``--shift-moe 0.77 --shift-dense 0.96`` simulates such a release (every MoE run 23 % slower, dense 4 %
 slower than published, the size of the shipped profile's error on the newest Megatron-Bridge release:
-MoE 23.6 %, dense 4.4 %): a simulation of a shared offset, not a measurement.
+MoE 23.6 %, dense 4.4 %): a simulation of a shared offset, not a measurement. ``--shift-moe 0.70
+--shift-dense 1.10`` (MoE 30 % slower, dense 10 % faster) checks that the method is not tuned to one shift.
+Buckets by what the pair holds: ``pair dense``, ``pair mixed`` (one dense, one MoE run), ``pair MoE``.
 """
 
 from __future__ import annotations
