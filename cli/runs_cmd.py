@@ -193,11 +193,18 @@ def print_calibration(data: dict[str, Any]) -> None:
     for knob, rec in data["fitted"].items():
         if rec.get("free"):
             if "factor" in rec:
-                out.print(f"  {knob:14s} free   x{rec['factor']:.3f} (range {rec['range'][0]:.3f}-{rec['range'][1]:.3f})")
+                out.print(f"  {knob:14s} free   x{rec['factor']:.3f} (range {rec['range'][0]:.3f}-{rec['range'][1]:.3f}, "
+                          f"prior x1 sd {rec['prior_sigma']:.0%})")
             else:
-                out.print(f"  {knob:14s} free   {rec['value']} GB (prior {rec['prior']}; {rec['from']})")
+                high = "-" if rec["range"][1] is None else rec["range"][1]
+                out.print(f"  {knob:14s} free   {rec['value']} GB (prior {rec['prior']}, range {rec['range'][0]}-{high}; "
+                          f"{rec['from']})")
         else:
-            out.print(f"  {knob:14s} fixed  {rec.get('reason', '')}")
+            shown = f"{rec['value']} GB (prior) " if "value" in rec else ""
+            out.print(f"  {knob:14s} fixed  {shown}{rec.get('reason', '')}")
+        for path, v in rec.get("values", {}).items():  # each factor the knob moves: prior -> value (range)
+            rng = f" (range {v['range'][0]:.4g}-{v['range'][1]:.4g})" if "range" in v else ""
+            out.print(f"  [dim]{'':14s}        {path}: {v['prior']:.4g} -> {v['value']:.4g}{rng}[/]")
     rows = data["report"].get("runs", [])
     if rows:
         table = Table(title="Step time error per run (predicted / measured - 1)", title_justify="left")

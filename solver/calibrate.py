@@ -23,19 +23,28 @@ run gained over the shipped model, not for a physical link.
 SIGMA_RUN^2 + sum_j (k_j / sigma_j)^2``, by Gauss-Newton on a finite-difference Jacobian (each ``k`` within +-2.5 sigma), with
 ``SIGMA_RUN`` the spread of the shipped model's per-run error that no shared factor explains
 (dense 0.05, MoE 0.17). The shipped values are the priors. **Free knobs**: never more than the runs with a
-timing; ``compute`` first, then a knob only if some run spends >= 2 % of its step in its term
+timing; ``compute`` first for dense runs, then a knob only if some run spends >= 2 % of its step in its term
 (sensitivity ``|d log step / d k|``) and the runs differ in it (the part of its sensitivity vector not
 explained by the knobs already free is >= 25 % of it); every other knob stays fixed with the reason.
-With MoE runs only, the MoE factor is freed before the compute factors. A leave-one-out check then
+With a MoE run among the runs the MoE factor is freed first, and a compute factor only for a precision a
+dense run trains in (with MoE runs only, none): a release moves MoE work most (consecutive
+Megatron-Bridge releases in ``calibration_runs.yaml``: dense step times 4 % rms, MoE ones 16-44 % at
+26.04.01 -> 26.06), and a mixed pair used to spend both free factors on compute, never freeing the MoE
+factor when the MoE run's precision was not the dense run's. Two runs identify at most two factors:
+the communication factors stay fixed (one per two further runs), and two MoE runs free the MoE factor
+alone (compute and MoE sensitivities of MoE runs are nearly collinear). Memory does not inform the speed
+factors (no speed factor changes memory); it sets the memory reserve only. A leave-one-out check then
 decides how far to trust the runs (``_cross_validate``). The range of a fitted value is +-1 posterior
 standard deviation.
 
 Measured (``benchmarks/calibrate_runs.py``, 150 fits on pairs of runs of 26 published series, one GPU
-type and release each; error on the other runs of the series; communication model of issue 12): on the
-published runs as they are, which the shipped profile was fitted on, 6.5 % -> 7.1 % median (dense
-3.2 -> 3.4, MoE 12.2 -> 13.5); with a simulated release that makes every MoE run 23 % and every dense
-run 4 % slower, 7.3 % -> 6.8 % (dense 5.0 -> 4.4, MoE 23.0 -> 15.5; 23.1 -> 14.6 when the pair holds a
-MoE run).
+type and release each; error on the other runs of the series): see README "Learn from your runs". What
+bounds MoE: the shipped model's per-model MoE error within one series (pooled sd 0.23, 1.48 MAD 0.17);
+even the best single shared offset, the mean over every MoE run of the series including the held-out
+ones, leaves 12.6 % median on the MoE runs, so two runs and one shared factor cannot reach 12 %.
+Tried and not kept: the MoE prior stated on step time (sd 0.3 / the runs' sensitivity) trusts two runs
+more and did worse (simulated release, MoE with a MoE run in the pair: 13.5 % -> 16.2 %); the EP
+all-to-all inside the MoE factor changed little (13.7 %).
 
 **Memory reserve** (``memory.other_reserve_gb``): memory outside PyTorch's allocator. A log's
 ``max reserved - max allocated`` is the allocator's cached-but-unused share; add the CUDA context and
@@ -74,6 +83,12 @@ CONTEXT_GB = 1.0
 TERM_SIGMA = {"compute": 0.25, "tp_comm": 0.5, "cp_comm": 0.5, "ep_comm": 0.5, "pp_comm": 0.5, "dp_comm": 0.5,
               "bubble": 0.3, "optimizer": 0.5, "offload": 0.5}
 MEMORY_SIGMA = {"weights_gb": 0.03, "grads_gb": 0.03, "optimizer_gb": 0.03, "activations_gb": 0.25}
+# how far a measurement may move without changing the named culprit: Megatron's step time is the mean of a
+# logging interval, and intervals of one run differ by a few % (tests/data/logs iteration lines);
+# memory reports of one run differ less
+MEASURE_NOISE = 0.05
+# beyond this many sd for the most plausible term, the gap is more likely a misread input than a term
+IMPLAUSIBLE_Z = 3.0
 
 
 # ---------------------------------------------------------------------------- knobs
@@ -122,7 +137,7 @@ def _paths(*paths: tuple[str, int]) -> Callable[[dict[str, Any], str], list[tupl
 KNOBS: tuple[Knob, ...] = (
     Knob("compute_bf16", "compute", 0.1, _gemm_paths("bf16")),
     Knob("compute_fp8", "compute", 0.1, _gemm_paths("fp8")),
-    Knob("moe", "compute", 0.3, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1))),
+    Knob("moe", "MoE layers", 0.3, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1))),
     Knob("nvlink", "tp/ep/pp comm on NVLink", 0.3,
          _paths(("time.collectives.bus_efficiency.nvlink", 1), ("time.all_to_all.nvlink_efficiency", 1))),
     Knob("network", "comm over the NICs", 0.3,
@@ -139,9 +154,9 @@ PRIMARY = ("compute_bf16", "compute_fp8", "moe")
 
 def _overrides(base: Profile, knobs: Sequence[Knob], ks: Sequence[float], gpu: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for knob, k in zip(knobs, ks):
+    for knob, k in zip(knobs, ks):  # a factor two knobs share takes both
         for path, sign in knob.select(base.data, gpu):
-            out[path] = base.value(path) * math.exp(sign * k)
+            out[path] = out.get(path, base.value(path)) * math.exp(sign * k)
     return out
 
 
@@ -198,11 +213,12 @@ def check(run: Run, profile: Profile | None = None) -> dict[str, Any]:
     if measured["step_time_s"]:
         gap = measured["step_time_s"] - t.step_s
         out["error"]["step_time"] = round(t.step_s / measured["step_time_s"] - 1, 4)
-        out["likely_cause"]["step_time"] = _likely(gap, t.breakdown_s, TERM_SIGMA, "s")
+        out["likely_cause"]["step_time"] = _likely(gap, t.breakdown_s, TERM_SIGMA, "s", measured["step_time_s"])
     if m.peak_allocated_gb is not None:
         gap = m.peak_allocated_gb - mem.allocated_bytes / GB
         out["error"]["peak_allocated"] = round(mem.allocated_bytes / GB / m.peak_allocated_gb - 1, 4)
-        out["likely_cause"]["peak_allocated"] = _likely(gap, out["memory_terms_gb"], MEMORY_SIGMA, "GB")
+        out["likely_cause"]["peak_allocated"] = _likely(gap, out["memory_terms_gb"], MEMORY_SIGMA, "GB",
+                                                        m.peak_allocated_gb)
     if m.oom:
         total = est.peak_bytes / GB
         verdict = "agrees: predicted not to fit" if not est.fits else \
@@ -236,23 +252,49 @@ def _layout_dict(run: Run) -> dict[str, Any]:
     return layout_dict(run.layout, run.workload)
 
 
-def _likely(gap: float, terms: dict[str, float], sigma: dict[str, float], unit: str) -> dict[str, Any] | None:
-    """The term whose relative error would explain ``gap`` most plausibly: the smallest
-    ``|gap / term| / sigma(term)`` among the terms a change of sign can reach (a term can only grow
-    or shrink to zero)."""
-    best = None
+def _ranked(gap: float, terms: dict[str, float], sigma: dict[str, float]) -> list[tuple[float, str, float]]:
+    """(z, term, predicted) for every term that alone could close ``gap``, most plausible first:
+    ``z = |log(new / predicted)| / sigma(term)`` with ``new = predicted + gap`` (each term's error is
+    taken as log-normal, so halving a term is as plausible as doubling it; a term cannot go below 0)."""
+    ranked = []
     for name, value in terms.items():
         s = sigma.get(name)
-        if not s or value <= 0 or (gap < 0 and -gap > value):
+        if not s or value <= 0 or value + gap <= 0:
             continue
-        z = abs(gap / value) / s
-        if best is None or z < best[0]:
-            best = (z, name, value)
-    if best is None:
+        ranked.append((abs(math.log((value + gap) / value)) / s, name, value))
+    return sorted(ranked)
+
+
+def _likely(gap: float, terms: dict[str, float], sigma: dict[str, float], unit: str,
+            measured: float | None = None) -> dict[str, Any] | None:
+    """The term whose relative error would explain ``gap`` most plausibly (``_ranked``), the runner-up,
+    and whether the answer is ``stable``: the same term when the measurement is ``MEASURE_NOISE``
+    higher or lower. When no term alone can close the gap (measured shorter than the prediction
+    without its largest term), that largest term is named with ``z: None`` and the text says so."""
+    candidates = {k: v for k, v in terms.items() if sigma.get(k) and v > 0}
+    if not candidates:
         return None
-    z, name, value = best
-    return {"term": name, "predicted": round(value, 4), "change_needed": round(gap / value, 4),
-            "z": round(z, 2), "text": f"{name} {value:.3g} {unit} would have to be {gap / value:+.0%}"}
+    ranked = _ranked(gap, candidates, sigma)
+    if not ranked:
+        name, value = max(candidates.items(), key=lambda kv: kv[1])
+        return {"term": name, "predicted": round(value, 4), "change_needed": round(gap / value, 4), "z": None,
+                "runner_up": None, "stable": True,
+                "text": (f"no single term explains it: even without {name} ({value:.3g} {unit}) the prediction "
+                         f"exceeds the measurement; check the model, layout and workload read from the run")}
+    z, name, value = ranked[0]
+    stable = True
+    if measured:
+        for k in (1 - MEASURE_NOISE, 1 + MEASURE_NOISE):
+            other = _ranked(gap + (k - 1) * measured, candidates, sigma)
+            stable = stable and bool(other) and other[0][1] == name
+    runner = ranked[1][1] if len(ranked) > 1 else None
+    return {"term": name, "predicted": round(value, 4), "change_needed": round(gap / value, 4), "z": round(z, 2),
+            "runner_up": runner, "stable": stable,
+            "text": f"{name} {value:.3g} {unit} would have to be {gap / value:+.0%}"
+                    + ("" if stable or runner is None else
+                       f" (or {runner}: the answer changes within +-{MEASURE_NOISE:.0%} of the measurement)")
+                    + ("" if z <= IMPLAUSIBLE_Z else
+                       f"; that is {z:.0f} sd of its uncertainty: check the model, layout and workload read first")}
 
 
 # ---------------------------------------------------------------------------- calibrate
@@ -274,9 +316,10 @@ def _sensitivity(runs: Sequence[Run], base: Profile, knob: Knob, gpu: str, h: fl
 
 
 def _ordered(kinds: set[bool]) -> list[Knob]:
-    """Knobs in the order they are freed: with MoE runs only, the MoE factor first (their offset is most
-    likely MoE-specific: shipped median error 11.2 % MoE vs 3.4 % dense), else the compute factors first."""
-    if kinds == {True}:
+    """Knobs in the order they are freed: with a MoE run, the MoE factor first (what moves most between
+    releases is MoE work: consecutive Megatron-Bridge releases move dense step times by 4 % rms and
+    MoE ones by up to 16-44 %, ``calibration_runs.yaml`` 26.04.01 -> 26.06), then the compute factors."""
+    if True in kinds:
         return sorted(KNOBS, key=lambda k: k.name != "moe")
     return list(KNOBS)
 
@@ -293,22 +336,33 @@ def max_free(timed_runs: int, primary: int) -> int:
     return max(0, (timed_runs - primary) // 2)
 
 
-def _choose(runs: Sequence[Run], base: Profile, gpu: str) -> tuple[list[Knob], dict[str, str], dict[str, list[float]]]:
-    """The free knobs and, for every other knob, why it stays fixed."""
+def _choose(runs: Sequence[Run], base: Profile, gpu: str
+            ) -> tuple[list[Knob], dict[str, str], dict[str, list[float]], dict[str, float]]:
+    """The free knobs, for every other knob why it stays fixed, the runs' sensitivities and each
+    knob's prior log-sd on its own scale."""
     free: list[Knob] = []
     reasons: dict[str, str] = {}
     sens: dict[str, list[float]] = {}
+    sigmas: dict[str, float] = {}
     columns: list[np.ndarray] = []
     kinds = {r.spec.is_moe for r in runs}
     precisions = {r.workload.precision for r in runs}
+    dense_precisions = {r.workload.precision for r in runs if not r.spec.is_moe}
     for knob in _ordered(kinds):
         if not knob.select(base.data, gpu):
             reasons[knob.name] = "its factors are not in this calibration's table"
             continue
         s = _sensitivity(runs, base, knob, gpu)
         sens[knob.name] = [round(float(v), 4) for v in s]
+        sigmas[knob.name] = knob.sigma
         if knob.name.startswith("compute_") and knob.name.removeprefix("compute_") not in precisions:
             reasons[knob.name] = f"no run trains in {knob.name.removeprefix('compute_')}"
+            continue
+        moe_free = any(k.name == "moe" for k in free)
+        if knob.name.startswith("compute_") and moe_free and True in kinds and False in kinds \
+                and knob.name.removeprefix("compute_") not in dense_precisions:
+            reasons[knob.name] = (f"no dense run trains in {knob.name.removeprefix('compute_')}: the MoE factor "
+                                  "carries the MoE runs' offset")
             continue
         if knob.name == "moe" and kinds == {False}:
             reasons[knob.name] = "no MoE run"
@@ -338,16 +392,16 @@ def _choose(runs: Sequence[Run], base: Profile, gpu: str) -> tuple[list[Knob], d
                 continue
         free.append(knob)
         columns.append(s)
-    return free, reasons, sens
+    return free, reasons, sens, sigmas
 
 
-def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, iterations: int = 6,
-         spread: float = 1.0) -> _Fit:
+def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, sigmas: dict[str, float],
+         iterations: int = 6, spread: float = 1.0) -> _Fit:
     if not knobs or not runs:
-        return _Fit(tuple(knobs), tuple(0.0 for _ in knobs), tuple(k.sigma for k in knobs))
+        return _Fit(tuple(knobs), tuple(0.0 for _ in knobs), tuple(sigmas[k.name] for k in knobs))
     target = np.array([math.log(r.measured_step_s) for r in runs])
     weight = np.array([1 / (spread * SIGMA_RUN["moe" if r.spec.is_moe else "dense"]) ** 2 for r in runs])
-    prior = np.array([1 / k.sigma ** 2 for k in knobs])
+    prior = np.array([1 / sigmas[k.name] ** 2 for k in knobs])
     ks = np.zeros(len(knobs))
     h = 0.05
     hessian = np.diag(prior)
@@ -364,7 +418,7 @@ def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, it
         grad = jac.T @ ((f0 - target) * weight) + prior * ks
         delta = np.linalg.solve(hessian, -grad)
         delta = np.clip(delta, -0.5, 0.5)
-        bound = 2.5 * np.array([k.sigma for k in knobs])
+        bound = 2.5 * np.array([sigmas[k.name] for k in knobs])
         new = np.clip(ks + delta, -bound, bound)
         delta, ks = new - ks, new
         if np.max(np.abs(delta)) < 1e-3:
@@ -376,7 +430,7 @@ def _fit(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, it
 SPREADS = (1.0, 2.0, 4.0, math.inf)
 
 
-def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str
+def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], gpu: str, sigmas: dict[str, float]
                     ) -> tuple[float, dict[str, float]]:
     """How far to trust the runs: the multiple of ``SIGMA_RUN`` (1, 2, 4, or infinity: keep the priors)
     whose leave-one-out fits predict the held-out runs best (sum of |log error|), over the runs that have
@@ -396,7 +450,7 @@ def _cross_validate(runs: Sequence[Run], base: Profile, knobs: Sequence[Knob], g
         for i in testable:
             run = runs[i]
             others = [r for j, r in enumerate(runs) if j != i]
-            fit = _fit(others, base, knobs if spread != math.inf else [], gpu, spread=spread)
+            fit = _fit(others, base, knobs if spread != math.inf else [], gpu, sigmas, spread=spread)
             step = predict(run, _profile(base, fit.knobs, fit.ks, gpu)).time.step_s
             errors.append(abs(math.log(step / run.measured_step_s)))
         return errors
@@ -461,15 +515,16 @@ def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "
                              fix="calibrate each GPU type's runs separately")
     gpu = gpus[0]
     timed = _timed(runs)
-    knobs, reasons, sens = _choose(timed, base, gpu) if timed else ([], {k.name: "no run has a step time" for k in KNOBS}, {})
-    spread, cv = _cross_validate(timed, base, knobs, gpu) if len(timed) >= 2 and knobs else (1.0, None)
+    knobs, reasons, sens, sigmas = _choose(timed, base, gpu) if timed else \
+        ([], {k.name: "no run has a step time" for k in KNOBS}, {}, {})
+    spread, cv = _cross_validate(timed, base, knobs, gpu, sigmas) if len(timed) >= 2 and knobs else (1.0, None)
     if spread == math.inf:
         for knob in knobs:
             reasons[knob.name] = (f"leave-one-out check: fitted on the other runs it predicts each run worse "
                                   f"(median |error| {cv['before']:.1%} shipped, {cv['after']:.1%}"
                                   " fitted): the runs' offsets are their own, not a shared factor")
         knobs = []
-    fit = _fit(timed, base, knobs, gpu, spread=spread)
+    fit = _fit(timed, base, knobs, gpu, sigmas, spread=spread)
     speed = _profile(base, fit.knobs, fit.ks, gpu)
     reserve, reserve_record = _reserve(runs, base, speed)
     extra = {"memory.other_reserve_gb": reserve} if reserve is not None else {}
@@ -482,12 +537,14 @@ def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "
             k, sd = fit.ks[j], fit.sd[j]
             fitted[knob.name] = {
                 "free": True, "term": knob.term, "factor": round(math.exp(k), 4),
-                "range": [round(math.exp(k - sd), 4), round(math.exp(k + sd), 4)], "prior_sigma": knob.sigma,
+                "range": [round(math.exp(k - sd), 4), round(math.exp(k + sd), 4)], "prior_sigma": round(sigmas[knob.name], 4),
                 "values": {p: {"value": _n(base.value(p) * math.exp(s * k)), "prior": _n(base.value(p)),
                                "range": sorted([_n(base.value(p) * math.exp(s * (k - sd))),
                                                 _n(base.value(p) * math.exp(s * (k + sd)))])} for p, s in paths}}
-        else:
-            fitted[knob.name] = {"free": False, "term": knob.term, "reason": reasons.get(knob.name, "not selected")}
+        else:  # kept at the prior: the value the cost model reads, and why
+            fitted[knob.name] = {"free": False, "term": knob.term, "reason": reasons.get(knob.name, "not selected"),
+                                 "values": {p: {"value": _n(base.value(p)), "prior": _n(base.value(p))}
+                                            for p, _ in paths}}
         if knob.name in sens:
             fitted[knob.name]["sensitivity"] = sens[knob.name]
     fitted["memory_reserve"] = reserve_record
@@ -496,7 +553,7 @@ def calibrate(runs: Sequence[Run], *, base: Profile | None = None, name: str = "
     meta = dict(name=name, gpu=gpu, software=software, runs=tuple(r.id for r in runs), fitted=fitted,
                 source=f"megasolve calibrate on {len(runs)} run(s) of {gpu}; priors {base.name}")
     profile = base.with_overrides({**_overrides(base, fit.knobs, fit.ks, gpu), **extra}, **meta)
-    report = _report(runs, base, profile, gpu, fit.knobs, spread) if loo else {}
+    report = _report(runs, base, profile, gpu, fit.knobs, sigmas, spread) if loo else {}
     return base.with_overrides({**_overrides(base, fit.knobs, fit.ks, gpu), **extra}, report=report, **meta)
 
 
@@ -505,7 +562,7 @@ def _n(value: float) -> float:
 
 
 def _report(runs: Sequence[Run], base: Profile, fitted: Profile, gpu: str, knobs: Sequence[Knob],
-            spread: float) -> dict[str, Any]:
+            sigmas: dict[str, float], spread: float) -> dict[str, Any]:
     rows = []
     for i, run in enumerate(runs):
         measured = run.measured_step_s
@@ -515,7 +572,7 @@ def _report(runs: Sequence[Run], base: Profile, fitted: Profile, gpu: str, knobs
         after = predict(run, fitted).time.step_s / measured - 1
         others = _timed([r for j, r in enumerate(runs) if j != i])
         if others:  # the same free factors, fitted without this run (the priors carry the factors it alone set)
-            fit = _fit(others, base, knobs, gpu, spread=spread)
+            fit = _fit(others, base, knobs, gpu, sigmas, spread=spread)
             loo = predict(run, _profile(base, fit.knobs, fit.ks, gpu)).time.step_s / measured - 1
         else:
             loo = before

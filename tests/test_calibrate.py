@@ -266,3 +266,25 @@ def test_cli_check_names_a_layout_megatron_would_refuse_and_checks_the_rest(tmp_
     assert len(json.loads(captured.out)) == 4
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: bad.yaml: --tp=3") and "fix:" in err[0]
+
+
+def test_likely_cause_is_log_scaled_says_when_no_term_can_and_when_it_is_unstable():
+    from megasolve.solver.calibrate import IMPLAUSIBLE_Z, TERM_SIGMA, _likely
+
+    terms = {"compute": 8.0, "ep_comm": 1.0, "optimizer": 0.1}
+    # measured 2 s slower: compute +25 % is 0.89 sd, ep_comm x3 is 2.2 sd
+    slower = _likely(2.0, terms, TERM_SIGMA, "s", 11.1)
+    assert slower["term"] == "compute" and slower["runner_up"] == "ep_comm" and slower["stable"]
+    assert slower["z"] == pytest.approx(math.log(10 / 8) / TERM_SIGMA["compute"], abs=0.01)
+    # measured faster than the prediction without its largest term: no single term, the largest named
+    none = _likely(-8.5, terms, TERM_SIGMA, "s", 0.6)
+    assert none["term"] == "compute" and none["z"] is None and "no single term" in none["text"]
+    # where two terms are about as plausible (compute -62 % is 3.9 sd, ep_comm -86 % is 3.9 sd), a 5 %
+    # move of the measurement changes the answer: said so, with the runner-up
+    close = {"compute": 4.0, "ep_comm": 2.9}
+    unstable = _likely(-2.49, close, TERM_SIGMA, "s", 4.41)
+    assert not unstable["stable"] and {unstable["term"], unstable["runner_up"]} == {"compute", "ep_comm"}
+    assert "changes within" in unstable["text"]
+    assert _likely(-1.0, close, TERM_SIGMA, "s", 5.9)["stable"]
+    far = _likely(80.0, terms, TERM_SIGMA, "s", 89.1)
+    assert far["z"] > IMPLAUSIBLE_Z and "check the model, layout and workload" in far["text"]

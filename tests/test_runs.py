@@ -3,6 +3,8 @@ posted in public issue threads (tests/data/logs/INDEX.yaml) and on the formats' 
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -299,6 +301,23 @@ def test_check_runs_on_every_fixture_once_completed(entry):
     result = check(run)
     assert set(result["predicted"]) == {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb"}
     assert result["predicted"]["step_time_s"] > 0
+    # a gap measured is a gap explained: the culprit is one of the predicted terms, and the same one
+    # when the measurement moves by MEASURE_NOISE either way (and when checked again)
+    from megasolve.solver.calibrate import MEASURE_NOISE
+
+    for what, key, terms in (("step_time", "step_time_s", "time_terms_s"),
+                             ("peak_allocated", "peak_allocated_gb", "memory_terms_gb")):
+        if result["measured"][key] is None:
+            assert what not in result["likely_cause"]
+            continue
+        cause = result["likely_cause"][what]
+        assert cause and cause["term"] in result[terms] and cause["stable"], (what, cause)
+        assert check(run)["likely_cause"][what] == cause
+        for k in (1 - MEASURE_NOISE, 1 + MEASURE_NOISE):
+            field = ({"step_time_s": run.measured_step_s * k, "tokens_per_s_per_gpu": None} if what == "step_time"
+                     else {"peak_allocated_gb": run.measured.peak_allocated_gb * k})
+            moved = dataclasses.replace(run, measured=dataclasses.replace(run.measured, **field))
+            assert check(moved)["likely_cause"][what]["term"] == cause["term"], (what, k)
 
 
 def test_doctests_of_the_run_modules_pass():
