@@ -6,6 +6,7 @@
     python benchmarks/calibrate_time.py --fit --write   # ... and write them back into calibration.yaml
     python benchmarks/calibrate_time.py --data PATH --verbose
     python benchmarks/calibrate_time.py --holdout    # also score the frozen holdout (once per calibration)
+    python benchmarks/calibrate_time.py --cv         # leave-one-series-out refits on the fit split
 
 Prediction: ``megasolve.cost.step.step_time(...).tokens_per_s_per_gpu`` for every run mapped by
 ``benchmarks/published.py``. Error: ``pred / measured - 1``; reported as the median absolute %
@@ -122,6 +123,19 @@ def ranking_accuracy(runs: list[PublishedRun], preds: dict[str, float]) -> tuple
     return good, total
 
 
+def ep_span(run: PublishedRun) -> str | None:
+    """``intra`` when the EP group (stride ``etp``, size ``ep``) stays inside one NVLink domain,
+    ``cross`` when its all-to-all crosses the NIC, None for dense runs and EP 1."""
+    if not run.spec.is_moe or run.layout.ep <= 1:
+        return None
+    link = run.cluster.group_link(run.layout.etp, run.layout.ep)
+    return "cross" if link.tier == "network" else "intra"
+
+
+def signed_median_pct(values: list[float]) -> float:
+    return 100 * statistics.median(values) if values else float("nan")
+
+
 def report(runs: list[PublishedRun], *, verbose: bool = False, holdout: bool = False) -> dict[str, float]:
     """Print the error table; return the headline numbers. The holdout split is scored only with
     ``holdout=True`` (``--holdout``): it is frozen and read once per calibration, not while tuning."""
@@ -144,6 +158,11 @@ def report(runs: list[PublishedRun], *, verbose: bool = False, holdout: bool = F
                                        f" (n={sum(r.gpu == g for r in sub)})" for g in gpus)
                     print(f"{'':8s} {'':6s} {family:10s} {len(sub):4d} "
                           f"{median_abs_pct([errs[r.id] for r in sub]):12.1f}%   {detail}")
+    for split in ("fit", "holdout") if holdout else ("fit",):
+        for span in ("intra", "cross"):  # issue 12: no bias by EP span (signed medians)
+            chosen = [errs[r.id] for r in runs if r.split == split and ep_span(r) == span]
+            out[f"{split} ep {span}"] = signed_median_pct(chosen)
+            print(f"{split:8s} EP {span}-domain: n={len(chosen):3d} signed median {out[f'{split} ep {span}']:+6.1f}%")
     for split in ("fit", "holdout", "all") if holdout else ("fit",):
         chosen = runs if split == "all" else [r for r in runs if r.split == split]
         good, total = ranking_accuracy(chosen, preds)
@@ -188,6 +207,31 @@ def fit(runs: list[PublishedRun], *, step: float = 0.5, tolerance: float = 0.01,
                 break
     apply_params(best)
     return best
+
+
+def series_of(run: PublishedRun) -> str:
+    """The group the fit/holdout split keeps together (``published.split_of``)."""
+    return run.series_group or run.comparison_group or run.id
+
+
+def cross_validate(runs: list[PublishedRun]) -> dict[str, float]:
+    """Leave-one-series-out on the fit split: refit without each series, predict it; median |err|
+    dense / MoE of those out-of-series predictions (an honest estimate that never reads the holdout)."""
+    base = current_params()
+    fit_runs = [r for r in runs if r.split == "fit"]
+    out_errs: dict[str, float] = {}
+    for series in sorted({series_of(r) for r in fit_runs}):
+        apply_params(base)
+        fit([r for r in fit_runs if series_of(r) != series], step=0.25, max_sweeps=20)
+        for r in fit_runs:
+            if series_of(r) == series:
+                out_errs[r.id] = predict(r) / r.measured_tokens_per_s_per_gpu - 1
+    apply_params(base)
+    result = {kind: median_abs_pct([e for r in fit_runs if r.kind == kind for e in [out_errs[r.id]]])
+              for kind in ("dense", "moe")}
+    print(f"leave-one-series-out ({len({series_of(r) for r in fit_runs})} series): "
+          f"dense {result['dense']:.1f}%  moe {result['moe']:.1f}%")
+    return result
 
 
 # ---------------------------------------------------------------------------- write back
@@ -257,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--holdout", action="store_true",
                         help="also score the frozen holdout split (once per calibration, never while tuning)")
+    parser.add_argument("--cv", action="store_true",
+                        help="leave-one-series-out refits on the fit split (slow; never reads the holdout)")
     args = parser.parse_args(argv)
     runs, skipped = load_published(args.data)
     print(f"{len(runs)} runs mapped ({sum(r.split == 'fit' for r in runs)} fit, "
@@ -273,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
             write_back(params, f"{len(FREE)} free parameters, {len(fit_runs)} fit-split runs of "
                                "../shared/data/calibration_runs.yaml; holdout error in the commit message")
     report(runs, verbose=args.verbose, holdout=args.holdout)
+    if args.cv:
+        cross_validate(runs)
     return 0
 
 
