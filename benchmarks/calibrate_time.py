@@ -54,13 +54,11 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     "e_max blackwell fp8": ((("gemm_efficiency", "blackwell", "fp8"),), 0.3, 0.95),
     "e_max blackwell-ultra fp8": ((("gemm_efficiency", "blackwell-ultra", "fp8"),), 0.3, 0.95),
     "gemm_half_width": ((("gemm_half_width",),), 64, 1024),
-    "attention_efficiency": ((("attention_efficiency", "default"),), 0.3, 0.7),
     "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.4, 1.0),
     "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-4, 3e-3),
     "fp8_cast_bytes_per_token_hidden": ((("fp8_cast_bytes_per_token_hidden",),), 50, 600),
     # floor: MXFP8 writes one E8M0 scale byte per 32 quantised elements on top of per-tensor FP8
     "block_scaling_cast_factor": ((("block_scaling_cast_factor",),), 1 + 1 / 32, 4.0),
-    "elementwise_bytes_per_token_hidden": ((("elementwise_bytes_per_token_hidden",),), 60, 400),
     "tp_overlap_exposed_fraction": ((("tp_overlap_exposed_fraction",),), 0.02, 0.6),
     "ep_overlap_window": ((("ep_overlap_window",),), 0.05, 1.0),
 }
@@ -268,11 +266,6 @@ def write_back(params: dict[str, float], provenance: str) -> None:
         if match and line.startswith("  ") and not line.startswith("    ") and \
                 (match.group(2),) in {p for name in params for p in FREE[name][0]}:
             out.append(f"{match.group(1)}{match.group(2)}: {_fmt(cal[match.group(2)])}{match.group(4) or ''}")
-            continue
-        if line.startswith("  attention_efficiency:"):
-            comment = line[line.index("#"):] if "#" in line else ""
-            out.append(f"  attention_efficiency: {{default: {_fmt(cal['attention_efficiency']['default'])}}}   "
-                       f"{comment}".rstrip())
             continue
         section_match = re.match(r"^  ([a-z_0-9]+):\s*(#.*)?$", line)
         if section_match:
