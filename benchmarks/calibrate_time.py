@@ -6,6 +6,7 @@
     python benchmarks/calibrate_time.py --fit --write   # ... and write them back into calibration.yaml
     python benchmarks/calibrate_time.py --data PATH --verbose
     python benchmarks/calibrate_time.py --holdout    # also score the frozen holdout (once per calibration)
+    python benchmarks/calibrate_time.py --cv         # leave-one-series-out refits on the fit split
 
 Prediction: ``megasolve.cost.step.step_time(...).tokens_per_s_per_gpu`` for every run mapped by
 ``benchmarks/published.py``. Error: ``pred / measured - 1``; reported as the median absolute %
@@ -53,13 +54,11 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     "e_max blackwell fp8": ((("gemm_efficiency", "blackwell", "fp8"),), 0.3, 0.95),
     "e_max blackwell-ultra fp8": ((("gemm_efficiency", "blackwell-ultra", "fp8"),), 0.3, 0.95),
     "gemm_half_width": ((("gemm_half_width",),), 64, 1024),
-    "attention_efficiency": ((("attention_efficiency", "default"),), 0.3, 0.7),
     "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.4, 1.0),
     "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-4, 3e-3),
     "fp8_cast_bytes_per_token_hidden": ((("fp8_cast_bytes_per_token_hidden",),), 50, 600),
     # floor: MXFP8 writes one E8M0 scale byte per 32 quantised elements on top of per-tensor FP8
     "block_scaling_cast_factor": ((("block_scaling_cast_factor",),), 1 + 1 / 32, 4.0),
-    "elementwise_bytes_per_token_hidden": ((("elementwise_bytes_per_token_hidden",),), 60, 400),
     "tp_overlap_exposed_fraction": ((("tp_overlap_exposed_fraction",),), 0.02, 0.6),
     "ep_overlap_window": ((("ep_overlap_window",),), 0.05, 1.0),
 }
@@ -122,6 +121,19 @@ def ranking_accuracy(runs: list[PublishedRun], preds: dict[str, float]) -> tuple
     return good, total
 
 
+def ep_span(run: PublishedRun) -> str | None:
+    """``intra`` when the EP group (stride ``etp``, size ``ep``) stays inside one NVLink domain,
+    ``cross`` when its all-to-all crosses the NIC, None for dense runs and EP 1."""
+    if not run.spec.is_moe or run.layout.ep <= 1:
+        return None
+    link = run.cluster.group_link(run.layout.etp, run.layout.ep)
+    return "cross" if link.tier == "network" else "intra"
+
+
+def signed_median_pct(values: list[float]) -> float:
+    return 100 * statistics.median(values) if values else float("nan")
+
+
 def report(runs: list[PublishedRun], *, verbose: bool = False, holdout: bool = False) -> dict[str, float]:
     """Print the error table; return the headline numbers. The holdout split is scored only with
     ``holdout=True`` (``--holdout``): it is frozen and read once per calibration, not while tuning."""
@@ -144,6 +156,11 @@ def report(runs: list[PublishedRun], *, verbose: bool = False, holdout: bool = F
                                        f" (n={sum(r.gpu == g for r in sub)})" for g in gpus)
                     print(f"{'':8s} {'':6s} {family:10s} {len(sub):4d} "
                           f"{median_abs_pct([errs[r.id] for r in sub]):12.1f}%   {detail}")
+    for split in ("fit", "holdout") if holdout else ("fit",):
+        for span in ("intra", "cross"):  # issue 12: no bias by EP span (signed medians)
+            chosen = [errs[r.id] for r in runs if r.split == split and ep_span(r) == span]
+            out[f"{split} ep {span}"] = signed_median_pct(chosen)
+            print(f"{split:8s} EP {span}-domain: n={len(chosen):3d} signed median {out[f'{split} ep {span}']:+6.1f}%")
     for split in ("fit", "holdout", "all") if holdout else ("fit",):
         chosen = runs if split == "all" else [r for r in runs if r.split == split]
         good, total = ranking_accuracy(chosen, preds)
@@ -190,6 +207,31 @@ def fit(runs: list[PublishedRun], *, step: float = 0.5, tolerance: float = 0.01,
     return best
 
 
+def series_of(run: PublishedRun) -> str:
+    """The group the fit/holdout split keeps together (``published.split_of``)."""
+    return run.series_group or run.comparison_group or run.id
+
+
+def cross_validate(runs: list[PublishedRun]) -> dict[str, float]:
+    """Leave-one-series-out on the fit split: refit without each series, predict it; median |err|
+    dense / MoE of those out-of-series predictions (an honest estimate that never reads the holdout)."""
+    base = current_params()
+    fit_runs = [r for r in runs if r.split == "fit"]
+    out_errs: dict[str, float] = {}
+    for series in sorted({series_of(r) for r in fit_runs}):
+        apply_params(base)
+        fit([r for r in fit_runs if series_of(r) != series], step=0.25, max_sweeps=20)
+        for r in fit_runs:
+            if series_of(r) == series:
+                out_errs[r.id] = predict(r) / r.measured_tokens_per_s_per_gpu - 1
+    apply_params(base)
+    result = {kind: median_abs_pct([e for r in fit_runs if r.kind == kind for e in [out_errs[r.id]]])
+              for kind in ("dense", "moe")}
+    print(f"leave-one-series-out ({len({series_of(r) for r in fit_runs})} series): "
+          f"dense {result['dense']:.1f}%  moe {result['moe']:.1f}%")
+    return result
+
+
 # ---------------------------------------------------------------------------- write back
 def _fmt(value: float) -> str:
     if abs(value) < 1e-3:
@@ -225,11 +267,6 @@ def write_back(params: dict[str, float], provenance: str) -> None:
                 (match.group(2),) in {p for name in params for p in FREE[name][0]}:
             out.append(f"{match.group(1)}{match.group(2)}: {_fmt(cal[match.group(2)])}{match.group(4) or ''}")
             continue
-        if line.startswith("  attention_efficiency:"):
-            comment = line[line.index("#"):] if "#" in line else ""
-            out.append(f"  attention_efficiency: {{default: {_fmt(cal['attention_efficiency']['default'])}}}   "
-                       f"{comment}".rstrip())
-            continue
         section_match = re.match(r"^  ([a-z_0-9]+):\s*(#.*)?$", line)
         if section_match:
             section = section_match.group(1)
@@ -257,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--holdout", action="store_true",
                         help="also score the frozen holdout split (once per calibration, never while tuning)")
+    parser.add_argument("--cv", action="store_true",
+                        help="leave-one-series-out refits on the fit split (slow; never reads the holdout)")
     args = parser.parse_args(argv)
     runs, skipped = load_published(args.data)
     print(f"{len(runs)} runs mapped ({sum(r.split == 'fit' for r in runs)} fit, "
@@ -273,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             write_back(params, f"{len(FREE)} free parameters, {len(fit_runs)} fit-split runs of "
                                "../shared/data/calibration_runs.yaml; holdout error in the commit message")
     report(runs, verbose=args.verbose, holdout=args.holdout)
+    if args.cv:
+        cross_validate(runs)
     return 0
 
 

@@ -107,6 +107,12 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     causal FLOPs) and streams the scores through the fused scale-mask-softmax and dropout: HBM traffic
     ``unfused_attention_bytes_per_score`` per score element (``(n/t)*T*s`` scores per layer).
 
+    Elementwise HBM traffic (memory bound, at HBM bandwidth), counted per kernel Megatron-Core runs
+    (bf16 tensors, fwd + bwd; ``calibration.yaml`` has the count): the two norms, the two residual
+    adds and RoPE on q and k per token per ``h`` (``elementwise_bytes_per_token_hidden``), and the MLP
+    activation per token per ``F`` (``activation_bytes_per_token_ffn``: SwiGLU reads ``2F`` and writes
+    ``F`` forward, reads ``3F`` and writes ``2F`` backward; GeLU / squared ReLU ``F + F`` and ``2F + F``).
+
     FP8 (Transformer Engine): every GEMM input and output gradient is quantised (amax + cast) before
     the GEMM: ``fp8_cast_bytes_per_token_hidden`` extra HBM bytes per token per ``h`` (calibrated),
     ``x block_scaling_cast_factor`` with a block-scaling recipe (MXFP8 / blockwise: a scale per block
@@ -151,10 +157,18 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
             scores_bytes *= refwd
     passes = (4 if recompute == "full" else 3)  # elementwise passes: fwd + 2 bwd (+ refwd)
     per_token_bytes = cal["elementwise_bytes_per_token_hidden"] * spec.hidden_size
+    # the MLP activation (SwiGLU / GeLU / squared ReLU) on [T, F/t] per rank (not split by SP);
+    # routed experts: (T/sigma)*k tokens of width F_m on every rank of the expert grid (balanced routing)
+    act = cal["activation_bytes_per_token_ffn"]["gated" if spec.swiglu else "plain"]
+    if moe:
+        m = spec.moe
+        ffn_bytes = act * (T * m.shared_expert_ffn_hidden_size / t + T / shape.sigma * m.top_k * m.expert_ffn_hidden_size)
+    else:
+        ffn_bytes = act * T * spec.ffn_hidden_size / t
     if workload.precision == "fp8":
         per_token_bytes += cal["fp8_cast_bytes_per_token_hidden"] * spec.hidden_size * (
             cal["block_scaling_cast_factor"] if workload.block_scaled_fp8 else 1.0)
-    elementwise = passes / 3 * per_token_bytes * T / shape.sigma + scores_bytes * (4 / 3 if recompute == "full"
+    elementwise = passes / 3 * (per_token_bytes * T / shape.sigma + ffn_bytes) + scores_bytes * (4 / 3 if recompute == "full"
                                                                                    else 1.0)
     if moe:
         elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.hidden_size \
