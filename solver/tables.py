@@ -24,8 +24,8 @@ from megasolve.cost.calibration import calibration
 from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
-                                   mtp_activation_bytes, other_bytes, recomputed_layers, selective_transient_bytes,
-                                   static_bytes)
+                                   mtp_activation_bytes, offloaded_optimizer, other_bytes, recomputed_layers,
+                                   selective_transient_bytes, static_bytes)
 from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, layer_time, logits_time,
                                  optimizer_shard_s, pp_unit_comm_s)
 from megasolve.models import ranks
@@ -33,7 +33,8 @@ from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params, stage_layer_ids)
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.space import MAX_VPP, Point
+from megasolve.cost.offload import activation_offload_exposed_s
+from megasolve.solver.space import MAX_VPP, Point, rc_fields, rc_sel
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
@@ -70,6 +71,8 @@ class Slot:
     mtp: bool
     stage: int  # lowest stage index with this composition (most micro-batches in flight)
     multiplicity: int
+    dense_off: int = 0  # of dense_base: layers whose activations are offloaded to host memory
+    moe_off: int = 0
 
     @property
     def dense(self) -> int:
@@ -142,8 +145,12 @@ class CostTables:
         def shape(tp, cp, mbs, sp, etp=None):
             return ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp if etp is not None else tp)
 
-        def base(sel: bool) -> str:
+        def base(sel: tuple) -> str:
             return "selective" if sel else "none"
+
+        def mods(sel: tuple) -> tuple[str, ...] | None:
+            """``sel``: the selective modules (``space.rc_sel``), () without selective recompute."""
+            return tuple(sel) or None
 
         @functools.cache
         def dense_layer(tp) -> RankParams:
@@ -206,20 +213,21 @@ class CostTables:
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
-            add(f"ms_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
-                lambda tp, cp, dp, dop, fsdp, f=params_of, piece=piece: fsdp_static(
-                    f(tp), unit_of(piece, tp), dense_shards(tp, cp, dp), 1) if fsdp else quantise_bytes(static_bytes(
-                    f(tp), dense_shards=dense_shards(tp, cp, dp), expert_shards=1, distributed_optimizer=dop,
-                    precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
-                    bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0, fp8_bytes=fp8_bytes).total))
+            add(f"ms_{piece}", ("tp", "cp", "dp", "dop", "fsdp", "oo"),
+                lambda tp, cp, dp, dop, fsdp, oo, f=params_of, piece=piece: fsdp_static(
+                    f(tp), unit_of(piece, tp), dense_shards(tp, cp, dp), 1) if fsdp else quantise_bytes(
+                    offloaded_optimizer(static_bytes(
+                        f(tp), dense_shards=dense_shards(tp, cp, dp), expert_shards=1, distributed_optimizer=dop,
+                        precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
+                        bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0, fp8_bytes=fp8_bytes), oo).total))
         if spec.is_moe:
-            add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp"),
-                lambda ep, etp, pp, dop, fsdp: fsdp_static(
+            add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp", "oo"),
+                lambda ep, etp, pp, dop, fsdp, oo: fsdp_static(
                     expert_layer(ep, etp), expert_layer(ep, etp), 1, expert_shards(ep, etp, pp))
-                if fsdp else quantise_bytes(static_bytes(
+                if fsdp else quantise_bytes(offloaded_optimizer(static_bytes(
                     expert_layer(ep, etp), dense_shards=1, expert_shards=expert_shards(ep, etp, pp),
                     distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
-                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes).total))
+                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes), oo).total))
         # Megatron-FSDP's two un-sharded units (memory.fsdp_static_bytes: 2 x the largest layer in
         # weights and grads), per kind of layer a stage can hold
         def unit_bytes(layer: RankParams) -> int:
@@ -240,7 +248,8 @@ class CostTables:
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
-                spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute=base(sel))))
+                spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute=base(sel),
+                **_modules_kw(sel))))
         add("ma_input", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(layer_activation_bytes(
                 spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute="full")))
@@ -251,20 +260,20 @@ class CostTables:
                                                                           shape(tp, cp, mbs, sp))))
         add("ma_last", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(last_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
-        add("ma_sel_dense", ("tp", "cp", "mbs", "sp"),
-            lambda tp, cp, mbs, sp: quantise_bytes(selective_transient_bytes(
-                spec, wl, shape(tp, cp, mbs, sp), moe=False)))
+        add("ma_sel_dense", ("tp", "cp", "mbs", "sp", "sel"),
+            lambda tp, cp, mbs, sp, sel: quantise_bytes(selective_transient_bytes(
+                spec, wl, shape(tp, cp, mbs, sp), moe=False, **_modules_kw(sel))) if sel else 0)
         if spec.is_moe:
-            add("ma_sel_moe", ("tp", "cp", "mbs", "sp", "etp"),
-                lambda tp, cp, mbs, sp, etp: quantise_bytes(selective_transient_bytes(
-                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True)))
-            add("ma_sel_max", ("tp", "cp", "mbs", "sp", "etp"),
-                lambda tp, cp, mbs, sp, etp: max(
-                    self.value("ma_sel_moe", dict(tp=tp, cp=cp, mbs=mbs, sp=sp, etp=etp)),
-                    self.value("ma_sel_dense", dict(tp=tp, cp=cp, mbs=mbs, sp=sp))))
+            add("ma_sel_moe", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(selective_transient_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True, **_modules_kw(sel))) if sel else 0)
+            add("ma_sel_max", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: max(
+                    self.value("ma_sel_moe", dict(tp=tp, cp=cp, mbs=mbs, sp=sp, etp=etp, sel=sel)),
+                    self.value("ma_sel_dense", dict(tp=tp, cp=cp, mbs=mbs, sp=sp, sel=sel))))
             add("ma_moe", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(layer_activation_bytes(
-                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True, recompute=base(sel))))
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True, recompute=base(sel), **_modules_kw(sel))))
             add("ma_max", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: max(self.value("ma_moe", dict(tp=tp, cp=cp, mbs=mbs, sp=sp,
                                                                                  etp=etp, sel=sel)),
@@ -276,13 +285,14 @@ class CostTables:
         if spec.mtp_num_layers:
             add("ma_mtp", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(mtp_activation_bytes(
-                    spec, wl, shape(tp, cp, mbs, sp, etp), base(sel))))
+                    spec, wl, shape(tp, cp, mbs, sp, etp), base(sel), **_modules_kw(sel))))
         # ---- time per micro-batch (us): total and compute part -----------------------------
         for part in ("t", "c"):
             pick = (lambda lt: lt.total) if part == "t" else (lambda lt: lt.compute)
             add(f"{part}_dense", ("tp", "cp", "mbs", "sp", "sel"),
                 lambda tp, cp, mbs, sp, sel, pick=pick: quantise_s(pick(layer_time(
-                    spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel)))))
+                    spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel),
+                    recompute_modules=mods(sel)))))
             add(f"{part}_dense_full", ("tp", "cp", "mbs", "sp"),
                 lambda tp, cp, mbs, sp, pick=pick: quantise_s(pick(layer_time(
                     spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full"))))
@@ -292,10 +302,23 @@ class CostTables:
             if spec.is_moe:
                 add(f"{part}_moe", ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
                     lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick: quantise_s(pick(layer_time(
-                        spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel)))))
+                        spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
+                        recompute_modules=mods(sel)))))
                 add(f"{part}_moe_full", ("tp", "cp", "mbs", "sp", "etp", "ep"),
                     lambda tp, cp, mbs, sp, etp, ep, pick=pick: quantise_s(pick(layer_time(
                         spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full"))))
+        # activation offloading: one offloaded layer's exposed copies per micro-batch (offload.py)
+        def offload_s(moe: bool, sh: ActivationShape, ep: int) -> int:
+            compute = layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute="none").compute
+            return quantise_s(activation_offload_exposed_s(
+                layer_activation_bytes(spec, wl, sh, moe=moe, recompute="none"), compute,
+                cluster.gpu.host_link_bytes_per_s))
+
+        add("t_off_dense", ("tp", "cp", "mbs", "sp"),
+            lambda tp, cp, mbs, sp: offload_s(False, shape(tp, cp, mbs, sp), 1))
+        if spec.is_moe:
+            add("t_off_moe", ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                lambda tp, cp, mbs, sp, etp, ep: offload_s(True, shape(tp, cp, mbs, sp, etp), ep))
         add("t_p2p", ("tp", "cp", "mbs", "sp", "pp"),
             lambda tp, cp, mbs, sp, pp: quantise_s(pp_unit_comm_s(spec, cluster, wl, tp=tp, cp=cp, mbs=mbs,
                                                                   sequence_parallel=sp, pp=pp)))
@@ -339,9 +362,9 @@ class CostTables:
             add(f"f_{piece}", ("tp", "cp", "dp", "fsdp"),
                 lambda tp, cp, dp, fsdp, f=params_of, piece=piece: quantise_s(fsdp_traffic(
                     ranks.dense_dp_group(tp, cp, dp), unit_of(piece, tp).total, f(tp).total).param_bw_s) if fsdp else 0)
-            add(f"o_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_s(
-                    optimizer_shard_s(cluster, f(tp).total, dense_shards(tp, cp, dp) if dop else 1)))
+            add(f"o_{piece}", ("tp", "cp", "dp", "dop", "oo"),
+                lambda tp, cp, dp, dop, oo, f=params_of: quantise_s(
+                    optimizer_shard_s(cluster, f(tp).total, dense_shards(tp, cp, dp) if dop else 1, oo, wl)))
         add("dg_lat", ("tp", "cp", "dp", "dop", "fsdp"),
             lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
         add("dq_lat", ("tp", "cp", "dp", "dop"),
@@ -366,9 +389,9 @@ class CostTables:
             add("fx_lat", ("ep", "etp", "pp", "fsdp"),
                 lambda ep, etp, pp, fsdp: quantise_s(fsdp_traffic(
                     ranks.expert_dp_group(n, etp, ep, pp), 1, 1).param_latency_s) if fsdp else 0)
-            add("o_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(optimizer_shard_s(
-                    cluster, expert_layer(ep, etp).total, expert_shards(ep, etp, pp) if dop else 1)))
+            add("o_expert", ("ep", "etp", "pp", "dop", "oo"),
+                lambda ep, etp, pp, dop, oo: quantise_s(optimizer_shard_s(
+                    cluster, expert_layer(ep, etp).total, expert_shards(ep, etp, pp) if dop else 1, oo, wl)))
             add("dgx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
                 lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
             add("dqx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
@@ -381,8 +404,7 @@ class CostTables:
     def row(self, pp: int, vpp: int, split: tuple, rc: tuple) -> PipelineRow:
         spec = self.spec
         layout = Layout(pp=pp, vpp=vpp, first_stage_layers=split[0], last_stage_layers=split[1],
-                        account_for_embedding=split[2], account_for_loss=split[3],
-                        recompute=rc[0], recompute_num_layers=rc[1])
+                        account_for_embedding=split[2], account_for_loss=split[3], **rc_fields(rc))
         groups: dict[tuple, list[int]] = {}
         for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
             stored = recomputed_layers(layout, chunks)
@@ -391,11 +413,14 @@ class CostTables:
             moe_base = sum(1 for i in ids if spec.is_moe_layer(i) and i not in stored)
             dense_rc = sum(1 for i in ids if not spec.is_moe_layer(i) and i in stored)
             moe_rc = sum(1 for i in ids if spec.is_moe_layer(i) and i in stored)
+            off = [i for i in ids if i < layout.cpu_offload_layers]  # memory.offloaded_activation_bytes
+            dense_off = sum(1 for i in off if not spec.is_moe_layer(i))
             last = stage == pp - 1
-            key = (dense_base, moe_base, dense_rc, moe_rc, stage == 0, last, last and spec.mtp_num_layers > 0)
+            key = (dense_base, moe_base, dense_rc, moe_rc, stage == 0, last, last and spec.mtp_num_layers > 0,
+                   dense_off, len(off) - dense_off)
             groups.setdefault(key, []).append(stage)
         slots = tuple(Slot(dense_base=k[0], moe_base=k[1], dense_rc=k[2], moe_rc=k[3], first=k[4], last=k[5],
-                           mtp=k[6], stage=min(stages), multiplicity=len(stages))
+                           mtp=k[6], stage=min(stages), multiplicity=len(stages), dense_off=k[7], moe_off=k[8])
                       for k, stages in sorted(groups.items(), key=lambda kv: min(kv[1])))
         return PipelineRow(pp=pp, vpp=vpp, split=split, rc=rc, slots=slots)
 
@@ -407,6 +432,8 @@ class CostTables:
             form += [(slot.moe_base, f"{part}_moe"), (slot.moe_rc, f"{part}_moe_full")]
         if slot.last:
             form.append((1, f"{part}_logits"))
+        if part == "t":  # activation offloading: each offloaded layer's exposed copies
+            form += [(slot.dense_off, "t_off_dense"), (slot.moe_off, "t_off_moe")]
         if part == "t" and row.pp > 1:
             overlapped = row.vpp > 1 and self.workload.overlap_p2p_comm
             form.append((row.vpp, f"t_p2p_v{row.vpp}" if overlapped else "t_p2p"))
@@ -455,9 +482,10 @@ class CostTables:
         return form
 
     def activation_form(self, slot: Slot) -> list[tuple[int, str]]:
-        form = [(slot.dense_base, "ma_dense"), (slot.dense_rc + slot.moe_rc, "ma_input")]
+        """Per micro-batch in flight: the layers' saved activations (offloaded layers' in host memory)."""
+        form = [(slot.dense_base - slot.dense_off, "ma_dense"), (slot.dense_rc + slot.moe_rc, "ma_input")]
         if self.spec.is_moe:
-            form.append((slot.moe_base, "ma_moe"))
+            form.append((slot.moe_base - slot.moe_off, "ma_moe"))
         return [(c, t) for c, t in form if c]
 
     def fixed_memory_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
@@ -470,6 +498,8 @@ class CostTables:
         # one layer's selectively recomputed part; the larger of the kinds the stage holds
         if slot.dense_rc or slot.moe_rc:
             form += _one_layer("ma_", slot.dense_rc, slot.moe_rc)
+        elif slot.dense_off or slot.moe_off:  # one offloaded layer in transit (memory.offloaded_activation_bytes)
+            form += _one_layer("ma_", slot.dense_off, slot.moe_off)
         elif row.rc[0] == "selective":
             form += _one_layer("ma_sel_", slot.dense_base, slot.moe_base)
         if slot.moe:
@@ -518,7 +548,7 @@ class CostTables:
         m = wl.global_batch_size // (point["mbs"] * point["dp"])
         row, slots = self.compiled(point["pp"], point["vpp"], point["split"], point["rc"])
         values = dict(point)
-        values["sel"] = point["rc"][0] == "selective"
+        values["sel"] = rc_sel(point["rc"])
         memo: dict[str, int] = {}
 
         def form_value(form) -> int:
@@ -573,11 +603,22 @@ def _plausible(partial: Point, num_gpus: int) -> bool:
 
 def _derived(axis: str, point: Point) -> Any:
     if axis == "sel":
-        return point["rc"][0] == "selective"
+        return rc_sel(point["rc"])
     raise KeyError(axis)
 
 
 def _derived_domain(axis: str, domains: dict[str, tuple]) -> tuple:
     if axis == "sel":
-        return tuple(sorted({rc[0] == "selective" for rc in domains["rc"]}))
+        return sel_domain(domains["rc"])
     raise KeyError(axis)
+
+
+def sel_domain(rcs) -> tuple:
+    """The values of the derived axis ``sel`` (selective modules, () for none) over ``rc`` values, in a
+    fixed order."""
+    return tuple(sorted({rc_sel(rc) for rc in rcs}))
+
+
+def _modules_kw(sel: tuple) -> dict:
+    """``recompute_modules=`` for the memory functions (their default, core_attn, without selective)."""
+    return {"recompute_modules": tuple(sel)} if sel else {}
