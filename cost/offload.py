@@ -35,16 +35,22 @@ OPTIMIZER_OFFLOAD_FRACTIONS = (0.0, 0.5, 1.0)
 DEFAULT_HOST_MEMORY_BYTES_PER_S = 77e9
 
 
-def activation_offload_exposed_s(layer_bytes: float, layer_compute_s: float, host_link_bytes_per_s: float) -> float:
-    """Exposed copy time of one offloaded layer per micro-batch (module docstring).
+def activation_offload_exposed_s(layer_bytes: float, layer_compute_s: float, host_link_bytes_per_s: float,
+                                 hbm_bytes_per_s: float) -> float:
+    """Time one offloaded layer adds per micro-batch (module docstring): the copies not hidden behind the
+    next layer's forward / backward, plus the HBM traffic of the copies themselves -- the copy engines
+    read the tensors out of HBM and write them back (``2 * bytes``), bandwidth the kernels running
+    beside them lose (charged in full: the bound for memory-bound kernels). That last term is why
+    offloading fewer layers is faster even where the link hides every copy (NVLink-C2C).
 
-    >>> activation_offload_exposed_s(3e9, 0.3, 64e9)  # 46.9 ms each way vs 0.1 / 0.2 s of compute
-    0.0
-    >>> round(activation_offload_exposed_s(3e9, 0.03, 64e9) * 1e3, 2)  # PCIe: (46.9 - 10) + (46.9 - 20)
-    63.75
+    >>> round(activation_offload_exposed_s(3e9, 0.3, 64e9, 3.35e12) * 1e3, 2)  # hidden: HBM traffic only
+    1.79
+    >>> round(activation_offload_exposed_s(3e9, 0.03, 64e9, 3.35e12) * 1e3, 2)  # PCIe: (46.9 - 10) + (46.9 - 20) + 1.8
+    65.54
     """
     one_way = layer_bytes / host_link_bytes_per_s
-    return max(0.0, one_way - layer_compute_s / 3) + max(0.0, one_way - 2 * layer_compute_s / 3)
+    exposed = max(0.0, one_way - layer_compute_s / 3) + max(0.0, one_way - 2 * layer_compute_s / 3)
+    return exposed + 2 * layer_bytes / hbm_bytes_per_s
 
 
 def host_memory_bytes_per_s(gpu: GpuSpec) -> float:

@@ -519,7 +519,8 @@ def offload_exposed_s(spec: ModelSpec, cluster: Cluster, workload: Workload, lay
     for i in (i for chunk in chunks for i in chunk if i < layout.cpu_offload_layers):
         moe = spec.is_moe_layer(i)
         total += activation_offload_exposed_s(layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none"),
-                                              layer_compute_s[moe], cluster.gpu.host_link_bytes_per_s)
+                                              layer_compute_s[moe], cluster.gpu.host_link_bytes_per_s,
+                                              cluster.gpu.hbm_bytes_per_s)
     return total
 
 

@@ -312,7 +312,7 @@ class CostTables:
             compute = layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute="none").compute
             return quantise_s(activation_offload_exposed_s(
                 layer_activation_bytes(spec, wl, sh, moe=moe, recompute="none"), compute,
-                cluster.gpu.host_link_bytes_per_s))
+                cluster.gpu.host_link_bytes_per_s, cluster.gpu.hbm_bytes_per_s))
 
         add("t_off_dense", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: offload_s(False, shape(tp, cp, mbs, sp), 1))
