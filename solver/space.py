@@ -319,7 +319,7 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     max_chunk = L
     domains["vpp"] = tuple(v for v in range(1, MAX_VPP + 1) if v <= L // 2 or v == 1)
     # selective recompute: the dominance-pruned ladder of module sets (cost/recompute.py module_ladder)
-    from megasolve.cost.recompute import module_ladder
+    from megasolve.cost.recompute_search import module_ladder
 
     rc: list[tuple] = [("none", None)] + [("selective", m) for m in module_ladder(spec, cluster, workload)]
     rc += [("full", None)] + [("full", r) for r in block_recompute if r < max_chunk]

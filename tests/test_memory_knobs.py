@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from megasolve.cli.main import cli
 from megasolve.cost.memory import ActivationShape, layer_activation_bytes, stage_memory
 from megasolve.cost.offload import activation_offload_exposed_s, optimizer_offload_s
-from megasolve.cost.recompute import module_ladder, module_problem
+from megasolve.cost.recompute_search import module_ladder, module_problem
 from megasolve.cost.step import layer_time, step_time
 from megasolve.models import Layout, Workload, load_preset
 from megasolve.models.errors import MegasolveError
