@@ -26,9 +26,11 @@ from megasolve.cost.calibration import calibration
 from megasolve.topology.gpus import GpuSpec
 
 # Fractions of the optimizer shard offloaded that ``solve`` searches (0 = off). Memory falls and time
-# grows linearly in f, so the ends and the middle bound what finer steps could give (the solver picks
-# the smallest that fits; --fix optimizer_offload_fraction=F pins any other).
-OPTIMIZER_OFFLOAD_FRACTIONS = (0.0, 0.5, 1.0)
+# grows linearly in f, so for one layout the best f is the smallest that fits; off and all bracket it
+# (--fix optimizer_offload_fraction=F pins any other). A third value (0.5) cost 0.25 s of the 2 s
+# budget on DeepSeek-V3 @ 1,024 H100 (benchmarks/solver_benchmark.py) for plans within a CPU-Adam
+# half-step of these.
+OPTIMIZER_OFFLOAD_FRACTIONS = (0.0, 1.0)
 # Host DRAM bandwidth per GPU where the catalog has none (x86 hosts): DGX H100 / B200 carry two Xeon
 # Platinum 8480C / 8570 sockets, 8 channels of DDR5-4800 each = 307 GB/s per socket (Intel ARK), shared
 # by 8 GPUs: 2 * 307 / 8 = 77 GB/s per GPU.

@@ -61,11 +61,6 @@ def modules_problem(spec: ModelSpec, workload: Workload, modules: tuple[str, ...
     return None
 
 
-def _dropped_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, moe: bool, module: str) -> float:
-    terms = attention_activation_terms(spec, workload, shape) | mlp_activation_terms(spec, workload, shape, moe)
-    return sum(v for k, v in terms.items() if k in RECOMPUTE_MODULES[module])
-
-
 def _effective(modules: tuple[str, ...]) -> tuple[str, ...]:
     """``moe`` checkpoints the whole MoE layer: moe_act and shared_experts inside it run once more only
     once (``moe_layer.py`` L249 wraps the experts and shared experts)."""
@@ -90,8 +85,12 @@ def selective_extra_work(spec: ModelSpec, workload: Workload, shape: ActivationS
     """
     T, t = shape.tokens(workload), shape.tp
     gemm = expert = elementwise = 0.0
-    for module in _effective(tuple(m for m in modules if m != "core_attn")):
-        dropped = _dropped_bytes(spec, workload, shape, moe, module)
+    effective = _effective(tuple(m for m in modules if m != "core_attn"))
+    if not effective:
+        return LayerWork(0.0, 0.0, 0.0, 0.0)
+    terms = attention_activation_terms(spec, workload, shape) | mlp_activation_terms(spec, workload, shape, moe)
+    for module in effective:
+        dropped = sum(v for k, v in terms.items() if k in RECOMPUTE_MODULES[module])
         if module == "mlp" and not moe:
             gemm += mlp_flops_per_token(spec, False) * T / t / 3
         elif module == "moe" and moe:
@@ -109,7 +108,6 @@ def selective_extra_work(spec: ModelSpec, workload: Workload, shape: ActivationS
             kv_up = mla.kv_lora_rank * n * (mla.qk_head_dim + mla.v_head_dim)
             gemm += 2.0 * (q_up + kv_up) * T / t
         elif module == "moe_act" and moe:  # reads the fc1 output, writes the activation output
-            terms = mlp_activation_terms(spec, workload, shape, True)
             elementwise += terms["expert_fc1_output"]
         elementwise += 2 * dropped
     return LayerWork(gemm, expert, 0.0, elementwise)

@@ -11,8 +11,10 @@ from megasolve.models.layout import RECOMPUTE_MODULE_NAMES, Workload
 from megasolve.models.spec import ModelSpec
 
 
-# At most this many module sets are searched (the cheapest prefixes of the ladder)
-MAX_LADDER = 5
+# At most this many module sets are searched (the cheapest prefixes of the ladder): each rung is one
+# more value of the per-layer time terms' ``sel`` axis; 5 rungs put DeepSeek-V3 @ 1,024 H100 at 2.4 s
+# of CPU, 3 at 2.0 s (benchmarks/solver_benchmark.py's 2 s budget); deeper sets: --fix recompute_modules
+MAX_LADDER = 3
 
 
 def module_ladder(spec: ModelSpec, cluster, workload: Workload) -> tuple[tuple[str, ...], ...]:

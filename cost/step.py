@@ -246,18 +246,39 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
 def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
                moe: bool, recompute: str, recompute_modules: tuple[str, ...] | None = None) -> LayerTime:
     """Per micro-batch, forward + backward, one rank: compute and exposed TP / CP / EP traffic.
-    ``recompute_modules``: the selective modules (default core_attn); their extra forward work is
-    ``recompute.selective_extra_work``, their repeated collectives ``selective_extra_comm_s``."""
+    Selective recompute of ``recompute_modules`` (default core_attn) is the layer with core-attention
+    recompute or none (``base_layer_time``) plus what the other modules add
+    (``selective_modules_time``): their work is linear in the time model, so the sum is exact."""
+    if recompute != "selective":
+        return base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe, recompute=recompute)
+    modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
+    base = base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe,
+                           recompute="selective" if uses_core_attn(modules) else "none")
+    return base + selective_modules_time(spec, cluster, workload, shape, ep=ep, moe=moe, modules=modules)
+
+
+def selective_modules_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,
+                           ep: int, moe: bool, modules: tuple[str, ...]) -> LayerTime:
+    """What recomputing ``modules`` beyond core attention adds to one layer: one more forward of each
+    module's work (``recompute.selective_extra_work``) at the layer's GEMM efficiencies, and its
+    collectives once more (``selective_extra_comm_s``)."""
+    extra = selective_extra_work(spec, workload, shape, moe=moe, modules=modules)
+    expert_width = _expert_gemm_width(spec, workload, shape, ep) if moe else 1.0
+    compute = work_time_s(extra, cluster.gpu, workload.precision, _dense_gemm_width(spec, workload, shape),
+                          expert_width)
+    attention = layer_work(spec, workload, shape, moe=moe, recompute="none").attention_flops
+    attention_s = work_time_s(LayerWork(0, 0, attention, 0), cluster.gpu, workload.precision, 1, 1)
+    comm = selective_extra_comm_s(spec, cluster, workload, shape, ep=ep, moe=moe, modules=modules,
+                                  attention_s=attention_s)
+    return LayerTime(compute=compute) + comm
+
+
+def base_layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
+                    moe: bool, recompute: str) -> LayerTime:
+    """``layer_time`` with ``recompute`` none, full, or selective of core attention only."""
     gpu, precision = cluster.gpu, workload.precision
     cal = calibration()["time"]
-    modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
-    if recompute == "selective":
-        base = layer_work(spec, workload, shape, moe=moe, recompute="selective" if uses_core_attn(modules) else "none")
-        extra = selective_extra_work(spec, workload, shape, moe=moe, modules=modules)
-        work = LayerWork(base.gemm_flops + extra.gemm_flops, base.expert_flops + extra.expert_flops,
-                         base.attention_flops, base.elementwise_bytes + extra.elementwise_bytes)
-    else:
-        work = layer_work(spec, workload, shape, moe=moe, recompute=recompute)
+    work = layer_work(spec, workload, shape, moe=moe, recompute=recompute)
     if moe:
         compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape),
                               _expert_gemm_width(spec, workload, shape, ep))
@@ -272,15 +293,11 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
     if moe:
         ep_s = ep_comm_s(spec, cluster, workload, shape, ep, recompute, compute_s=compute,
                          shared_expert_s=_shared_expert_s(spec, cluster, workload, shape, recompute))
-    out = LayerTime(
+    return LayerTime(
         compute=compute,
         tp_comm=tp_comm_s(spec, cluster, workload, shape, moe=moe, recompute=recompute),
         cp_comm=cp_comm_s(spec, cluster, workload, shape, attention_s, recompute),
         ep_comm=ep_s)
-    if recompute == "selective":
-        out = out + selective_extra_comm_s(spec, cluster, workload, shape, ep=ep, moe=moe, modules=modules,
-                                           attention_s=attention_s)
-    return out
 
 
 def selective_extra_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,

@@ -26,8 +26,11 @@ from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, fix
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offloaded_optimizer, other_bytes, recomputed_layers,
                                    selective_transient_bytes, static_bytes)
-from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, layer_time, logits_time,
-                                 optimizer_shard_s, pp_unit_comm_s)
+from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, logits_time, optimizer_shard_s,
+                                 pp_unit_comm_s)
+from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES
+from megasolve.cost.recompute import uses_core_attn
+from megasolve.cost.step import base_layer_time, selective_modules_time
 from megasolve.models import ranks
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
@@ -147,6 +150,30 @@ class CostTables:
 
         def base(sel: tuple) -> str:
             return "selective" if sel else "none"
+
+        layer_times: dict[tuple, Any] = {}
+
+        def layer_time(spec_, cluster_, wl_, sh, *, ep, moe, recompute, recompute_modules=None):
+            """``step.layer_time`` memoised per table set: the total ("t_") and compute ("c_") terms and
+            the offload term read the same layer."""
+            key = (sh, ep, moe, recompute, recompute_modules)
+            if key not in layer_times:
+                if recompute == "selective":  # step.layer_time's own sum, with the base layer memoised
+                    modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
+                    base = base_time(sh, ep, moe, "selective" if uses_core_attn(modules) else "none")
+                    layer_times[key] = base + selective_modules_time(spec_, cluster_, wl_, sh, ep=ep, moe=moe,
+                                                                     modules=modules)
+                else:
+                    layer_times[key] = base_time(sh, ep, moe, recompute)
+            return layer_times[key]
+
+        base_times: dict[tuple, Any] = {}
+
+        def base_time(sh, ep, moe, recompute):
+            key = (sh, ep, moe, recompute)
+            if key not in base_times:
+                base_times[key] = base_layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute=recompute)
+            return base_times[key]
 
         def mods(sel: tuple) -> tuple[str, ...] | None:
             """``sel``: the selective modules (``space.rc_sel``), () without selective recompute."""

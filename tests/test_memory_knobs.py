@@ -145,7 +145,7 @@ def test_space_carries_the_knobs_and_fix_pins_them():
     space = build_space(spec, cluster, Workload())
     kinds = {rc[0] for rc in space.domains["rc"]}
     assert {"none", "selective", "full", "offload"} <= kinds
-    assert space.domains["oo"] == (0.0, 0.5, 1.0)
+    assert space.domains["oo"] == (0.0, 1.0)
     pinned = build_space(spec, cluster, Workload(), fixed={"recompute_modules": "mla_up_proj+moe_act"})
     assert pinned.domains["rc"] == (("selective", ("moe_act", "mla_up_proj")),)
     with pytest.raises(MegasolveError, match="recompute_modules"):
