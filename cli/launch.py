@@ -189,7 +189,7 @@ def memory_settings(layout: Layout) -> list[Setting]:
     granularity = None if layout.recompute == "none" else layout.recompute
     s = [Setting("recompute_granularity", granularity, "memory")]
     if layout.recompute == "selective":
-        s.append(Setting("recompute_modules", ("core_attn",), "memory"))
+        s.append(Setting("recompute_modules", tuple(layout.recompute_modules or ("core_attn",)), "memory"))
     elif layout.recompute == "full":
         method = "uniform" if layout.recompute_num_layers is None else "block"
         s += [Setting("recompute_method", method, "memory"),
@@ -200,7 +200,20 @@ def memory_settings(layout: Layout) -> list[Setting]:
           Setting("cpu_offloading_num_layers", layout.cpu_offload_layers, "memory")]
     if layout.cpu_offload_layers:
         s.append(Setting("cpu_offloading_weights", False, "memory"))
-    return s
+    return s + optimizer_offload_settings(layout)
+
+
+def optimizer_offload_settings(layout: Layout) -> list[Setting]:
+    """Optimizer CPU offload (``cost/offload.py``), written only when on: Megatron-LM ``arguments.py``
+    requires ``--use-precision-aware-optimizer`` with ``--optimizer-cpu-offload`` ("Optimizer CPU offload
+    check"); ``--overlap-cpu-optimizer-d2h-h2d`` overlaps the copies with the CPU step as the cost model
+    assumes (``optimizer/cpu_offloading/README.md`` recommends it)."""
+    if not layout.optimizer_offload_fraction:
+        return []
+    return [Setting("optimizer_cpu_offload", True, "memory"),
+            Setting("optimizer_offload_fraction", layout.optimizer_offload_fraction, "memory"),
+            Setting("use_precision_aware_optimizer", True, "memory"),
+            Setting("overlap_cpu_optimizer_d2h_h2d", True, "memory")]
 
 
 def precision_settings(workload: Workload) -> list[Setting]:

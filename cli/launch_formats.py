@@ -153,6 +153,10 @@ def megatron_command(settings: list[Setting], cluster: Cluster) -> str:
 _MAX_POS = NotExpressible("max_position_embeddings (positions are sized by seq_length)")
 _SWIGLU = NotExpressible("the activation function (a callable): the recipe must build SiLU for gated_linear_unit")
 
+# Optimizer CPU offload settings (cli/launch.py optimizer_offload_settings): fields of Megatron-Core's
+# OptimizerConfig in every config-based format
+OPTIMIZER_OFFLOAD_FIELDS = ("optimizer_cpu_offload", "optimizer_offload_fraction", "use_precision_aware_optimizer",
+                            "overlap_cpu_optimizer_d2h_h2d")
 # Megatron-Bridge v0.6.x release: ConfigContainer paths (``training/config.py``; docs
 # ``megatron-lm-to-megatron-bridge.md`` key table); unlisted model / layout / memory / kernel settings
 # are ``model.<name>``
@@ -172,6 +176,8 @@ BRIDGE = {
     "bf16": "mixed_precision.bf16", "fp8": "mixed_precision.fp8", "fp8_recipe": "mixed_precision.fp8_recipe",
     "fp8_param_gather": "mixed_precision.fp8_param_gather",
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
+    # optimizer CPU offload: OptimizerConfig fields (megatron/core/optimizer/optimizer_config.py)
+    **{name: f"optimizer.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
 }
 # Megatron-Bridge main: GPT-level fields of ``GPTModelConfig`` stay on ``model``; the rest of the model
 # settings move under ``model.transformer``
@@ -206,6 +212,8 @@ NEMO = {
     "bf16": None, "fp8": "trainer.plugins.fp8", "fp8_recipe": "trainer.plugins.fp8_recipe",
     "fp8_param_gather": "trainer.plugins.fp8_param_gather",
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
+    # MegatronOptimizerModule(config=OptimizerConfig(...)): the recipe's optim.config
+    **{name: f"optim.config.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
 }
 
 # verl: per-role Megatron engine keys (engine/megatron.yaml); the rest go to override_transformer_config
@@ -234,6 +242,10 @@ VERL = {
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
     "fp8_param_gather": NotExpressible("fp8_param_gather (FP8 primary weights): no verl Megatron engine key"),
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
+    # verl's Megatron optimizer builds OptimizerConfig from optim.* plus optim.override_optimizer_config
+    # (verl workers/config/optimizer.py McoreOptimizerConfig); '++' adds the key to that dict
+    **{name: tuple(f"++{role}.optim.override_optimizer_config.{name}" for role in ("actor_rollout_ref.actor", "critic"))
+       for name in OPTIMIZER_OFFLOAD_FIELDS},
 }
 # Where a recipe's own overlap object overrides the model field (Bridge ``comm_overlap.py`` L434-451
 # copies CommOverlapConfig onto the model; NeMo's MegatronCommOverlapCallback does the same)

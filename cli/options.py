@@ -180,6 +180,13 @@ def layout_options(func: F) -> F:
         click.option("--recompute-num-layers", type=int, default=None,
                      help="With --recompute full: recompute only this many layers per pipeline chunk "
                           "(block method); default: every layer (uniform)."),
+        click.option("--recompute-modules", "recompute_modules", default=None,
+                     help="With --recompute selective: Megatron's --recompute-modules, comma-separated "
+                          "(core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts; default core_attn)."),
+        click.option("--optimizer-offload-fraction", "optimizer_offload_fraction", type=float, default=0.0,
+                     show_default=True,
+                     help="Optimizer CPU offload: this fraction of the optimizer state lives and steps on the host "
+                          "(--optimizer-cpu-offload --optimizer-offload-fraction F --use-precision-aware-optimizer)."),
         click.option("--sequence-parallel/--no-sequence-parallel", "sequence_parallel", default=None,
                      help="Sequence parallelism (default: on whenever --tp > 1)."),
         click.option("--distributed-optimizer/--no-distributed-optimizer", "distributed_optimizer",
@@ -230,6 +237,11 @@ def build_layout(num_gpus: int, **axes: Any) -> Layout:
             from megasolve.models.pipeline_layout import expand
 
             axes["vpp"] = max(1, len(expand(axes["pipeline_layout"])) // pp)
+    modules = axes.pop("recompute_modules", None)
+    if isinstance(modules, str):
+        axes["recompute_modules"] = tuple(m.strip() for m in modules.split(",") if m.strip())
+    elif modules is not None:
+        axes["recompute_modules"] = tuple(modules)
     return Layout(dp=num_gpus // model_parallel, sequence_parallel=sp, **axes)
 
 

@@ -75,7 +75,8 @@ def layout_label(layout: dict[str, Any]) -> str:
     if rc == "full":
         parts.append("full" + (f"{layout['recompute_num_layers']}" if layout["recompute_num_layers"] else ""))
     elif rc == "selective":
-        parts.append("sel")
+        modules = layout.get("recompute_modules") or ["core_attn"]
+        parts.append("sel" if modules == ["core_attn"] else "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in modules))
     if layout["first_stage_layers"] or layout["last_stage_layers"]:
         parts.append(f"split{layout['first_stage_layers'] or '-'}/{layout['last_stage_layers'] or '-'}")
     if not layout["distributed_optimizer"]:
@@ -87,7 +88,14 @@ def layout_label(layout: dict[str, Any]) -> str:
                                                            ("loss", "account_for_loss")) if layout.get(key)))
     if layout.get("cpu_offload_layers"):
         parts.append(f"offload{layout['cpu_offload_layers']}")
+    if layout.get("optimizer_offload_fraction"):
+        parts.append(f"optoff{layout['optimizer_offload_fraction']:g}")
     return " ".join(parts)
+
+
+# short names of Megatron's --recompute-modules in table cells (``sel:act+ln``)
+MODULE_SHORT = {"core_attn": "attn", "moe_act": "act", "layernorm": "ln", "mla_up_proj": "mla", "mlp": "mlp",
+                "moe": "moe", "shared_experts": "shared"}
 
 
 def memory_table(report: dict[str, Any], title: str):

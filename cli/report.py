@@ -42,7 +42,8 @@ ASSUMPTIONS = (
     "is a planner policy.",
     "Not modelled: data loading, checkpointing, evaluation, restarts after failures, Megatron-FSDP's hybrid "
     "variants (HSDP / HFSDP), weight offloading, expert imbalance, software-version differences. The "
-    "search does not vary Megatron-FSDP or activation offloading (estimate models both).",
+    "search varies Megatron-FSDP, activation offloading, optimizer CPU offload and selective recompute "
+    "modules (a ladder of module sets).",
 )
 
 

@@ -16,7 +16,9 @@ from megasolve.cli.report import report_option
 from megasolve.models.errors import MegasolveError
 
 
-FIX_INTS = ("tp", "pp", "vpp", "cp", "dp", "ep", "etp", "mbs")
+FIX_INTS = ("tp", "pp", "vpp", "cp", "dp", "ep", "etp", "mbs", "cpu_offload_layers")
+FIX_FLOATS = ("optimizer_offload_fraction",)
+FIX_LISTS = ("recompute_modules",)  # a+b or a,b: Megatron's --recompute-modules
 FIX_OPTIONAL_INTS = ("recompute_num_layers", "first_stage_layers", "last_stage_layers")  # or "none"
 FIX_BOOLS = ("sp", "sequence_parallel", "dop", "distributed_optimizer", "fsdp", "account_for_embedding",
              "account_for_loss")
@@ -50,6 +52,14 @@ def _fix_value(key: str, text: str) -> Any:
         except ValueError:
             raise MegasolveError(field="--fix", value=f"{key}={text}", rule="must be an integer",
                                  fix=f"e.g. --fix {key}=2") from None
+    if key in FIX_FLOATS:
+        try:
+            return float(text)
+        except ValueError:
+            raise MegasolveError(field="--fix", value=f"{key}={text}", rule="must be a number",
+                                 fix=f"e.g. --fix {key}=0.5") from None
+    if key in FIX_LISTS:
+        return tuple(m.strip() for m in text.replace("+", ",").split(",") if m.strip())
     if key in FIX_BOOLS:
         lowered = text.lower()
         if lowered in ("1", "true", "yes", "on"):

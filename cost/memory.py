@@ -115,6 +115,18 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     return StaticBytes(weights, grads, optimizer)
 
 
+def offloaded_optimizer(static: StaticBytes, fraction: float) -> StaticBytes:
+    """Optimizer CPU offload (``--optimizer-offload-fraction``, ``cost/offload.py``): that fraction of the
+    optimizer shard (fp32 master weights, Adam m and v) lives in host memory.
+
+    >>> offloaded_optimizer(StaticBytes(2.0, 4.0, 12.0), 0.5).optimizer
+    6.0
+    """
+    if not fraction:
+        return static
+    return StaticBytes(static.weights, static.grads, static.optimizer * (1.0 - fraction))
+
+
 def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: RankParams, *, dense_shards: int,
                       expert_shards: int, precision: str = "bf16", fp8_param_gather: bool = False,
                       grad_bytes: int = FP32, fp8_bytes: float | None = None) -> StaticBytes:
@@ -803,6 +815,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
                                   expert_shards=layout.expert_dp, distributed_optimizer=layout.distributed_optimizer,
                                   precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
                                   grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes)
+            static = offloaded_optimizer(static, layout.optimizer_offload_fraction)
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,
                                optimizer_bytes=static.optimizer, activations_bytes=activations,

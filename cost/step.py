@@ -18,8 +18,11 @@ from megasolve.cost.comm import all_to_all_time_s, collective_latency_s, collect
 from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
                                     model_flops_per_sequence, weight_stream_bytes, work_time_s)
 from megasolve.cost.layers import LayerKind, mtp_layer_kind, stage_layers
-from megasolve.cost.memory import ActivationShape, layer_activation_bytes, offloaded_activation_bytes
+from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, layer_activation_bytes,
+                                   offloaded_activation_bytes)
 from megasolve.cost.moe_routing import routed_rows
+from megasolve.cost.offload import activation_offload_exposed_s, optimizer_offload_s
+from megasolve.cost.recompute import selective_extra_work, uses_core_attn
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import RankParams, stage_params
 from megasolve.models.spec import ModelSpec
@@ -299,9 +302,40 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
 
 
 def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
-               moe: bool, recompute: str, kind: LayerKind | None = None) -> LayerTime:
+               moe: bool, recompute: str, recompute_modules: tuple[str, ...] | None = None,
+               kind: LayerKind | None = None) -> LayerTime:
     """Per micro-batch, forward + backward, one rank: compute and exposed TP / CP / EP traffic.
+    Selective recompute of ``recompute_modules`` (default core_attn) is the layer with core-attention
+    recompute or none (``base_layer_time``) plus what the other modules add
+    (``selective_modules_time``): their work is linear in the time model, so the sum is exact.
     ``kind`` (``cost/layers.py``): the layer's attention span (None: full causal attention)."""
+    if recompute != "selective":
+        return base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe, recompute=recompute, kind=kind)
+    modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
+    base = base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe,
+                           recompute="selective" if uses_core_attn(modules) else "none", kind=kind)
+    return base + selective_modules_time(spec, cluster, workload, shape, ep=ep, moe=moe, modules=modules)
+
+
+def selective_modules_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,
+                           ep: int, moe: bool, modules: tuple[str, ...]) -> LayerTime:
+    """What recomputing ``modules`` beyond core attention adds to one layer: one more forward of each
+    module's work (``recompute.selective_extra_work``) at the layer's GEMM efficiencies, and its
+    collectives once more (``selective_extra_comm_s``)."""
+    extra = selective_extra_work(spec, workload, shape, moe=moe, modules=modules)
+    expert_width = _expert_gemm_width(spec, workload, shape, ep) if moe else 1.0
+    compute = work_time_s(extra, cluster.gpu, workload.precision, _dense_gemm_width(spec, workload, shape),
+                          expert_width)
+    attention = layer_work(spec, workload, shape, moe=moe, recompute="none").attention_flops
+    attention_s = work_time_s(LayerWork(0, 0, attention, 0), cluster.gpu, workload.precision, 1, 1)
+    comm = selective_extra_comm_s(spec, cluster, workload, shape, ep=ep, moe=moe, modules=modules,
+                                  attention_s=attention_s)
+    return LayerTime(compute=compute) + comm
+
+
+def base_layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
+                    moe: bool, recompute: str, kind: LayerKind | None = None) -> LayerTime:
+    """``layer_time`` with ``recompute`` none, full, or selective of core attention only."""
     gpu, precision = cluster.gpu, workload.precision
     cal = calibration()["time"]
     work = layer_work(spec, workload, shape, moe=moe, recompute=recompute, kind=kind)
@@ -324,6 +358,51 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
         tp_comm=tp_comm_s(spec, cluster, workload, shape, moe=moe, recompute=recompute),
         cp_comm=cp_comm_s(spec, cluster, workload, shape, attention_s, recompute),
         ep_comm=ep_s)
+
+
+def selective_extra_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,
+                           ep: int, moe: bool, modules: tuple[str, ...], attention_s: float) -> LayerTime:
+    """Collectives inside a selectively recomputed module, run once more by its recompute forward:
+
+    * ``mlp`` (dense layers) and ``shared_experts`` (MoE layers): the sub-block's forward TP collectives
+      (with SP the input all-gather and the output reduce-scatter, else one all-reduce; ``tp_comm_s``);
+    * ``moe``: the forward dispatch and combine all-to-alls (and expert-TP gathers): half of the layer's
+      four (``ep_traffic_s``), exposed;
+    * ``core_attn`` with CP: the forward KV ring, ``(c-1)`` sends, overlapped with the recomputed
+      attention forward (1/3 of ``attention_s``) as ``cp_comm_s`` overlaps the others."""
+    tp = cp = ep_s = 0.0
+    t = shape.tp
+    tokens = shape.tokens(workload)
+    m_h = BF16 * tokens * spec.hidden_size
+    sub_blocks = 0
+    if "mlp" in modules and not moe:
+        sub_blocks += 1
+    if "shared_experts" in modules and "moe" not in modules and moe and spec.moe.shared_expert_ffn_hidden_size:
+        sub_blocks += 1
+    if "moe" in modules and moe and spec.moe.shared_expert_ffn_hidden_size:
+        sub_blocks += 1
+    if t > 1 and sub_blocks:
+        link = cluster.group_link(1, t)
+        if shape.sequence_parallel:
+            one = collective_time_s("all_gather", m_h, t, link) + collective_time_s("reduce_scatter", m_h, t, link)
+        else:
+            one = collective_time_s("all_reduce", m_h, t, link)
+        tp = sub_blocks * one
+        if workload.tp_comm_overlap and shape.sequence_parallel:
+            tp *= calibration()["time"]["tp_overlap_exposed_fraction"]
+    if "moe" in modules and moe:
+        ep_s = ep_traffic_s(spec, cluster, workload, shape, ep, "none") / 2
+    if "core_attn" in modules and shape.cp > 1:
+        c = shape.cp
+        if spec.mla is None:
+            kv = 2 * BF16 * tokens * max(spec.num_query_groups / t, 1) * spec.kv_channels
+        else:
+            mla = spec.mla
+            kv = BF16 * tokens * (spec.num_attention_heads / t) * (mla.qk_head_dim + mla.qk_pos_emb_head_dim
+                                                                   + mla.v_head_dim)
+        comm = (c - 1) * collective_time_s("send_recv", kv, 2, cluster.group_link(t, c))
+        cp = max(0.0, comm - calibration()["time"]["cp_overlap_fraction"] * attention_s / 3)
+    return LayerTime(tp_comm=tp, cp_comm=cp, ep_comm=ep_s)
 
 
 def _shared_expert_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
@@ -477,35 +556,49 @@ def fsdp_microbatch_comm_s(cluster: Cluster, layout: Layout, params: RankParams,
     return seconds
 
 
-def optimizer_shard_s(cluster: Cluster, params: int, shards: int) -> float:
+def optimizer_shard_s(cluster: Cluster, params: int, shards: int, offload_fraction: float = 0.0,
+                      workload: Workload | None = None) -> float:
     """Adam step on ``params`` parameters sharded ``shards`` ways (memory bound) plus zeroing / norm of
-    their full fp32 grads; linear in ``params``."""
+    their full fp32 grads; linear in ``params``. With optimizer CPU offload, ``offload_fraction`` of
+    the shard is stepped on the host instead (``offload.optimizer_offload_s``: CPU Adam and the
+    grad / param copies; the GPU part shrinks by that fraction)."""
     cal = calibration()["time"]
-    traffic = cal["optimizer_bytes_per_param"] * params / shards + cal["grad_buffer_bytes_per_param"] * params
-    return traffic / cluster.gpu.hbm_bytes_per_s
+    traffic = (cal["optimizer_bytes_per_param"] * params / shards * (1.0 - offload_fraction)
+               + cal["grad_buffer_bytes_per_param"] * params)
+    host = 0.0
+    if offload_fraction:
+        wl = workload or Workload()
+        host = optimizer_offload_s(cluster.gpu, params / shards, offload_fraction, grad_bytes=wl.grad_bytes,
+                                   param_bytes=wl.param_bytes)
+    return traffic / cluster.gpu.hbm_bytes_per_s + host
 
 
-def optimizer_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int) -> float:
+def optimizer_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int,
+                workload: Workload | None = None) -> float:
     """Optimizer step of one rank: dense shards over DP x CP, experts over expert-DP (distributed
-    optimizer), or the full parameters without it."""
+    optimizer), or the full parameters without it; ``layout.optimizer_offload_fraction`` on the host."""
     dense_shards = layout.dp * layout.cp if layout.distributed_optimizer else 1
     expert_shards = layout.expert_dp if layout.distributed_optimizer else 1
-    return optimizer_shard_s(cluster, dense_params, dense_shards) + optimizer_shard_s(cluster, expert_params,
-                                                                                     expert_shards)
+    f = layout.optimizer_offload_fraction
+    return (optimizer_shard_s(cluster, dense_params, dense_shards, f, workload)
+            + optimizer_shard_s(cluster, expert_params, expert_shards, f, workload))
 
 
 def offload_exposed_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,
-                      chunks: list[list[int]], compute_s: float) -> float:
-    """Activation offloading per micro-batch: the offloaded bytes go to host memory during forward and
-    come back during backward (``memory.offloaded_activation_bytes``) over the GPU's host link,
-    asynchronously on a side stream (TE CPU-offload context): exposed only beyond the micro-batch's
-    compute."""
+                      chunks: list[list[int]], layer_compute_s: dict[bool, float]) -> float:
+    """Activation offloading per micro-batch: each of the first ``cpu_offload_layers`` layers copies its
+    saved activations (``memory.offloaded_activation_bytes``) to host memory and back over the GPU's
+    host link, hidden behind the next layer's forward / backward (``offload.activation_offload_exposed_s``;
+    ``layer_compute_s``: one layer's compute by kind, moe or not)."""
     shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel,
                             etp=layout.etp)
-    kinds = (False, True) if spec.is_moe else (False,)
-    per_layer = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none") for moe in kinds}
-    saved = offloaded_activation_bytes(spec, layout, [i for chunk in chunks for i in chunk], per_layer).saved
-    return max(0.0, 2 * saved / cluster.gpu.host_link_bytes_per_s - compute_s)
+    total = 0.0
+    for i in (i for chunk in chunks for i in chunk if i < layout.cpu_offload_layers):
+        moe = spec.is_moe_layer(i)
+        total += activation_offload_exposed_s(layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none"),
+                                              layer_compute_s[moe], cluster.gpu.host_link_bytes_per_s,
+                                              cluster.gpu.hbm_bytes_per_s)
+    return total
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -542,7 +635,8 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
     def one(kind: LayerKind, recompute: str) -> LayerTime:
         if (kind, recompute) not in cache:
             cache[(kind, recompute)] = layer_time(spec, cluster, workload, shape, ep=layout.ep, moe=kind.moe,
-                                                  recompute=recompute, kind=kind)
+                                                  recompute=recompute, recompute_modules=layout.recompute_modules,
+                                                  kind=kind)
         return cache[(kind, recompute)]
 
     p2p = pp_comm_s(spec, cluster, workload, layout)
@@ -555,8 +649,9 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
         if params.has_output:
             tau = tau + logits_time(spec, cluster, workload, shape, ep=layout.ep)
         if layout.cpu_offload_layers:
-            tau = tau + LayerTime(offload=offload_exposed_s(spec, cluster, workload, layout, [list(layers.layer_ids)],
-                                                            tau.compute))
+            tau = tau + LayerTime(offload=offload_exposed_s(
+                spec, cluster, workload, layout, [list(layers.layer_ids)],
+                {kind.moe: one(kind, "none").compute for kind in layers.kinds}))
         if layout.fsdp:
             # per micro-batch, hidden behind that micro-batch's compute by prefetching (separate streams)
             traffic = fsdp_microbatch_comm_s(cluster, layout, params.params, params.layers,
@@ -573,7 +668,8 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
         out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_grad_s=grad_s, dp_param_s=param_s,
                              dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute, layout.vpp,
                                                              overlap * combine.OVERLAP_SCALE),
-                             optimizer_s=optimizer_s(cluster, layout, params.params.dense, params.params.expert)))
+                             optimizer_s=optimizer_s(cluster, layout, params.params.dense, params.params.expert,
+                                                     workload)))
     return out
 
 

@@ -14,6 +14,10 @@ from megasolve.models import ranks
 from megasolve.models.errors import MegasolveError
 
 RECOMPUTE_KINDS = ("none", "selective", "full")
+# Megatron's --recompute-modules choices, in the order of TC's allowed set (Megatron-Core 0.16.1
+# ``transformer_config.py`` selective block, L1944-1962); a Layout keeps its modules in this order so
+# that one set has one spelling (``cost/memory.py`` RECOMPUTE_MODULES says what each one drops)
+RECOMPUTE_MODULE_NAMES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 PRECISIONS = ("bf16", "fp8")
 # --precision choices of the CLI: "fp8-params" is FP8 with FP8 primary weights (--fp8-param-gather)
 PRECISION_CHOICES = ("bf16", "fp8", "fp8-params")
@@ -75,6 +79,9 @@ class Layout:
     sequence_parallel: bool = False
     recompute: str = "none"
     recompute_num_layers: int | None = None  # full recompute: layers per stage (block) recomputed
+    # selective recompute: Megatron's --recompute-modules (None with --recompute selective = ("core_attn",),
+    # Megatron's default, TC L1940-1943); only with selective recompute
+    recompute_modules: tuple[str, ...] | None = None
     distributed_optimizer: bool = True
     # Megatron-FSDP (``--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params``):
     # weights, grads and optimizer state sharded over the data-parallel ranks (ZeRO-3)
@@ -87,6 +94,10 @@ class Layout:
     # ``transformer_block.py::get_num_layers_to_build`` L146-203): 126 layers + 2 split over pp 16 x vpp 8
     account_for_embedding: bool = False
     account_for_loss: bool = False
+    # optimizer CPU offload (``--optimizer-cpu-offload --optimizer-offload-fraction F
+    # --use-precision-aware-optimizer``, HybridDeviceOptimizer): the fraction of the optimizer shard held
+    # and stepped on the host (0: off)
+    optimizer_offload_fraction: float = 0.0
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
     # ``--pipeline-model-parallel-layout``: the layers of every (virtual) stage as Megatron's layout string
@@ -107,6 +118,17 @@ class Layout:
                     field="--recompute-num-layers", value=self.recompute_num_layers,
                     rule="only valid with --recompute full (TC L1926-1932)",
                     fix="drop it or use --recompute full")
+        self._check_recompute_modules()
+        fraction = self.optimizer_offload_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
+            raise MegasolveError(field="--optimizer-offload-fraction", value=fraction,
+                                 rule="must be a number in [0, 1] (arguments.py --optimizer-offload-fraction)",
+                                 fix="pass e.g. --optimizer-offload-fraction 0.5")
+        object.__setattr__(self, "optimizer_offload_fraction", float(fraction))
+        if fraction > 0 and not self.distributed_optimizer:
+            raise MegasolveError(field="--optimizer-offload-fraction", value=fraction,
+                                 rule="megasolve models optimizer CPU offload on the distributed optimizer only",
+                                 fix="drop --no-distributed-optimizer or the optimizer offload")
         if not isinstance(self.cpu_offload_layers, int) or isinstance(self.cpu_offload_layers, bool) \
                 or self.cpu_offload_layers < 0:
             raise MegasolveError(field="--cpu-offload-layers", value=self.cpu_offload_layers,
@@ -136,6 +158,28 @@ class Layout:
                 field="--pipeline-layout", value=self.pipeline_layout,
                 rule="cannot be set with other pipeline layout arguments (transformer_config.py L1307-1324)",
                 fix="drop --first-stage-layers/--last-stage-layers/--account-for-embedding/--account-for-loss")
+
+    def _check_recompute_modules(self) -> None:
+        modules = self.recompute_modules
+        if modules is None:
+            if self.recompute == "selective":
+                object.__setattr__(self, "recompute_modules", ("core_attn",))
+            return
+        if isinstance(modules, str) or not isinstance(modules, (tuple, list)) \
+                or not all(isinstance(m, str) for m in modules):
+            raise MegasolveError(field="--recompute-modules", value=modules, rule="must be a list of module names",
+                                 fix=f"e.g. --recompute-modules {','.join(RECOMPUTE_MODULE_NAMES[:2])}")
+        unknown = [m for m in modules if m not in RECOMPUTE_MODULE_NAMES]
+        if unknown or not modules or len(set(modules)) != len(modules):
+            raise MegasolveError(field="--recompute-modules", value=",".join(modules) or "(empty)",
+                                 rule=f"each of {', '.join(RECOMPUTE_MODULE_NAMES)}, once (TC L1944-1962)",
+                                 fix="e.g. --recompute-modules moe_act,layernorm")
+        if self.recompute != "selective":
+            raise MegasolveError(field="--recompute-modules", value=",".join(modules),
+                                 rule="Megatron reads recompute_modules only with --recompute selective (TC L1940-1962)",
+                                 fix="add --recompute selective or drop --recompute-modules")
+        object.__setattr__(self, "recompute_modules",
+                           tuple(m for m in RECOMPUTE_MODULE_NAMES if m in modules))
 
     @property
     def world_size(self) -> int:

@@ -1,7 +1,7 @@
 """Memory-aware lower bounds on the canonical step time per *configuration*.
 
 A configuration fixes the axes that set every cost term's value -- ``CONFIG_AXES`` = tp, cp, pp,
-dp, mbs, sp, ep, etp, dop, fsdp (dp follows from tp*cp*pp, so the micro-batch count ``m`` is fixed too).
+dp, mbs, sp, ep, etp, dop, fsdp, oo (dp follows from tp*cp*pp, so the micro-batch count ``m`` is fixed too).
 What remains open is the pipeline row ``(vpp, split, rc)``. The bound of a configuration is the
 minimum, over the *row groups* ``(vpp, rc)`` of its pp (the splits of a group are relaxed, never
 enumerated per configuration), of a lower bound on ``pipeline + optimizer + overhead`` -- taken
@@ -42,10 +42,10 @@ from typing import Any
 
 from megasolve.cost import combine
 from megasolve.cost.combine import LinearForm
-from megasolve.solver.space import SearchSpace, _fields_of
+from megasolve.solver.space import SearchSpace, _fields_of, rc_fields, rc_sel
 from megasolve.solver.tables import CostTables, PipelineRow
 
-CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop", "fsdp")
+CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop", "fsdp", "oo")
 GROUP_AXES = CONFIG_AXES + ("vpp", "rc")  # a configuration and one row group of its pp
 Form = dict[str, int]
 
@@ -245,7 +245,7 @@ class ConfigBounds:
                     extra = {"vpp": vpp, "rc": rc}
                     ok &= projected(tuple(a for a in axes if a in column), extra,
                                     lambda point, rule=rule: rule.check(self.space.ctx, _fields_of(point))) != 0
-                sel = rc[0] == "selective"
+                sel = rc_sel(rc)
                 for m in np.unique(micro[ok]).tolist():
                     rows = np.flatnonzero(ok & (micro == m))
                     forms = self._group_forms(pp, vpp, rc, m, members)
@@ -319,7 +319,7 @@ class ConfigBounds:
         best = None
         cached: dict[bool, dict[str, int]] = {}
         for (vpp, rc), members in self._groups_of.get(pp, {}).items():
-            point = dict(config, vpp=vpp, rc=rc, sel=rc[0] == "selective")
+            point = dict(config, vpp=vpp, rc=rc, sel=rc_sel(rc))
             if self._group_rules and not self._group_ok(point):
                 continue
             forms = self._group_forms(pp, vpp, rc, m, members)

@@ -30,7 +30,8 @@ from ortools.sat.python import cp_model
 
 from megasolve.solver.space import AXES, Point, SearchSpace, _fields_of
 from megasolve.cost import combine
-from megasolve.solver.tables import CostTables, PipelineRow
+from megasolve.solver.space import rc_sel
+from megasolve.solver.tables import CostTables, PipelineRow, sel_domain
 
 ROW_AXES = ("pp", "vpp", "split", "rc")
 
@@ -214,7 +215,6 @@ def build_model(space: SearchSpace, tables: CostTables, *, memory: str = "constr
                        stats=stats)
 
 
-SEL_VALUES = (False, True)
 SLOT_KINDS = ("tau", "comp", "grad", "param", "opt", "fsdp")  # per stage slot: its variables, in this order
 
 
@@ -239,14 +239,17 @@ class _Builder:
 
             self.projections = [dict(zip(GROUP_AXES, key)) for key in configs]
             for point in self.projections:
-                point["sel"] = point["rc"][0] == "selective"
+                point["sel"] = rc_sel(point["rc"])
 
     # ---------------------------------------------------------------- helpers
     def var_of(self, axis: str):
         return self.sel if axis == "sel" else self.index[axis]
 
     def value_index(self, axis: str, value: Any) -> int:
-        return SEL_VALUES.index(value) if axis == "sel" else self.domains[axis].index(value)
+        return self.sel_values.index(value) if axis == "sel" else self.domains[axis].index(value)
+
+    def domain_of(self, axis: str) -> tuple:
+        return self.sel_values if axis == "sel" else self.domains[axis]
 
     def reachable(self, axes: tuple[str, ...]) -> set[tuple] | None:
         if self.projections is None or not set(axes) <= set(self.projections[0]):
@@ -282,8 +285,11 @@ class _Builder:
             model.AddExactlyOne(self.lits[a])
             self.index[a] = model.NewIntVar(0, len(domains[a]) - 1, f"i_{a}")
             model.Add(self.index[a] == sum(i * lit for i, lit in enumerate(self.lits[a])))
-        self.sel = model.NewIntVar(0, 1, "sel")
-        model.Add(self.sel == sum(lit for lit, rc in zip(self.lits["rc"], domains["rc"]) if rc[0] == "selective"))
+        # the derived axis of the per-layer terms: the selective modules of rc (space.rc_sel), by index
+        self.sel_values = sel_domain(domains["rc"])
+        self.sel = model.NewIntVar(0, len(self.sel_values) - 1, "sel")
+        model.Add(self.sel == sum(self.sel_values.index(rc_sel(rc)) * lit
+                                  for lit, rc in zip(self.lits["rc"], domains["rc"])))
 
     def rules(self, rule_assumptions: bool) -> None:
         """Megatron's rules (and --require): allowed-assignment tables over each rule's axes."""
@@ -342,8 +348,7 @@ class _Builder:
                 table = tables.table(name, self.domains)
             else:  # the reachable entries only, in the order of the full table
                 table = {key: tables.value(name, dict(zip(term.axes, key)))
-                         for key in itertools.product(*(self.domains[a] if a in self.domains else SEL_VALUES
-                                                        for a in term.axes))
+                         for key in itertools.product(*(self.domain_of(a) for a in term.axes))
                          if key in keep}
             if not table:
                 raise NoLayout(f"no value of the cost term {name} survives the rules")
@@ -452,7 +457,7 @@ class _Builder:
         lb_rows = []
         n_gpus = tables.cluster.num_gpus
         keep = self.reachable(tuple(lb_axes))
-        for key in itertools.product(*(SEL_VALUES if a == "sel" else domains[a] for a in lb_axes)):
+        for key in itertools.product(*(self.domain_of(a) for a in lb_axes)):
             if keep is not None and key not in keep:
                 continue
             point = dict(zip(lb_axes, key))

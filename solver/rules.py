@@ -225,9 +225,10 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-# Rules on Layout fields the search does not vary (its layouts keep their defaults, which obey them):
-# checked for ``estimate`` and user-given layouts only. TC lines are Megatron-LM @d98e8a6.
-FIXED_FIELD_RULES: tuple[Rule, ...] = (
+# The memory-side knobs the search varies (issue 11): activation offloading (one of the ``rc`` values),
+# selective recompute modules (``rc``) and optimizer CPU offload (``oo``). TC lines are Megatron-LM @d98e8a6
+# / Megatron-Core 0.16.1 ``transformer_config.py``; ARG = Megatron-LM ``training/arguments.py``.
+MEMORY_KNOB_RULES: tuple[Rule, ...] = (
     Rule(name="cpu_offload_layers_below_num_layers", axes=("cpu_offload_layers",),
          check=lambda c, a: a["cpu_offload_layers"] < c.spec.num_layers,
          message=lambda c, a: f"CPU offloading can be done only for layers less than {c.spec.num_layers}",
@@ -240,7 +241,36 @@ FIXED_FIELD_RULES: tuple[Rule, ...] = (
          check=lambda c, a: a["cpu_offload_layers"] == 0 or a["recompute"] == "none",
          message=lambda c, a: "CPU offloading does not work when activation recomputation is enabled",
          fix="use --recompute none or drop --cpu-offload-layers", source="TC L1896-1899"),
+    Rule(name="recompute_modules_usable", axes=("recompute", "recompute_modules"),
+         check=lambda c, a: a["recompute"] != "selective" or _modules_problem(c, a) is None,
+         message=lambda c, a: str(_modules_problem(c, a)),
+         fix="pick modules this model has (--recompute-modules)",
+         source="TC selective block (L1944-1990): moe_act needs grouped GEMM, mla_up_proj needs MLA, "
+                "no shared_experts with shared-expert overlap, no moe_act/layernorm with FP8 delayed scaling"),
+    Rule(name="optimizer_offload_needs_distributed_optimizer",
+         axes=("optimizer_offload_fraction", "distributed_optimizer", "fsdp"),
+         check=lambda c, a: not a["optimizer_offload_fraction"] or (a["distributed_optimizer"] and not a["fsdp"]),
+         message=lambda c, a: "megasolve models optimizer CPU offload (HybridDeviceOptimizer) under the "
+                              "distributed optimizer only, not with Megatron-FSDP",
+         fix="drop --optimizer-offload-fraction, or use the distributed optimizer without --fsdp",
+         source="megatron/core/optimizer/__init__.py (HybridDeviceOptimizer wrapped by DistributedOptimizer)"),
+    Rule(name="optimizer_offload_fp8_param_gather_delayed", axes=("optimizer_offload_fraction",),
+         check=lambda c, a: not a["optimizer_offload_fraction"] or not c.workload.fp8_param_gather
+         or c.workload.fp8_recipe == "delayed",
+         message=lambda c, a: "When `--fp8-param-gather` is enabled, the optimizer cpu offload must be used in "
+                              "conjunction with `--fp8-recipe delayed`.",
+         fix="use --fp8-recipe delayed, drop FP8 primary weights, or drop the optimizer offload",
+         source="ARG (Optimizer CPU offload check)"),
 )
+RULES = RULES + MEMORY_KNOB_RULES
+# Rules on Layout fields the search does not vary: none left (kept for callers of violations())
+FIXED_FIELD_RULES: tuple[Rule, ...] = ()
+
+
+def _modules_problem(ctx: RuleContext, a: Axes) -> str | None:
+    from megasolve.cost.recompute import modules_problem
+
+    return modules_problem(ctx.spec, ctx.workload, tuple(a["recompute_modules"] or ("core_attn",)))
 
 
 def _m(ctx: RuleContext, a: Axes) -> int:

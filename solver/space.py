@@ -1,9 +1,12 @@
 """The search space: candidate values per axis, and the axis <-> ``Layout`` mapping.
 
 A point of the space assigns every axis of ``AXES``. ``split`` is the pair
-``(first_stage_layers, last_stage_layers)`` (``(None, None)`` = even split) and ``rc`` the pair
-``(recompute, recompute_num_layers)``. ``dp`` is an axis too (the world-size rule ties it to
-``tp*pp*cp``), so every rule reads plain axis values.
+``(first_stage_layers, last_stage_layers)`` (``(None, None)`` = even split) and ``rc`` how a layer's
+activations are kept: ``("none", None)``, ``("selective", modules)`` (Megatron's --recompute-modules),
+``("full", None)`` (uniform), ``("full", n)`` (block of n) or ``("offload", n)`` (activation offloading of
+the first n layers, which Megatron allows only without recompute, TC L1884-1899 -- so it is one more
+way to keep activations, not a separate axis). ``oo`` is the optimizer CPU-offload fraction. ``dp`` is
+an axis too (the world-size rule ties it to ``tp*pp*cp``), so every rule reads plain axis values.
 """
 
 from __future__ import annotations
@@ -13,27 +16,32 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES
+from megasolve.cost.offload import OPTIMIZER_OFFLOAD_FRACTIONS
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.rules import RULES, Rule, RuleContext, split_counts
 from megasolve.topology.cluster import Cluster
 
-AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp")
+AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp", "oo")
 # Layout field -> the axis that carries it
 FIELD_AXIS = {
     "tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "mbs": "mbs", "sequence_parallel": "sp", "ep": "ep",
     "etp": "etp", "vpp": "vpp", "first_stage_layers": "split", "last_stage_layers": "split",
     "account_for_embedding": "split", "account_for_loss": "split", "recompute": "rc",
     "recompute_num_layers": "rc", "distributed_optimizer": "dop", "fsdp": "fsdp",
+    "recompute_modules": "rc", "cpu_offload_layers": "rc", "optimizer_offload_fraction": "oo",
 }
 FIX_NAMES = {
     "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "dp": "dp", "ep": "ep", "etp": "etp", "mbs": "mbs",
     "sp": "sp", "sequence_parallel": "sp", "recompute": "recompute", "recompute_num_layers": "recompute_num_layers",
     "distributed_optimizer": "dop", "dop": "dop", "first_stage_layers": "first_stage_layers",
     "last_stage_layers": "last_stage_layers", "fsdp": "fsdp", "account_for_embedding": "account_for_embedding",
-    "account_for_loss": "account_for_loss",
+    "account_for_loss": "account_for_loss", "recompute_modules": "recompute_modules",
+    "cpu_offload_layers": "cpu_offload_layers", "optimizer_offload_fraction": "optimizer_offload_fraction",
 }
+RC_FIELDS = ("recompute", "recompute_num_layers", "recompute_modules", "cpu_offload_layers")
 # The split axis: (first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss) -- the
 # uneven first/last split and Megatron's embedding/loss accounting are alternatives (TC L2229-2239,
 # reference/megatron.md rule 23), so one axis carries both; EVEN is the plain even split.
@@ -51,15 +59,45 @@ BLOCK_RECOMPUTE = (1, 2, 4, 8, 16)
 Point = dict[str, Any]
 
 
+def rc_fields(rc: tuple) -> dict[str, Any]:
+    """Layout fields of an ``rc`` value (``RC_FIELDS``).
+
+    >>> rc_fields(("offload", 40))["cpu_offload_layers"], rc_fields(("selective", ("mlp",)))["recompute_modules"]
+    (40, ('mlp',))
+    """
+    kind, arg = rc
+    if kind == "offload":
+        return {"recompute": "none", "recompute_num_layers": None, "recompute_modules": None, "cpu_offload_layers": arg}
+    if kind == "selective":
+        return {"recompute": "selective", "recompute_num_layers": None,
+                "recompute_modules": arg or DEFAULT_RECOMPUTE_MODULES, "cpu_offload_layers": 0}
+    return {"recompute": kind, "recompute_num_layers": arg, "recompute_modules": None, "cpu_offload_layers": 0}
+
+
+def layout_rc(layout: Layout) -> tuple:
+    """The ``rc`` value of a layout (inverse of ``rc_fields``)."""
+    if layout.cpu_offload_layers:
+        return ("offload", layout.cpu_offload_layers)
+    if layout.recompute == "selective":
+        return ("selective", tuple(layout.recompute_modules or DEFAULT_RECOMPUTE_MODULES))
+    return (layout.recompute, layout.recompute_num_layers)
+
+
+def rc_sel(rc: tuple) -> tuple[str, ...]:
+    """The selective modules of an ``rc`` value, ``()`` when it is not selective (the derived axis
+    ``sel`` of the per-layer cost terms)."""
+    return tuple(rc[1] or DEFAULT_RECOMPUTE_MODULES) if rc[0] == "selective" else ()
+
+
 def point_fields(point: Point) -> dict[str, Any]:
     """Layout field values of a point (the names the rules read)."""
     first, last, account_embedding, account_loss = point["split"]
-    recompute, num_layers = point["rc"]
     return {"tp": point["tp"], "cp": point["cp"], "pp": point["pp"], "dp": point["dp"], "mbs": point["mbs"],
             "sequence_parallel": point["sp"], "ep": point["ep"], "etp": point["etp"], "vpp": point["vpp"],
             "first_stage_layers": first, "last_stage_layers": last, "account_for_embedding": account_embedding,
-            "account_for_loss": account_loss, "recompute": recompute,
-            "recompute_num_layers": num_layers, "distributed_optimizer": point["dop"], "fsdp": point["fsdp"]}
+            "account_for_loss": account_loss, **rc_fields(point["rc"]),
+            "distributed_optimizer": point["dop"], "fsdp": point["fsdp"],
+            "optimizer_offload_fraction": point["oo"]}
 
 
 def point_layout(point: Point) -> Layout:
@@ -71,8 +109,8 @@ def layout_point(layout: Layout) -> Point:
             "sp": layout.sequence_parallel, "ep": layout.ep, "etp": layout.etp, "vpp": layout.vpp,
             "split": (layout.first_stage_layers, layout.last_stage_layers, layout.account_for_embedding,
                       layout.account_for_loss),
-            "rc": (layout.recompute, layout.recompute_num_layers), "dop": layout.distributed_optimizer,
-            "fsdp": layout.fsdp}
+            "rc": layout_rc(layout), "dop": layout.distributed_optimizer,
+            "fsdp": layout.fsdp, "oo": layout.optimizer_offload_fraction}
 
 
 def rule_axes(rule: Rule) -> tuple[str, ...]:
@@ -179,7 +217,9 @@ def _fields_of(partial: Point) -> dict[str, Any]:
         if axis == "split":
             out.update(zip(SPLIT_FIELDS, value))
         elif axis == "rc":
-            out["recompute"], out["recompute_num_layers"] = value
+            out.update(rc_fields(value))
+        elif axis == "oo":
+            out["optimizer_offload_fraction"] = value
         elif axis == "sp":
             out["sequence_parallel"] = value
         elif axis == "dop":
@@ -278,9 +318,15 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     domains["split"] = tuple(splits)
     max_chunk = L
     domains["vpp"] = tuple(v for v in range(1, MAX_VPP + 1) if v <= L // 2 or v == 1)
-    rc: list[tuple[str, int | None]] = [("none", None), ("selective", None), ("full", None)]
-    rc += [("full", r) for r in block_recompute if r < max_chunk]
+    # selective recompute: the dominance-pruned ladder of module sets (cost/recompute.py module_ladder)
+    from megasolve.cost.recompute_search import module_ladder
+
+    rc: list[tuple] = [("none", None)] + [("selective", m) for m in module_ladder(spec, cluster, workload)]
+    rc += [("full", None)] + [("full", r) for r in block_recompute if r < max_chunk]
+    rc += [("offload", k) for k in offload_counts(L)]
     domains["rc"] = tuple(rc)
+    # optimizer CPU offload fractions (cost/offload.py); Megatron's rules and the memory decide
+    domains["oo"] = OPTIMIZER_OFFLOAD_FRACTIONS
     # --fix pins
     for axis in ("tp", "cp", "pp", "dp", "mbs", "ep", "etp", "vpp"):
         if axis in fixed:
@@ -291,18 +337,10 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
         domains["dop"] = (_as_bool("distributed_optimizer", fixed["dop"]),)
     if "fsdp" in fixed:
         domains["fsdp"] = (_as_bool("fsdp", fixed["fsdp"]),)
-    if "recompute" in fixed or "recompute_num_layers" in fixed:
-        kind = fixed.get("recompute")
-        layers = fixed.get("recompute_num_layers")
-        layers = _opt_int("recompute_num_layers", layers)
-        if kind is not None and kind not in ("none", "selective", "full"):
-            raise MegasolveError(field="--fix", value=f"recompute={kind}", rule="must be none, selective or full",
-                                 fix="e.g. --fix recompute=full")
-        options = [r for r in domains["rc"] if (kind is None or r[0] == kind)
-                   and ("recompute_num_layers" not in fixed or r[1] == layers)]
-        if layers is not None and (kind in (None, "full")) and ("full", layers) not in options:
-            options.append(("full", layers))
-        domains["rc"] = tuple(options)
+    if "optimizer_offload_fraction" in fixed:
+        domains["oo"] = (_as_fraction("optimizer_offload_fraction", fixed["optimizer_offload_fraction"]),)
+    if any(name in fixed for name in RC_FIELDS):
+        domains["rc"] = _fixed_rc(domains["rc"], fixed)
     if "first_stage_layers" in fixed or "last_stage_layers" in fixed:
         first = _opt_int("first_stage_layers", fixed.get("first_stage_layers"))
         last = _opt_int("last_stage_layers", fixed.get("last_stage_layers"))
@@ -319,12 +357,10 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
             domains["split"] = tuple(sp for sp in domains["split"] if sp[at] == on)
     # Dominated values are left out unless pinned: without the distributed optimizer a layout needs
     # more memory and moves more DP bytes (all-reduce vs reduce-scatter + all-gather) for nothing;
-    # selective (core-attention) recompute with fused attention costs time and saves only the LSE --
-    # Megatron itself warns it is pointless (TC L1983-1989).
+    # selective core-attention recompute with fused attention costs time and saves only the LSE --
+    # Megatron itself warns it is pointless (TC L1983-1989): module_ladder leaves it out.
     if "dop" not in fixed:
         domains["dop"] = (True,)
-    if workload.attention == "flash" and fixed.get("recompute") != "selective":
-        domains["rc"] = tuple(r for r in domains["rc"] if r[0] != "selective")
     # single-axis rules prune each domain once
     for rule, axes in ((r, a) for r, a in SearchSpace(ctx=ctx, domains=domains, requires=extra).rules()
                        if len(a) == 1):
@@ -339,8 +375,77 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     return SearchSpace(ctx=ctx, domains={a: domains[a] for a in AXES}, requires=extra)
 
 
+def offload_counts(num_layers: int) -> tuple[int, ...]:
+    """Activation-offload layer counts searched: multiples of an eighth of the layers, below the layer
+    count (``cpu_offloading_num_layers < num_layers``, TC L1884-1889); ``--fix cpu_offload_layers=N``
+    pins any other.
+
+    >>> offload_counts(80), offload_counts(4)
+    ((10, 20, 30, 40, 50, 60, 70), (1, 2, 3))
+    """
+    step = max(1, num_layers // 8)
+    return tuple(range(step, num_layers, step))
+
+
+def _fixed_rc(options: tuple, fixed: dict[str, Any]) -> tuple:
+    """The ``rc`` values left by ``--fix`` pins on recompute, recompute_num_layers, recompute_modules
+    and cpu_offload_layers (each pin keeps the values whose fields equal it; a pinned value that is
+    not a candidate is added)."""
+    from megasolve.models.layout import RECOMPUTE_KINDS
+
+    kind = fixed.get("recompute")
+    if kind is not None and kind not in RECOMPUTE_KINDS:
+        raise MegasolveError(field="--fix", value=f"recompute={kind}", rule="must be none, selective or full",
+                             fix="e.g. --fix recompute=full")
+    pins: dict[str, Any] = {}
+    if kind is not None:
+        pins["recompute"] = kind
+    if "recompute_num_layers" in fixed:
+        pins["recompute_num_layers"] = _opt_int("recompute_num_layers", fixed["recompute_num_layers"])
+    if "cpu_offload_layers" in fixed:
+        value = fixed["cpu_offload_layers"]
+        pins["cpu_offload_layers"] = 0 if value in (0, None) else _as_int("cpu_offload_layers", value)
+    if "recompute_modules" in fixed:
+        pins["recompute_modules"] = _as_modules(fixed["recompute_modules"])
+        pins.setdefault("recompute", "selective")
+    extra = []
+    if pins.get("recompute_modules"):
+        extra.append(("selective", pins["recompute_modules"]))
+    if pins.get("recompute_num_layers") is not None and pins.get("recompute") in (None, "full"):
+        extra.append(("full", pins["recompute_num_layers"]))
+    if pins.get("cpu_offload_layers"):
+        extra.append(("offload", pins["cpu_offload_layers"]))
+    if pins.get("recompute") == "selective" and "recompute_modules" not in pins:
+        extra.append(("selective", DEFAULT_RECOMPUTE_MODULES))  # Megatron's default set, beside the ladder
+    out = []
+    for rc in tuple(options) + tuple(extra):
+        fields = rc_fields(rc)
+        if rc not in out and all(fields[k] == v for k, v in pins.items()):
+            out.append(rc)
+    return tuple(out)
+
+
+def _as_modules(value: Any) -> tuple[str, ...]:
+    """A ``--fix recompute_modules=a+b`` value (``cli`` splits it) as Megatron's canonical tuple."""
+    from megasolve.models.layout import Layout
+
+    modules = tuple(value) if isinstance(value, (tuple, list)) else tuple(str(value).replace("+", ",").split(","))
+    try:
+        return Layout(recompute="selective", recompute_modules=modules).recompute_modules
+    except MegasolveError as err:
+        raise MegasolveError(field="--fix", value=f"recompute_modules={'+'.join(modules)}", rule=err.rule,
+                             fix="e.g. --fix recompute_modules=moe_act+layernorm") from None
+
+
+def _as_fraction(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be a number in [0, 1]",
+                             fix=f"e.g. --fix {name}=0.5")
+    return float(value)
+
+
 def _fixed_axis(axis: str, fixed: dict[str, Any]) -> bool:
-    names = {"split": SPLIT_FIELDS, "rc": ("recompute", "recompute_num_layers")}
+    names = {"split": SPLIT_FIELDS, "rc": RC_FIELDS, "oo": ("optimizer_offload_fraction",)}
     return any(name in fixed for name in names.get(axis, (axis,)))
 
 

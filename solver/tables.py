@@ -26,16 +26,20 @@ from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_byte
                                    fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
-                                   mtp_activation_bytes, other_bytes, selective_transient_bytes,
+                                   mtp_activation_bytes, offloaded_optimizer, other_bytes, selective_transient_bytes,
                                    static_bytes)
 from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, layer_time, logits_time,
                                  optimizer_shard_s, pp_unit_comm_s)
+from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES
+from megasolve.cost.recompute import uses_core_attn
+from megasolve.cost.step import base_layer_time, selective_modules_time
 from megasolve.models import ranks
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params)
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.space import MAX_VPP, Point
+from megasolve.cost.offload import activation_offload_exposed_s
+from megasolve.solver.space import MAX_VPP, Point, rc_fields, rc_sel
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
@@ -71,6 +75,8 @@ class Slot:
     last: bool
     mtp: bool
     stages: tuple[int, ...]  # the stages with this composition, lowest first
+    dense_off: int = 0  # of the dense layers keeping activations: those offloaded to host memory
+    moe_off: int = 0
 
     @property
     def stage(self) -> int:
@@ -181,8 +187,37 @@ class CostTables:
         def shape(tp, cp, mbs, sp, etp=None):
             return ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp if etp is not None else tp)
 
-        def base(sel: bool) -> str:
+        def base(sel: tuple) -> str:
             return "selective" if sel else "none"
+
+        layer_times: dict[tuple, Any] = {}
+
+        def layer_time(spec_, cluster_, wl_, sh, *, ep, moe, recompute, recompute_modules=None, kind=None):
+            """``step.layer_time`` memoised per table set: the total ("t_") and compute ("c_") terms and
+            the offload term read the same layer."""
+            key = (sh, ep, moe, recompute, recompute_modules, kind)
+            if key not in layer_times:
+                if recompute == "selective":  # step.layer_time's own sum, with the base layer memoised
+                    modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
+                    base = base_time(sh, ep, moe, "selective" if uses_core_attn(modules) else "none", kind)
+                    layer_times[key] = base + selective_modules_time(spec_, cluster_, wl_, sh, ep=ep, moe=moe,
+                                                                     modules=modules)
+                else:
+                    layer_times[key] = base_time(sh, ep, moe, recompute, kind)
+            return layer_times[key]
+
+        base_times: dict[tuple, Any] = {}
+
+        def base_time(sh, ep, moe, recompute, kind=None):
+            key = (sh, ep, moe, recompute, kind)
+            if key not in base_times:
+                base_times[key] = base_layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute=recompute,
+                                                  kind=kind)
+            return base_times[key]
+
+        def mods(sel: tuple) -> tuple[str, ...] | None:
+            """``sel``: the selective modules (``space.rc_sel``), () without selective recompute."""
+            return tuple(sel) or None
 
         @functools.cache
         def dense_layer(tp) -> RankParams:
@@ -247,20 +282,21 @@ class CostTables:
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
-            add(f"ms_{piece}", ("tp", "cp", "dp", "dop", "fsdp"),
-                lambda tp, cp, dp, dop, fsdp, f=params_of, piece=piece: fsdp_static(
-                    f(tp), unit_of(piece, tp), dense_shards(tp, cp, dp), 1) if fsdp else quantise_bytes(static_bytes(
-                    f(tp), dense_shards=dense_shards(tp, cp, dp), expert_shards=1, distributed_optimizer=dop,
-                    precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
-                    bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0, fp8_bytes=fp8_bytes).total))
+            add(f"ms_{piece}", ("tp", "cp", "dp", "dop", "fsdp", "oo"),
+                lambda tp, cp, dp, dop, fsdp, oo, f=params_of, piece=piece: fsdp_static(
+                    f(tp), unit_of(piece, tp), dense_shards(tp, cp, dp), 1) if fsdp else quantise_bytes(
+                    offloaded_optimizer(static_bytes(
+                        f(tp), dense_shards=dense_shards(tp, cp, dp), expert_shards=1, distributed_optimizer=dop,
+                        precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
+                        bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0, fp8_bytes=fp8_bytes), oo).total))
         if spec.is_moe:
-            add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp"),
-                lambda ep, etp, pp, dop, fsdp: fsdp_static(
+            add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp", "oo"),
+                lambda ep, etp, pp, dop, fsdp, oo: fsdp_static(
                     expert_layer(ep, etp), expert_layer(ep, etp), 1, expert_shards(ep, etp, pp))
-                if fsdp else quantise_bytes(static_bytes(
+                if fsdp else quantise_bytes(offloaded_optimizer(static_bytes(
                     expert_layer(ep, etp), dense_shards=1, expert_shards=expert_shards(ep, etp, pp),
                     distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
-                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes).total))
+                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes), oo).total))
         # Megatron-FSDP's two un-sharded units (memory.fsdp_static_bytes: 2 x the largest layer in
         # weights and grads), per kind of layer a stage can hold
         def unit_bytes(layer: RankParams) -> int:
@@ -281,7 +317,8 @@ class CostTables:
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
-                spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute=base(sel))))
+                spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute=base(sel),
+                **_modules_kw(sel))))
         add("ma_input", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(layer_activation_bytes(
                 spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute="full")))
@@ -292,20 +329,20 @@ class CostTables:
                                                                           shape(tp, cp, mbs, sp))))
         add("ma_last", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(last_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
-        add("ma_sel_dense", ("tp", "cp", "mbs", "sp"),
-            lambda tp, cp, mbs, sp: quantise_bytes(selective_transient_bytes(
-                spec, wl, shape(tp, cp, mbs, sp), moe=False)))
+        add("ma_sel_dense", ("tp", "cp", "mbs", "sp", "sel"),
+            lambda tp, cp, mbs, sp, sel: quantise_bytes(selective_transient_bytes(
+                spec, wl, shape(tp, cp, mbs, sp), moe=False, **_modules_kw(sel))) if sel else 0)
         if spec.is_moe:
-            add("ma_sel_moe", ("tp", "cp", "mbs", "sp", "etp"),
-                lambda tp, cp, mbs, sp, etp: quantise_bytes(selective_transient_bytes(
-                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True)))
-            add("ma_sel_max", ("tp", "cp", "mbs", "sp", "etp"),
-                lambda tp, cp, mbs, sp, etp: max(
-                    self.value("ma_sel_moe", dict(tp=tp, cp=cp, mbs=mbs, sp=sp, etp=etp)),
-                    self.value("ma_sel_dense", dict(tp=tp, cp=cp, mbs=mbs, sp=sp))))
+            add("ma_sel_moe", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(selective_transient_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True, **_modules_kw(sel))) if sel else 0)
+            add("ma_sel_max", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: max(
+                    self.value("ma_sel_moe", dict(tp=tp, cp=cp, mbs=mbs, sp=sp, etp=etp, sel=sel)),
+                    self.value("ma_sel_dense", dict(tp=tp, cp=cp, mbs=mbs, sp=sp, sel=sel))))
             add("ma_moe", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(layer_activation_bytes(
-                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True, recompute=base(sel))))
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=True, recompute=base(sel), **_modules_kw(sel))))
             add("ma_max", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: max(self.value("ma_moe", dict(tp=tp, cp=cp, mbs=mbs, sp=sp,
                                                                                  etp=etp, sel=sel)),
@@ -317,7 +354,7 @@ class CostTables:
         if spec.mtp_num_layers:
             add("ma_mtp", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(mtp_activation_bytes(
-                    spec, wl, shape(tp, cp, mbs, sp, etp), base(sel))))
+                    spec, wl, shape(tp, cp, mbs, sp, etp), base(sel), **_modules_kw(sel))))
         # ---- time per micro-batch (us): total and compute part -----------------------------
         for part in ("t", "c"):
             pick = (lambda lt: lt.total) if part == "t" else (lambda lt: lt.compute)
@@ -331,7 +368,7 @@ class CostTables:
                     add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
                         lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick, kind=kind: quantise_s(pick(layer_time(
                             spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
-                            kind=kind))))
+                            recompute_modules=mods(sel), kind=kind))))
                     add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp", "etp", "ep"),
                         lambda tp, cp, mbs, sp, etp, ep, pick=pick, kind=kind: quantise_s(pick(layer_time(
                             spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
@@ -340,11 +377,23 @@ class CostTables:
                     add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "sel"),
                         lambda tp, cp, mbs, sp, sel, pick=pick, kind=kind: quantise_s(pick(layer_time(
                             spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel),
-                            kind=kind))))
+                            recompute_modules=mods(sel), kind=kind))))
                     add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp"),
                         lambda tp, cp, mbs, sp, pick=pick, kind=kind: quantise_s(pick(layer_time(
                             spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full",
                             kind=kind))))
+        # activation offloading: one offloaded layer's exposed copies per micro-batch (offload.py)
+        def offload_s(moe: bool, sh: ActivationShape, ep: int) -> int:
+            compute = layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute="none").compute
+            return quantise_s(activation_offload_exposed_s(
+                layer_activation_bytes(spec, wl, sh, moe=moe, recompute="none"), compute,
+                cluster.gpu.host_link_bytes_per_s, cluster.gpu.hbm_bytes_per_s))
+
+        add("t_off_dense", ("tp", "cp", "mbs", "sp"),
+            lambda tp, cp, mbs, sp: offload_s(False, shape(tp, cp, mbs, sp), 1))
+        if spec.is_moe:
+            add("t_off_moe", ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                lambda tp, cp, mbs, sp, etp, ep: offload_s(True, shape(tp, cp, mbs, sp, etp), ep))
         add("t_p2p", ("tp", "cp", "mbs", "sp", "pp"),
             lambda tp, cp, mbs, sp, pp: quantise_s(pp_unit_comm_s(spec, cluster, wl, tp=tp, cp=cp, mbs=mbs,
                                                                   sequence_parallel=sp, pp=pp)))
@@ -388,9 +437,9 @@ class CostTables:
             add(f"f_{piece}", ("tp", "cp", "dp", "fsdp"),
                 lambda tp, cp, dp, fsdp, f=params_of, piece=piece: quantise_s(fsdp_traffic(
                     ranks.dense_dp_group(tp, cp, dp), unit_of(piece, tp).total, f(tp).total).param_bw_s) if fsdp else 0)
-            add(f"o_{piece}", ("tp", "cp", "dp", "dop"),
-                lambda tp, cp, dp, dop, f=params_of: quantise_s(
-                    optimizer_shard_s(cluster, f(tp).total, dense_shards(tp, cp, dp) if dop else 1)))
+            add(f"o_{piece}", ("tp", "cp", "dp", "dop", "oo"),
+                lambda tp, cp, dp, dop, oo, f=params_of: quantise_s(
+                    optimizer_shard_s(cluster, f(tp).total, dense_shards(tp, cp, dp) if dop else 1, oo, wl)))
         add("dg_lat", ("tp", "cp", "dp", "dop", "fsdp"),
             lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
         add("dq_lat", ("tp", "cp", "dp", "dop"),
@@ -415,9 +464,9 @@ class CostTables:
             add("fx_lat", ("ep", "etp", "pp", "fsdp"),
                 lambda ep, etp, pp, fsdp: quantise_s(fsdp_traffic(
                     ranks.expert_dp_group(n, etp, ep, pp), 1, 1).param_latency_s) if fsdp else 0)
-            add("o_expert", ("ep", "etp", "pp", "dop"),
-                lambda ep, etp, pp, dop: quantise_s(optimizer_shard_s(
-                    cluster, expert_layer(ep, etp).total, expert_shards(ep, etp, pp) if dop else 1)))
+            add("o_expert", ("ep", "etp", "pp", "dop", "oo"),
+                lambda ep, etp, pp, dop, oo: quantise_s(optimizer_shard_s(
+                    cluster, expert_layer(ep, etp).total, expert_shards(ep, etp, pp) if dop else 1, oo, wl)))
             add("dgx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
                 lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
             add("dqx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
@@ -432,15 +481,18 @@ class CostTables:
         per-stage layer lists ``estimate`` sums over)."""
         spec = self.spec
         layout = Layout(pp=pp, vpp=vpp, first_stage_layers=split[0], last_stage_layers=split[1],
-                        account_for_embedding=split[2], account_for_loss=split[3],
-                        recompute=rc[0], recompute_num_layers=rc[1])
+                        account_for_embedding=split[2], account_for_loss=split[3], **rc_fields(rc))
         groups: dict[tuple, list[int]] = {}
         for layers in stage_layers(spec, layout):
             stage = layers.stage
             last = stage == pp - 1
-            key = (layers.base, layers.recomputed, stage == 0, last, last and spec.mtp_num_layers > 0)
+            off = [i for i in layers.layer_ids if i < layout.cpu_offload_layers]  # memory.offloaded_activation_bytes
+            dense_off = sum(1 for i in off if not spec.is_moe_layer(i))
+            key = (layers.base, layers.recomputed, stage == 0, last, last and spec.mtp_num_layers > 0,
+                   dense_off, len(off) - dense_off)
             groups.setdefault(key, []).append(stage)
-        slots = tuple(Slot(base=k[0], recomputed=k[1], first=k[2], last=k[3], mtp=k[4], stages=tuple(stages))
+        slots = tuple(Slot(base=k[0], recomputed=k[1], first=k[2], last=k[3], mtp=k[4], stages=tuple(stages),
+                           dense_off=k[5], moe_off=k[6])
                       for k, stages in sorted(groups.items(), key=lambda kv: min(kv[1])))
         return PipelineRow(pp=pp, vpp=vpp, split=split, rc=rc, slots=slots)
 
@@ -457,6 +509,8 @@ class CostTables:
         form = [(n, self.layer_term(part, kind, recomputed)) for kind, recomputed, n in slot.layers()]
         if slot.last:
             form.append((1, f"{part}_logits"))
+        if part == "t":  # activation offloading: each offloaded layer's exposed copies
+            form += [(slot.dense_off, "t_off_dense"), (slot.moe_off, "t_off_moe")]
         if part == "t" and row.pp > 1:
             overlapped = row.vpp > 1 and self.workload.overlap_p2p_comm
             form.append((row.vpp, f"t_p2p_v{row.vpp}" if overlapped else "t_p2p"))
@@ -506,8 +560,8 @@ class CostTables:
 
     def activation_form(self, slot: Slot) -> list[tuple[int, str]]:
         """Saved activations of one micro-batch on the slot: per layer kind (``LayerKind.memory_name``),
-        inputs only for recomputed layers."""
-        counts: dict[str, int] = {}
+        inputs only for recomputed layers; offloaded layers' activations are in host memory."""
+        counts: dict[str, int] = {"ma_dense": -slot.dense_off, "ma_moe": -slot.moe_off}
         for kind, recomputed, n in slot.layers():
             term = "ma_input" if recomputed else f"ma_{kind.memory_name}"
             counts[term] = counts.get(term, 0) + n
@@ -530,6 +584,8 @@ class CostTables:
         # one layer's selectively recomputed part; the larger of the kinds the stage holds
         if slot.dense_rc or slot.moe_rc:
             activation += _one_layer("ma_", slot.dense_rc, slot.moe_rc)
+        elif slot.dense_off or slot.moe_off:  # one offloaded layer in transit (memory.offloaded_activation_bytes)
+            activation += _one_layer("ma_", slot.dense_off, slot.moe_off)
         elif row.rc[0] == "selective":
             activation += _one_layer("ma_sel_", slot.dense_base, slot.moe_base)
         if slot.moe:
@@ -591,7 +647,7 @@ class CostTables:
         m = wl.global_batch_size // (point["mbs"] * point["dp"])
         row, slots = self.compiled(point["pp"], point["vpp"], point["split"], point["rc"])
         values = dict(point)
-        values["sel"] = point["rc"][0] == "selective"
+        values["sel"] = rc_sel(point["rc"])
         memo: dict[str, int] = {}
 
         def form_value(form) -> int:
@@ -651,11 +707,22 @@ def _plausible(partial: Point, num_gpus: int) -> bool:
 
 def _derived(axis: str, point: Point) -> Any:
     if axis == "sel":
-        return point["rc"][0] == "selective"
+        return rc_sel(point["rc"])
     raise KeyError(axis)
 
 
 def _derived_domain(axis: str, domains: dict[str, tuple]) -> tuple:
     if axis == "sel":
-        return tuple(sorted({rc[0] == "selective" for rc in domains["rc"]}))
+        return sel_domain(domains["rc"])
     raise KeyError(axis)
+
+
+def sel_domain(rcs) -> tuple:
+    """The values of the derived axis ``sel`` (selective modules, () for none) over ``rc`` values, in a
+    fixed order."""
+    return tuple(sorted({rc_sel(rc) for rc in rcs}))
+
+
+def _modules_kw(sel: tuple) -> dict:
+    """``recompute_modules=`` for the memory functions (their default, core_attn, without selective)."""
+    return {"recompute_modules": tuple(sel)} if sel else {}

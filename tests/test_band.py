@@ -94,20 +94,23 @@ def test_band_excludes_layouts_that_fit_only_without_it():
     README's effect table); an explicit --min-headroom adds to the band."""
     spec, cluster = load_preset("llama-3.1-70b"), Cluster.from_flags(num_gpus=64, gpu="h100")
     workload = Workload(seq_length=4096, global_batch_size=256)
-    without = solve(spec, cluster, workload, top_k=1, band=False, explain=False)
-    banded = solve(spec, cluster, workload, top_k=1, explain=False)
+    # the layouts of the effect table: without host offloading (which gives this case a plan far from
+    # any band, tests/test_memory_knobs.py)
+    pins = {"cpu_offload_layers": 0, "optimizer_offload_fraction": 0.0}
+    without = solve(spec, cluster, workload, top_k=1, band=False, explain=False, fixed=pins)
+    banded = solve(spec, cluster, workload, top_k=1, explain=False, fixed=pins)
     assert without.status == banded.status == "optimal"
     assert without.layouts[0].estimate.fits and without.layouts[0].estimate.band_headroom_bytes < 0
     assert banded.layouts[0].estimate.band_headroom_bytes >= -MIB
     assert banded.objective_us[0] > without.objective_us[0]
-    margin = solve(spec, cluster, workload, top_k=1, min_headroom=Headroom(gb=8), explain=False)
+    margin = solve(spec, cluster, workload, top_k=1, min_headroom=Headroom(gb=8), explain=False, fixed=pins)
     assert margin.layouts[0].estimate.band_headroom_bytes >= 8e9 - MIB
     assert margin.objective_us[0] >= banded.objective_us[0]
 
     # pinned to the plain #1, nothing fits with the band: the layouts that fit without it come back tight
     plain = without.layouts[0].layout
     pins = {"tp": plain.tp, "pp": plain.pp, "vpp": plain.vpp, "cp": plain.cp, "dp": plain.dp, "mbs": plain.mbs,
-            "recompute": plain.recompute, "fsdp": plain.fsdp}
+            "recompute": plain.recompute, "fsdp": plain.fsdp, "cpu_offload_layers": 0, "optimizer_offload_fraction": 0.0}
     pinned = solve(spec, cluster, workload, top_k=1, fixed=pins, explain=False)
     assert pinned.status == "optimal" and pinned.search["tight"] and pinned.layouts[0].layout == plain
     assert pinned.as_dict()["layouts"][0]["tight"] and pinned.tight(pinned.layouts[0])

@@ -38,7 +38,8 @@ def test_estimate_json_contract():
     assert set(data) >= {"model", "cluster", "layout", "feasible", "violations", "memory", "time"}
     assert data["layout"] == {"tp": 4, "pp": 4, "vpp": 1, "cp": 2, "ep": 1, "etp": 4, "dp": 2, "mbs": 1, "gbs": 512,
                               "num_microbatches": 256, "sequence_parallel": True, "recompute": "none",
-                              "recompute_num_layers": None, "distributed_optimizer": True, "fsdp": False,
+                              "recompute_num_layers": None, "recompute_modules": None,
+                              "distributed_optimizer": True, "fsdp": False, "optimizer_offload_fraction": 0.0,
                               "cpu_offload_layers": 0, "account_for_embedding": False, "account_for_loss": False,
                               "first_stage_layers": None, "last_stage_layers": None}
     stage0 = data["memory"]["stages"][0]

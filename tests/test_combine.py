@@ -1,8 +1,9 @@
 """One definition of how cost terms combine (``cost/combine.py``), four engines: estimate (floats),
 the oracle (integers), CP-SAT (encoded) and the bounds (relaxed) must agree on random layouts that
 cover every searched knob (tp, cp, pp, vpp, dp, mbs, sp, ep, etp, uneven split, none / selective /
-full / block recompute, distributed optimizer on and off, Megatron-FSDP) and per-layer kinds
-(dense / MoE, full / sliding-window attention), whose per-stage sums all come from ``layers.stage_layers``."""
+full / block recompute, selective recompute modules, activation offloading, optimizer CPU offload,
+distributed optimizer on and off, Megatron-FSDP) and per-layer kinds (dense / MoE, full / sliding-window
+attention), whose per-stage sums all come from ``layers.stage_layers``."""
 
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def wide_space(model, gpus, gpu, seq, gbs, attention):
 def random_points(space: SearchSpace, count: int, seed: int) -> list[dict]:
     """Rule-legal points drawn axis by axis (dp follows from the others)."""
     rng = random.Random(seed)
+    if not all(space.domains[a] for a in AXES):
+        return []
     n = space.ctx.cluster.num_gpus
     out, tries = [], 0
     while len(out) < count and tries < 200_000:
@@ -109,3 +112,47 @@ def test_integer_and_float_arithmetic_differ_only_in_rounding():
     # (stage 2: w = 1.8, 2.8 + 0.4 = 3.2); optimizer max 2; overhead 10
     assert exact == pytest.approx(154.5 + 3.5 + 2 + 10)
     assert exact <= rounded <= exact + 3  # one ceil-division per rounding
+
+
+# The memory-side knobs (issue 11 section 2), each drawn on its own so every case covers it: the space
+# cut to that knob's values (offloading needs pp 1 and no recompute, TC L1884-1899)
+MEMORY_KNOBS = {
+    "offload": {"rc": lambda rc: rc[0] == "offload", "pp": lambda pp: pp == 1, "vpp": lambda v: v == 1},
+    "modules": {"rc": lambda rc: rc[0] == "selective" and rc[1] not in (None, ("core_attn",))},
+    "optimizer_offload": {"oo": lambda f: f > 0},
+}
+
+
+@pytest.mark.parametrize("knob", sorted(MEMORY_KNOBS))
+@pytest.mark.parametrize("case", CASES[:3], ids=[c[0] for c in CASES[:3]])
+def test_memory_knobs_agree_across_engines(case, knob):
+    """Recompute modules, activation offloading and optimizer CPU offload: estimate (floats, time and
+    peak memory), the oracle and CP-SAT give the same cost on random layouts that use the knob."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.cost.memory import stage_memory
+
+    spec, cluster, workload, space = wide_space(*case)
+    domains = {a: tuple(v for v in space.domains[a] if MEMORY_KNOBS[knob].get(a, lambda _: True)(v)) for a in AXES}
+    sub = SearchSpace(ctx=space.ctx, domains=domains)
+    tables = CostTables(spec, cluster, workload)
+    points = random_points(sub, 5, seed=7)
+    assert len(points) >= 3, f"{knob}: too few legal layouts"
+    rows = pipeline_rows(sub, tables)
+    for point in points:
+        cost = tables.evaluate(point)
+        layout = point_layout(point)
+        m = workload.num_microbatches(layout)
+        step_s = step_time(spec, cluster, workload, layout).step_s
+        assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
+        peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, layout)) / 2**20
+        assert peak <= cost.peak_mib <= peak * 1.002 + 64  # MiB rounded up per term, never below
+        pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
+        built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
+                                                  == (point["pp"], point["vpp"], point["split"], point["rc"])])
+        solver = new_solver(30)
+        status = solver.Solve(built.model)
+        if cost.fits:
+            assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
+        else:
+            assert status == cp_model.INFEASIBLE

@@ -311,8 +311,13 @@ def test_check_runs_on_every_fixture_once_completed(entry):
             assert what not in result["likely_cause"]
             continue
         cause = result["likely_cause"][what]
-        assert cause and cause["term"] in result[terms] and cause["stable"], (what, cause)
+        assert cause and cause["term"] in result[terms], (what, cause)
         assert check(run)["likely_cause"][what] == cause
+        if not cause["stable"]:  # two terms explain the gap about equally (the text names both), or
+            # within the measurement's noise no term can close it (the text says to check the inputs)
+            runner = cause["runner_up"]
+            assert (runner in result[terms] and runner in cause["text"]) or "check the model" in cause["text"], cause
+            continue
         for k in (1 - MEASURE_NOISE, 1 + MEASURE_NOISE):
             field = ({"step_time_s": run.measured_step_s * k, "tokens_per_s_per_gpu": None} if what == "step_time"
                      else {"peak_allocated_gb": run.measured.peak_allocated_gb * k})

@@ -63,7 +63,7 @@ def test_two_gemma3_stages_with_the_same_layer_count_differ_by_one_global_layer(
         return layer_time(spec, cluster, workload, shape, ep=1, moe=False, recompute="none", kind=kind).total
 
     full, windowed = one(5), one(0)
-    assert full > 1.5 * windowed  # at 32K tokens a 1,024 window attends ~6 % of the pairs
+    assert full > 1.2 * windowed  # at 32K tokens a 1,024 window attends ~6 % of the pairs (attention: ~1/4 of the layer)
     assert stages[1].tau_s - stages[2].tau_s == pytest.approx(full - windowed, rel=1e-9)
     # each stage's time is the sum over the layers it holds
     p2p = stages[1].per_microbatch.pp_comm

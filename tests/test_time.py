@@ -252,8 +252,9 @@ def test_offloading_is_hidden_over_c2c_and_exposed_over_slow_pcie():
     layout = Layout(dp=8, cpu_offload_layers=31)
     fast = step_time(spec, Cluster.from_flags(num_gpus=8, gpu="gb200"), workload, layout)
     slow = step_time(spec, Cluster.from_flags(num_gpus=8, gpu="l40s"), workload, layout)
-    assert fast.breakdown_s["offload"] == 0.0
-    assert slow.breakdown_s["offload"] > 0.0
+    # over NVLink-C2C only the copies' own HBM traffic remains (2 x bytes / HBM bandwidth, offload.py)
+    assert 0.0 < fast.breakdown_s["offload"] < 0.03 * fast.step_s  # 8 micro-batches x 31 layers x 2 x ~1.2 GB / 8 TB/s
+    assert slow.breakdown_s["offload"] > 10 * fast.breakdown_s["offload"]
 
 
 # ---------------------------------------------------------------------------- weight traffic per micro-batch
