@@ -1,0 +1,11 @@
+TP=2
+PP=2
+ZERO_STAGE=0
+ 
+GPUS_PER_NODE=8
+
+# 7 B   
+HIDDEN_SIZE=4096 # e.g. llama-13b: 5120
+FFN_HIDDEN_SIZE=11008 # e.g. llama-13b: 13824
+NUM_LAYERS=32 # e.g. llama-13b: 40
+NUM_HEADS=32 # e.g. llama-13b:
