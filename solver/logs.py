@@ -29,7 +29,24 @@ _ARG_LINE_NO_DOTS = re.compile(r"^\s*([A-Za-z_]\w{31,})\s{2,}(\S.*?)\s*$")
 _ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}")
 _ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
 _WORLD = re.compile(r"using world size:\s*(\d+)(.*)")
-_WORLD_PART = re.compile(r"([a-z-]+(?:-parallel)?) size:\s*(\d+)")
+# "tensor-model-parallel size: 4"; Megatron-DeepSpeed writes "data-parallel-size: 8" (megatron/arguments.py
+# of deepspeedai/Megatron-DeepSpeed, as posted in its #337)
+_WORLD_PART = re.compile(r"([a-z][a-z-]*?)[- ]size:\s*(\d+)")
+# the parallel setup's own error names the world size: "RuntimeError: world_size (1) is not divisible by 2"
+# (megatron/core/parallel_state.py initialize_model_parallel; NVIDIA-NeMo/NeMo#11480)
+_WORLD_ERROR = re.compile(r"\bworld_size \((\d+)\) is not (?:divisible|equal)")
+# GPT-NeoX: "NeoXArgs.calculate_derived() Total number of GPUs determined to be: 1" (VHellendoorn/Code-LMs#21)
+_NEOX_GPUS = re.compile(r"Total number of GPUs determined to be:\s*(\d+)")
+# GPT-NeoX's argument dump marks each value "....default" / "....updated" (neox_arguments/arguments.py print)
+_NEOX_SUFFIX = re.compile(r"(?:\.{2,}|(?<=[\]}'\"]))(?:default|updated)$")
+# DeepSpeed's pipeline engine (Megatron-DeepSpeed): "steps: 2 loss: 12.6157 iter time (s): 2.673 samples/sec: 95.775"
+# (deepspeed/runtime/pipe/engine.py train_batch)
+_DS_STEP = re.compile(r"^steps:\s*(\d+)\b.*?\biter time \(s\):\s*([\d.]+)")
+# verl's log_gpu_memory_usage: "... max memory allocated (GB): 52.26, ... max memory reserved (GB): 58.40" and its
+# step metrics "perf/max_memory_allocated_gb:25.921"; verl's GB is bytes / 2**30 (verl/utils/debug/performance.py)
+_VERL_MEMORY = re.compile(r"max memory allocated \(GB\):\s*([\d.]+).*?max memory reserved \(GB\):\s*([\d.]+)")
+_VERL_RANK = re.compile(r"\[Rank (\d+)\b")
+_VERL_PERF_MEMORY = re.compile(r"perf/max_memory_(allocated|reserved)_gb:\s*([\d.]+)")
 _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
 # training.py::training_log prints "elapsed time per iteration (ms): T"; condensed copies of it in issue
 # threads shorten the label to "elapsed (ms): T" (Megatron-Bridge#5088)
@@ -159,7 +176,7 @@ def parse_log(text: str) -> LogFacts:
             continue
         m = _ARG_LINE.match(line)
         if m and (in_args or not m.group(2).startswith(":")):  # excerpts may start inside the dump
-            facts.args.setdefault(m.group(1), scalar(m.group(2)))
+            facts.args.setdefault(m.group(1), scalar(_NEOX_SUFFIX.sub("", m.group(2))))
             facts.dump_keys.add(m.group(1))
             continue
         if in_args and (m := _ARG_LINE_NO_DOTS.match(line)):
@@ -172,6 +189,20 @@ def parse_log(text: str) -> LogFacts:
 
 
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if m := _DS_STEP.match(line):
+        facts.nemo_steps.append((int(m.group(1)), float(m.group(2))))
+        return
+    if m := _VERL_MEMORY.search(line):
+        r = _VERL_RANK.search(line)
+        _peak_memory(facts, int(r.group(1)) if r else UNKNOWN_RANK, float(m.group(1)) * 1024, float(m.group(2)) * 1024)
+        return
+    if perf := dict(_VERL_PERF_MEMORY.findall(line)):
+        if "allocated" in perf:
+            _peak_memory(facts, UNKNOWN_RANK, float(perf["allocated"]) * 1024, float(perf.get("reserved", 0.0)) * 1024)
+        return
+    if (m := _WORLD_ERROR.search(line)) or (m := _NEOX_GPUS.search(line)):
+        facts.world_size = facts.world_size or int(m.group(1))
+        return
     if m := _WORLD.search(line):
         facts.world_size = int(m.group(1))
         for name, value in _WORLD_PART.findall(m.group(2)):
@@ -291,6 +322,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.args.setdefault(key, scalar(m.group(2).strip().strip("'\"")))
 
 
+def _peak_memory(facts: LogFacts, rank: int, allocated_mib: float, reserved_mib: float) -> None:
+    old = facts.memory.get(rank, (0.0, 0.0))
+    facts.memory[rank] = (max(old[0], allocated_mib), max(old[1], reserved_mib))
+
+
 def scalar(text: str) -> Any:
     """A printed value as Python: None, booleans, ints, floats, else the string.
 
@@ -327,11 +363,51 @@ _LAUNCH_FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9_-]*)|(?:^|\s)\+*(?:[a-z_]+\.
 _SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*megatron\s+(?:sft|pt|rlhf)\b", re.M)
 
 
+# shell variables that launch scripts set for Megatron's sizes, by the names Megatron-LM's examples, Megatron-
+# DeepSpeed's, Pai-Megatron-Patch's and Megatron-MoE-ModelZoo's launchers use (TP=2 PP=2 ... "--tensor-model-parallel-size
+# $TP"), and upper-case copies of argument names (HIDDEN_SIZE, VOCAB_FILE): the values when the excerpt is cut before
+# the flags that use them (NVIDIA/Megatron-LM#509, #1721); a flag that is printed wins
+SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
+               "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
+               "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size", "MBS": "micro_batch_size",
+               "GBS": "global_batch_size", "NUM_HEADS": "num_attention_heads", "SEQ_LEN": "seq_length",
+               "PR": "precision"}
+_SCRIPT_ARG_NAMES = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+                     "seq_length", "micro_batch_size", "global_batch_size", "num_experts", "moe_router_topk",
+                     "moe_ffn_hidden_size", "vocab_file", "tokenizer_model", "tokenizer_type", "vocab_size"}
+_PRECISIONS = {"bf16", "fp16", "fp8", "fp32", "mxfp8"}
+
+
+def _script_var_arg(name: str, value: str) -> tuple[str, Any] | None:
+    """The Megatron argument a launch script's variable sets, or None.
+
+    >>> _script_var_arg("TP", "2"), _script_var_arg("HIDDEN_SIZE", "4096"), _script_var_arg("PR", "fp8")
+    (('tensor_model_parallel_size', 2), ('hidden_size', 4096), ('precision', 'fp8'))
+    >>> _script_var_arg("TP", "${TP}") is None, _script_var_arg("PR", "yes") is None
+    (True, True)
+    """
+    arg = SCRIPT_VARS.get(name) or (name.lower() if name.lower() in _SCRIPT_ARG_NAMES else None)
+    if arg is None or "$" in value:
+        return None
+    parsed = scalar(value)
+    if arg == "precision":
+        return (arg, parsed) if parsed in _PRECISIONS else None
+    if arg in ("vocab_file", "tokenizer_model", "tokenizer_type"):
+        return (arg, value) if value else None
+    return (arg, parsed) if isinstance(parsed, int) and not isinstance(parsed, bool) and parsed > 0 else None
+
+
+_SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*)=(\S+)", re.M)
+
+
 def _is_launch(text: str) -> bool:
     if "pretrain" in text or "torchrun" in text or "_ARGS" in text:
         return "--" in text or "model." in text
     names = {(m.group(1) or m.group(2) or "").replace("-", "_") for m in _LAUNCH_FLAG.finditer(text)}
-    return bool(names & (CONFIG_KEYS | {"num_experts", "micro_batch_size", "seq_length", "max_length"}))
+    if names & (CONFIG_KEYS | {"num_experts", "micro_batch_size", "seq_length", "max_length"}):
+        return True
+    # a script of variables only (the flags cut off): two or more of Megatron's sizes set as variables
+    return len({m.group(1) for m in _SCRIPT_VAR.finditer(text) if _script_var_arg(m.group(1), m.group(2))}) >= 2
 
 
 def _script_args(text: str, facts: LogFacts) -> None:
@@ -376,6 +452,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
     for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE"):
         if key in env and isinstance(scalar(env[key]), int):
             flags.setdefault("_env_" + key.lower(), scalar(env[key]))
+    for key, value in env.items():
+        if found := _script_var_arg(key, value):
+            flags.setdefault(*found)
     if _SWIFT_LAUNCH.search(body):
         flags.setdefault("_launcher", "megatron-swift")
     for key, value in flags.items():

@@ -48,6 +48,7 @@ import yaml
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload, precision_fields
 from megasolve.models.megatron_args import spec_from_megatron_args
+from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.logs import UNKNOWN_RANK, LogFacts, parse_log, scalar
@@ -400,6 +401,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                         "but no expert count is printed)",
                         "--arg num-experts=N --arg moe-router-topk=K --arg moe-ffn-hidden-size=F (or --model)"))
     layout_raw, work_raw = _layout_and_workload(args, defaults, notes, missing)
+    if spec is not None:
+        _check_pipeline_split(spec, layout_raw, missing)
     measured = _measured(facts, defaults, notes, missing, layout_raw)
     if missing:
         first = missing[0]
@@ -423,6 +426,20 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
                source=name, software=software, notes=tuple(notes),
                printed_params=tuple((t, p, n) for (t, p), n in sorted(facts.rank_params.items())))
+
+
+def _check_pipeline_split(spec: ModelSpec, layout: dict[str, Any], missing: list[tuple[str, str]]) -> None:
+    """An even split needs the layers (and the embedding / loss stages the log accounts for) to divide over the
+    pipeline's (virtual) stages; Megatron asserts it (ARG L985-998) unless the first/last stage or a layout
+    string says otherwise: name the argument that gives the split (ms-swift#5737: GLM-4.5-Air's 46 layers, PP 4)."""
+    stages = layout["pp"] * layout.get("vpp", 1)
+    if stages == 1 or any(k in layout for k in ("first_stage_layers", "last_stage_layers", "pipeline_layout")):
+        return
+    layers = spec.num_layers + int(bool(layout.get("account_for_embedding"))) + int(bool(layout.get("account_for_loss")))
+    if layers % stages:
+        what = f"pipeline size {layout['pp']}" + (f" x {layout['vpp']} virtual stages" if stages != layout["pp"] else "")
+        missing.append((f"pipeline split ({spec.num_layers} layers do not divide over {what}; Megatron asserts it)",
+                        "--arg decoder-last-pipeline-num-layers=N (or decoder-first-pipeline-num-layers=N)"))
 
 
 def _swift_defaults(args: dict[str, Any], notes: list[str]) -> None:
@@ -602,6 +619,12 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         layout["vpp"] = vpp
     elif isinstance(per_chunk, int) and isinstance(args.get("num_layers"), int) and pp > 1:
         layout["vpp"] = max(1, args["num_layers"] // (pp * per_chunk))
+    text = args.get("pipeline_model_parallel_layout")
+    if isinstance(text, str) and text.strip():  # --pipeline-model-parallel-layout "Et*2|(tt|)*22t|(tt|)*7mL"
+        layout["pipeline_layout"] = text.strip()
+        stages = len(expand_pipeline_layout(text))
+        if "vpp" not in layout and pp > 1 and stages % pp == 0 and stages > pp:
+            layout["vpp"] = stages // pp
     sp = args.get("sequence_parallel")
     layout["sequence_parallel"] = bool(sp) and tp > 1 if sp is not None else tp > 1
     if sp is None and tp > 1:
