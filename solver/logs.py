@@ -113,6 +113,9 @@ _BIG_PARAMS = re.compile(r"^\[(\d{3})-(\d{3})\]\s+([\d.]+)B\s*/\s*[\d.]+B$")
 # swiss-ai/Megatron-LM progress.txt (swiss-ai/Megatron-LM#46): "... # GPUs: 8 ... Job throughput: 364.8 TFLOP/s/GPU"
 _PROGRESS_GPUS = re.compile(r"#\s*GPUs:\s*(\d+)")
 _PROGRESS_TFLOPS = re.compile(r"\bJob throughput:\s*([\d.]+)\s*TFLOP/s/GPU")
+# slime's timers (slime/utils/timer.py): "Timer train end (elapsed: 3.4s)", one pass of the training loop
+# (THUDM/slime#1450)
+_SLIME_TRAIN = re.compile(r"\bTimer train end \(elapsed:\s*([\d.]+)\s*s\)")
 # Megatron-DeepSpeed's iteration line adds the trained sequence length: "| actual seqlen:  2048 |"
 # (microsoft/Megatron-DeepSpeed megatron/training.py training_log, curriculum learning)
 _ACTUAL_SEQLEN = re.compile(r"\|\s*actual seqlen:\s*(\d+)")
@@ -189,6 +192,9 @@ def parse_log(text: str) -> LogFacts:
 
 
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if m := _SLIME_TRAIN.search(line):
+        facts.nemo_steps.append((None, float(m.group(1))))
+        return
     if m := _DS_STEP.match(line):
         facts.nemo_steps.append((int(m.group(1)), float(m.group(2))))
         return
@@ -358,15 +364,17 @@ _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
 
 # the flags that make a text a launch command or a pasted flag list, whatever the launcher (pretrain_gpt.py,
 # torchrun, Megatron-SWIFT's "megatron sft" with underscore names, verl's Hydra overrides)
-_LAUNCH_FLAG = re.compile(r"(?:^|\s)--([a-z][a-z0-9_-]*)|(?:^|\s)\+*(?:[a-z_]+\.)+([a-z_][a-z0-9_]*)=", re.M)
+# a flag may open a quoted string: Python launchers list flags as strings ("--tensor-model-parallel-size", "4",
+# THUDM/slime#1136) or write overrides in f-strings (f'++policy.megatron_cfg.context_parallel_size=2 ', NeMo-RL#903)
+_LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(?:[a-z_]+\.)+([a-z_][a-z0-9_]*)=", re.M)
 # Megatron-SWIFT's launcher (modelscope/ms-swift swift/cli/_megatron: "megatron sft|pt|rlhf ...")
 _SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*megatron\s+(?:sft|pt|rlhf)\b", re.M)
 
 
 # shell variables that launch scripts set for Megatron's sizes, by the names Megatron-LM's examples, Megatron-
-# DeepSpeed's, Pai-Megatron-Patch's and Megatron-MoE-ModelZoo's launchers use (TP=2 PP=2 ... "--tensor-model-parallel-size
-# $TP"), and upper-case copies of argument names (HIDDEN_SIZE, VOCAB_FILE): the values when the excerpt is cut before
-# the flags that use them (NVIDIA/Megatron-LM#509, #1721); a flag that is printed wins
+# DeepSpeed's, Pai-Megatron-Patch's and Megatron-MoE-ModelZoo's launchers use (TP=2 PP=2 ...
+# "--tensor-model-parallel-size $TP"), and upper-case copies of argument names (HIDDEN_SIZE, VOCAB_FILE): the values
+# when the excerpt is cut before the flags that use them (NVIDIA/Megatron-LM#509, #1721); a flag that is printed wins
 SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
                "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
                "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size", "MBS": "micro_batch_size",
@@ -430,7 +438,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
     flags: dict[str, Any] = {}
     for line in lines:
         # flags also live inside quoted strings (DISTRIBUTED_ARGS="--nnodes=1 --nproc_per_node=8"): unquote
-        tokens = [t for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " ")) if t]
+        # a Python list of flag strings separates them with commas: "--pp", "2", -> --pp 2
+        tokens = [t.strip(",") for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " "))]
+        tokens = [t for t in tokens if t]
         for i, token in enumerate(tokens):
             token = token.strip("()")
             if (h := _HYDRA.match(token.lstrip("+"))) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
@@ -494,6 +504,8 @@ CONFIG_KEYS = {
     # GPUs per node and nodes as launchers spell them (NeMo-Run num_gpus_per_node, verl trainer.n_gpus_per_node /
     # trainer.nnodes, torchrun nproc_per_node / nnodes, a posted "num_gpu_per_node=8" list: Megatron-LM#637)
     "num_gpus_per_node", "num_gpu_per_node", "n_gpus_per_node", "gpus_per_node", "nproc_per_node", "nnodes",
+    # NeMo-RL's policy names for the batch and the sequence (examples/configs/*.yaml policy.*)
+    "train_global_batch_size", "train_micro_batch_size", "max_total_sequence_length",
 }
 
 @functools.cache

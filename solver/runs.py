@@ -328,6 +328,8 @@ CONFIG_ALIASES = {
     "activations_checkpoint_granularity": "recompute_granularity", "activations_checkpoint_method": "recompute_method",
     "activations_checkpoint_num_layers": "recompute_num_layers", "override_vocab_size": "vocab_size",
     "moe_router_topk": "moe_router_topk", "num_experts": "num_moe_experts",
+    "train_global_batch_size": "global_batch_size", "train_micro_batch_size": "micro_batch_size",
+    "max_total_sequence_length": "seq_length",
     # --num-virtual-stages-per-pipeline-rank sets the VPP degree as it is (arguments.py L976-977)
     "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
 }
@@ -435,9 +437,10 @@ def _check_pipeline_split(spec: ModelSpec, layout: dict[str, Any], missing: list
     stages = layout["pp"] * layout.get("vpp", 1)
     if stages == 1 or any(k in layout for k in ("first_stage_layers", "last_stage_layers", "pipeline_layout")):
         return
-    layers = spec.num_layers + int(bool(layout.get("account_for_embedding"))) + int(bool(layout.get("account_for_loss")))
-    if layers % stages:
-        what = f"pipeline size {layout['pp']}" + (f" x {layout['vpp']} virtual stages" if stages != layout["pp"] else "")
+    extra = int(bool(layout.get("account_for_embedding"))) + int(bool(layout.get("account_for_loss")))
+    if (spec.num_layers + extra) % stages:
+        vpp = f" x {layout['vpp']} virtual stages" if stages != layout["pp"] else ""
+        what = f"pipeline size {layout['pp']}{vpp}"
         missing.append((f"pipeline split ({spec.num_layers} layers do not divide over {what}; Megatron asserts it)",
                         "--arg decoder-last-pipeline-num-layers=N (or decoder-first-pipeline-num-layers=N)"))
 
