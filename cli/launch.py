@@ -80,7 +80,54 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
               ("v_head_dim", mla.v_head_dim)]
     if spec.mtp_num_layers:
         s.append(("mtp_num_layers", spec.mtp_num_layers))
-    return [Setting(name, value, "model") for name, value in s]
+    return [Setting(name, value, "model") for name, value in s] + hybrid_settings(spec)
+
+
+def hybrid_settings(spec: ModelSpec) -> list[Setting]:
+    """Hybrid layers as Megatron-Core config fields (issue 15).
+
+    * ``MambaModel`` / ``HybridModel``: the pattern (``hybrid_override_pattern``; Megatron-LM @d98e8a6
+      writes it as ``--hybrid-layer-pattern`` and runs ``pretrain_hybrid.py``: ``--hybrid-override-pattern``
+      and ``pretrain_mamba.py`` are its deprecated aliases, ``arguments.py`` L743-755) and the Mamba-2
+      mixer's ``mamba_state_dim`` / ``mamba_head_dim`` / ``mamba_num_groups`` / ``mamba_num_heads`` (TC
+      L1259-1270, flags through ``ArgumentGroupFactory(TransformerConfig)``, ARG L2373).
+    * gated DeltaNet in a GPT stack (Qwen3-Next): ``experimental_attention_variant gated_delta_net`` (TC
+      L301), ``linear_attention_freq`` (an int N: every N-th layer softmax attention, else the 0/1 list as
+      a Python expression; ARG ``la_freq_type``, TRN L1172-1186), the ``linear_*`` head sizes and conv
+      kernel (TC L363-382), ``attention_output_gate`` (TC L278).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> [(s.name, s.value) for s in hybrid_settings(load_preset("nemotron-h-8b"))][1:3]
+    [('mamba_state_dim', 128), ('mamba_head_dim', 64)]
+    >>> [(s.name, s.value) for s in hybrid_settings(load_preset("qwen3-next-80b-a3b"))][:2]
+    [('experimental_attention_variant', 'gated_delta_net'), ('linear_attention_freq', 4)]
+    """
+    s: list[Setting] = []
+    if spec.is_hybrid:
+        m = spec.mamba
+        s.append(Setting("hybrid_override_pattern", spec.hybrid_pattern, "model"))
+        if m is not None:
+            s += [Setting("mamba_state_dim", m.state_dim, "model"), Setting("mamba_head_dim", m.head_dim, "model"),
+                  Setting("mamba_num_groups", m.num_groups, "model"), Setting("mamba_num_heads", m.num_heads, "model")]
+        if not spec.swiglu:
+            s.append(Setting("_note", None, "model",
+                             "the MLP activation is not part of the plan: Nemotron-H uses squared ReLU, "
+                             "add --squared-relu (ARG L2448) or the recipe's activation_func"))
+    pattern = spec.linear_attention_pattern
+    if pattern is not None and any(pattern) and spec.gated_delta_net is not None:
+        g = spec.gated_delta_net
+        period = next((n for n in range(2, len(pattern) + 1)
+                       if all(bool(v) == ((i + 1) % n != 0) for i, v in enumerate(pattern))), None)
+        s += [Setting("experimental_attention_variant", "gated_delta_net", "model"),
+              Setting("linear_attention_freq", period or moe_layer_freq_expr(pattern), "model"),
+              Setting("linear_key_head_dim", g.key_head_dim, "model"),
+              Setting("linear_value_head_dim", g.value_head_dim, "model"),
+              Setting("linear_num_key_heads", g.num_key_heads, "model"),
+              Setting("linear_num_value_heads", g.num_value_heads, "model"),
+              Setting("linear_conv_kernel_dim", g.conv_kernel, "model")]
+    if spec.attention_output_gate:
+        s.append(Setting("attention_output_gate", True, "model"))
+    return s
 
 
 def _skip_freq(pattern: tuple[int, ...]) -> int | None:

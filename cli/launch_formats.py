@@ -84,6 +84,8 @@ MEGATRON_DEST = {
     # --pipeline-model-parallel-layout STRING (ARG; TC L1307-1357); no flag (None) means no layout
     "cpu_offloading": None,  # ARG L1950: --cpu-offloading-num-layers > 0 switches it on
     "cpu_offloading_weights": None,  # activations only is Megatron-LM's default
+    # --hybrid-override-pattern is the deprecated alias (ARG L743-755 @d98e8a6)
+    "hybrid_override_pattern": "hybrid_layer_pattern",
 }
 # Booleans whose Megatron-LM default is True: False is written with this store_false flag
 MEGATRON_FALSE_FLAG = {"add_bias_linear": "--disable-bias-linear",
@@ -135,12 +137,15 @@ def megatron_flag_list(settings: list[Setting]) -> list[str]:
 
 
 def megatron_command(settings: list[Setting], cluster: Cluster) -> str:
-    """A ``torchrun ... pretrain_gpt.py`` command; environment variables go before ``torchrun``."""
+    """A ``torchrun ... pretrain_gpt.py`` (hybrid models: ``pretrain_hybrid.py``) command; environment
+    variables go before ``torchrun``."""
     env = [f"{s.name}={s.value}" for s in settings if s.group == "env"]
     flags = megatron_flag_list(settings) + list(MEGATRON_RUN_FLAGS)
     per_node = min(cluster.gpus_per_node, cluster.num_gpus)
+    # a hybrid model trains with pretrain_hybrid.py (pretrain_mamba.py is its deprecated wrapper @d98e8a6)
+    script = "pretrain_hybrid.py" if any(s.name == "hybrid_override_pattern" for s in settings) else "pretrain_gpt.py"
     launcher = (f"torchrun --nproc-per-node {per_node} --nnodes {cluster.num_nodes} --node-rank ${{NODE_RANK:-0}} "
-                f"--master-addr ${{MASTER_ADDR:-localhost}} --master-port ${{MASTER_PORT:-6000}} pretrain_gpt.py")
+                f"--master-addr ${{MASTER_ADDR:-localhost}} --master-port ${{MASTER_PORT:-6000}} {script}")
     header = [f"# Megatron-LM @ {MEGATRON_LM_COMMIT[:8]}: run from the Megatron-LM checkout on every node "
               f"(NODE_RANK 0..{cluster.num_nodes - 1}).",
               "# --mock-data and NullTokenizer make it run as is; for real data add --data-path and a tokenizer of "

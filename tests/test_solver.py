@@ -27,6 +27,9 @@ GRID = [
     ("deepseek-v2-lite", 32, "h100", 4096, 256, {"mbs": 1, "cp": 1}),
     ("deepseek-v3-proxy", 64, "h100", 4096, 512, {"mbs": 1, "cp": 1, "tp": 1}),
     ("llama-3.1-70b", 512, "h100", 8192, 512, {"mbs": 1, "cp": 2, "tp": 8, "recompute": "none"}),
+    # hybrid models (issue 15): Mamba-2 / attention / MLP one-block layers; gated DeltaNet + MoE
+    ("nemotron-h-8b", 8, "h100", 4096, 64, {}),
+    ("qwen3-next-80b-a3b", 64, "h100", 4096, 256, {"mbs": 1, "cp": 1}),
 ]
 
 

@@ -1,0 +1,118 @@
+"""Hybrid Mamba-2 and gated-DeltaNet layers (issue 15, deliverable 4): per-kind formulas, Megatron's
+rules for them, and the launch exports. The engines' agreement on these models is in test_combine.py and
+test_solver.py."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+from megasolve.cli.launch import launch_text
+from megasolve.cost import hybrid
+from megasolve.cost.compute import layer_work, model_flops_per_sequence
+from megasolve.cost.layers import LayerKind, model_layer_kinds
+from megasolve.cost.memory import ActivationShape, layer_activation_bytes
+from megasolve.models import Layout, Workload, load_preset
+from megasolve.models.params import model_params
+from megasolve.solver.rules import RuleContext, violations
+from megasolve.topology import Cluster
+
+MAMBA = LayerKind(mixer="mamba", mlp=False)
+
+
+def test_doctests_of_hybrid_module_pass():
+    result = doctest.testmod(hybrid)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_nemotron_h_layer_kinds_are_one_block_each():
+    names = [k.name for k in model_layer_kinds(load_preset("nemotron-h-8b"))]
+    assert names == ["h_mamba", "h_mlp", "h_attn"]
+    assert [k.name for k in model_layer_kinds(load_preset("qwen3-next-80b-a3b"))] == ["gdn_moe", "moe"]
+
+
+def test_mamba_layer_has_no_quadratic_term():
+    """Same tokens per micro-batch, twice the sequence: a Mamba layer's work and saved bytes stay the
+    same (no KV cache, no s^2 scores); an attention layer's core FLOPs double."""
+    spec = load_preset("nemotron-h-8b")
+    shape1, shape2 = (ActivationShape(tp=1, cp=1, mbs=b, sequence_parallel=False) for b in (2, 1))
+    short, long = Workload(seq_length=4096), Workload(seq_length=8192)
+    assert layer_work(spec, short, shape1, moe=False, recompute="none", kind=MAMBA) == \
+        layer_work(spec, long, shape2, moe=False, recompute="none", kind=MAMBA)
+    assert layer_activation_bytes(spec, short, shape1, moe=False, recompute="none", kind=MAMBA) == \
+        layer_activation_bytes(spec, long, shape2, moe=False, recompute="none", kind=MAMBA)
+    attn = LayerKind(mlp=False)
+    assert layer_work(spec, long, shape2, moe=False, recompute="none", kind=attn).attention_flops == pytest.approx(
+        2 * layer_work(spec, short, shape1, moe=False, recompute="none", kind=attn).attention_flops)
+
+
+def test_mamba_activations_split_over_tp():
+    # bytes per token at tp1 (cost/hybrid.py doctest): 102,688; at tp 4 with SP everything splits by 4
+    spec, w = load_preset("nemotron-h-8b"), Workload(seq_length=4096)
+    one = layer_activation_bytes(spec, w, ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False),
+                                 moe=False, recompute="none", kind=MAMBA)
+    four = layer_activation_bytes(spec, w, ActivationShape(tp=4, cp=1, mbs=1, sequence_parallel=True),
+                                  moe=False, recompute="none", kind=MAMBA)
+    assert one == 102_688 * 4096 and four == pytest.approx(one / 4)
+
+
+def test_nemotron_h_model_flops_near_six_n():
+    """Megatron's hybrid_flops at 8K: 46.7 GFLOPs per token; 6N (N = 8.10B with the embeddings, 7.56B
+    without the input embedding) = 48.6 / 45.4: within 5 % of the 6N rule either way."""
+    spec = load_preset("nemotron-h-8b")
+    per_token = model_flops_per_sequence(spec, 8192) / 8192
+    n = model_params(spec)["params_total"]
+    assert per_token / 1e9 == pytest.approx(46.7, abs=0.05)
+    assert per_token == pytest.approx(6 * n, rel=0.05)
+
+
+def _ctx(name: str, gpus: int) -> RuleContext:
+    return RuleContext(spec=load_preset(name), cluster=Cluster.from_flags(num_gpus=gpus, gpu="h100"),
+                       workload=Workload(seq_length=8192, global_batch_size=256))
+
+
+def test_mamba_tp_must_divide_the_groups():
+    # 8 Mamba groups (mamba_mixer.py L270): tp 16 breaks it
+    ctx = _ctx("nemotron-h-8b", 16)
+    names = [v.rule for v in violations(ctx, Layout(tp=16, dp=1))]
+    assert "mamba_groups_divisible_by_tp" in names and "mamba_heads_divisible_by_tp" not in names
+
+
+def test_mamba_cp_rules_follow_mamba_context_parallel():
+    # tp 2: 64 heads and 4 groups per TP rank; cp 8 repeats the groups (8 % 4 == 0), cp 3 splits nothing
+    ctx = _ctx("nemotron-h-8b", 48)
+    assert "mamba_heads_groups_vs_cp" not in [v.rule for v in violations(ctx, Layout(tp=2, cp=8, dp=3))]
+    assert "mamba_heads_groups_vs_cp" in [v.rule for v in violations(ctx, Layout(tp=2, cp=3, dp=8))]
+
+
+def test_hybrid_vpp_is_refused_without_pipe_separators():
+    ctx = _ctx("nemotron-h-8b", 8)
+    found = [v for v in violations(ctx, Layout(pp=4, vpp=2, dp=2)) if v.rule == "hybrid_vpp_needs_pipe_pattern"]
+    assert found and "hybrid_layer_allocation.py" in found[0].source
+
+
+def test_deltanet_heads_vs_tp_and_cp():
+    ctx = _ctx("qwen3-next-80b-a3b", 64)
+    assert "gdn_heads_divisible_by_cp" in [v.rule for v in violations(ctx, Layout(tp=8, cp=4, dp=2, ep=8))]
+    assert not [v for v in violations(ctx, Layout(tp=4, cp=2, dp=8, ep=8)) if v.rule.startswith("gdn_")]
+
+
+def test_megatron_export_of_a_hybrid_model():
+    spec = load_preset("nemotron-h-8b")
+    text = launch_text("megatron", spec, Cluster.from_flags(num_gpus=8, gpu="h100"),
+                       Workload(seq_length=8192, global_batch_size=256), Layout(tp=2, dp=4))
+    assert "pretrain_hybrid.py" in text and "--hybrid-layer-pattern 'M-M-M-M*-M" in text
+    for flag in ("--mamba-state-dim 128", "--mamba-head-dim 64", "--mamba-num-groups 8", "--mamba-num-heads 128"):
+        assert flag in text
+    assert "--squared-relu" in text.split("torchrun")[0]  # a note, not a flag the plan invents
+
+
+def test_megatron_export_of_gated_deltanet():
+    spec = load_preset("qwen3-next-80b-a3b")
+    text = launch_text("megatron", spec, Cluster.from_flags(num_gpus=64, gpu="h100"),
+                       Workload(seq_length=4096, global_batch_size=256), Layout(tp=2, pp=4, dp=8, ep=8))
+    assert "pretrain_gpt.py" in text
+    for flag in ("--experimental-attention-variant gated_delta_net", "--linear-attention-freq 4",
+                 "--linear-num-key-heads 16", "--linear-num-value-heads 32", "--attention-output-gate"):
+        assert flag in text
