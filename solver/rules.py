@@ -318,6 +318,12 @@ HYBRID_RULES: tuple[Rule, ...] = (
                               "pipe ('|') separators",
          fix="use --vpp 1 (megasolve does not write '|' stage boundaries into the pattern)",
          source="hybrid_layer_allocation.py L384-392"),
+    Rule(name="hybrid_split_without_accounting", axes=("account_for_embedding", "account_for_loss"),
+         check=lambda c, a: not c.spec.is_hybrid or not (a.get("account_for_embedding") or a.get("account_for_loss")),
+         message=lambda c, a: "the hybrid stack splits its pattern over pipeline stages by layer count only "
+                              "(first / last stage layers); the embedding / loss accounting is not read",
+         fix="drop --account-for-embedding / --account-for-loss (use --first-stage-layers / --last-stage-layers)",
+         source="hybrid_layer_allocation.py select_pipeline_segment L331-440"),
     Rule(name="hybrid_no_activation_offload", axes=("cpu_offload_layers",),
          check=lambda c, a: not c.spec.is_hybrid or a["cpu_offload_layers"] == 0,
          message=lambda c, a: "the hybrid stack has no CPU activation offloading (only TransformerBlock "
@@ -349,6 +355,14 @@ HYBRID_RULES: tuple[Rule, ...] = (
          fix="drop --cpu-offload-layers", source="megasolve limitation (cost/hybrid.py)"),
 )
 RULES = RULES + MEMORY_KNOB_RULES + HYBRID_RULES
+
+
+def model_rules(spec: ModelSpec) -> tuple[Rule, ...]:
+    """``RULES`` that can bind for ``spec``: the hybrid rules only for a model with hybrid or DeltaNet
+    layers (for any other model they hold for every layout, and the search need not encode them)."""
+    if _block_layers(spec):
+        return RULES
+    return tuple(rule for rule in RULES if rule not in HYBRID_RULES)
 # Rules on Layout fields the search does not vary: none left (kept for callers of violations())
 FIXED_FIELD_RULES: tuple[Rule, ...] = ()
 

@@ -32,6 +32,12 @@ def test_nemotron_h_layer_kinds_are_one_block_each():
     assert [k.name for k in model_layer_kinds(load_preset("qwen3-next-80b-a3b"))] == ["gdn_moe", "moe"]
 
 
+def test_nemotron_h_56b_layer_counts_match_the_release():
+    # NVIDIA ADLR Nemotron-H page: "54 Mamba-2, 54 MLP, and 10 Self-Attention layers"
+    pattern = load_preset("nemotron-h-56b").hybrid_pattern
+    assert (pattern.count("M"), pattern.count("-"), pattern.count("*")) == (54, 54, 10)
+
+
 def test_mamba_layer_has_no_quadratic_term():
     """Same tokens per micro-batch, twice the sequence: a Mamba layer's work and saved bytes stay the
     same (no KV cache, no s^2 scores); an attention layer's core FLOPs double."""
@@ -84,6 +90,12 @@ def test_mamba_cp_rules_follow_mamba_context_parallel():
     ctx = _ctx("nemotron-h-8b", 48)
     assert "mamba_heads_groups_vs_cp" not in [v.rule for v in violations(ctx, Layout(tp=2, cp=8, dp=3))]
     assert "mamba_heads_groups_vs_cp" in [v.rule for v in violations(ctx, Layout(tp=2, cp=3, dp=8))]
+
+
+def test_hybrid_split_ignores_embedding_accounting():
+    ctx = _ctx("nemotron-h-8b", 8)
+    names = [v.rule for v in violations(ctx, Layout(pp=4, dp=2, account_for_embedding=True))]
+    assert "hybrid_split_without_accounting" in names
 
 
 def test_hybrid_vpp_is_refused_without_pipe_separators():
