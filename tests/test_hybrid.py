@@ -128,3 +128,67 @@ def test_megatron_export_of_gated_deltanet():
     for flag in ("--experimental-attention-variant gated_delta_net", "--linear-attention-freq 4",
                  "--linear-num-key-heads 16", "--linear-num-value-heads 32", "--attention-output-gate"):
         assert flag in text
+
+
+# A hybrid MoE stack ('E' layers: MoE without attention, each with its own norm), Nemotron-3-Nano's shape
+# (Megatron-Bridge nemotron_h_provider.py Nemotron3NanoProvider)
+NANO_MOE = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 2688,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", "num_hidden_layers": 52,
+    "intermediate_size": 1856, "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8,
+    "conv_kernel": 4, "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 131072,
+    "tie_word_embeddings": False, "mlp_hidden_act": "relu2", "max_position_embeddings": 8192,
+    "n_routed_experts": 128, "num_experts_per_tok": 6, "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712,
+}
+
+
+def test_hybrid_moe_layers_agree_across_engines():
+    """'E' layers (MoE without attention): estimate, the oracle and CP-SAT agree on random layouts."""
+    import random
+
+    from ortools.sat.python import cp_model
+
+    from megasolve.cost.memory import stage_memory
+    from megasolve.cost.step import step_time
+    from megasolve.models.hf import spec_from_hf_config
+    from megasolve.solver.cpsat import build_model, new_solver, pipeline_rows
+    from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
+    from megasolve.solver.tables import CostTables
+
+    spec = spec_from_hf_config(NANO_MOE, name="nano-moe")
+    assert [k.name for k in model_layer_kinds(spec)] == ["h_mamba", "h_moe", "h_attn"]
+    cluster = Cluster.from_flags(num_gpus=16, gpu="h100")
+    workload = Workload(seq_length=8192, global_batch_size=128)
+    space = build_space(spec, cluster, workload)
+    tables = CostTables(spec, cluster, workload)
+    rows = pipeline_rows(space, tables)
+    rng, points = random.Random(5), []
+    for _ in range(50_000):
+        point = {a: rng.choice(space.domains[a]) for a in AXES if a != "dp"}
+        dense = point["tp"] * point["cp"] * point["pp"]
+        if 16 % dense:
+            continue
+        point["dp"] = 16 // dense
+        if point["dp"] in space.domains["dp"] and space.legal(point) and point not in points:
+            points.append(point)
+        if len(points) == 8:
+            break
+    assert len(points) == 8 and {p["ep"] for p in points} != {1}
+    for point in points:
+        cost = tables.evaluate(point)
+        layout = point_layout(point)
+        m = workload.num_microbatches(layout)
+        assert cost.step_us == pytest.approx(step_time(spec, cluster, workload, layout).step_s * 1e6, rel=2e-4,
+                                             abs=50 + 2 * m * spec.num_layers)
+        peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, layout)) / 2**20
+        assert peak <= cost.peak_mib <= peak * 1.002 + 64
+        pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
+        built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
+                                                  == (point["pp"], point["vpp"], point["split"], point["rc"])])
+        solver = new_solver(30)
+        status = solver.Solve(built.model)
+        if cost.fits:
+            assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
+        else:
+            assert status == cp_model.INFEASIBLE
