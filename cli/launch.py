@@ -111,8 +111,8 @@ def hybrid_settings(spec: ModelSpec) -> list[Setting]:
                   Setting("mamba_num_groups", m.num_groups, "model"), Setting("mamba_num_heads", m.num_heads, "model")]
         if not spec.swiglu:
             s.append(Setting("_note", None, "model",
-                             "the MLP activation is not part of the plan: Nemotron-H uses squared ReLU, "
-                             "add --squared-relu (ARG L2448) or the recipe's activation_func"))
+                             "the MLP activation is not part of the plan: Nemotron-H uses squared ReLU "
+                             "(Megatron-LM --squared-relu, ARG L2448; activation_func squared_relu in a recipe)"))
     pattern = spec.linear_attention_pattern
     if pattern is not None and any(pattern) and spec.gated_delta_net is not None:
         g = spec.gated_delta_net

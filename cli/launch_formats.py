@@ -186,6 +186,10 @@ BRIDGE = {
 }
 # Megatron-Bridge main: GPT-level fields of ``GPTModelConfig`` stay on ``model``; the rest of the model
 # settings move under ``model.transformer``
+# Megatron-Core @d98e8a6 has no TransformerConfig field for the hybrid pattern (``--hybrid-layer-pattern`` is a
+# Megatron-LM argument read by the hybrid model builder): where Bridge main keeps it was not checked
+_HYBRID_MAIN = NotExpressible("hybrid_override_pattern (not a TransformerConfig field at Megatron-Core main; "
+                              "set the pattern in the hybrid recipe)")
 BRIDGE_MAIN_GPT_FIELDS = ("vocab_size", "make_vocab_size_divisible_by", "share_embeddings_and_output_weights",
                           "position_embedding_type", "seq_length")
 
@@ -297,6 +301,8 @@ def _target(fmt: str, setting: Setting) -> object:
     if name == "gated_linear_unit" and setting.value:
         return (_SWIGLU, f"model.{name}" if fmt == "bridge" else
                 f"model.transformer.{name}" if fmt == "bridge-main" else f"model.config.{name}")
+    if fmt == "bridge-main" and name == "hybrid_override_pattern":
+        return _HYBRID_MAIN
     if fmt in ("bridge", "bridge-main"):
         key = BRIDGE.get(name, f"model.{name}")
         if fmt == "bridge-main" and isinstance(key, str) and key.startswith("model.") \

@@ -150,6 +150,12 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     activation per token per ``F`` (``activation_bytes_per_token_ffn``: SwiGLU reads ``2F`` and writes
     ``F`` forward, reads ``3F`` and writes ``2F`` backward; GeLU / squared ReLU ``F + F`` and ``2F + F``).
 
+    Hybrid kinds (``LayerKind.mixer`` / ``LayerKind.mlp``, issue 15): a layer holds only its blocks -- no
+    attention terms without an attention mixer, no MLP terms without an MLP; a Mamba-2 / DeltaNet mixer
+    adds its projections as GEMMs, its scan / delta rule with the attention kernels' FLOPs (scaled only
+    by full recompute) and its conv, gate and norm traffic (``cost/hybrid.py``); a one-block layer has
+    one norm and one residual add, half the per-token elementwise bytes.
+
     FP8 (Transformer Engine): every GEMM input and output gradient is quantised (amax + cast) before
     the GEMM: ``fp8_cast_bytes_per_token_hidden`` extra HBM bytes per token per ``h`` (calibrated),
     ``x block_scaling_cast_factor`` with a block-scaling recipe (MXFP8 / blockwise: a scale per block

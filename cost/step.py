@@ -106,7 +106,9 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
 
     With SP: dense layer ``6 AG + 4 RS`` (fwd 2+2, bwd 4+2); without: ``4 AR``. An MoE layer does this
     for attention (half) and for shared experts (half), not for routed experts. Full recompute repeats
-    the forward collectives. MLA gathers its latents instead of ``h``.
+    the forward collectives. MLA gathers its latents instead of ``h``. A hybrid layer (``kind``) has the
+    blocks it holds: a Mamba-2 / DeltaNet mixer is a column-parallel ``in_proj`` of ``h`` and a
+    row-parallel ``out_proj`` back to ``h`` (``mamba_mixer.py`` L281-294, L435-451), one half like attention's.
 
     Exposure without ``--tp-comm-overlap`` (Megatron's default): every collective on the critical
     path except, per column-parallel linear, the backward's input re-gather (issued async before the
@@ -129,11 +131,7 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     has_attn, has_mlp = kind is None or kind.has_attention, kind is None or kind.mlp
     if not has_attn:  # a Mamba / DeltaNet mixer: column-parallel in_proj of h, row-parallel out_proj to h
         halves = [(m_h, m_h)] if kind.mixer != "none" else []
-    if not has_mlp:
-        pass
-    elif not moe:
-        halves.append((m_h, m_h))
-    elif spec.moe.shared_expert_ffn_hidden_size:
+    if has_mlp and (not moe or spec.moe.shared_expert_ffn_hidden_size):
         halves.append((m_h, m_h))
     seconds = hidden = 0.0
     refwd = 1 if recompute == "full" else 0

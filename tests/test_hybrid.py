@@ -192,3 +192,28 @@ def test_hybrid_moe_layers_agree_across_engines():
             assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
         else:
             assert status == cp_model.INFEASIBLE
+
+
+@pytest.mark.parametrize("name,gpus,script", [("nemotron-h-8b", "8", "pretrain_hybrid.py"),
+                                              ("qwen3-next-80b-a3b", "64", "pretrain_gpt.py")])
+def test_hybrid_exports_parse_with_megatron_lms_recorded_parser(name, gpus, script):
+    """Every flag of the export exists in Megatron-LM's parser @d98e8a64 (tests/data/megatron_lm_arguments.json)
+    and carries the planned architecture."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    from megasolve.cli.main import cli
+    from test_launch import megatron_parser
+
+    result = CliRunner().invoke(cli, ["estimate", "-m", name, "-n", gpus, "-g", "h100", "--tp", "2", "-o", "megatron"])
+    assert result.exit_code in (0, 1), result.output
+    words = shlex.split(" ".join(line.rstrip("\\") for line in result.stdout.splitlines() if not line.startswith("#")))
+    args = megatron_parser().parse_args(words[words.index(script) + 1:])
+    spec = load_preset(name)
+    if spec.is_hybrid:
+        assert args.hybrid_layer_pattern == spec.hybrid_pattern and args.mamba_num_heads == 128
+        assert (args.mamba_state_dim, args.mamba_head_dim, args.mamba_num_groups) == (128, 64, 8)
+    else:
+        assert args.experimental_attention_variant == "gated_delta_net" and args.linear_attention_freq == "4"
+        assert (args.linear_num_key_heads, args.linear_num_value_heads, args.attention_output_gate) == (16, 32, True)
