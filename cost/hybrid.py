@@ -61,6 +61,20 @@ def mamba_model_flops_per_token(spec: ModelSpec) -> float:
     return 3.0 * (2 * h * mamba_projection_width(spec) + 7 * m.d_inner * m.state_dim + 2 * m.d_inner * h)
 
 
+def mamba_group_repeat(spec: ModelSpec, tp: int, cp: int) -> int:
+    """How many times CP repeats each B / C group before its all-to-all: ``cp / (G/t)`` when a TP rank
+    holds fewer groups than there are CP ranks, else 1 (``mamba_context_parallel.py`` L119-133,
+    ``pre_conv_ssm`` L168-183).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec = load_preset("nemotron-h-8b")  # 8 groups
+    >>> mamba_group_repeat(spec, 4, 8), mamba_group_repeat(spec, 1, 8)
+    (4, 1)
+    """
+    groups = spec.mamba.num_groups // tp
+    return cp // groups if 0 < groups < cp else 1
+
+
 def mamba_gemm_flops_per_token(spec: ModelSpec) -> float:
     """``in_proj`` and ``out_proj`` GEMMs, forward + backward (6 x weights): ``6 h (P + d_i)``."""
     return 6.0 * spec.hidden_size * (mamba_projection_width(spec) + spec.mamba.d_inner)
@@ -102,7 +116,7 @@ def mamba_elementwise_bytes_per_token(spec: ModelSpec) -> float:
 
 
 def mamba_activation_terms(spec: ModelSpec, workload: Workload, tokens: float, tp: int, sigma: int,
-                           gemm_input_bytes: int) -> dict[str, float]:
+                           gemm_input_bytes: int, cp: int = 1) -> dict[str, float]:
     """Saved tensors of one Mamba layer (per micro-batch per rank), by name:
 
     * the fused pre-norm of ``in_proj`` (``TELayerNormColumnParallelLinear``): its input ``2 T h/sigma``
@@ -117,7 +131,8 @@ def mamba_activation_terms(spec: ModelSpec, workload: Workload, tokens: float, t
     * ``out_proj`` (row-parallel): its input ``a T d_i/t``.
 
     CP all-to-alls keep the per-rank element counts (``T/c`` tokens x ``nheads/t`` heads becomes ``s``
-    tokens x ``nheads/(t c)`` heads). Not traced (mamba_ssm needs CUDA): unmeasured.
+    tokens x ``nheads/(t c)`` heads), except B and C, repeated ``mamba_group_repeat`` times when a TP
+    rank holds fewer groups than there are CP ranks. Not traced (mamba_ssm needs CUDA): unmeasured.
 
     >>> from megasolve.models.presets import load_preset
     >>> terms = mamba_activation_terms(load_preset("nemotron-h-8b"), Workload(seq_length=8192), 1.0, 1, 1, 2)
@@ -130,18 +145,22 @@ def mamba_activation_terms(spec: ModelSpec, workload: Workload, tokens: float, t
         "mamba_norm_input": BF16 * T * h / sigma,
         "mamba_fused_norm_output": gemm_input_bytes * T * h / sigma,
         "mamba_dropout_mask": delta * T * h / sigma,
-        "mamba_zxbcdt": BF16 * T * mamba_projection_width(spec) / tp,
+        "mamba_zxbcdt": BF16 * T * (mamba_projection_width(spec)
+                                    + 2 * m.num_groups * m.state_dim * (mamba_group_repeat(spec, tp, cp) - 1)) / tp,
         "mamba_scan_output": BF16 * T * m.d_inner / tp,
         "mamba_gated_norm_input": BF16 * T * m.d_inner / tp + FP32 * T * m.num_groups / tp,
         "mamba_out_proj_input": gemm_input_bytes * T * m.d_inner / tp,
     }
 
 
-def mamba_cp_bytes(spec: ModelSpec, tokens: float, tp: int) -> tuple[float, float]:
-    """Bytes one rank sends through the CP all-to-alls of one Mamba mixer's forward: (before the conv:
-    z, x, B, C, dt; after the scan: y), ``mamba_context_parallel.py`` ``pre_conv_ssm`` / ``post_conv_ssm``.
-    B and C are repeated when ``G/t < c`` (L119-124); counted once here."""
-    return BF16 * tokens * mamba_projection_width(spec) / tp, BF16 * tokens * spec.mamba.d_inner / tp
+def mamba_cp_bytes(spec: ModelSpec, tokens: float, tp: int, cp: int) -> tuple[float, float]:
+    """Bytes one rank puts into the CP all-to-alls of one Mamba mixer's forward: (before the conv: z, x,
+    B, C, dt, with B and C repeated ``mamba_group_repeat`` times; after the scan: y),
+    ``mamba_context_parallel.py`` ``pre_conv_ssm`` / ``post_conv_ssm`` (L140-215)."""
+    m = spec.mamba
+    repeat = mamba_group_repeat(spec, tp, cp)
+    pre = mamba_projection_width(spec) + 2 * m.num_groups * m.state_dim * (repeat - 1)
+    return BF16 * tokens * pre / tp, BF16 * tokens * m.d_inner / tp
 
 
 # ---------------------------------------------------------------------------- gated DeltaNet
@@ -230,7 +249,7 @@ def gdn_activation_terms(spec: ModelSpec, workload: Workload, tokens: float, tp:
     }
 
 
-def gdn_cp_bytes(spec: ModelSpec, tokens: float, tp: int) -> tuple[float, float]:
+def gdn_cp_bytes(spec: ModelSpec, tokens: float, tp: int, cp: int = 1) -> tuple[float, float]:
     """Bytes one rank sends through the CP all-to-alls of one DeltaNet forward: (the projections q, k, v,
     z, beta, alpha to head sharding; the normed output back), gdn.py L56-63 / ``common.py`` L360-420."""
     _, v, _ = _gdn_dims(spec)

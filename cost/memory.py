@@ -404,7 +404,7 @@ def block_activation_terms(spec: ModelSpec, workload: Workload, shape: Activatio
     if kind.mixer == "attention":
         terms |= attention_activation_terms(spec, workload, shape)
     elif kind.mixer == "mamba":
-        terms |= hybrid.mamba_activation_terms(spec, workload, T, t, sigma, a)
+        terms |= hybrid.mamba_activation_terms(spec, workload, T, t, sigma, a, shape.cp)
     elif kind.mixer == "gdn":
         terms |= hybrid.gdn_activation_terms(spec, workload, T, t, sigma, a)
     if kind.mlp:

@@ -383,7 +383,7 @@ def mixer_cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape
     if c == 1 or kind.mixer not in ("mamba", "gdn"):
         return 0.0
     tokens = shape.tokens(workload)
-    pre, post = (hybrid.mamba_cp_bytes if kind.mixer == "mamba" else hybrid.gdn_cp_bytes)(spec, tokens, shape.tp)
+    pre, post = (hybrid.mamba_cp_bytes if kind.mixer == "mamba" else hybrid.gdn_cp_bytes)(spec, tokens, shape.tp, c)
     network = cluster.group_link(shape.tp, c).tier == "network"  # the CP group leaves its NVLink domain
 
     def a2a(sent: float) -> float:  # NCCL all-to-all (``all_to_all_sp2hp`` / ``hp2sp``)

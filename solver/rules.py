@@ -328,7 +328,7 @@ HYBRID_RULES: tuple[Rule, ...] = (
          check=lambda c, a: not c.spec.is_hybrid or a["cpu_offload_layers"] == 0,
          message=lambda c, a: "the hybrid stack has no CPU activation offloading (only TransformerBlock "
                               "opens the offload context)",
-         fix="drop --cpu-offload-layers", source="hybrid_block.py forward L330-410 (no cpu_offloading context)"),
+         fix="drop --cpu-offload-layers", source="hybrid_block.py forward L273-410 (no cpu_offloading context)"),
     Rule(name="gdn_heads_divisible_by_tp", axes=("tp",),
          check=lambda c, a: _gdn(c.spec) is None or (_gdn(c.spec).num_key_heads % a["tp"] == 0
                                                       and _gdn(c.spec).num_value_heads % a["tp"] == 0),
