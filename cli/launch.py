@@ -26,7 +26,7 @@ from __future__ import annotations
 from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
 from megasolve.cost.step import cp_comm_type
 from megasolve.models.layout import Layout, Workload
-from megasolve.models.params import stage_layer_counts
+from megasolve.models.params import stage_layer_counts, stage_layer_ids
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
@@ -363,9 +363,42 @@ def env_settings(cluster: Cluster, layout: Layout) -> list[Setting]:
 
 def plan_settings(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[Setting]:
     """Everything the plan depends on, in output order."""
-    return (model_settings(spec) + attention_settings(spec, layout) + layout_settings(spec, workload, layout) + optimizer_settings(workload, layout)
-            + memory_settings(layout) + precision_settings(workload) + kernel_settings(spec, workload)
-            + overlap_settings(spec, workload, layout) + env_settings(cluster, layout))
+    return hybrid_pipeline_settings(spec, layout, (
+        model_settings(spec) + attention_settings(spec, layout) + layout_settings(spec, workload, layout)
+        + optimizer_settings(workload, layout) + memory_settings(layout) + precision_settings(workload)
+        + kernel_settings(spec, workload) + overlap_settings(spec, workload, layout) + env_settings(cluster, layout)))
+
+
+def hybrid_pipeline_settings(spec: ModelSpec, layout: Layout, settings: list[Setting]) -> list[Setting]:
+    """Interleaved pipelining of a hybrid model: its pattern with one ``|`` segment per virtual stage, in
+    Megatron's order (segment ``v*pp + r`` is virtual stage ``v`` of pipeline rank ``r``,
+    ``hybrid_layer_allocation.py`` ``select_pipeline_segment`` L440-460), each holding the layers the plan
+    puts there (``params.stage_layer_ids``). Without pipes Megatron refuses VPP for a hybrid pattern
+    (L384-392); with them, first / last stage layer counts are refused (L376-382, ARG L803-813) and
+    Megatron-LM derives the virtual size from the segments (ARG L815-824, L847-860), so those settings go.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> out = hybrid_pipeline_settings(load_preset("nemotron-h-8b"), Layout(pp=2, vpp=2), model_settings(
+    ...     load_preset("nemotron-h-8b")))
+    >>> next(s.value for s in out if s.name == "hybrid_override_pattern")
+    'M-M-M-M*-M-M-|M-M-M*-M-M-M-|M-M*-M-M-M-M-|M*-M-M-M-M-M-'
+    """
+    if not spec.is_hybrid or layout.vpp == 1:
+        return settings
+    ids = stage_layer_ids(spec, layout)
+    piped = "|".join("".join(spec.hybrid_pattern[i] for i in ids[rank][chunk])
+                     for chunk in range(layout.vpp) for rank in range(layout.pp))
+    dropped = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+               "num_layers_per_virtual_pipeline_stage")
+    out = []
+    for setting in settings:
+        if setting.name == "hybrid_override_pattern":
+            setting = Setting(setting.name, piped, setting.group,
+                              f"{layout.pp * layout.vpp} pipeline segments: {layout.vpp} virtual stages per rank")
+        elif setting.name in dropped:
+            setting = Setting(setting.name, None, setting.group)
+        out.append(setting)
+    return out
 
 
 def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[str]:

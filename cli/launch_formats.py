@@ -107,6 +107,9 @@ def _megatron_flag(setting: Setting, settings: dict[str, Setting]) -> list[str]:
         return []
     if name == "virtual_pipeline_model_parallel_size" and settings["num_layers_per_virtual_pipeline_stage"].value:
         return []  # the even split is written as layers per virtual stage
+    pattern = settings.get("hybrid_override_pattern")
+    if name == "virtual_pipeline_model_parallel_size" and pattern is not None and "|" in str(pattern.value):
+        return []  # derived from the pattern's | segments (ARG L815-824, L847-860)
     if name == "num_query_groups":  # GQA needs its switch; MHA is the default
         heads = settings["num_attention_heads"].value
         return [] if value == heads else ["--group-query-attention", f"--num-query-groups {value}"]

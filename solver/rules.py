@@ -312,18 +312,14 @@ HYBRID_RULES: tuple[Rule, ...] = (
          message=lambda c, a: f"Mamba context parallelism: {_mamba_cp_problem(c.spec, a['tp'], a['cp'])}",
          fix="use a cp that divides the Mamba heads (and groups) per TP rank",
          source="mamba_context_parallel.py L106-133"),
-    Rule(name="hybrid_vpp_needs_pipe_pattern", axes=("vpp",),
-         check=lambda c, a: not c.spec.is_hybrid or a["vpp"] == 1,
-         message=lambda c, a: "Virtual pipeline parallelism is not supported when hybrid_layer_pattern has no "
-                              "pipe ('|') separators",
-         fix="use --vpp 1 (megasolve does not write '|' stage boundaries into the pattern)",
-         source="hybrid_layer_allocation.py L384-392"),
+    # VPP: Megatron refuses it for a pattern without '|' separators (hybrid_layer_allocation.py L384-392);
+    # the export writes one segment per virtual stage (cli/launch.py hybrid_pipeline_settings), so it is legal
     Rule(name="hybrid_split_without_accounting", axes=("account_for_embedding", "account_for_loss"),
          check=lambda c, a: not c.spec.is_hybrid or not (a.get("account_for_embedding") or a.get("account_for_loss")),
          message=lambda c, a: "the hybrid stack splits its pattern over pipeline stages by layer count only "
                               "(first / last stage layers); the embedding / loss accounting is not read",
          fix="drop --account-for-embedding / --account-for-loss (use --first-stage-layers / --last-stage-layers)",
-         source="hybrid_layer_allocation.py select_pipeline_segment L331-440"),
+         source="hybrid_layer_allocation.py select_pipeline_segment L331-440; ARG L829-838"),
     Rule(name="hybrid_no_activation_offload", axes=("cpu_offload_layers",),
          check=lambda c, a: not c.spec.is_hybrid or a["cpu_offload_layers"] == 0,
          message=lambda c, a: "the hybrid stack has no CPU activation offloading (only TransformerBlock "

@@ -98,10 +98,26 @@ def test_hybrid_split_ignores_embedding_accounting():
     assert "hybrid_split_without_accounting" in names
 
 
-def test_hybrid_vpp_is_refused_without_pipe_separators():
+def test_hybrid_vpp_is_written_as_pipe_segments():
+    """VPP of a hybrid model: one '|' segment per virtual stage (Megatron refuses VPP without them,
+    hybrid_layer_allocation.py L384-392), no VPP or first/last-stage flags (ARG L803-824); Megatron-LM's
+    recorded parser reads the result."""
+    import shlex
+
+    from test_launch import megatron_parser
+
+    spec = load_preset("nemotron-h-8b")
     ctx = _ctx("nemotron-h-8b", 8)
-    found = [v for v in violations(ctx, Layout(pp=4, vpp=2, dp=2)) if v.rule == "hybrid_vpp_needs_pipe_pattern"]
-    assert found and "hybrid_layer_allocation.py" in found[0].source
+    layout = Layout(pp=4, vpp=2, dp=2, first_stage_layers=12, last_stage_layers=12)
+    assert not [v for v in violations(ctx, layout) if v.rule.startswith("hybrid")]
+    text = launch_text("megatron", spec, ctx.cluster, ctx.workload, layout)
+    words = shlex.split(" ".join(line.rstrip("\\") for line in text.splitlines() if not line.startswith("#")))
+    args = megatron_parser().parse_args(words[words.index("pretrain_hybrid.py") + 1:])
+    segments = args.hybrid_layer_pattern.split("|")
+    assert len(segments) == 8 and "".join(segments) == spec.hybrid_pattern
+    assert [len(seg) for seg in segments] == [6, 7, 7, 6] * 2  # stages of 12, 14, 14, 12 layers, 2 chunks each
+    assert args.num_virtual_stages_per_pipeline_rank is None and args.decoder_first_pipeline_num_layers is None
+    assert args.num_layers_per_virtual_pipeline_stage is None
 
 
 def test_deltanet_heads_vs_tp_and_cp():
