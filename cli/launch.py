@@ -26,7 +26,7 @@ from __future__ import annotations
 from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
 from megasolve.cost.step import cp_comm_type
 from megasolve.models.layout import Layout, Workload
-from megasolve.models.params import stage_layer_counts
+from megasolve.models.params import stage_layer_counts, stage_layer_ids
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
@@ -80,7 +80,54 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
               ("v_head_dim", mla.v_head_dim)]
     if spec.mtp_num_layers:
         s.append(("mtp_num_layers", spec.mtp_num_layers))
-    return [Setting(name, value, "model") for name, value in s]
+    return [Setting(name, value, "model") for name, value in s] + hybrid_settings(spec)
+
+
+def hybrid_settings(spec: ModelSpec) -> list[Setting]:
+    """Hybrid layers as Megatron-Core config fields (issue 15).
+
+    * ``MambaModel`` / ``HybridModel``: the pattern (``hybrid_override_pattern``; Megatron-LM @d98e8a6
+      writes it as ``--hybrid-layer-pattern`` and runs ``pretrain_hybrid.py``: ``--hybrid-override-pattern``
+      and ``pretrain_mamba.py`` are its deprecated aliases, ``arguments.py`` L743-755) and the Mamba-2
+      mixer's ``mamba_state_dim`` / ``mamba_head_dim`` / ``mamba_num_groups`` / ``mamba_num_heads`` (TC
+      L1259-1270, flags through ``ArgumentGroupFactory(TransformerConfig)``, ARG L2373).
+    * gated DeltaNet in a GPT stack (Qwen3-Next): ``experimental_attention_variant gated_delta_net`` (TC
+      L301), ``linear_attention_freq`` (an int N: every N-th layer softmax attention, else the 0/1 list as
+      a Python expression; ARG ``la_freq_type``, TRN L1172-1186), the ``linear_*`` head sizes and conv
+      kernel (TC L363-382), ``attention_output_gate`` (TC L278).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> [(s.name, s.value) for s in hybrid_settings(load_preset("nemotron-h-8b"))][1:3]
+    [('mamba_state_dim', 128), ('mamba_head_dim', 64)]
+    >>> [(s.name, s.value) for s in hybrid_settings(load_preset("qwen3-next-80b-a3b"))][:2]
+    [('experimental_attention_variant', 'gated_delta_net'), ('linear_attention_freq', 4)]
+    """
+    s: list[Setting] = []
+    if spec.is_hybrid:
+        m = spec.mamba
+        s.append(Setting("hybrid_override_pattern", spec.hybrid_pattern, "model"))
+        if m is not None:
+            s += [Setting("mamba_state_dim", m.state_dim, "model"), Setting("mamba_head_dim", m.head_dim, "model"),
+                  Setting("mamba_num_groups", m.num_groups, "model"), Setting("mamba_num_heads", m.num_heads, "model")]
+        if not spec.swiglu:
+            s.append(Setting("_note", None, "model",
+                             "the MLP activation is not part of the plan: Nemotron-H uses squared ReLU "
+                             "(Megatron-LM --squared-relu, ARG L2448; activation_func squared_relu in a recipe)"))
+    pattern = spec.linear_attention_pattern
+    if pattern is not None and any(pattern) and spec.gated_delta_net is not None:
+        g = spec.gated_delta_net
+        period = next((n for n in range(2, len(pattern) + 1)
+                       if all(bool(v) == ((i + 1) % n != 0) for i, v in enumerate(pattern))), None)
+        s += [Setting("experimental_attention_variant", "gated_delta_net", "model"),
+              Setting("linear_attention_freq", period or moe_layer_freq_expr(pattern), "model"),
+              Setting("linear_key_head_dim", g.key_head_dim, "model"),
+              Setting("linear_value_head_dim", g.value_head_dim, "model"),
+              Setting("linear_num_key_heads", g.num_key_heads, "model"),
+              Setting("linear_num_value_heads", g.num_value_heads, "model"),
+              Setting("linear_conv_kernel_dim", g.conv_kernel, "model")]
+    if spec.attention_output_gate:
+        s.append(Setting("attention_output_gate", True, "model"))
+    return s
 
 
 def _skip_freq(pattern: tuple[int, ...]) -> int | None:
@@ -316,9 +363,42 @@ def env_settings(cluster: Cluster, layout: Layout) -> list[Setting]:
 
 def plan_settings(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[Setting]:
     """Everything the plan depends on, in output order."""
-    return (model_settings(spec) + attention_settings(spec, layout) + layout_settings(spec, workload, layout) + optimizer_settings(workload, layout)
-            + memory_settings(layout) + precision_settings(workload) + kernel_settings(spec, workload)
-            + overlap_settings(spec, workload, layout) + env_settings(cluster, layout))
+    return hybrid_pipeline_settings(spec, layout, (
+        model_settings(spec) + attention_settings(spec, layout) + layout_settings(spec, workload, layout)
+        + optimizer_settings(workload, layout) + memory_settings(layout) + precision_settings(workload)
+        + kernel_settings(spec, workload) + overlap_settings(spec, workload, layout) + env_settings(cluster, layout)))
+
+
+def hybrid_pipeline_settings(spec: ModelSpec, layout: Layout, settings: list[Setting]) -> list[Setting]:
+    """Interleaved pipelining of a hybrid model: its pattern with one ``|`` segment per virtual stage, in
+    Megatron's order (segment ``v*pp + r`` is virtual stage ``v`` of pipeline rank ``r``,
+    ``hybrid_layer_allocation.py`` ``select_pipeline_segment`` L440-460), each holding the layers the plan
+    puts there (``params.stage_layer_ids``). Without pipes Megatron refuses VPP for a hybrid pattern
+    (L384-392); with them, first / last stage layer counts are refused (L376-382, ARG L803-813) and
+    Megatron-LM derives the virtual size from the segments (ARG L815-824, L847-860), so those settings go.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> out = hybrid_pipeline_settings(load_preset("nemotron-h-8b"), Layout(pp=2, vpp=2), model_settings(
+    ...     load_preset("nemotron-h-8b")))
+    >>> next(s.value for s in out if s.name == "hybrid_override_pattern")
+    'M-M-M-M*-M-M-|M-M-M*-M-M-M-|M-M*-M-M-M-M-|M*-M-M-M-M-M-'
+    """
+    if not spec.is_hybrid or layout.vpp == 1:
+        return settings
+    ids = stage_layer_ids(spec, layout)
+    piped = "|".join("".join(spec.hybrid_pattern[i] for i in ids[rank][chunk])
+                     for chunk in range(layout.vpp) for rank in range(layout.pp))
+    dropped = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+               "num_layers_per_virtual_pipeline_stage")
+    out = []
+    for setting in settings:
+        if setting.name == "hybrid_override_pattern":
+            setting = Setting(setting.name, piped, setting.group,
+                              f"{layout.pp * layout.vpp} pipeline segments: {layout.vpp} virtual stages per rank")
+        elif setting.name in dropped:
+            setting = Setting(setting.name, None, setting.group)
+        out.append(setting)
+    return out
 
 
 def megatron_flags(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[str]:

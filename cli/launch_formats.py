@@ -84,6 +84,8 @@ MEGATRON_DEST = {
     # --pipeline-model-parallel-layout STRING (ARG; TC L1307-1357); no flag (None) means no layout
     "cpu_offloading": None,  # ARG L1950: --cpu-offloading-num-layers > 0 switches it on
     "cpu_offloading_weights": None,  # activations only is Megatron-LM's default
+    # --hybrid-override-pattern is the deprecated alias (ARG L743-755 @d98e8a6)
+    "hybrid_override_pattern": "hybrid_layer_pattern",
 }
 # Booleans whose Megatron-LM default is True: False is written with this store_false flag
 MEGATRON_FALSE_FLAG = {"add_bias_linear": "--disable-bias-linear",
@@ -105,6 +107,9 @@ def _megatron_flag(setting: Setting, settings: dict[str, Setting]) -> list[str]:
         return []
     if name == "virtual_pipeline_model_parallel_size" and settings["num_layers_per_virtual_pipeline_stage"].value:
         return []  # the even split is written as layers per virtual stage
+    pattern = settings.get("hybrid_override_pattern")
+    if name == "virtual_pipeline_model_parallel_size" and pattern is not None and "|" in str(pattern.value):
+        return []  # derived from the pattern's | segments (ARG L815-824, L847-860)
     if name == "num_query_groups":  # GQA needs its switch; MHA is the default
         heads = settings["num_attention_heads"].value
         return [] if value == heads else ["--group-query-attention", f"--num-query-groups {value}"]
@@ -135,12 +140,15 @@ def megatron_flag_list(settings: list[Setting]) -> list[str]:
 
 
 def megatron_command(settings: list[Setting], cluster: Cluster) -> str:
-    """A ``torchrun ... pretrain_gpt.py`` command; environment variables go before ``torchrun``."""
+    """A ``torchrun ... pretrain_gpt.py`` (hybrid models: ``pretrain_hybrid.py``) command; environment
+    variables go before ``torchrun``."""
     env = [f"{s.name}={s.value}" for s in settings if s.group == "env"]
     flags = megatron_flag_list(settings) + list(MEGATRON_RUN_FLAGS)
     per_node = min(cluster.gpus_per_node, cluster.num_gpus)
+    # a hybrid model trains with pretrain_hybrid.py (pretrain_mamba.py is its deprecated wrapper @d98e8a6)
+    script = "pretrain_hybrid.py" if any(s.name == "hybrid_override_pattern" for s in settings) else "pretrain_gpt.py"
     launcher = (f"torchrun --nproc-per-node {per_node} --nnodes {cluster.num_nodes} --node-rank ${{NODE_RANK:-0}} "
-                f"--master-addr ${{MASTER_ADDR:-localhost}} --master-port ${{MASTER_PORT:-6000}} pretrain_gpt.py")
+                f"--master-addr ${{MASTER_ADDR:-localhost}} --master-port ${{MASTER_PORT:-6000}} {script}")
     header = [f"# Megatron-LM @ {MEGATRON_LM_COMMIT[:8]}: run from the Megatron-LM checkout on every node "
               f"(NODE_RANK 0..{cluster.num_nodes - 1}).",
               "# --mock-data and NullTokenizer make it run as is; for real data add --data-path and a tokenizer of "
@@ -181,6 +189,10 @@ BRIDGE = {
 }
 # Megatron-Bridge main: GPT-level fields of ``GPTModelConfig`` stay on ``model``; the rest of the model
 # settings move under ``model.transformer``
+# Megatron-Core @d98e8a6 has no TransformerConfig field for the hybrid pattern (``--hybrid-layer-pattern`` is a
+# Megatron-LM argument read by the hybrid model builder): where Bridge main keeps it was not checked
+_HYBRID_MAIN = NotExpressible("hybrid_override_pattern (not a TransformerConfig field at Megatron-Core main; "
+                              "set the pattern in the hybrid recipe)")
 BRIDGE_MAIN_GPT_FIELDS = ("vocab_size", "make_vocab_size_divisible_by", "share_embeddings_and_output_weights",
                           "position_embedding_type", "seq_length")
 
@@ -292,6 +304,8 @@ def _target(fmt: str, setting: Setting) -> object:
     if name == "gated_linear_unit" and setting.value:
         return (_SWIGLU, f"model.{name}" if fmt == "bridge" else
                 f"model.transformer.{name}" if fmt == "bridge-main" else f"model.config.{name}")
+    if fmt == "bridge-main" and name == "hybrid_override_pattern":
+        return _HYBRID_MAIN
     if fmt in ("bridge", "bridge-main"):
         key = BRIDGE.get(name, f"model.{name}")
         if fmt == "bridge-main" and isinstance(key, str) and key.startswith("model.") \

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from megasolve.cost import hybrid
 from megasolve.cost.calibration import calibration
 from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind
 from megasolve.cost.memory import ActivationShape
@@ -32,7 +33,8 @@ def attention_linear_flops_per_token(spec: ModelSpec) -> float:
     h, n = spec.hidden_size, spec.num_attention_heads
     if spec.mla is None:
         d, g = spec.kv_channels, spec.num_query_groups
-        return 6.0 * (h * (n * d + 2 * g * d) + n * d * h)
+        gate = h * n * d if spec.attention_output_gate else 0  # the output gate's query-sized projection
+        return 6.0 * (h * (n * d + 2 * g * d) + n * d * h + gate)
     mla = spec.mla
     qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
     q_term = h * n * (qk + r) if mla.q_lora_rank is None else mla.q_lora_rank * (h + n * (qk + r) + 1)
@@ -71,6 +73,8 @@ def model_flops_per_sequence(spec: ModelSpec, seq_length: int) -> float:
     51.5
     """
     s, h = seq_length, spec.hidden_size
+    if layer_kinds_differ(spec):
+        return _block_model_flops_per_sequence(spec, seq_length)
     layers = [spec.is_moe_layer(i) for i in range(spec.num_layers)]
     layers += [spec.is_moe_layer(spec.num_layers - 1)] * spec.mtp_num_layers
     per_token = sum(mlp_flops_per_token(spec, moe) + attention_linear_flops_per_token(spec) for moe in layers)
@@ -79,6 +83,39 @@ def model_flops_per_sequence(spec: ModelSpec, seq_length: int) -> float:
     fractions = [layer_kind(spec, i).attention_fraction(spec, s) for i in range(spec.num_layers)]
     fractions += [mtp_layer_kind(spec).attention_fraction(spec, s)] * spec.mtp_num_layers
     return s * per_token + s * s * attention_core_flops_per_token_seq(spec) * sum(fractions)
+
+
+def layer_kinds_differ(spec: ModelSpec) -> bool:
+    """A hybrid ``MambaModel`` or a model with gated-DeltaNet layers (``layers.has_block_kinds``)."""
+    return spec.is_hybrid or (spec.linear_attention_pattern is not None and any(spec.linear_attention_pattern))
+
+
+def _block_model_flops_per_sequence(spec: ModelSpec, seq_length: int) -> float:
+    """Megatron's model FLOPs of a hybrid / DeltaNet model (TRN ``hybrid_flops`` L964-1006 and the
+    linear-attention branch of ``transformer_flops`` L1172-1247): per layer, its blocks' terms -- attention
+    (projections + causal core, as ``model_flops_per_sequence``), MLP / MoE, ``hybrid.mamba_model_flops_per_token``,
+    ``hybrid.gdn_model_flops_per_token`` -- plus the logits (and MTP heads).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> round(model_flops_per_sequence(load_preset("nemotron-h-8b"), 8192) / 8192 / 1e9, 1)
+    46.7
+    """
+    s, h = seq_length, spec.hidden_size
+    kinds = [layer_kind(spec, i) for i in range(spec.num_layers)] + [mtp_layer_kind(spec)] * spec.mtp_num_layers
+    per_token = 6.0 * spec.mtp_num_layers * (3 * h + 2 * h * h) + 6.0 * h * spec.padded_vocab_size(1) * (
+        spec.mtp_num_layers + 1)
+    core = 0.0
+    for kind in kinds:
+        if kind.mlp:
+            per_token += mlp_flops_per_token(spec, kind.moe)
+        if kind.mixer == "attention":
+            per_token += attention_linear_flops_per_token(spec)
+            core += kind.attention_fraction(spec, s)
+        elif kind.mixer == "mamba":
+            per_token += hybrid.mamba_model_flops_per_token(spec)
+        elif kind.mixer == "gdn":
+            per_token += hybrid.gdn_model_flops_per_token(spec)
+    return s * per_token + s * s * attention_core_flops_per_token_seq(spec) * core
 
 
 # ---------------------------------------------------------------------------- per-rank work of a layer
@@ -113,6 +150,12 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     activation per token per ``F`` (``activation_bytes_per_token_ffn``: SwiGLU reads ``2F`` and writes
     ``F`` forward, reads ``3F`` and writes ``2F`` backward; GeLU / squared ReLU ``F + F`` and ``2F + F``).
 
+    Hybrid kinds (``LayerKind.mixer`` / ``LayerKind.mlp``, issue 15): a layer holds only its blocks -- no
+    attention terms without an attention mixer, no MLP terms without an MLP; a Mamba-2 / DeltaNet mixer
+    adds its projections as GEMMs, its scan / delta rule with the attention kernels' FLOPs (scaled only
+    by full recompute) and its conv, gate and norm traffic (``cost/hybrid.py``); a one-block layer has
+    one norm and one residual add, half the per-token elementwise bytes.
+
     FP8 (Transformer Engine): every GEMM input and output gradient is quantised (amax + cast) before
     the GEMM: ``fp8_cast_bytes_per_token_hidden`` extra HBM bytes per token per ``h`` (calibrated),
     ``x block_scaling_cast_factor`` with a block-scaling recipe (MXFP8 / blockwise: a scale per block
@@ -123,16 +166,20 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     t = shape.tp
     s = workload.seq_length
     unfused = workload.attention == "unfused"
-    lin = attention_linear_flops_per_token(spec) * T / t
+    has_attn = kind is None or kind.mixer == "attention"
+    has_mlp = kind is None or kind.mlp
+    lin = attention_linear_flops_per_token(spec) * T / t if has_attn else 0.0
     # the T queries of this CP rank attend over the whole sequence: 6*n*d*(s^2/c)*b/t (reference 6.3);
     # a sliding-window / chunked layer attends over fewer keys: x its own attended fraction
     # (``LayerKind.attention_fraction``, ``ModelSpec.attended_pairs``), so each pipeline stage costs the
     # windowed and full layers it actually holds (``layers.stage_layers``). With CP, load balancing
     # gives every rank the same share of the band (TE all-gather / a2a CP).
     core_full = attention_core_flops_per_token_seq(spec) * T * s / t
+    if not has_attn:
+        core_full = 0.0
     core = core_full * (kind.attention_fraction(spec, s) if kind is not None else 1.0)
-    mlp_total = mlp_flops_per_token(spec, moe) * T / t
-    if moe:
+    mlp_total = mlp_flops_per_token(spec, moe) * T / t if has_mlp else 0.0
+    if moe and has_mlp:
         m = spec.moe
         shared_share = m.shared_expert_ffn_hidden_size / (m.expert_ffn_hidden_size * m.top_k
                                                            + m.shared_expert_ffn_hidden_size)
@@ -143,24 +190,43 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     else:
         gemm, expert = lin + mlp_total, 0.0
     scores_bytes = 0.0
-    if unfused:  # full s x s batched GEMMs (a window is only a mask there) at GEMM efficiency,
+    # a Mamba-2 / DeltaNet mixer (cost/hybrid.py): its projections at GEMM efficiency, its scan /
+    # delta rule with the attention kernels' FLOPs, its conv, gates and norms as HBM traffic
+    mixer_scan = mixer_bytes = 0.0
+    if kind is not None and kind.mixer == "mamba":
+        gemm += hybrid.mamba_gemm_flops_per_token(spec) * T / t
+        mixer_scan = hybrid.mamba_scan_flops_per_token(spec) * T / t
+        mixer_bytes = hybrid.mamba_elementwise_bytes_per_token(spec) * T / t
+    elif kind is not None and kind.mixer == "gdn":
+        gemm += hybrid.gdn_gemm_flops_per_token(spec) * T / t
+        mixer_scan = hybrid.gdn_core_flops_per_token(spec) * T / t
+        mixer_bytes = hybrid.gdn_elementwise_bytes_per_token(spec) * T / t
+    if unfused and has_attn:  # full s x s batched GEMMs (a window is only a mask there) at GEMM efficiency,
         gemm += 2 * core_full  # softmax/dropout memory bound
         scores_bytes = cal["unfused_attention_bytes_per_score"] * spec.num_attention_heads / t * T * s
         core = 0.0
     refwd = 4 / 3
     if recompute == "full":
         gemm, expert, core = gemm * refwd, expert * refwd, core * refwd
+    if recompute == "full":
+        mixer_scan, mixer_bytes = mixer_scan * refwd, mixer_bytes * refwd
     elif recompute == "selective":
         core = core * refwd
-        if unfused:  # the recomputed core attention: QK^T, AV and the softmax forward again
+        if unfused and has_attn:  # the recomputed core attention: QK^T, AV and the softmax forward again
             gemm += 2 * attention_core_flops_per_token_seq(spec) * T * s / t / 3
             scores_bytes *= refwd
     passes = (4 if recompute == "full" else 3)  # elementwise passes: fwd + 2 bwd (+ refwd)
     per_token_bytes = cal["elementwise_bytes_per_token_hidden"] * spec.hidden_size
+    if kind is not None and not (kind.mlp and kind.mixer != "none"):
+        # a one-block hybrid layer: one norm and one residual add, half a transformer layer's (no RoPE
+        # outside attention: position_embedding_type none in Nemotron-H)
+        per_token_bytes /= 2
     # the MLP activation (SwiGLU / GeLU / squared ReLU) on [T, F/t] per rank (not split by SP);
     # routed experts: (T/sigma)*k tokens of width F_m on every rank of the expert grid (balanced routing)
     act = cal["activation_bytes_per_token_ffn"]["gated" if spec.swiglu else "plain"]
-    if moe:
+    if not has_mlp:
+        ffn_bytes = 0.0
+    elif moe:
         m = spec.moe
         ffn_bytes = act * (T * m.shared_expert_ffn_hidden_size / t + T / shape.sigma * m.top_k * m.expert_ffn_hidden_size)
     else:
@@ -170,13 +236,14 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
             cal["block_scaling_cast_factor"] if workload.block_scaled_fp8 else 1.0)
     elementwise = passes / 3 * (per_token_bytes * T / shape.sigma + ffn_bytes) + scores_bytes * (4 / 3 if recompute == "full"
                                                                                    else 1.0)
-    if moe:
+    if moe and has_mlp:
         elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.hidden_size \
             * rows.dispatch
-    return LayerWork(gemm, expert, core, elementwise)
+    return LayerWork(gemm, expert, core + mixer_scan, elementwise + mixer_bytes)
 
 
-def layer_weights_per_rank(spec: ModelSpec, shape: ActivationShape, *, moe: bool, ep: int) -> float:
+def layer_weights_per_rank(spec: ModelSpec, shape: ActivationShape, *, moe: bool, ep: int,
+                           kind: LayerKind | None = None) -> float:
     """GEMM weights of one decoder layer held by one rank (reference section 1.3-1.6, 1.9):
     attention projections and the dense MLP / shared experts split over TP, the router replicated,
     ``E/ep`` local experts of width ``F_m/etp``.
@@ -188,6 +255,12 @@ def layer_weights_per_rank(spec: ModelSpec, shape: ActivationShape, *, moe: bool
     94633984.0
     """
     dense = attention_linear_flops_per_token(spec) / 6.0 / shape.tp
+    if kind is not None and not kind.is_gpt:  # a hybrid / DeltaNet layer: its own blocks' weights
+        dense = 0.0 if kind.mixer != "attention" else dense
+        dense += {"mamba": hybrid.mamba_weights, "gdn": hybrid.gdn_weights}.get(
+            kind.mixer, lambda _: 0.0)(spec) / shape.tp
+        if not kind.mlp:
+            return dense
     if not moe:
         return dense + mlp_flops_per_token(spec, False) / 6.0 / shape.tp
     m = spec.moe

@@ -77,7 +77,7 @@ class Estimate:
 
 def estimate(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> Estimate:
     """Memory of every stage and the step time of ``layout`` (rules are checked by the caller)."""
-    spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
+    spec.require_plannable()
     return Estimate(memory=stage_memory(spec, cluster, workload, layout),
                     time=step_time(spec, cluster, workload, layout),
                     capacity_bytes=cluster.gpu.usable_memory_bytes, workload=workload)

@@ -13,8 +13,11 @@ string), so a stage costs exactly the windowed and full-attention layers it hold
 local/global pattern (every 6th layer global) on 62 layers split 14/16/16/16, the stages hold 2, 3,
 2 and 3 global layers.
 
-A new kind of layer (e.g. a Mamba mixer) is a new field of ``LayerKind`` read by ``layer_kind``;
-every engine then picks it up through ``stage_layers``.
+Hybrid models are kinds too (``LayerKind.mixer`` / ``LayerKind.mlp``): a ``MambaModel`` layer is one
+block with its own pre-norm (``--hybrid-override-pattern``: ``M`` Mamba-2 mixer, ``*`` attention, ``-``
+MLP, ``E`` MoE; Megatron-Core ``models/hybrid/hybrid_block.py``), and a Qwen3-Next layer is a GPT layer
+whose mixer is a gated DeltaNet (``--linear-attention-freq``). Every engine picks them up through
+``stage_layers``; their per-kind costs are ``cost/hybrid.py``'s.
 """
 
 from __future__ import annotations
@@ -31,22 +34,46 @@ class LayerKind:
     """What one decoder layer's per-layer cost depends on beyond the layout.
 
     ``window`` / ``chunk``: the layer's sliding window / attention chunk in tokens (None: full causal
-    attention); ``layer``: one decoder layer of this kind (its index, for ``ModelSpec.attended_pairs``;
-    not part of the identity).
+    attention); ``mixer``: ``attention``, ``mamba`` (Mamba-2), ``gdn`` (gated DeltaNet) or ``none`` (a
+    hybrid MLP / MoE layer); ``mlp``: whether the layer has an MLP block (dense, or MoE with ``moe``);
+    ``layer``: one decoder layer of this kind (its index, for ``ModelSpec.attended_pairs``; not part of
+    the identity).
 
     >>> LayerKind(moe=False, window=1024).name, LayerKind(moe=True).name
     ('dense_w1024', 'moe')
+    >>> LayerKind(mixer="mamba", mlp=False).name, LayerKind(mixer="none", moe=True).name
+    ('h_mamba', 'h_moe')
     """
 
     moe: bool = False
     window: int | None = None
     chunk: int | None = None
+    mixer: str = "attention"
+    mlp: bool = True
     layer: int = field(default=0, compare=False, hash=False)
 
     @property
+    def is_gpt(self) -> bool:
+        """An attention + MLP transformer layer (the kinds the GPT terms cost)."""
+        return self.mixer == "attention" and self.mlp
+
+    @property
+    def has_attention(self) -> bool:
+        return self.mixer == "attention"
+
+    @property
     def name(self) -> str:
-        """Term-name suffix: ``dense`` / ``moe`` for full attention (the names before windows existed)."""
-        out = "moe" if self.moe else "dense"
+        """Term-name suffix: ``dense`` / ``moe`` for full attention (the names before windows existed);
+        hybrid one-block layers ``h_mamba`` / ``h_attn`` / ``h_mlp`` / ``h_moe``, DeltaNet layers
+        ``gdn_dense`` / ``gdn_moe``."""
+        if not self.mlp:
+            out = "h_" + ("attn" if self.mixer == "attention" else self.mixer)
+        elif self.mixer == "none":
+            out = "h_moe" if self.moe else "h_mlp"
+        elif self.mixer == "gdn":
+            out = "gdn_moe" if self.moe else "gdn_dense"
+        else:
+            out = "moe" if self.moe else "dense"
         if self.window is not None:
             out += f"_w{self.window}"
         if self.chunk is not None:
@@ -57,7 +84,10 @@ class LayerKind:
     def memory_name(self) -> str:
         """Term-name suffix of the layer's saved activations: a sliding window or chunk changes none of
         the tensors a layer keeps (flash / fused attention skips score blocks; unfused attention applies
-        it as a mask over the same scores: ``memory.attention_activation_terms``), so only the MLP kind."""
+        it as a mask over the same scores: ``memory.attention_activation_terms``), so only the MLP kind;
+        a hybrid or DeltaNet kind is its own name."""
+        if not self.is_gpt:
+            return self.name
         return "moe" if self.moe else "dense"
 
     def attention_fraction(self, spec: ModelSpec, seq_length: int) -> float:
@@ -74,9 +104,28 @@ class LayerKind:
 
 
 def layer_kind(spec: ModelSpec, layer: int) -> LayerKind:
-    """The kind of decoder layer ``layer`` (0-based)."""
+    """The kind of decoder layer ``layer`` (0-based).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> [layer_kind(load_preset("nemotron-h-8b"), i).name for i in range(5)]
+    ['h_mamba', 'h_mlp', 'h_mamba', 'h_mlp', 'h_mamba']
+    """
+    if spec.is_hybrid:
+        kind = spec.layer_kind(layer)  # mamba_hybrid_layer_allocation.py symbols
+        if kind == "mamba":
+            return LayerKind(mixer="mamba", mlp=False, layer=layer)
+        if kind == "attention":
+            return LayerKind(mlp=False, window=spec.layer_window(layer), chunk=spec.layer_chunk(layer), layer=layer)
+        return LayerKind(mixer="none", moe=kind == "moe", layer=layer)
+    if spec.linear_attention_pattern is not None and spec.linear_attention_pattern[layer]:
+        return LayerKind(mixer="gdn", moe=spec.is_moe_layer(layer), layer=layer)
     return LayerKind(moe=spec.is_moe_layer(layer), window=spec.layer_window(layer), chunk=spec.layer_chunk(layer),
                      layer=layer)
+
+
+def has_block_kinds(spec: ModelSpec) -> bool:
+    """Whether any decoder layer is not an attention + MLP transformer layer (hybrid or DeltaNet)."""
+    return spec.is_hybrid or (spec.linear_attention_pattern is not None and any(spec.linear_attention_pattern))
 
 
 def model_layer_kinds(spec: ModelSpec) -> tuple[LayerKind, ...]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.moe_routing import routed_rows
-from megasolve.cost.layers import stage_layers
+from megasolve.cost import hybrid
+from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, stage_layers
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import RankParams, StageParams, embedding_params, output_params, stage_params
 from megasolve.models.spec import ModelSpec
@@ -294,6 +295,8 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
         terms["attn_fused_norm_output"] = a * T * h / sigma
         terms["qkv"] = BF16 * T * d * (n / t + 2 * g_local)
         terms["core_output"] = a * T * n * d / t
+        if spec.attention_output_gate:  # the sigmoid gate's input, kept by the gating multiply (not traced)
+            terms["attn_gate"] = BF16 * T * n * d / t
         if spec.qk_layernorm:  # q/k norms (TENorm) save their bf16 input and fp32 rstd per head row
             terms["qk_norm_input"] = T * (n / t + g_local) * (BF16 * d + FP32)
         if unfused and n / t > g_local:  # K and V repeated to the query heads inside core attention
@@ -380,8 +383,38 @@ def mlp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationS
     return sum(mlp_activation_terms(spec, workload, shape, moe).values())
 
 
+def block_modules(kind: LayerKind | None, modules: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``--recompute-modules`` that exist in a layer of ``kind`` (all of them in a transformer layer):
+    attention modules (core_attn, mla_up_proj) need an attention mixer, MLP / MoE modules an MLP block,
+    layernorm either (a Mamba or DeltaNet mixer's norm is fused into its ``in_proj``)."""
+    if kind is None or kind.is_gpt:
+        return modules
+    attention, mlp = kind.mixer == "attention", kind.mlp
+    keep = {"core_attn": attention, "mla_up_proj": attention, "layernorm": attention or mlp, "mlp": mlp,
+            "moe": mlp, "moe_act": mlp, "shared_experts": mlp}
+    return tuple(m for m in modules if keep.get(m, False))
+
+
+def block_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationShape,
+                           kind: LayerKind) -> dict[str, float]:
+    """Saved tensors of one hybrid / DeltaNet layer (``layers.LayerKind``): its mixer's (attention as in a
+    transformer layer, Mamba-2 / gated DeltaNet from ``cost/hybrid.py``) and its MLP block's, if any."""
+    T, t, sigma, a = shape.tokens(workload), shape.tp, shape.sigma, gemm_input_bytes(workload)
+    terms: dict[str, float] = {}
+    if kind.mixer == "attention":
+        terms |= attention_activation_terms(spec, workload, shape)
+    elif kind.mixer == "mamba":
+        terms |= hybrid.mamba_activation_terms(spec, workload, T, t, sigma, a, shape.cp)
+    elif kind.mixer == "gdn":
+        terms |= hybrid.gdn_activation_terms(spec, workload, T, t, sigma, a)
+    if kind.mlp:
+        terms |= mlp_activation_terms(spec, workload, shape, kind.moe)
+    return terms
+
+
 def layer_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
-                           recompute: str, recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> float:
+                           recompute: str, recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES,
+                           kind: LayerKind | None = None) -> float:
     """Bytes one layer keeps for backward, per micro-batch per rank.
 
     ``recompute``: ``"none"``; ``"selective"`` (the saved tensors of ``recompute_modules`` go,
@@ -397,7 +430,11 @@ def layer_activation_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
     """
     if recompute == "full":
         return BF16 * shape.tokens(workload) * spec.hidden_size / shape.sigma
-    terms = attention_activation_terms(spec, workload, shape) | mlp_activation_terms(spec, workload, shape, moe)
+    if kind is not None and not kind.is_gpt:
+        terms = block_activation_terms(spec, workload, shape, kind)
+        recompute_modules = block_modules(kind, recompute_modules)
+    else:
+        terms = attention_activation_terms(spec, workload, shape) | mlp_activation_terms(spec, workload, shape, moe)
     drop = dropped_terms(recompute_modules) if recompute == "selective" else frozenset()
     kept = sum(v for k, v in terms.items() if k not in drop)
     if recompute == "selective" and "core_attn" in recompute_modules:
@@ -425,7 +462,8 @@ def core_attention_checkpoint_inputs_bytes(spec: ModelSpec, workload: Workload, 
 
 
 def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
-                              recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> float:
+                              recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES,
+                              kind: LayerKind | None = None) -> float:
     """Tensors selective recompute re-materialises for one layer during its backward (only one layer
     at a time, ``megatron/core/tensor_parallel/random.py::CheckpointFunction.backward``): the
     difference between the layer's bytes without and with selective recompute.
@@ -436,9 +474,9 @@ def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activa
     >>> selective_transient_bytes(spec, w, shape, moe=False) / 4096  # 6*32*4096 + 4096 + 2*2*128*24 - 2*128*40
     792576.0
     """
-    return max(0.0, layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none")
+    return max(0.0, layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none", kind=kind)
                - layer_activation_bytes(spec, workload, shape, moe=moe, recompute="selective",
-                                        recompute_modules=recompute_modules))
+                                        recompute_modules=recompute_modules, kind=kind))
 
 
 def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
@@ -769,11 +807,33 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     m = workload.num_microbatches(layout)
     layer_kind = "selective" if layout.recompute == "selective" else "none"
     modules = tuple(getattr(layout, "recompute_modules", None) or DEFAULT_RECOMPUTE_MODULES)
-    kinds = (False, True) if spec.is_moe else (False,)
-    full_layer = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute=layer_kind,
-                                              recompute_modules=modules) for moe in kinds}
-    selective_transient = {moe: selective_transient_bytes(spec, workload, shape, moe=moe, recompute_modules=modules)
-                           if layer_kind == "selective" else 0.0 for moe in kinds}
+    if has_block_kinds(spec):
+        # hybrid / DeltaNet kinds: keyed by kind; one re-materialised layer is the model's largest kind
+        # (the solver's ``ma_xmax`` / ``ma_sel_xmax`` terms, whatever kinds a stage holds)
+        every = model_layer_kinds(spec)
+        full_layer = {k.memory_name: layer_activation_bytes(spec, workload, shape, moe=k.moe, recompute=layer_kind,
+                                                            recompute_modules=modules, kind=k) for k in every}
+        selective_transient = {k.memory_name: selective_transient_bytes(
+            spec, workload, shape, moe=k.moe, recompute_modules=modules, kind=k)
+            if layer_kind == "selective" else 0.0 for k in every}
+        largest, largest_selective = max(full_layer.values()), max(selective_transient.values())
+        by_mlp = {moe: max(v for k, v in zip(every, full_layer.values()) if k.moe == moe)
+                  for moe in {k.moe for k in every}}
+
+        def key(kind: LayerKind):
+            return kind.memory_name
+    else:
+        kinds = (False, True) if spec.is_moe else (False,)
+        full_layer = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute=layer_kind,
+                                                  recompute_modules=modules) for moe in kinds}
+        selective_transient = {moe: selective_transient_bytes(spec, workload, shape, moe=moe,
+                                                              recompute_modules=modules)
+                               if layer_kind == "selective" else 0.0 for moe in kinds}
+        largest = largest_selective = None
+        by_mlp = full_layer
+
+        def key(kind: LayerKind):
+            return kind.moe
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
     reserve = other_bytes(cluster)
     comm_buffers = comm_buffer_bytes(spec, workload, layout.ep, layout.etp)
@@ -783,13 +843,15 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout)):
         layer_ids = list(layers.layer_ids)
         counts = layers.counts()  # the stage sum (layers.py, as the solver's tables)
-        per_microbatch = sum(n * (input_only if recomputed else full_layer[kind.moe]) for kind, recomputed, n in counts)
-        offloaded = offloaded_activation_bytes(spec, layout, layer_ids, full_layer)
+        per_microbatch = sum(n * (input_only if recomputed else full_layer[key(kind)]) for kind, recomputed, n in counts)
+        offloaded = offloaded_activation_bytes(spec, layout, layer_ids, by_mlp)
         transient = 0.0
         if layers.count(recomputed=True):  # backward re-materialises one recomputed layer at a time
-            transient = max(full_layer[kind.moe] for kind, recomputed, _ in counts if recomputed)
+            transient = largest if largest is not None else max(
+                full_layer[key(kind)] for kind, recomputed, _ in counts if recomputed)
         elif layer_ids:  # selective: one layer's recomputed tensors (0 without selective recompute)
-            transient = max(selective_transient[kind.moe] for kind in layers.kinds)
+            transient = largest_selective if largest_selective is not None else max(
+                selective_transient[key(kind)] for kind in layers.kinds)
         if layers.count(moe=True):
             transient += moe_dispatch_transient_bytes(spec, workload, shape)
         stage = params.stage

@@ -18,7 +18,8 @@ from megasolve.cost.comm import all_to_all_time_s, collective_latency_s, collect
 from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
                                     model_flops_per_sequence, weight_stream_bytes, work_time_s)
 from megasolve.cost.layers import LayerKind, mtp_layer_kind, stage_layers
-from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, layer_activation_bytes,
+from megasolve.cost import hybrid
+from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, block_modules, layer_activation_bytes,
                                    offloaded_activation_bytes)
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.cost.offload import activation_offload_exposed_s, optimizer_offload_s
@@ -100,12 +101,14 @@ def remote_domains_per_token(num_experts: int, top_k: int, num_domains: int) -> 
 
 
 def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, moe: bool,
-              recompute: str) -> float:
+              recompute: str, kind: LayerKind | None = None) -> float:
     """Exposed TP collectives of one layer (section 5.2). ``M_h = 2*(s/c)*b*h``.
 
     With SP: dense layer ``6 AG + 4 RS`` (fwd 2+2, bwd 4+2); without: ``4 AR``. An MoE layer does this
     for attention (half) and for shared experts (half), not for routed experts. Full recompute repeats
-    the forward collectives. MLA gathers its latents instead of ``h``.
+    the forward collectives. MLA gathers its latents instead of ``h``. A hybrid layer (``kind``) has the
+    blocks it holds: a Mamba-2 / DeltaNet mixer is a column-parallel ``in_proj`` of ``h`` and a
+    row-parallel ``out_proj`` back to ``h`` (``mamba_mixer.py`` L281-294, L435-451), one half like attention's.
 
     Exposure without ``--tp-comm-overlap`` (Megatron's default): every collective on the critical
     path except, per column-parallel linear, the backward's input re-gather (issued async before the
@@ -125,9 +128,10 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     attn_in = m_h if spec.mla is None else BF16 * tokens * (
         (spec.mla.q_lora_rank or spec.hidden_size) + spec.mla.kv_lora_rank + spec.mla.qk_pos_emb_head_dim)
     halves = [(attn_in, m_h)]  # (gathered input, reduced output) per sub-block
-    if not moe:
-        halves.append((m_h, m_h))
-    elif spec.moe.shared_expert_ffn_hidden_size:
+    has_attn, has_mlp = kind is None or kind.has_attention, kind is None or kind.mlp
+    if not has_attn:  # a Mamba / DeltaNet mixer: column-parallel in_proj of h, row-parallel out_proj to h
+        halves = [(m_h, m_h)] if kind.mixer != "none" else []
+    if has_mlp and (not moe or spec.moe.shared_expert_ffn_hidden_size):
         halves.append((m_h, m_h))
     seconds = hidden = 0.0
     refwd = 1 if recompute == "full" else 0
@@ -140,7 +144,7 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
         else:
             seconds += (1 + refwd) * collective_time_s("all_reduce", reduced, t, link)
             hidden += collective_time_s("all_reduce", reduced, t, link)
-    if spec.mla is None and spec.num_query_groups < t:
+    if has_attn and spec.mla is None and spec.num_query_groups < t:
         qkv = BF16 * tokens * (spec.num_attention_heads + 2 * spec.num_query_groups) * spec.kv_channels
         seconds += (1 + refwd) * collective_time_s("all_gather", qkv, t, link)
     if workload.tp_comm_overlap and shape.sequence_parallel:
@@ -311,9 +315,11 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
     ``kind`` (``cost/layers.py``): the layer's attention span (None: full causal attention)."""
     if recompute != "selective":
         return base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe, recompute=recompute, kind=kind)
-    modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
+    modules = block_modules(kind, tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES))
     base = base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe,
                            recompute="selective" if uses_core_attn(modules) else "none", kind=kind)
+    if not modules:  # a hybrid layer without any of the modules (e.g. a Mamba layer): nothing recomputed
+        return base
     return base + selective_modules_time(spec, cluster, workload, shape, ep=ep, moe=moe, modules=modules)
 
 
@@ -344,20 +350,48 @@ def base_layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape
                               _expert_gemm_width(spec, workload, shape, ep))
     else:
         compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), 1.0)
-    weights = layer_weights_per_rank(spec, shape, moe=moe, ep=ep)
+    weights = layer_weights_per_rank(spec, shape, moe=moe, ep=ep, kind=kind)
     compute += weight_stream_bytes(weights, precision, recompute, workload.grad_bytes) / gpu.hbm_bytes_per_s
     refwd = 4 / 3 if recompute == "full" else 1.0
-    compute += refwd * (cal["per_layer_overhead_s"] + (cal["per_moe_layer_overhead_s"] if moe else 0.0))
+    has_mlp = kind is None or kind.mlp
+    compute += refwd * (cal["per_layer_overhead_s"] + (cal["per_moe_layer_overhead_s"] if moe and has_mlp else 0.0))
     attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
     ep_s = 0.0
-    if moe:
+    if moe and has_mlp:
         ep_s = ep_comm_s(spec, cluster, workload, shape, ep, recompute, compute_s=compute,
                          shared_expert_s=_shared_expert_s(spec, cluster, workload, shape, recompute))
+    if kind is not None and not kind.has_attention:
+        cp_s = mixer_cp_comm_s(spec, cluster, workload, shape, kind, recompute)
+    else:
+        cp_s = cp_comm_s(spec, cluster, workload, shape, attention_s, recompute)
     return LayerTime(
         compute=compute,
-        tp_comm=tp_comm_s(spec, cluster, workload, shape, moe=moe, recompute=recompute),
-        cp_comm=cp_comm_s(spec, cluster, workload, shape, attention_s, recompute),
+        tp_comm=tp_comm_s(spec, cluster, workload, shape, moe=moe, recompute=recompute, kind=kind),
+        cp_comm=cp_s,
         ep_comm=ep_s)
+
+
+def mixer_cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, kind: LayerKind,
+                    recompute: str) -> float:
+    """CP traffic of a Mamba-2 / DeltaNet mixer (0 for a hybrid MLP / MoE layer, which has none): the
+    all-to-alls from sequence to head sharding before the conv and back after the scan
+    (``mamba_context_parallel.py`` ``pre_conv_ssm`` / ``post_conv_ssm``; gdn.py / ``common.py``), forward
+    and backward (+ the forward again under full recompute), on the CP group's link; exposed (the scan
+    needs them before it starts, the next block needs the output). Per-rank bytes: ``hybrid.mamba_cp_bytes``
+    / ``hybrid.gdn_cp_bytes``; each all-to-all keeps ``1/c`` of its bytes local."""
+    c = shape.cp
+    if c == 1 or kind.mixer not in ("mamba", "gdn"):
+        return 0.0
+    tokens = shape.tokens(workload)
+    pre, post = (hybrid.mamba_cp_bytes if kind.mixer == "mamba" else hybrid.gdn_cp_bytes)(spec, tokens, shape.tp, c)
+    network = cluster.group_link(shape.tp, c).tier == "network"  # the CP group leaves its NVLink domain
+
+    def a2a(sent: float) -> float:  # NCCL all-to-all (``all_to_all_sp2hp`` / ``hp2sp``)
+        return all_to_all_time_s(nvlink_bytes=0.0 if network else sent, network_bytes=sent if network else 0.0,
+                                 group_size=c, cluster=cluster, dispatcher="alltoall")
+
+    passes = 3 if recompute == "full" else 2
+    return passes * (a2a(pre * (c - 1) / c) + a2a(post * (c - 1) / c))
 
 
 def selective_extra_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,

@@ -258,25 +258,9 @@ class ModelSpec:
         return self.hybrid_pattern is not None
 
     def require_plannable(self) -> None:
-        """Hybrid Mamba-2 models are read and their per-rank parameters counted exactly, but the cost
-        model has no Mamba-2 terms yet (SSM state and conv activations, scan FLOPs, Mamba CP): planning
-        them is refused rather than costed as something else."""
-        if self.linear_attention_pattern is not None and any(self.linear_attention_pattern):
-            raise ConfigError(
-                field="--model", value=self.name,
-                rule=f"gated-DeltaNet linear attention on {sum(self.linear_attention_pattern)} of {self.num_layers} "
-                     "layers: parameters are counted exactly but the memory and time of linear-attention layers "
-                     "are not modelled yet",
-                fix="no megasolve input can plan this model yet; the Python API models.params.stage_params gives "
-                    "its per-rank parameters")
-        if self.is_hybrid:
-            kinds = {k: self.hybrid_pattern.count(s) for s, k in HYBRID_SYMBOLS.items() if s in self.hybrid_pattern}
-            raise ConfigError(
-                field="--model", value=self.name,
-                rule=f"hybrid MambaModel ({', '.join(f'{n} {k}' for k, n in kinds.items())} layers): parameters are "
-                     "counted exactly but the memory and time of Mamba-2 layers are not modelled yet",
-                fix="no megasolve input can plan this model yet; the Python API models.params.stage_params gives "
-                    "its per-rank parameters")
+        """Every model megasolve reads can be planned: hybrid Mamba-2 models and gated-DeltaNet layers
+        have their own cost terms (``cost/hybrid.py``, ``cost/layers.py`` kinds). Kept as the one place a
+        future unmodelled architecture would be refused (a ``ConfigError`` naming what is missing)."""
 
     def layer_kind(self, layer: int) -> str:
         """``"mamba"``, ``"attention"``, ``"mlp"``, ``"moe"`` for a hybrid layer; ``"transformer"``

@@ -262,7 +262,103 @@ MEMORY_KNOB_RULES: tuple[Rule, ...] = (
          fix="use --fp8-recipe delayed, drop FP8 primary weights, or drop the optimizer offload",
          source="ARG (Optimizer CPU offload check)"),
 )
-RULES = RULES + MEMORY_KNOB_RULES
+
+
+def _mamba_cp_problem(spec: ModelSpec, tp: int, cp: int) -> str | None:
+    """``MambaContextParallel.__init__`` (``ssm/mamba_context_parallel.py`` L106-133 @d98e8a6): heads per
+    TP rank split over CP; groups per TP rank either split over CP or repeated to it."""
+    m = spec.mamba
+    if m is None or cp == 1 or m.num_heads % tp or m.num_groups % tp:
+        return None
+    heads, groups = m.num_heads // tp, m.num_groups // tp
+    if heads % cp:
+        return f"mamba_num_heads / tp ({heads}) is not divisible by cp ({cp})"
+    if groups < cp and cp % groups:
+        return f"cp ({cp}) is not divisible by mamba_num_groups / tp ({groups})"
+    if groups >= cp and groups % cp:
+        return f"mamba_num_groups / tp ({groups}) is not divisible by cp ({cp})"
+    return None
+
+
+def _has_mamba(spec: ModelSpec) -> bool:
+    return spec.is_hybrid and "M" in spec.hybrid_pattern
+
+
+def _gdn(spec: ModelSpec):
+    has = spec.linear_attention_pattern is not None and any(spec.linear_attention_pattern)
+    return spec.gated_delta_net if has else None
+
+
+def _block_layers(spec: ModelSpec) -> bool:
+    return spec.is_hybrid or _gdn(spec) is not None
+
+
+# Hybrid models (issue 15). Mamba-2: Megatron-LM @d98e8a6 ``megatron/core/ssm/mamba_mixer.py`` and
+# ``mamba_context_parallel.py``; the hybrid stack: ``megatron/core/models/hybrid/hybrid_layer_allocation.py``
+# (``select_pipeline_segment``) and ``hybrid_block.py``; gated DeltaNet: ``ssm/gated_delta_net/common.py``.
+HYBRID_RULES: tuple[Rule, ...] = (
+    Rule(name="mamba_heads_divisible_by_tp", axes=("tp",),
+         check=lambda c, a: not _has_mamba(c.spec) or c.spec.mamba.num_heads % a["tp"] == 0,
+         message=lambda c, a: f"mamba_num_heads ({c.spec.mamba.num_heads}) must be evenly divisible by "
+                              f"tensor_model_parallel_size ({a['tp']})",
+         fix="use a tp that divides the Mamba head count", source="mamba_mixer.py L262"),
+    Rule(name="mamba_groups_divisible_by_tp", axes=("tp",),
+         check=lambda c, a: not _has_mamba(c.spec) or c.spec.mamba.num_groups % a["tp"] == 0,
+         message=lambda c, a: f"mamba_num_groups ({c.spec.mamba.num_groups}) must be evenly divisible by "
+                              f"tensor_model_parallel_size ({a['tp']})",
+         fix="use a tp that divides the Mamba group count", source="mamba_mixer.py L270"),
+    Rule(name="mamba_heads_groups_vs_cp", axes=("tp", "cp"),
+         check=lambda c, a: not _has_mamba(c.spec) or _mamba_cp_problem(c.spec, a["tp"], a["cp"]) is None,
+         message=lambda c, a: f"Mamba context parallelism: {_mamba_cp_problem(c.spec, a['tp'], a['cp'])}",
+         fix="use a cp that divides the Mamba heads (and groups) per TP rank",
+         source="mamba_context_parallel.py L106-133"),
+    # VPP: Megatron refuses it for a pattern without '|' separators (hybrid_layer_allocation.py L384-392);
+    # the export writes one segment per virtual stage (cli/launch.py hybrid_pipeline_settings), so it is legal
+    Rule(name="hybrid_split_without_accounting", axes=("account_for_embedding", "account_for_loss"),
+         check=lambda c, a: not c.spec.is_hybrid or not (a.get("account_for_embedding") or a.get("account_for_loss")),
+         message=lambda c, a: "the hybrid stack splits its pattern over pipeline stages by layer count only "
+                              "(first / last stage layers); the embedding / loss accounting is not read",
+         fix="drop --account-for-embedding / --account-for-loss (use --first-stage-layers / --last-stage-layers)",
+         source="hybrid_layer_allocation.py select_pipeline_segment L331-440; ARG L829-838"),
+    Rule(name="hybrid_no_activation_offload", axes=("cpu_offload_layers",),
+         check=lambda c, a: not c.spec.is_hybrid or a["cpu_offload_layers"] == 0,
+         message=lambda c, a: "the hybrid stack has no CPU activation offloading (only TransformerBlock "
+                              "opens the offload context)",
+         fix="drop --cpu-offload-layers", source="hybrid_block.py forward L273-410 (no cpu_offloading context)"),
+    Rule(name="gdn_heads_divisible_by_tp", axes=("tp",),
+         check=lambda c, a: _gdn(c.spec) is None or (_gdn(c.spec).num_key_heads % a["tp"] == 0
+                                                      and _gdn(c.spec).num_value_heads % a["tp"] == 0),
+         message=lambda c, a: f"linear_num_key_heads ({_gdn(c.spec).num_key_heads}) and linear_num_value_heads "
+                              f"({_gdn(c.spec).num_value_heads}) must be divisible by tp ({a['tp']})",
+         fix="use a tp that divides the DeltaNet head counts",
+         source="gated_delta_net/common.py L183-187 (heads per TP rank by floor division; in_proj is column-parallel)"),
+    Rule(name="gdn_heads_divisible_by_cp", axes=("tp", "cp"),
+         check=lambda c, a: _gdn(c.spec) is None or a["cp"] == 1 or (
+             _gdn(c.spec).num_key_heads % (a["tp"] * a["cp"]) == 0
+             and _gdn(c.spec).num_value_heads % (a["tp"] * a["cp"]) == 0),
+         message=lambda c, a: f"DeltaNet heads per TP rank ({_gdn(c.spec).num_key_heads} key / "
+                              f"{_gdn(c.spec).num_value_heads} value over tp {a['tp']}) must split over cp ({a['cp']})",
+         fix="use a cp that divides the DeltaNet heads per TP rank",
+         source="gated_delta_net/gdn.py L56-63, common.py L628-632"),
+    # what megasolve does not cost for these layers (a limitation, not Megatron's rule)
+    Rule(name="block_layers_fsdp_not_modelled", axes=("fsdp",),
+         check=lambda c, a: not _block_layers(c.spec) or not a["fsdp"],
+         message=lambda c, a: "megasolve does not model Megatron-FSDP units for hybrid / DeltaNet layers",
+         fix="drop --fsdp (use the distributed optimizer)", source="megasolve limitation (cost/hybrid.py)"),
+    Rule(name="block_layers_offload_not_modelled", axes=("cpu_offload_layers",),
+         check=lambda c, a: _gdn(c.spec) is None or a["cpu_offload_layers"] == 0,
+         message=lambda c, a: "megasolve does not model activation offloading of DeltaNet layers",
+         fix="drop --cpu-offload-layers", source="megasolve limitation (cost/hybrid.py)"),
+)
+RULES = RULES + MEMORY_KNOB_RULES + HYBRID_RULES
+
+
+def model_rules(spec: ModelSpec) -> tuple[Rule, ...]:
+    """``RULES`` that can bind for ``spec``: the hybrid rules only for a model with hybrid or DeltaNet
+    layers (for any other model they hold for every layout, and the search need not encode them)."""
+    if _block_layers(spec):
+        return RULES
+    return tuple(rule for rule in RULES if rule not in HYBRID_RULES)
 # Rules on Layout fields the search does not vary: none left (kept for callers of violations())
 FIXED_FIELD_RULES: tuple[Rule, ...] = ()
 

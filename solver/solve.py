@@ -118,7 +118,7 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
     that may OOM, said so, beats "nothing fits" on a small cluster).
 
     ``profile``: the calibration ``Profile`` the cost model uses (or a profile file); None: the shipped one."""
-    spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
+    spec.require_plannable()
     with use_profile(load_profile(profile)):
         return _solve(spec, cluster, workload, top_k=top_k, fixed=fixed, time_limit_s=time_limit_s, engine=engine,
                       allow_cross_domain_tp=allow_cross_domain_tp, workers=workers, explain=explain,

@@ -21,7 +21,7 @@ from megasolve.cost.offload import OPTIMIZER_OFFLOAD_FRACTIONS
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.rules import RULES, Rule, RuleContext, split_counts
+from megasolve.solver.rules import Rule, RuleContext, model_rules, split_counts
 from megasolve.topology.cluster import Cluster
 
 AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp", "oo")
@@ -149,7 +149,7 @@ class SearchSpace:
         return [(rule, rule_axes(rule)) for rule in self._all_rules() if rule.axes]
 
     def _all_rules(self) -> tuple[Rule, ...]:
-        return tuple(RULES) + canonical_rules(self.ctx.spec) + self.requires
+        return model_rules(self.ctx.spec) + canonical_rules(self.ctx.spec) + self.requires
 
     def allowed(self, rule: Rule, axes: tuple[str, ...]) -> list[tuple[Any, ...]]:
         """Tuples of ``axes`` values that obey ``rule`` (the rule's allowed-assignment table)."""

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
-from megasolve.cost.layers import LayerKind, model_layer_kinds, stage_layers
+from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, stage_layers
 from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, first_stage_extra_bytes,
                                    fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
@@ -30,13 +30,13 @@ from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_byte
                                    static_bytes)
 from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, layer_time, logits_time,
                                  optimizer_shard_s, pp_unit_comm_s)
-from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES
+from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
 from megasolve.cost.step import base_layer_time, selective_modules_time
 from megasolve.models import ranks
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
-                                     moe_mlp_params, mtp_params, output_params)
+                                     layer_params, moe_mlp_params, mtp_params, output_params)
 from megasolve.models.spec import ModelSpec
 from megasolve.cost.offload import activation_offload_exposed_s
 from megasolve.solver.space import MAX_VPP, Point, rc_fields, rc_sel
@@ -148,6 +148,8 @@ class CostTables:
         # the memory forms' unit: MiB / combine.BAND_SCALE (the band's fractions are integral in it)
         self.capacity_units = combine.BAND_SCALE * self.capacity_mib
         self.mtp_moe = spec.mtp_num_layers > 0 and spec.is_moe_layer(spec.num_layers - 1)
+        # hybrid / DeltaNet layers (cost/layers.py kinds that are not attention + MLP): per-kind pieces
+        self.block_kinds = tuple(k for k in model_layer_kinds(spec) if not k.is_gpt) if has_block_kinds(spec) else ()
         self.terms: dict[str, Term] = {t.name: t for t in self._define_terms()}
         self._cache: dict[str, dict[tuple, int]] = {name: {} for name in self.terms}
 
@@ -198,10 +200,10 @@ class CostTables:
             key = (sh, ep, moe, recompute, recompute_modules, kind)
             if key not in layer_times:
                 if recompute == "selective":  # step.layer_time's own sum, with the base layer memoised
-                    modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
+                    modules = block_modules(kind, tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES))
                     base = base_time(sh, ep, moe, "selective" if uses_core_attn(modules) else "none", kind)
                     layer_times[key] = base + selective_modules_time(spec_, cluster_, wl_, sh, ep=ep, moe=moe,
-                                                                     modules=modules)
+                                                                     modules=modules) if modules else base
                 else:
                     layer_times[key] = base_time(sh, ep, moe, recompute, kind)
             return layer_times[key]
@@ -249,6 +251,18 @@ class CostTables:
         }
         if spec.is_moe:
             pieces["moe_layer"] = (("tp",), moe_layer_dense)
+
+        def block_layer(kind: LayerKind) -> Callable[[int], RankParams]:
+            """A hybrid / DeltaNet layer's parameters without its routed experts (``params.layer_params``,
+            the count ``estimate`` sums; experts are ``ms_expert``'s)."""
+            @functools.cache
+            def of(tp: int) -> RankParams:
+                whole = layer_params(spec, kind.layer, tp, spec.moe.num_experts if kind.moe else 1, 1)
+                return RankParams(whole.tp_sharded, whole.replicated, 0)
+            return of
+
+        for kind in self.block_kinds:
+            pieces[self.piece(kind)] = (("tp",), block_layer(kind))
         if spec.mtp_num_layers:
             pieces["mtp_core"] = (("tp",), mtp_core)
         mtp_layer = moe_layer_dense if self.mtp_moe else dense_layer
@@ -351,6 +365,23 @@ class CostTables:
             add("ma_dispatch", ("tp", "cp", "mbs", "sp", "etp"),
                 lambda tp, cp, mbs, sp, etp: quantise_bytes(moe_dispatch_transient_bytes(
                     spec, wl, shape(tp, cp, mbs, sp, etp))))
+        for kind in self.block_kinds:
+            add(f"ma_{kind.memory_name}", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel, kind=kind: quantise_bytes(layer_activation_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=kind.moe, recompute=base(sel), kind=kind,
+                    **_modules_kw(sel))))
+        if self.block_kinds:
+            # one re-materialised layer (full recompute) / one layer's selectively recomputed tensors:
+            # the model's largest kind, as memory.stage_memory takes it for these models
+            every = model_layer_kinds(spec)
+            add("ma_xmax", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(max(layer_activation_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=k.moe, recompute=base(sel), kind=k,
+                    **_modules_kw(sel)) for k in every)))
+            add("ma_sel_xmax", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(max(selective_transient_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=k.moe, kind=k, **_modules_kw(sel))
+                    for k in every)) if sel else 0)
         if spec.mtp_num_layers:
             add("ma_mtp", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(mtp_activation_bytes(
@@ -519,9 +550,15 @@ class CostTables:
     def param_form(self, row: PipelineRow, slot: Slot, prefix: str) -> tuple[list[tuple[int, str]],
                                                                              list[tuple[int, str]]]:
         """Per-parameter-piece terms of one slot with ``prefix`` (ms_, dg_, dq_, o_): (dense, expert)."""
-        dense = [(slot.dense, f"{prefix}dense_layer")]
-        if self.spec.is_moe:
-            dense.append((slot.moe, f"{prefix}moe_layer"))
+        if self.block_kinds:  # per piece (``piece``): hybrid / DeltaNet kinds have their own
+            counts: dict[str, int] = {"dense_layer": 0, "moe_layer": 0} if self.spec.is_moe else {"dense_layer": 0}
+            for kind, _, n in slot.layers():
+                counts[self.piece(kind)] = counts.get(self.piece(kind), 0) + n
+            dense = [(n, f"{prefix}{piece}") for piece, n in counts.items()]
+        else:
+            dense = [(slot.dense, f"{prefix}dense_layer")]
+            if self.spec.is_moe:
+                dense.append((slot.moe, f"{prefix}moe_layer"))
         if slot.first:
             dense.append((1, f"{prefix}embedding"))
         if slot.last:
@@ -568,6 +605,14 @@ class CostTables:
         return [(c, t) for t, c in counts.items() if c]
 
     @staticmethod
+    def piece(kind: LayerKind) -> str:
+        """The parameter piece of one layer of ``kind``: ``dense_layer`` / ``moe_layer`` for transformer
+        layers, ``layer_<kind>`` for hybrid / DeltaNet ones."""
+        if kind.is_gpt:
+            return "moe_layer" if kind.moe else "dense_layer"
+        return f"layer_{kind.name}"
+
+    @staticmethod
     def layer_term(part: str, kind: LayerKind, recomputed: bool) -> str:
         """The time term of one layer of ``kind``: ``t_dense``, ``t_moe_w128_full``, ..."""
         return f"{part}_{kind.name}{'_full' if recomputed else ''}"
@@ -582,7 +627,12 @@ class CostTables:
         activation: list[tuple[int, str]] = []
         # backward re-materialises one layer at a time: a whole recomputed layer (full recompute), else
         # one layer's selectively recomputed part; the larger of the kinds the stage holds
-        if slot.dense_rc or slot.moe_rc:
+        if self.block_kinds:  # hybrid / DeltaNet models: the model's largest kind (memory.stage_memory)
+            if slot.dense_rc or slot.moe_rc:
+                activation.append((1, "ma_xmax"))
+            elif row.rc[0] == "selective":
+                activation.append((1, "ma_sel_xmax"))
+        elif slot.dense_rc or slot.moe_rc:
             activation += _one_layer("ma_", slot.dense_rc, slot.moe_rc)
         elif slot.dense_off or slot.moe_off:  # one offloaded layer in transit (memory.offloaded_activation_bytes)
             activation += _one_layer("ma_", slot.dense_off, slot.moe_off)

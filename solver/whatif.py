@@ -254,7 +254,7 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     ``min_headroom`` (``solve.Headroom``) and ``requires`` (``--require`` rules): as in ``solve``, for
     every point and for the smallest-cluster search alike (one ``SearchRules``).
     """
-    spec.require_plannable()  # hybrid Mamba-2: parameters only (issue 15)
+    spec.require_plannable()
     start = time.perf_counter()
     kinds = [k if isinstance(k, ClusterKind) else ClusterKind(gpu=k)
              for k in ([gpu] if isinstance(gpu, (str, ClusterKind)) else list(gpu))]

@@ -156,3 +156,44 @@ def test_memory_knobs_agree_across_engines(case, knob):
             assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
         else:
             assert status == cp_model.INFEASIBLE
+
+
+# Hybrid models (issue 15): Nemotron-H (Mamba-2 / attention / MLP one-block layers) and Qwen3-Next (gated
+# DeltaNet + gated attention, MoE on every layer); their kinds come from the same layers.stage_layers
+HYBRID_CASES = [
+    ("nemotron-h-8b", 16, "h100", 8192, 128, "flash"),
+    ("qwen3-next-80b-a3b", 64, "h100", 4096, 256, "flash"),
+]
+
+
+@pytest.mark.parametrize("case", HYBRID_CASES, ids=[c[0] for c in HYBRID_CASES])
+def test_hybrid_models_agree_across_engines(case):
+    """estimate (floats: step and peak memory), the oracle and CP-SAT give the same cost on random layouts
+    of a hybrid model, across tp / cp / pp / splits / recompute (full, block, selective modules)."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.cost.memory import stage_memory
+
+    spec, cluster, workload, space = wide_space(*case)
+    tables = CostTables(spec, cluster, workload)
+    rows = pipeline_rows(space, tables)
+    points = random_points(space, 12, seed=11)
+    assert len(points) >= 8
+    assert len({p["rc"][0] for p in points}) >= 2 and len({p["tp"] for p in points}) >= 2
+    for point in points:
+        cost = tables.evaluate(point)
+        layout = point_layout(point)
+        m = workload.num_microbatches(layout)
+        step_s = step_time(spec, cluster, workload, layout).step_s
+        assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
+        peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, layout)) / 2**20
+        assert peak <= cost.peak_mib <= peak * 1.002 + 64  # MiB rounded up per term, never below
+        pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
+        built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
+                                                  == (point["pp"], point["vpp"], point["split"], point["rc"])])
+        solver = new_solver(30)
+        status = solver.Solve(built.model)
+        if cost.fits:
+            assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
+        else:
+            assert status == cp_model.INFEASIBLE
