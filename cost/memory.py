@@ -564,10 +564,14 @@ MIB = 2**20
 TORCH_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "older": 8.125 * MIB}
 TE_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "older": 4 * MIB}
 TE_GROUPED_GEMM_STREAMS = 4
-# Backward of one unfused core attention, per score element, above what the layer keeps: the fp32
-# gradient of the softmax input and the bf16 gradient of the probabilities (measured on the traced
-# layers: 4.98 B per score, tests/test_activation_golden.py BACKWARD_PEAK_ELSEWHERE).
-UNFUSED_BACKWARD_BYTES_PER_SCORE = 5
+# Backward of one unfused core attention, per score element, above what the layer keeps (traced: the
+# attention block's ``module_backward`` in tests/data/megatron_activation_golden.json): at its peak the fp32
+# gradient of the softmax output and the fp32 gradient of its input (``_softmax_backward_data``) are
+# alive, 4 + 4 B, after the context ``bmm``'s backward freed the bf16 probabilities it kept, -2 B (with
+# attention dropout, the dropped-out probabilities and the dropout mask, -2 - 1 B on CUDA). The attention
+# output the projection kept is freed too (``-2*T*n*dv/t``, 1 % of the term at s = 4096 with dv = 128):
+# left in as a margin. (Was 5 B, read off whole-model peaks that held the weight gradients.)
+UNFUSED_BACKWARD_BYTES_PER_SCORE = {"no_dropout": 4 + 4 - 2, "dropout": 4 + 4 - 2 - 1}
 
 
 def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> float:
@@ -593,7 +597,8 @@ def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload
     if workload.attention == "unfused":
         scores = shape.mbs * spec.num_attention_heads / shape.tp * workload.seq_length / shape.cp \
             * workload.seq_length
-        total += (BF16 + UNFUSED_BACKWARD_BYTES_PER_SCORE) * scores
+        backward = UNFUSED_BACKWARD_BYTES_PER_SCORE["dropout" if workload.hidden_dropout > 0 else "no_dropout"]
+        total += (BF16 + backward) * scores
     return total
 
 

@@ -37,8 +37,9 @@ from pathlib import Path
 
 import pytest
 
-from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, last_stage_extra_bytes,
-                                   layer_activation_bytes, moe_dispatch_transient_bytes, mtp_activation_bytes)
+from megasolve.cost.memory import (UNFUSED_BACKWARD_BYTES_PER_SCORE, ActivationShape, first_stage_extra_bytes,
+                                   last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
+                                   mtp_activation_bytes)
 from megasolve.models.layout import Workload
 from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
 
@@ -218,6 +219,26 @@ def test_moe_layer_backward_peak_equals_the_dispatch_transient(name):
         assert traced == formula == routed_grads
     else:
         assert routed_grads < traced < formula
+
+
+@pytest.mark.parametrize("name", sorted(n for n, case in CASES.items() if not case["config"]["recompute_granularity"]))
+def test_unfused_attention_backward_peak_is_the_per_score_constant(name):
+    """The peak of one attention block's backward above the live bytes when it began: two fp32 score-sized
+    gradients less the bf16 probabilities freed (``UNFUSED_BACKWARD_BYTES_PER_SCORE``), less the freed
+    attention output ``2*T*n*dv/t`` (GQA, MLA: exact). MHA with RoPE frees the whole QKV output V was a view
+    of (``-6*T*n*d/t``); with dropout the CPU frees a bf16 mask where CUDA frees a bool one (1 B less)."""
+    case = CASES[name]
+    c = case["config"]
+    T, t = c["seq_length"] * c["micro_batch_size"], c["tp"]
+    n, d = c["num_attention_heads"], c["v_head_dim"] if c["multi_latent_attention"] else c["kv_channels"]
+    scores = c["micro_batch_size"] * n / t * c["seq_length"] ** 2
+    traced = case["module_backward"]["decoder.layers.0.self_attention"]["peak_bytes"]
+    if c["attention_dropout"]:
+        assert traced == (UNFUSED_BACKWARD_BYTES_PER_SCORE["dropout"] - 1) * scores - 4 * T * n * d / t
+    elif c["num_query_groups"] == n and not c["multi_latent_attention"]:
+        assert traced == UNFUSED_BACKWARD_BYTES_PER_SCORE["no_dropout"] * scores - 6 * T * n * d / t
+    else:
+        assert traced == UNFUSED_BACKWARD_BYTES_PER_SCORE["no_dropout"] * scores - 2 * T * n * d / t
 
 
 def test_unfused_core_attention_keeps_a_persistent_score_sized_buffer():
