@@ -675,8 +675,9 @@ def comm_buffer_bytes(spec: ModelSpec, workload: Workload, ep: int, etp: int) ->
 #   for the paths a CPU runs; the TE / flash / fused-kernel paths are derived from source, not measured
 #   on a GPU. Measured peaks at hand, activations = measured - static - fixed: the ISEEKYAN/mbridge
 #   validation table (Mixtral 4-layer, H100, 4 runs; tests/test_memory.py MBRIDGE_RUNS) gives
-#   -9.2 %, -0.3 %, -4.8 %, +2.0 % (the source rounds to 0.05 GiB: +/-1 % of its 4.8 GiB run), so at
-#   most ~3 % under-predicted; and the published layouts that ran (tests/test_published.py) bound the
+#   -11.3 %, -2.6 %, -8.8 %, -2.2 % (the source rounds to 0.05 GiB: +/-1 % of its 4.8 GiB run; before the
+#   grouped-MLP expert step of moe_dispatch_transient_bytes, F_m = 5440 > h: -9.2 %, -0.3 %, -4.8 %, +2.0 %),
+#   so none under-predicted; and the published layouts that ran (tests/test_published.py) bound the
 #   under-prediction from above: the Megatron-Bridge Llama-3 70B GB200 FP8 recipe (Megatron-FSDP, mbs 2,
 #   40 offloaded layers, no recompute) is predicted at 189.3 of 197.6 GB, so its 153 GB of dense flash
 #   activations cannot be under-predicted by more than 5.3 %. Band: 5 %.
