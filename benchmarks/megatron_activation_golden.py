@@ -131,11 +131,13 @@ CASES = [
           moe_shared_expert_intermediate_size=128, mtp_num_layers=1, moe_aux_loss_coeff=0.01,
           moe_token_dispatcher_type="allgather"),
     # the backward transient of one MoE layer (moe_dispatch_transient_bytes), pinned over its axes: expert
-    # width F_m > h, three of four experts, more tokens (TP/ETP 2 needs SP with MoE: moe-alltoall-tp2-sp)
+    # width F_m > h, three of four experts, more tokens, another hidden size (TP/ETP 2 needs SP with MoE:
+    # moe-alltoall-tp2-sp)
     _case("moe-alltoall-ffn1024", **dict(MOE, moe_ffn_hidden_size=1024)),
     _case("moe-allgather-ffn1024-top4", **dict(MOE, moe_ffn_hidden_size=1024, moe_router_topk=4),
           moe_token_dispatcher_type="allgather"),
     _case("moe-alltoall-e4-top3-seq256", **dict(MOE, num_moe_experts=4, moe_router_topk=3), seq_length=256),
+    _case("moe-alltoall-h384-e16", **dict(MOE, num_moe_experts=16), hidden_size=384),
 ]
 
 

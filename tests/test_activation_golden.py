@@ -3,8 +3,10 @@
 The goldens (``tests/data/megatron_activation_golden.json``, written by
 ``benchmarks/megatron_activation_golden.py``; megatron-core and torch versions inside) hold, per case,
 the bytes one layer keeps for backward (``layer_bytes``), the rest of a one-layer GPTModel
-(``extras_bytes``: final norm, logits and loss, MTP), the persistent buffers and the peak of the
-backward pass above its start. This test needs neither torch nor Megatron-Core: it reads the JSON.
+(``extras_bytes``: final norm, logits and loss, MTP), the persistent buffers, the peak of the
+backward pass above its start, and that of each attention and MLP/MoE block's own backward
+(``module_backward``; weight gradients go to ``main_grad`` as in Megatron's DDP). This test needs neither
+torch nor Megatron-Core: it reads the JSON.
 
 megasolve's formulas describe the GPU training path (Transformer Engine spec, fused RoPE, fused SwiGLU,
 flash attention unless ``attention="unfused"``, CUDA dropout). The trace runs the local spec on a CPU,
