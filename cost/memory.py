@@ -808,7 +808,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
 
     Activations = in-flight micro-batches (section 3.6) x the stage's per-layer bytes + transients
     (backward re-materialises one recomputed layer at a time: the whole layer with full recompute,
-    the selectively recomputed tensors with selective recompute; plus the MoE dispatch buffers)
+    the selectively recomputed tensors with selective recompute; plus one MoE layer's backward,
+    ``moe_dispatch_transient_bytes``)
     + embedding inputs per in-flight micro-batch on the first stage + logits and MTP on the last;
     ``fixed_bytes``: workspaces and persistent buffers (``fixed_allocation_bytes``), every stage.
     ``layout.recompute_modules`` (Megatron's ``--recompute-modules``) is read when the Layout has it,
