@@ -17,7 +17,19 @@ ATen op and follows each result's storage with a ``StorageWeakRef`` (the mechani
 * ``forward_peak_bytes`` / ``backward_peak_bytes``: the largest live total during each pass above
   what was live when the pass began (transients: all-gathered tensors, permutation buffers, fp32
   temporaries, gradients in flight);
-* ``saved``: the alive storages themselves (creating op, shape, dtype, bytes), to explain each term.
+* ``saved``: the alive storages themselves (creating op, shape, dtype, bytes), to explain each term;
+* ``module_backward``: for each attention and MLP/MoE module of the one-layer model, the peak of its
+  backward above the live total when its backward began (the gradient of its output complete), and
+  what makes that peak: the storages its backward made that are alive then (op, shape, dtype as first
+  seen: a view's op and shape name the storage it was first seen through, bytes) and the bytes of its
+  saved tensors already freed.
+
+Weight gradients are dropped as soon as autograd accumulates them, as Megatron's DDP wrapper does after
+adding them to the preallocated ``main_grad`` buffer (static memory, counted with the gradients), so the
+backward peaks hold only what a training step holds transiently; the linear layers' weight gradients go
+straight into ``main_grad`` as with the GPU's gradient-accumulation fusion
+(``install_gradient_accumulation_fusion``); those of the embedding, norms and router exist once in their
+dtype before they are dropped, as on the GPU.
 
 Per-layer bytes come from the difference of two models that differ by one layer of the same kind
 (``num_layers = L`` and ``L + 1``), so embedding, final norm, logits, loss and MTP cancel; the rest
@@ -118,6 +130,14 @@ CASES = [
     _case("gap-mla-moe32-mtp1-allgather", **MLA, **dict(MOE, num_moe_experts=32, moe_router_topk=4),
           moe_shared_expert_intermediate_size=128, mtp_num_layers=1, moe_aux_loss_coeff=0.01,
           moe_token_dispatcher_type="allgather"),
+    # the backward transient of one MoE layer (moe_dispatch_transient_bytes), pinned over its axes: expert
+    # width F_m > h, three of four experts, more tokens, another hidden size (TP/ETP 2 needs SP with MoE:
+    # moe-alltoall-tp2-sp)
+    _case("moe-alltoall-ffn1024", **dict(MOE, moe_ffn_hidden_size=1024)),
+    _case("moe-allgather-ffn1024-top4", **dict(MOE, moe_ffn_hidden_size=1024, moe_router_topk=4),
+          moe_token_dispatcher_type="allgather"),
+    _case("moe-alltoall-e4-top3-seq256", **dict(MOE, num_moe_experts=4, moe_router_topk=3), seq_length=256),
+    _case("moe-alltoall-h384-e16", **dict(MOE, num_moe_experts=16), hidden_size=384),
 ]
 
 
@@ -164,6 +184,27 @@ def install_cpu_shims(torch) -> None:
     transformer_utils.get_default_causal_mask = causal_mask
     fused_softmax.get_default_causal_mask = causal_mask
     CudaToCpu().__enter__()
+
+
+def install_gradient_accumulation_fusion(torch) -> None:
+    """The GPU's fused weight-gradient GEMM (Apex ``fused_weight_gradient_mlp_cuda``, Megatron-LM's default
+    ``--gradient-accumulation-fusion``; ``tensor_parallel/layers.py`` L561-573) accumulates ``wgrad`` into
+    the fp32 ``main_grad`` without a bf16 weight gradient. The same on the CPU: the product is added to
+    ``main_grad`` with the tracker out of the way, so no weight-gradient transient is seen."""
+    import types
+
+    from torch.utils._python_dispatch import _disable_current_modes
+    from megatron.core.tensor_parallel import layers
+
+    def wgrad_gemm_accum(total_input, grad_output, main_grad):
+        with _disable_current_modes():
+            x = total_input.reshape(-1, total_input.shape[-1])
+            g = grad_output.reshape(-1, grad_output.shape[-1])
+            main_grad.add_(g.t().float() @ x.float())
+
+    layers.fused_weight_gradient_mlp_cuda = types.SimpleNamespace(wgrad_gemm_accum_fp32=wgrad_gemm_accum,
+                                                                  wgrad_gemm_accum_fp16=wgrad_gemm_accum)
+    layers._grad_accum_fusion_available = True
 
 
 def install_mla_core_attention() -> None:
@@ -220,6 +261,27 @@ def make_tracker(torch):
             self.refs = {}
             self.info = {}
             self.peak = 0
+            self.windows = {}  # module name -> its backward: live bytes at its start, peak above, snapshot
+            self.open = []
+
+        def snapshot(self, base: dict) -> list:
+            """The storages made since ``base`` that are alive now, and the bytes of ``base`` freed since
+            (a storage is its weak reference: a key can be a reused address)."""
+            made = [(k, n) for k, (ref, n) in self.refs.items() if base.get(k, (None,))[0] is not ref]
+            freed = sum(n for k, (ref, n) in base.items() if ref.expired() or self.refs.get(k, (None,))[0] is not ref)
+            return [made, freed]
+
+        def open_window(self, name: str) -> None:
+            """A module's backward begins (the gradient of its output is complete)."""
+            live = self.live_bytes()
+            base = dict(self.refs)
+            self.windows[name] = dict(start=live, peak=0, base=base, at_peak=[[], 0])
+            self.open.append(name)
+
+        def close_window(self, name: str) -> None:
+            """A module's backward ends (the gradient of its input is complete)."""
+            if name in self.open:
+                self.open.remove(name)
 
         def live_bytes(self) -> int:
             for key in [k for k, (ref, _) in self.refs.items() if ref.expired()]:
@@ -232,13 +294,44 @@ def make_tracker(torch):
                 if isinstance(t, torch.Tensor) and t.device.type == RUN["device"]:
                     storage = t.untyped_storage()
                     key = storage._cdata
+                    if key in self.refs and self.refs[key][0].expired():  # address of a dead storage reused
+                        del self.refs[key]
                     if key not in self.pre and key not in self.refs:
                         self.refs[key] = (StorageWeakRef(storage), storage.nbytes())
                         self.info[key] = (str(func).replace("aten.", ""), list(t.shape), str(t.dtype)[6:])
-            self.peak = max(self.peak, self.live_bytes())
+            live = self.live_bytes()
+            self.peak = max(self.peak, live)
+            for name in self.open:
+                w = self.windows[name]
+                if live - w["start"] > w["peak"]:
+                    w["peak"] = live - w["start"]
+                    w["at_peak"] = self.snapshot(w["base"])
             return out
 
     return Tracker
+
+
+def watch_backward(torch, tracker, name: str, module) -> None:
+    """Open a window on ``tracker`` when the gradient of ``module``'s output is complete and close it when
+    the gradient of its input is (tensor hooks, registered in forward; module backward hooks would wrap
+    the tensors and see only positional inputs)."""
+    from torch.utils._pytree import tree_leaves
+
+    def first_tensor(x):
+        return next((t for t in tree_leaves(x) if isinstance(t, torch.Tensor) and t.requires_grad), None)
+
+    def pre_hook(mod, args, kwargs):
+        x = first_tensor((args, kwargs.get("hidden_states")))
+        if x is not None:
+            x.register_hook(lambda g: tracker.close_window(name))
+
+    def post_hook(mod, args, kwargs, out):
+        y = first_tensor(out)
+        if y is not None:
+            y.register_hook(lambda g: tracker.open_window(name))
+
+    module.register_forward_pre_hook(pre_hook, with_kwargs=True)
+    module.register_forward_hook(post_hook, with_kwargs=True)
 
 
 # ---------------------------------------------------------------------------- model
@@ -255,8 +348,9 @@ def make_config(torch, c: dict, num_layers: int):
               tensor_model_parallel_size=c["tp"], sequence_parallel=c["sequence_parallel"],
               bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
               use_cpu_initialization=True, perform_initialization=True,
-              bias_dropout_fusion=False, masked_softmax_fusion=False, gradient_accumulation_fusion=False,
+              bias_dropout_fusion=False, masked_softmax_fusion=False,
               apply_rope_fusion=False, persist_layer_norm=False, bias_activation_fusion=False,
+              gradient_accumulation_fusion=RUN["device"] == "cpu",  # install_gradient_accumulation_fusion
               cross_entropy_loss_fusion=c["cross_entropy_loss_fusion"],
               cross_entropy_fusion_impl="native")
     if RUN["device"] == "cuda":  # the GPU training path: Megatron-LM's default fusions, TE attention backend
@@ -325,6 +419,14 @@ def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
         get_tracker().clear()
     model = build_model(torch, c, num_layers)
     model.train()
+    # Megatron's DDP wrapper adds each weight gradient to the preallocated fp32 main_grad buffer (counted as
+    # static memory) and drops it: ``distributed_data_parallel.py::_make_backward_post_hook`` L420-441
+    # (``param.main_grad.add_(param.grad.data); param.grad = None``). Without this hook the trace's
+    # backward peak would count every weight gradient made so far as a transient.
+    for param in model.parameters():
+        param.register_post_accumulate_grad_hook(lambda p: setattr(p, "grad", None))
+        param.main_grad = torch.zeros_like(param, dtype=torch.float32)  # DDP's grad buffer (static memory)
+    watched = [(n, m) for n, m in model.named_modules() if n.endswith((".self_attention", ".mlp"))]
     s, b = c["seq_length"], c["micro_batch_size"]
     gen = torch.Generator().manual_seed(0)
     device = RUN["device"]
@@ -332,6 +434,7 @@ def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
     labels = torch.randint(0, c["vocab_size"], (b, s), generator=gen).to(device)
     position_ids = torch.arange(s, device=device).unsqueeze(0).expand(b, s)
     pre = {p.untyped_storage()._cdata for p in model.parameters()}
+    pre |= {p.main_grad.untyped_storage()._cdata for p in model.parameters()}
     pre |= {t.untyped_storage()._cdata for t in model.buffers()}
     pre |= {t.untyped_storage()._cdata for t in (tokens, labels, position_ids)}
     from megatron.core import parallel_state as ps
@@ -339,6 +442,8 @@ def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
     persistent_before = sum(t.untyped_storage().nbytes() for t in buffer.values())
     pre |= {t.untyped_storage()._cdata for t in buffer.values()}
     tracker = Tracker(pre)
+    for name, module in watched:
+        watch_backward(torch, tracker, name, module)
     cuda = device == "cuda"
     if cuda:
         torch.cuda.synchronize()
@@ -379,8 +484,14 @@ def trace(torch, Tracker, c: dict, num_layers: int) -> dict:
             saved.append([op, shape, dtype, n])
     persistent["global_memory_buffer_total"] = sum(t.untyped_storage().nbytes() for t in buffer.values())
     persistent["global_memory_buffer_growth"] = persistent["global_memory_buffer_total"] - persistent_before
+    modules = {}
+    for name, w in tracker.windows.items():
+        made_w, freed_w = w["at_peak"]
+        modules[name] = dict(peak_bytes=w["peak"], freed_bytes=freed_w,
+                             made=sorted(([*tracker.info[k], n] for k, n in made_w), key=lambda x: -x[3]))
     out = dict(retained_bytes=retained, persistent=persistent, forward_peak_bytes=forward_peak,
-               backward_peak_bytes=backward_peak, saved=saved)
+               backward_peak_bytes=backward_peak, saved=saved,
+               module_backward=modules)
     if cuda:
         out["cuda_memory_stats"] = cuda_stats  # torch.cuda.memory_allocated / max_memory_allocated deltas
     return out
@@ -416,6 +527,7 @@ def run_case(torch, dist, ps, FakeStore, Tracker, case: dict) -> dict:
                 forward_peak_bytes=[lo["forward_peak_bytes"], hi["forward_peak_bytes"]],
                 backward_peak_bytes=[lo["backward_peak_bytes"], hi["backward_peak_bytes"]],
                 layer_saved=sorted(layer_saved, key=lambda x: -x[3]),
+                module_backward=lo["module_backward"],
                 **({"cuda_memory_stats": [lo["cuda_memory_stats"], hi["cuda_memory_stats"]]}
                    if "cuda_memory_stats" in lo else {}),
                 model_saved_1_layer=sorted(lo["saved"], key=lambda x: -x[3]))
@@ -460,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         moe_utils.te_general_gemm = None
     if args.device == "cpu":
         install_mla_core_attention()
+        install_gradient_accumulation_fusion(torch)
         install_sequence_parallel_torch_norm()
     Tracker = make_tracker(torch)
     results = []

@@ -480,13 +480,57 @@ def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activa
 
 
 def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
-    """Permute / all-to-all buffers live while one MoE layer runs (section 3.4: 2-3 extra
-    ``[T*k, h]`` buffers); ``calibration: moe_dispatch_buffers`` copies of the routed tokens."""
+    """Peak of one MoE layer's backward above what the layer keeps, bytes (the layer's saved tensors are
+    freed as its backward goes; the gradients of its routed rows are made). Its backward is a chain of
+    ``[T_r, *]`` gradients, ``T_r = (T/sigma)*k*etp`` dispatched rows (token dropping / padding
+    included, ``cost/moe_routing.py``), each step holding the gradient it reads and the one it writes;
+    the peak is the largest step:
+
+    * dispatch, ``2 * 2*T_r*h`` (alltoall; flex taken as the same, not traced): the gradient of the
+      experts' output, gathered back to the routed rows by the backward of ``moe_utils.py::unpermute``
+      (L461-470, ``index_add_`` / ``scatter_add_``), next to the copy the alltoall dispatcher's chunk
+      sort makes of it (``token_dispatcher.py`` ``combine_preprocess``, ``sort_chunks_by_idxs``, L755-771;
+      the same on the input side). The allgather dispatcher sorts nothing: its one ``[T_r, h]`` gradient
+      is in the FC2 step below. With expert TP (``etp > 1``) both combine with a reduce-scatter in the
+      probabilities' dtype (fp32 router, ``--moe-router-dtype fp32`` as the recipes set; L776-783,
+      allgather L338-340): the fp32 gradient all-gathered to ``[T_r, h]`` and its bf16 cast,
+      ``(4 + 2)*T_r*h``.
+    * experts, Transformer Engine's grouped MLP (``experts.py::TEGroupedMLP``: one grouped GEMM per weight
+      over all local experts' rows, fused weighted SwiGLU): FC2's backward holds the output gradient and
+      writes the activation gradient, ``2*T_r*(h + F_m)``; the SwiGLU backward reads that and writes the
+      FC1-output gradient after FC2 has freed the activation it kept, ``2*T_r*(1 + f_glu)*F_m - a*T_r*F_m``
+      (``F_m`` per expert-TP rank, ``a`` = ``gemm_input_bytes``). These exceed the dispatch step only
+      for experts wider than the model (``F_m > h``, Mixtral); derived, not traced: the CPU trace runs
+      ``SequentialMLP``, one expert's rows at a time, whose expert step is that of one expert's share
+      (cases ``moe-*-ffn1024``, ``tests/test_activation_golden.py``).
+
+    Traced to the byte (CPU, local spec, alltoall dispatcher, ``F_m <= h``; TP/ETP 2 with SP): cases
+    ``moe-alltoall*``, ``mla-moe-mtp1``, ``gap-mla-moe32-mtp1``, ``module_backward`` of the MoE layer. With
+    the allgather dispatcher the trace holds one ``[T_r, h]`` gradient and one expert's share, less than
+    the FC2 step of all rows at once (``moe-allgather*``, ``gap-mla-moe32-mtp1-allgather``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    >>> spec = load_preset("deepseek-v3")  # h = 7168, F_m = 2048, top-8: the dispatch step
+    >>> moe_dispatch_transient_bytes(spec, Workload(seq_length=4096), shape) / 2**20  # 2 * 2 B * 32768 rows * 7168
+    896.0
+    >>> spec = load_preset("mixtral-8x7b")  # h = 4096, F_m = 14336, top-2: the SwiGLU step, 2*8192*(3*14336) - 2*8192*14336
+    >>> moe_dispatch_transient_bytes(spec, Workload(seq_length=4096), shape) / 2**20
+    448.0
+    """
     if not spec.is_moe:
         return 0.0
+    m = spec.moe
     router_tokens = shape.tokens(workload) / shape.sigma
-    routed_tokens = router_tokens * spec.moe.top_k * shape.etp * routed_rows(spec, workload, router_tokens).dispatch
-    return calibration()["memory"]["moe_dispatch_buffers"] * BF16 * routed_tokens * spec.hidden_size
+    rows = router_tokens * m.top_k * shape.etp * routed_rows(spec, workload, router_tokens).dispatch
+    h, F = spec.hidden_size, m.expert_ffn_hidden_size / shape.etp
+    if shape.etp > 1:
+        dispatch = (FP32 + BF16) * rows * h
+    else:
+        dispatch = 0.0 if workload.moe_dispatcher == "allgather" else 2 * BF16 * rows * h
+    fc2 = BF16 * rows * (h + F)
+    swiglu = BF16 * rows * (1 + spec.gated_factor) * F - gemm_input_bytes(workload) * rows * F
+    return max(dispatch, fc2, swiglu)
 
 
 def first_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
@@ -558,10 +602,14 @@ MIB = 2**20
 TORCH_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "older": 8.125 * MIB}
 TE_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "older": 4 * MIB}
 TE_GROUPED_GEMM_STREAMS = 4
-# Backward of one unfused core attention, per score element, above what the layer keeps: the fp32
-# gradient of the softmax input and the bf16 gradient of the probabilities (measured on the traced
-# layers: 4.98 B per score, tests/test_activation_golden.py BACKWARD_PEAK_ELSEWHERE).
-UNFUSED_BACKWARD_BYTES_PER_SCORE = 5
+# Backward of one unfused core attention, per score element, above what the layer keeps (traced: the
+# attention block's ``module_backward`` in tests/data/megatron_activation_golden.json): at its peak the fp32
+# gradient of the softmax output and the fp32 gradient of its input (``_softmax_backward_data``) are
+# alive, 4 + 4 B, after the context ``bmm``'s backward freed the bf16 probabilities it kept, -2 B (with
+# attention dropout, the dropped-out probabilities and the dropout mask, -2 - 1 B on CUDA). The attention
+# output the projection kept is freed too (``-2*T*n*dv/t``, 1 % of the term at s = 4096 with dv = 128):
+# left in as a margin. (Was 5 B, read off whole-model peaks that held the weight gradients.)
+UNFUSED_BACKWARD_BYTES_PER_SCORE = {"no_dropout": 4 + 4 - 2, "dropout": 4 + 4 - 2 - 1}
 
 
 def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> float:
@@ -587,7 +635,8 @@ def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload
     if workload.attention == "unfused":
         scores = shape.mbs * spec.num_attention_heads / shape.tp * workload.seq_length / shape.cp \
             * workload.seq_length
-        total += (BF16 + UNFUSED_BACKWARD_BYTES_PER_SCORE) * scores
+        backward = UNFUSED_BACKWARD_BYTES_PER_SCORE["dropout" if workload.hidden_dropout > 0 else "no_dropout"]
+        total += (BF16 + backward) * scores
     return total
 
 
@@ -664,8 +713,9 @@ def comm_buffer_bytes(spec: ModelSpec, workload: Workload, ep: int, etp: int) ->
 #   for the paths a CPU runs; the TE / flash / fused-kernel paths are derived from source, not measured
 #   on a GPU. Measured peaks at hand, activations = measured - static - fixed: the ISEEKYAN/mbridge
 #   validation table (Mixtral 4-layer, H100, 4 runs; tests/test_memory.py MBRIDGE_RUNS) gives
-#   -9.2 %, -0.3 %, -4.8 %, +2.0 % (the source rounds to 0.05 GiB: +/-1 % of its 4.8 GiB run), so at
-#   most ~3 % under-predicted; and the published layouts that ran (tests/test_published.py) bound the
+#   -11.3 %, -2.6 %, -8.8 %, -2.2 % (the source rounds to 0.05 GiB: +/-1 % of its 4.8 GiB run; before the
+#   grouped-MLP expert step of moe_dispatch_transient_bytes, F_m = 5440 > h: -9.2 %, -0.3 %, -4.8 %, +2.0 %),
+#   so none under-predicted; and the published layouts that ran (tests/test_published.py) bound the
 #   under-prediction from above: the Megatron-Bridge Llama-3 70B GB200 FP8 recipe (Megatron-FSDP, mbs 2,
 #   40 offloaded layers, no recompute) is predicted at 189.3 of 197.6 GB, so its 153 GB of dense flash
 #   activations cannot be under-predicted by more than 5.3 %. Band: 5 %.
@@ -796,7 +846,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
 
     Activations = in-flight micro-batches (section 3.6) x the stage's per-layer bytes + transients
     (backward re-materialises one recomputed layer at a time: the whole layer with full recompute,
-    the selectively recomputed tensors with selective recompute; plus the MoE dispatch buffers)
+    the selectively recomputed tensors with selective recompute; plus one MoE layer's backward,
+    ``moe_dispatch_transient_bytes``)
     + embedding inputs per in-flight micro-batch on the first stage + logits and MTP on the last;
     ``fixed_bytes``: workspaces and persistent buffers (``fixed_allocation_bytes``), every stage.
     ``layout.recompute_modules`` (Megatron's ``--recompute-modules``) is read when the Layout has it,

@@ -3,8 +3,10 @@
 The goldens (``tests/data/megatron_activation_golden.json``, written by
 ``benchmarks/megatron_activation_golden.py``; megatron-core and torch versions inside) hold, per case,
 the bytes one layer keeps for backward (``layer_bytes``), the rest of a one-layer GPTModel
-(``extras_bytes``: final norm, logits and loss, MTP), the persistent buffers and the peak of the
-backward pass above its start. This test needs neither torch nor Megatron-Core: it reads the JSON.
+(``extras_bytes``: final norm, logits and loss, MTP), the persistent buffers, the peak of the
+backward pass above its start, and that of each attention and MLP/MoE block's own backward
+(``module_backward``; weight gradients go to ``main_grad`` as in Megatron's DDP). This test needs neither
+torch nor Megatron-Core: it reads the JSON.
 
 megasolve's formulas describe the GPU training path (Transformer Engine spec, fused RoPE, fused SwiGLU,
 flash attention unless ``attention="unfused"``, CUDA dropout). The trace runs the local spec on a CPU,
@@ -37,8 +39,9 @@ from pathlib import Path
 
 import pytest
 
-from megasolve.cost.memory import (ActivationShape, first_stage_extra_bytes, last_stage_extra_bytes,
-                                   layer_activation_bytes, moe_dispatch_transient_bytes, mtp_activation_bytes)
+from megasolve.cost.memory import (UNFUSED_BACKWARD_BYTES_PER_SCORE, ActivationShape, first_stage_extra_bytes,
+                                   last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
+                                   mtp_activation_bytes)
 from megasolve.models.layout import Workload
 from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
 
@@ -67,7 +70,7 @@ def inputs(case: dict):
     # the traced local DotProductAttention is the unfused path; one dropout probability for both kinds
     assert c["hidden_dropout"] == c["attention_dropout"]
     workload = Workload(seq_length=c["seq_length"], global_batch_size=c["micro_batch_size"], attention="unfused",
-                        hidden_dropout=c["hidden_dropout"],
+                        hidden_dropout=c["hidden_dropout"], moe_dispatcher=c["moe_token_dispatcher_type"],
                         cross_entropy="native" if c["cross_entropy_loss_fusion"] else "unfused")
     # expert TP is left at its default, the attention TP (parallel_state.initialize_model_parallel)
     shape = ActivationShape(tp=c["tp"], cp=1, mbs=c["micro_batch_size"], sequence_parallel=c["sequence_parallel"],
@@ -168,42 +171,76 @@ def test_model_extras_equal_final_norm_logits_loss_and_mtp(name):
 
 # Cases whose backward peak is not the logits gradient, with what it is instead (bytes above the start of
 # backward): the fused loss keeps 12 B/token more while its gradient is made (fused_cross_entropy.py);
-# with few tokens per vocabulary row (mbs 1, TP 2) the unfused attention backward of one layer is larger:
-# the bf16 gradient of the probabilities and the fp32 gradient of the softmax input, ~5 B per score.
-# Recompute cases: the layer re-materialised in backward (all of it with full recompute, the core
-# attention with selective) is larger than the logits gradient.
-BACKWARD_PEAK_ELSEWHERE = {"dense-gqa-fused-ce", "dense-gqa-mbs1", "dense-gqa-tp2", "moe-alltoall-tp2-sp"}
-RECOMPUTE_CASES = {"dense-gqa-full-recompute", "dense-gqa-selective-core-attn"}
-# Issue 14's MoE + MLA + MTP gap, traced (32 experts, top-4, shared expert, MTP 1): the backward peak is
-# the backward of one MoE layer (its routed rows' gradients: 1,024 rows here), not the logits gradient,
-# and it is 2.36x what the formula holds for it (moe_dispatch_transient_bytes + the logits gradient):
-# 3.70 MB against 1.57 MB on a 6.24 MB layer. Not in the formula yet (the CPU runs the local
-# SequentialMLP, whose per-expert backward need not equal TE's grouped GEMM): docs/memory-audit.md.
-MOE_BACKWARD_GAP = {"gap-mla-moe32-mtp1": (2.3, 2.4), "gap-mla-moe32-mtp1-allgather": (2.3, 2.4)}
+# with TP 2 (half the vocabulary per rank) the unfused attention backward of one layer is larger: the bf16
+# gradient of the probabilities and the fp32 gradient of the softmax input, <= 6 B per score.
+# Full recompute: the layer re-materialised in backward is larger than the logits gradient.
+BACKWARD_PEAK_ELSEWHERE = {"dense-gqa-fused-ce", "dense-gqa-tp2"}
+RECOMPUTE_CASES = {"dense-gqa-full-recompute"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_backward_peak_is_the_bf16_logits_gradient(name):
     """The largest transient of backward on a one-layer model: the bf16 gradient of the logits, made
     while the fp32 softmax is still alive (+4 B: the loss's fp32 gradient scalar); this is the ``+2`` of
-    ``last_stage_extra_bytes``."""
+    ``last_stage_extra_bytes``. Weight gradients go to ``main_grad`` as in Megatron's DDP (issue 14's
+    traced "MoE backward gap", 3.70 MB on the ``gap-*`` cases, was the weight gradients of every expert
+    the trace then kept as ``.grad``)."""
     case = CASES[name]
     c = case["config"]
     T = c["seq_length"] * c["micro_batch_size"]
     logits_grad = 2 * T * c["vocab_size"] / c["tp"] + 4
-    if name in MOE_BACKWARD_GAP:
-        c_, spec, workload, shape = inputs(case)
-        held = moe_dispatch_transient_bytes(spec, workload, shape) + 2 * T * c["vocab_size"] / c["tp"]
-        low, high = MOE_BACKWARD_GAP[name]
-        assert low * held < case["backward_peak_bytes"][0] < high * held
-    elif name in RECOMPUTE_CASES:  # at most the whole layer comes back, next to the logits gradient
+    if name in RECOMPUTE_CASES:  # at most the whole layer comes back, next to the logits gradient
         assert logits_grad < case["backward_peak_bytes"][0] <= logits_grad + CASES["dense-gqa"]["layer_bytes"]
     elif name in BACKWARD_PEAK_ELSEWHERE:
         assert case["backward_peak_bytes"][0] > logits_grad
         scores = c["micro_batch_size"] * c["num_attention_heads"] / c["tp"] * c["seq_length"] ** 2
-        assert case["backward_peak_bytes"][0] <= max(logits_grad + 12 * T, 5 * scores + 4 * T * c["hidden_size"])
+        assert case["backward_peak_bytes"][0] <= max(logits_grad + 12 * T, 6 * scores)
     else:
         assert case["backward_peak_bytes"][0] == logits_grad
+
+
+MOE_CASES = sorted(n for n, case in CASES.items() if case["config"]["num_moe_experts"])
+
+
+@pytest.mark.parametrize("name", MOE_CASES)
+def test_moe_layer_backward_peak_equals_the_dispatch_transient(name):
+    """The peak of one MoE layer's backward above the live bytes when it began (``module_backward``;
+    traced with weight gradients going to ``main_grad``): exactly ``moe_dispatch_transient_bytes`` for the
+    alltoall dispatcher with experts no wider than the model (two bf16 ``[T_r, h]`` gradients; with ETP 2
+    the fp32 combine gradient and its bf16 cast). Otherwise the formula's expert steps are Transformer
+    Engine's grouped MLP, all routed rows at once, where the traced ``SequentialMLP`` runs one expert's
+    share at a time: the trace lies between the routed-row gradients it always holds and the formula."""
+    case = CASES[name]
+    c, spec, workload, shape = inputs(case)
+    traced = case["module_backward"]["decoder.layers.0.mlp"]["peak_bytes"]
+    formula = moe_dispatch_transient_bytes(spec, workload, shape)
+    rows = c["seq_length"] * c["micro_batch_size"] / shape.sigma * c["moe_router_topk"] * shape.etp
+    alltoall = c["moe_token_dispatcher_type"] == "alltoall"
+    routed_grads = (4 if shape.etp == 1 else 6) * rows * c["hidden_size"] if alltoall else 2 * rows * c["hidden_size"]
+    if alltoall and c["moe_ffn_hidden_size"] <= c["hidden_size"]:
+        assert traced == formula == routed_grads
+    else:
+        assert routed_grads < traced < formula
+
+
+@pytest.mark.parametrize("name", sorted(n for n, case in CASES.items() if not case["config"]["recompute_granularity"]))
+def test_unfused_attention_backward_peak_is_the_per_score_constant(name):
+    """The peak of one attention block's backward above the live bytes when it began: two fp32 score-sized
+    gradients less the bf16 probabilities freed (``UNFUSED_BACKWARD_BYTES_PER_SCORE``), less the freed
+    attention output ``2*T*n*dv/t`` (GQA, MLA: exact). MHA with RoPE frees the whole QKV output V was a view
+    of (``-6*T*n*d/t``); with dropout the CPU frees a bf16 mask where CUDA frees a bool one (1 B less)."""
+    case = CASES[name]
+    c = case["config"]
+    T, t = c["seq_length"] * c["micro_batch_size"], c["tp"]
+    n, d = c["num_attention_heads"], c["v_head_dim"] if c["multi_latent_attention"] else c["kv_channels"]
+    scores = c["micro_batch_size"] * n / t * c["seq_length"] ** 2
+    traced = case["module_backward"]["decoder.layers.0.self_attention"]["peak_bytes"]
+    if c["attention_dropout"]:
+        assert traced == (UNFUSED_BACKWARD_BYTES_PER_SCORE["dropout"] - 1) * scores - 4 * T * n * d / t
+    elif c["num_query_groups"] == n and not c["multi_latent_attention"]:
+        assert traced == UNFUSED_BACKWARD_BYTES_PER_SCORE["no_dropout"] * scores - 6 * T * n * d / t
+    else:
+        assert traced == UNFUSED_BACKWARD_BYTES_PER_SCORE["no_dropout"] * scores - 2 * T * n * d / t
 
 
 def test_unfused_core_attention_keeps_a_persistent_score_sized_buffer():
