@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from megasolve.cost import combine
@@ -39,6 +39,7 @@ from megasolve.models.params import (RankParams, attention_params, dense_mlp_par
                                      moe_mlp_params, mtp_params, output_params)
 from megasolve.models.spec import ModelSpec
 from megasolve.cost.offload import activation_offload_exposed_s
+from megasolve.solver import knobs as knobs_
 from megasolve.solver.space import MAX_VPP, Point, rc_fields, rc_sel
 from megasolve.topology.cluster import Cluster
 
@@ -132,11 +133,18 @@ class CostTables:
     """Integer term tables for one (model, cluster, workload), filled lazily and cached."""
 
     def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, headroom_bytes: float = 0.0,
-                 band: bool = False) -> None:
+                 band: bool = False, knobs: frozenset[str] = frozenset()) -> None:
         """``headroom_bytes``: memory every stage must leave free (``solve``'s ``--min-headroom``);
         ``band``: every stage must fit with its uncertainty band (``cost/memory.py`` ``band_parts``;
-        ``solve``'s default)."""
+        ``solve``'s default); ``knobs``: the communication knobs chosen per layout (``knobs.py``; off in
+        ``workload``)."""
         self.spec, self.cluster, self.workload = spec, cluster, workload
+        self.knobs = frozenset(knobs)
+        # the time terms' workload: the TP overlap on wherever Megatron allows it (knobs.py)
+        self.time_workload = replace(workload, tp_comm_overlap=True) if "tp_comm_overlap" in self.knobs else workload
+        self.moe_available = knobs_.moe_available(spec, workload, self.knobs)
+        self.permits = tuple(sorted({(e and self.moe_available[0], s and self.moe_available[1])
+                                     for e in (False, True) for s in (False, True)}, reverse=True))
         self.headroom_bytes = headroom_bytes
         self.band = band
         cal = calibration()
@@ -175,6 +183,7 @@ class CostTables:
 
     def _define_terms(self) -> list[Term]:
         spec, cluster, wl = self.spec, self.cluster, self.workload
+        twl = self.time_workload
         n = cluster.num_gpus
         precision = wl.precision
 
@@ -195,25 +204,42 @@ class CostTables:
         def layer_time(spec_, cluster_, wl_, sh, *, ep, moe, recompute, recompute_modules=None, kind=None):
             """``step.layer_time`` memoised per table set: the total ("t_") and compute ("c_") terms and
             the offload term read the same layer."""
-            key = (sh, ep, moe, recompute, recompute_modules, kind)
+            key = (wl_, sh, ep, moe, recompute, recompute_modules, kind)
             if key not in layer_times:
                 if recompute == "selective":  # step.layer_time's own sum, with the base layer memoised
                     modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
-                    base = base_time(sh, ep, moe, "selective" if uses_core_attn(modules) else "none", kind)
+                    base = base_time(wl_, sh, ep, moe, "selective" if uses_core_attn(modules) else "none", kind)
                     layer_times[key] = base + selective_modules_time(spec_, cluster_, wl_, sh, ep=ep, moe=moe,
                                                                      modules=modules)
                 else:
-                    layer_times[key] = base_time(sh, ep, moe, recompute, kind)
+                    layer_times[key] = base_time(wl_, sh, ep, moe, recompute, kind)
             return layer_times[key]
 
         base_times: dict[tuple, Any] = {}
 
-        def base_time(sh, ep, moe, recompute, kind=None):
-            key = (sh, ep, moe, recompute, kind)
+        def base_time(wl_, sh, ep, moe, recompute, kind=None):
+            key = (wl_, sh, ep, moe, recompute, kind)
             if key not in base_times:
-                base_times[key] = base_layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute=recompute,
+                base_times[key] = base_layer_time(spec, cluster, wl_, sh, ep=ep, moe=moe, recompute=recompute,
                                                   kind=kind)
             return base_times[key]
+
+        moe_kinds = tuple(k for k in model_layer_kinds(spec) if k.moe)
+
+        @functools.cache
+        def moe_workload(permit, tp, cp, mbs, sp, etp, ep) -> Workload:
+            """The MoE overlap setting of one per-layer configuration under ``permit`` (knobs.py): the
+            fastest allowed one for the model's MoE layers at no recompute, Megatron's default on ties."""
+            best = None
+            for ep_ov, se_ov in knobs_.settings(permit, ep):
+                w = replace(twl, moe_ep_overlap=ep_ov, moe_shared_expert_overlap=se_ov)
+                t = sum(quantise_s(layer_time(spec, cluster, w, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True,
+                                              recompute="none", kind=kind).total) for kind in moe_kinds)
+                if best is None or t < best[0]:
+                    best = (t, w)
+            return best[1]
+
+        self.moe_workload = moe_workload
 
         def mods(sel: tuple) -> tuple[str, ...] | None:
             """``sel``: the selective modules (``space.rc_sel``), () without selective recompute."""
@@ -356,35 +382,47 @@ class CostTables:
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(mtp_activation_bytes(
                     spec, wl, shape(tp, cp, mbs, sp, etp), base(sel), **_modules_kw(sel))))
         # ---- time per micro-batch (us): total and compute part -----------------------------
+        # (the compute part does not depend on the overlaps; the totals of MoE layers and of an MoE MTP
+        # head have one term per MoE overlap permit, ``time_form`` picks the row's: knobs.py)
         for part in ("t", "c"):
             pick = (lambda lt: lt.total) if part == "t" else (lambda lt: lt.compute)
-            add(f"{part}_logits", ("tp", "cp", "mbs", "sp", "etp", "ep"),
-                lambda tp, cp, mbs, sp, etp, ep, pick=pick: quantise_s(pick(logits_time(
-                    spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep))))
+            permits = self.permits if part == "t" else self.permits[:1]
+            for permit in permits:
+                suffix = knobs_.permit_tag(permit, self.moe_available)
+                if suffix and not self.mtp_moe:
+                    continue
+                add(f"{part}_logits{suffix}", ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                    lambda tp, cp, mbs, sp, etp, ep, pick=pick, permit=permit: quantise_s(pick(logits_time(
+                        spec, cluster, moe_workload(permit, tp, cp, mbs, sp, etp, ep) if spec.is_moe else twl,
+                        shape(tp, cp, mbs, sp, etp), ep=ep))))
             # one term per layer kind (layers.model_layer_kinds: MLP kind x attention span), with and
             # without full recompute
             for kind in model_layer_kinds(spec):
                 if kind.moe:
-                    add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
-                        lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick, kind=kind: quantise_s(pick(layer_time(
-                            spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
-                            recompute_modules=mods(sel), kind=kind))))
-                    add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp", "etp", "ep"),
-                        lambda tp, cp, mbs, sp, etp, ep, pick=pick, kind=kind: quantise_s(pick(layer_time(
-                            spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
-                            kind=kind))))
+                    for permit in permits:
+                        suffix = knobs_.permit_tag(permit, self.moe_available)
+                        add(self.layer_term(part, kind, False) + suffix, ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
+                            lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick, kind=kind, permit=permit: quantise_s(
+                                pick(layer_time(spec, cluster, moe_workload(permit, tp, cp, mbs, sp, etp, ep),
+                                                shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
+                                                recompute_modules=mods(sel), kind=kind))))
+                        add(self.layer_term(part, kind, True) + suffix, ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                            lambda tp, cp, mbs, sp, etp, ep, pick=pick, kind=kind, permit=permit: quantise_s(
+                                pick(layer_time(spec, cluster, moe_workload(permit, tp, cp, mbs, sp, etp, ep),
+                                                shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
+                                                kind=kind))))
                 else:
                     add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "sel"),
                         lambda tp, cp, mbs, sp, sel, pick=pick, kind=kind: quantise_s(pick(layer_time(
-                            spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel),
+                            spec, cluster, twl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel),
                             recompute_modules=mods(sel), kind=kind))))
                     add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp"),
                         lambda tp, cp, mbs, sp, pick=pick, kind=kind: quantise_s(pick(layer_time(
-                            spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full",
+                            spec, cluster, twl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full",
                             kind=kind))))
         # activation offloading: one offloaded layer's exposed copies per micro-batch (offload.py)
         def offload_s(moe: bool, sh: ActivationShape, ep: int) -> int:
-            compute = layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute="none").compute
+            compute = layer_time(spec, cluster, twl, sh, ep=ep, moe=moe, recompute="none").compute
             return quantise_s(activation_offload_exposed_s(
                 layer_activation_bytes(spec, wl, sh, moe=moe, recompute="none"), compute,
                 cluster.gpu.host_link_bytes_per_s, cluster.gpu.hbm_bytes_per_s))
@@ -506,9 +544,11 @@ class CostTables:
     def time_form(self, row: PipelineRow, slot: Slot, part: str) -> list[tuple[int, str]]:
         """``tau`` (part "t") or its compute share (part "c") of one slot: [(coefficient, term)], one
         term per layer kind the slot holds (``layer_term``)."""
-        form = [(n, self.layer_term(part, kind, recomputed)) for kind, recomputed, n in slot.layers()]
+        suffix = self.moe_suffix(row) if part == "t" else ""
+        form = [(n, self.layer_term(part, kind, recomputed) + (suffix if kind.moe else ""))
+                for kind, recomputed, n in slot.layers()]
         if slot.last:
-            form.append((1, f"{part}_logits"))
+            form.append((1, f"{part}_logits{suffix if self.mtp_moe else ''}"))
         if part == "t":  # activation offloading: each offloaded layer's exposed copies
             form += [(slot.dense_off, "t_off_dense"), (slot.moe_off, "t_off_moe")]
         if part == "t" and row.pp > 1:
@@ -566,6 +606,27 @@ class CostTables:
             term = "ma_input" if recomputed else f"ma_{kind.memory_name}"
             counts[term] = counts.get(term, 0) + n
         return [(c, t) for t, c in counts.items() if c]
+
+    def moe_permit(self, pp: int, vpp: int, rc: tuple) -> tuple[bool, bool]:
+        """The MoE overlaps Megatron allows on a row (``knobs.row_permit``)."""
+        return knobs_.row_permit(self.moe_available, pp, vpp, rc)
+
+    def moe_suffix(self, row: PipelineRow) -> str:
+        """The suffix of the row's MoE time terms (``knobs.permit_tag``)."""
+        return knobs_.permit_tag(self.moe_permit(row.pp, row.vpp, row.rc), self.moe_available)
+
+    def chosen_workload(self, point: Point) -> Workload:
+        """The workload a point was costed with: the searched knobs set as chosen (knobs.py)."""
+        wl = self.workload
+        if "tp_comm_overlap" in self.knobs:
+            wl = replace(wl, tp_comm_overlap=point["tp"] > 1 and point["sp"])
+        if self.spec.is_moe and any(self.moe_available):
+            permit = self.moe_permit(point["pp"], point["vpp"], point["rc"])
+            chosen = self.moe_workload(permit, point["tp"], point["cp"], point["mbs"], point["sp"], point["etp"],
+                                       point["ep"])
+            wl = replace(wl, moe_ep_overlap=chosen.moe_ep_overlap,
+                         moe_shared_expert_overlap=chosen.moe_shared_expert_overlap)
+        return wl
 
     @staticmethod
     def layer_term(part: str, kind: LayerKind, recomputed: bool) -> str:
