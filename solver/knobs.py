@@ -62,9 +62,17 @@ def moe_available(spec: ModelSpec, workload: Workload, knobs: frozenset[str]) ->
     (TC L3042-3046); the shared-expert overlap the same dispatchers (TC L1820-1826) and shared experts."""
     if not spec.is_moe or workload.moe_dispatcher not in ("alltoall", "flex"):
         return False, False
-    ep_ok = "moe_ep_overlap" in knobs and spec.mtp_num_layers <= 1
-    se_ok = "moe_shared_expert_overlap" in knobs and bool(spec.moe.shared_expert_ffn_hidden_size)
+    # a knob the user pinned on rules the other out (TC L3039-3041)
+    ep_ok = "moe_ep_overlap" in knobs and spec.mtp_num_layers <= 1 and not workload.moe_shared_expert_overlap
+    se_ok = "moe_shared_expert_overlap" in knobs and bool(spec.moe.shared_expert_ffn_hidden_size) \
+        and not workload.moe_ep_overlap
     return ep_ok, se_ok
+
+
+def apply_moe(workload: Workload, knobs: frozenset[str], setting: tuple[bool, bool]) -> Workload:
+    """``workload`` with the searched MoE overlaps set to ``setting`` (a pinned one keeps its value)."""
+    values = dict(zip(("moe_ep_overlap", "moe_shared_expert_overlap"), setting))
+    return replace(workload, **{k: v for k, v in values.items() if k in knobs})
 
 
 def row_permit(available: tuple[bool, bool], pp: int, vpp: int, rc: tuple) -> tuple[bool, bool]:

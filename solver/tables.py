@@ -232,7 +232,7 @@ class CostTables:
             fastest allowed one for the model's MoE layers at no recompute, Megatron's default on ties."""
             best = None
             for ep_ov, se_ov in knobs_.settings(permit, ep):
-                w = replace(twl, moe_ep_overlap=ep_ov, moe_shared_expert_overlap=se_ov)
+                w = knobs_.apply_moe(twl, self.knobs, (ep_ov, se_ov))
                 t = sum(quantise_s(layer_time(spec, cluster, w, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True,
                                               recompute="none", kind=kind).total) for kind in moe_kinds)
                 if best is None or t < best[0]:
@@ -624,8 +624,7 @@ class CostTables:
             permit = self.moe_permit(point["pp"], point["vpp"], point["rc"])
             chosen = self.moe_workload(permit, point["tp"], point["cp"], point["mbs"], point["sp"], point["etp"],
                                        point["ep"])
-            wl = replace(wl, moe_ep_overlap=chosen.moe_ep_overlap,
-                         moe_shared_expert_overlap=chosen.moe_shared_expert_overlap)
+            wl = knobs_.apply_moe(wl, self.knobs, (chosen.moe_ep_overlap, chosen.moe_shared_expert_overlap))
         return wl
 
     @staticmethod

@@ -138,3 +138,73 @@ def test_knob_terms_agree_across_engines_on_pinned_layouts():
             assert solver.Value(built.step) == cost.step_us
     assert checked >= 3
     assert len({s[1:] for s in seen}) >= 2  # the sample meets more than one MoE setting
+
+
+# ---------------------------------------------------------------------------- CLI
+SOLVE = ["solve", "-m", "deepseek-v3-proxy", "-n", "64", "-g", "h100", "--top-k", "2", "--fix", "mbs=1",
+         "--fix", "cp=1"]
+EXPORT_FLAGS = {  # format -> (the TP overlap, the EP overlap) as each launcher spells them
+    "megatron": ("--tp-comm-overlap", "--overlap-moe-expert-parallel-comm"),
+    "bridge": ("model.tp_comm_overlap=", "model.overlap_moe_expert_parallel_comm="),
+    "bridge-main": ("model.transformer.tp_comm_overlap=", "model.transformer.overlap_moe_expert_parallel_comm="),
+    "nemo": ("model.config.tp_comm_overlap=", "model.config.overlap_moe_expert_parallel_comm="),
+    "verl": ("override_transformer_config.tp_comm_overlap=", "override_transformer_config.overlap_moe_expert_parallel_comm="),
+}
+
+
+def _cli(args):
+    import json
+
+    from click.testing import CliRunner
+
+    from megasolve.cli.main import cli
+
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    return result.stdout, (json.loads(result.stdout) if "json" in args else None)
+
+
+def test_solve_json_carries_the_chosen_knobs_and_the_exports_launch_them():
+    _, data = _cli(SOLVE + ["-o", "json"])
+    assert sorted(data["search"]["searched_knobs"]) == sorted(COMM_KNOBS)
+    comm = data["layouts"][0]["comm"]
+    assert set(comm) == {"tag", "tp_comm_overlap", "overlap_p2p_comm", "moe_dispatcher", "moe_ep_overlap",
+                         "moe_shared_expert_overlap"}
+    assert comm["moe_ep_overlap"] and "epov" in comm["tag"]  # DeepSeek-V3 proxy @ 64 H100: the EP overlap wins
+    for fmt, (tp_flag, ep_flag) in EXPORT_FLAGS.items():
+        text, _ = _cli(SOLVE + ["-o", fmt])
+        ep_lines = [line for line in text.splitlines() if ep_flag in line and not line.startswith("#")]
+        assert ep_lines and all(fmt == "megatron" or line.rstrip(" \\").endswith(("true", "True"))
+                                for line in ep_lines), fmt
+        tp_on = comm["tp_comm_overlap"]
+        tp_lines = [line for line in text.splitlines() if tp_flag in line and not line.startswith("#")]
+        assert bool(tp_lines) == (tp_on or fmt != "megatron"), fmt
+
+
+@pytest.mark.parametrize("args,knob", [(["--moe-ep-overlap"], "moe_ep_overlap"),
+                                       (["--fix", "moe_ep_overlap=false"], "moe_ep_overlap"),
+                                       (["--moe-shared-expert-overlap"], "moe_shared_expert_overlap"),
+                                       (["--fix", "moe_shared_expert_overlap=true"], "moe_shared_expert_overlap"),
+                                       (["--tp-comm-overlap"], "tp_comm_overlap"),
+                                       (["--fix", "tp_comm_overlap=false"], "tp_comm_overlap")])
+def test_an_explicit_flag_or_fix_pins_the_knob(args, knob):
+    _, data = _cli(SOLVE + args + ["-o", "json"])
+    assert knob not in data["search"]["searched_knobs"]
+    want = "false" not in args[-1]
+    for entry in data["layouts"]:
+        if knob == "tp_comm_overlap":
+            assert data["workload"]["tp_comm_overlap"] is want
+        else:
+            assert entry["comm"][knob] is want
+
+
+def test_explicit_knob_flag_megatron_refuses_is_one_line_error(capsys):
+    from megasolve.cli.main import main
+
+    # EP overlap with the allgather dispatcher (TC L3016-3019); a knob pin that is not a boolean
+    for args, text in ((["--moe-ep-overlap", "--moe-dispatcher", "allgather"], "alltoall/flex dispatcher"),
+                       (["--fix", "moe_ep_overlap=maybe"], "must be true or false")):
+        with pytest.raises(SystemExit) as exc:
+            main(SOLVE + args)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and text in err and "Traceback" not in err
