@@ -79,7 +79,7 @@ class SearchRules:
 
     def space(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> SearchSpace:
         return build_space(spec, cluster, workload, fixed=self.fixed, allow_cross_domain_tp=self.allow_cross_domain_tp,
-                           requires=self.requires)
+                           requires=self.requires, knobs=self.knobs)
 
     def tables(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, margin: bool = True,
                band: bool = True) -> CostTables:

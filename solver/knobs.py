@@ -16,6 +16,11 @@ cost of each layout rather than as axes of the space (none of them changes memor
   fastest allowed setting for the model's MoE layers at no recompute, and every MoE time term of that
   configuration is costed with it, so a layout's terms all use one setting and ``estimate`` of the
   layout with that setting (``layout_workload``) gives the same step.
+* ``moe_dispatcher`` (``--moe-token-dispatcher-type`` alltoall / flex with DeepEP / allgather): flex
+  holds DeepEP's buffers (``memory.comm_buffer_bytes``), the other two hold none, so the space has an
+  axis ``disp`` = flex | ``NCCL``, and inside ``NCCL`` the faster of alltoall and allgather is chosen
+  with the overlaps (``tables.moe_workload``); with ``ep == etp == 1`` no token leaves the rank and
+  only the workload's dispatcher is kept (``space.canonical_rules``).
 * ``overlap_p2p_comm`` (Megatron's default on) is not searched: only the interleaved schedule uses it
   (ARG L1010-1013), and there it never loses (``step.pp_unit_comm_s``: ``2c(pv-1)/(mv+p-1) <= 2c`` since
   the interleaved schedule needs ``m >= p``, rule ``vpp_microbatches``, SCH L1160-1180); ``--no-overlap-p2p-communication`` turns it off.
@@ -29,10 +34,10 @@ from dataclasses import replace
 from typing import Any, Iterable
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import Layout, Workload
+from megasolve.models.layout import MOE_DISPATCHERS, Layout, Workload
 from megasolve.models.spec import ModelSpec
 
-COMM_KNOBS = ("tp_comm_overlap", "moe_ep_overlap", "moe_shared_expert_overlap")
+COMM_KNOBS = ("moe_dispatcher", "tp_comm_overlap", "moe_ep_overlap", "moe_shared_expert_overlap")
 # MoE overlap settings (moe_ep_overlap, moe_shared_expert_overlap), Megatron's default first (ties keep it)
 MOE_SETTINGS = ((False, False), (False, True), (True, False))
 
@@ -45,23 +50,54 @@ def resolve_knobs(workload: Workload, fixed: dict[str, Any] | None,
     fixed = dict(fixed or {})
     pins = {k: fixed.pop(k) for k in COMM_KNOBS if k in fixed}
     for name, value in pins.items():
-        if not isinstance(value, bool):
+        if name == "moe_dispatcher":
+            if value not in MOE_DISPATCHERS:
+                raise MegasolveError(field="--fix", value=f"{name}={value}",
+                                     rule=f"must be one of {', '.join(MOE_DISPATCHERS)}",
+                                     fix="e.g. --fix moe_dispatcher=alltoall")
+        elif not isinstance(value, bool):
             raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be true or false",
                                  fix=f"e.g. --fix {name}=true")
     knobs = frozenset(k for k in (searched or ()) if k not in pins)
     unknown = knobs - set(COMM_KNOBS)
     if unknown:
         raise ValueError(f"unknown communication knobs {sorted(unknown)}")
-    base = replace(workload, **pins, **{k: False for k in knobs})
+    base = replace(workload, **pins, **{k: False for k in knobs if k != "moe_dispatcher"})
     return base, knobs, fixed
+
+
+NCCL = "nccl"  # the ``disp`` value "alltoall or allgather, the faster" (the same memory: no DeepEP buffers)
+
+
+def disp_class(dispatcher: str) -> str:
+    """The ``disp`` value a dispatcher belongs to: flex, or ``NCCL`` for alltoall / allgather."""
+    return dispatcher if dispatcher == "flex" else NCCL
+
+
+def dispatchers(workload: Workload) -> tuple[str, ...]:
+    """The ``disp`` values ``solve`` searches, the workload's first: ``flex`` (DeepEP, its buffers) and
+    ``NCCL``, of which ``nccl_members`` are chosen inside the cost. Not flex with padding to capacity
+    (TC L1074-1081)."""
+    out = [disp_class(workload.moe_dispatcher), "flex", NCCL]
+    if workload.moe_pad_expert_input_to_capacity:
+        out = [d for d in out if d != "flex"]
+    return tuple(dict.fromkeys(out))
+
+
+def nccl_members(workload: Workload) -> tuple[str, ...]:
+    """The dispatchers behind ``NCCL``: alltoall, and allgather unless the router's FP8 padding (TC
+    L1627-1631) or a pinned-on MoE overlap (TC L3016-3019, L1820-1826) rules it out."""
+    if workload.moe_router_padding_for_fp8 or workload.moe_ep_overlap or workload.moe_shared_expert_overlap:
+        return ("alltoall",)
+    return ("alltoall", "allgather")
 
 
 def moe_available(spec: ModelSpec, workload: Workload, knobs: frozenset[str]) -> tuple[bool, bool]:
     """Which MoE overlaps the search may turn on for this model and workload (before the layout):
     the EP overlap needs the alltoall / flex dispatcher (TC L3016-3019) and at most one MTP layer
     (TC L3042-3046); the shared-expert overlap the same dispatchers (TC L1820-1826) and shared experts."""
-    if not spec.is_moe or workload.moe_dispatcher not in ("alltoall", "flex"):
-        return False, False
+    if not spec.is_moe or ("moe_dispatcher" not in knobs and workload.moe_dispatcher not in ("alltoall", "flex")):
+        return False, False  # (a searched dispatcher: allgather's layouts get neither, tables.moe_workload)
     # a knob the user pinned on rules the other out (TC L3039-3041)
     ep_ok = "moe_ep_overlap" in knobs and spec.mtp_num_layers <= 1 and not workload.moe_shared_expert_overlap
     se_ok = "moe_shared_expert_overlap" in knobs and bool(spec.moe.shared_expert_ffn_hidden_size) \

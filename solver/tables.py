@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
-from megasolve.cost.layers import LayerKind, model_layer_kinds, stage_layers
+from megasolve.cost.layers import LayerKind, model_layer_kinds, mtp_layer_kind, stage_layers
 from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, first_stage_extra_bytes,
                                    fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
@@ -32,9 +32,9 @@ from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, lay
                                  optimizer_shard_s, pp_unit_comm_s)
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES
 from megasolve.cost.recompute import uses_core_attn
-from megasolve.cost.step import base_layer_time, selective_modules_time
+from megasolve.cost.step import layer_ep_comm_s, layer_time_without_ep, output_head_time, selective_modules_time
 from megasolve.models import ranks
-from megasolve.models.layout import Layout, Workload
+from megasolve.models.layout import MOE_DISPATCHERS, Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      moe_mlp_params, mtp_params, output_params)
 from megasolve.models.spec import ModelSpec
@@ -143,6 +143,12 @@ class CostTables:
         # the time terms' workload: the TP overlap on wherever Megatron allows it (knobs.py)
         self.time_workload = replace(workload, tp_comm_overlap=True) if "tp_comm_overlap" in self.knobs else workload
         self.moe_available = knobs_.moe_available(spec, workload, self.knobs)
+        # the workload with each dispatcher the ``disp`` axis can take (space.py)
+        self.with_dispatcher = {d: replace(workload, moe_dispatcher=d, moe_ep_overlap=False,
+                                           moe_shared_expert_overlap=False, moe_pad_expert_input_to_capacity=False,
+                                           moe_router_padding_for_fp8=False)
+                                for d in MOE_DISPATCHERS}  # (for the buffers only: the other knobs cleared)
+        self.with_dispatcher[knobs_.NCCL] = self.with_dispatcher["alltoall"]  # no buffers either way
         self.permits = tuple(sorted({(e and self.moe_available[0], s and self.moe_available[1])
                                      for e in (False, True) for s in (False, True)}, reverse=True))
         self.headroom_bytes = headroom_bytes
@@ -201,45 +207,81 @@ class CostTables:
 
         layer_times: dict[tuple, Any] = {}
 
+        def moe_knobs(wl_: Workload) -> tuple:
+            """What distinguishes the workloads the time terms use (all are ``twl`` with these changed)."""
+            return wl_.moe_dispatcher, wl_.moe_ep_overlap, wl_.moe_shared_expert_overlap
+
         def layer_time(spec_, cluster_, wl_, sh, *, ep, moe, recompute, recompute_modules=None, kind=None):
             """``step.layer_time`` memoised per table set: the total ("t_") and compute ("c_") terms and
             the offload term read the same layer."""
-            key = (wl_, sh, ep, moe, recompute, recompute_modules, kind)
+            key = (moe_knobs(wl_), sh, ep, moe, recompute, recompute_modules, kind)
             if key not in layer_times:
                 if recompute == "selective":  # step.layer_time's own sum, with the base layer memoised
                     modules = tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES)
                     base = base_time(wl_, sh, ep, moe, "selective" if uses_core_attn(modules) else "none", kind)
-                    layer_times[key] = base + selective_modules_time(spec_, cluster_, wl_, sh, ep=ep, moe=moe,
-                                                                     modules=modules)
+                    # only the moe module's recompute repeats EP traffic (step.selective_extra_comm_s)
+                    sel_key = (moe_knobs(wl_) if moe and "moe" in modules else None, sh, ep, moe, modules)
+                    if sel_key not in selective_times:
+                        selective_times[sel_key] = selective_modules_time(spec_, cluster_, wl_, sh, ep=ep, moe=moe,
+                                                                          modules=modules)
+                    layer_times[key] = base + selective_times[sel_key]
                 else:
                     layer_times[key] = base_time(wl_, sh, ep, moe, recompute, kind)
             return layer_times[key]
 
         base_times: dict[tuple, Any] = {}
+        selective_times: dict[tuple, Any] = {}
+        ep_times: dict[tuple, float] = {}
 
         def base_time(wl_, sh, ep, moe, recompute, kind=None):
-            key = (wl_, sh, ep, moe, recompute, kind)
+            """``step.base_layer_time``'s sum: the part the MoE knobs leave alone once per shape, the EP
+            traffic per setting of the knobs."""
+            key = (sh, ep, moe, recompute, kind)
             if key not in base_times:
-                base_times[key] = base_layer_time(spec, cluster, wl_, sh, ep=ep, moe=moe, recompute=recompute,
-                                                  kind=kind)
-            return base_times[key]
+                base_times[key] = layer_time_without_ep(spec, cluster, twl, sh, ep=ep, moe=moe, recompute=recompute,
+                                                        kind=kind)
+            out = base_times[key]
+            if not moe:
+                return out
+            ep_key = (moe_knobs(wl_), sh, ep, recompute, out.compute)
+            if ep_key not in ep_times:
+                ep_times[ep_key] = layer_ep_comm_s(spec, cluster, wl_, sh, ep=ep, recompute=recompute,
+                                                   compute_s=out.compute)
+            return replace(out, ep_comm=ep_times[ep_key])
 
         moe_kinds = tuple(k for k in model_layer_kinds(spec) if k.moe)
 
         @functools.cache
-        def moe_workload(permit, tp, cp, mbs, sp, etp, ep) -> Workload:
-            """The MoE overlap setting of one per-layer configuration under ``permit`` (knobs.py): the
-            fastest allowed one for the model's MoE layers at no recompute, Megatron's default on ties."""
-            best = None
-            for ep_ov, se_ov in knobs_.settings(permit, ep):
-                w = knobs_.apply_moe(twl, self.knobs, (ep_ov, se_ov))
-                t = sum(quantise_s(layer_time(spec, cluster, w, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True,
-                                              recompute="none", kind=kind).total) for kind in moe_kinds)
-                if best is None or t < best[0]:
-                    best = (t, w)
-            return best[1]
+        def moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep) -> Workload:
+            """The dispatcher and MoE overlap setting of one per-layer configuration with ``disp`` (a
+            dispatcher, or ``knobs.NCCL``: alltoall or allgather) under ``permit`` (knobs.py): the
+            fastest allowed for the model's MoE layers at no recompute, Megatron's default on ties. The
+            allgather dispatcher allows neither overlap (TC L3016-3019, L1820-1826)."""
+            candidates = []
+            for name in knobs_.nccl_members(wl) if disp == knobs_.NCCL else (disp,):
+                allowed = permit if name != "allgather" else (False, False)
+                candidates += [knobs_.apply_moe(replace(twl, moe_dispatcher=name), self.knobs, setting)
+                               for setting in knobs_.settings(allowed, ep)]
+            if len(candidates) == 1:
+                return candidates[0]
+            sh = shape(tp, cp, mbs, sp, etp)
+            return min(candidates, key=lambda w: sum(quantise_s(layer_time(
+                spec, cluster, w, sh, ep=ep, moe=True, recompute="none", kind=kind).total) for kind in moe_kinds))
 
         self.moe_workload = moe_workload
+        mtp_kind = mtp_layer_kind(spec) if spec.mtp_num_layers else None
+
+        @functools.cache
+        def head_time(sh):
+            return output_head_time(spec, cluster, twl, sh)
+
+        def logits(w: Workload, sh: ActivationShape, ep: int):
+            """``step.logits_time``'s sum: the output head (no knob changes it) + the MTP layers, memoised."""
+            out = head_time(sh)
+            if mtp_kind is not None:
+                out = out + spec.mtp_num_layers * layer_time(spec, cluster, w, sh, ep=ep, moe=mtp_kind.moe,
+                                                             recompute="none", kind=mtp_kind)
+            return out
 
         def mods(sel: tuple) -> tuple[str, ...] | None:
             """``sel``: the selective modules (``space.rc_sel``), () without selective recompute."""
@@ -304,7 +346,8 @@ class CostTables:
         # ---- memory outside the caching allocator (MiB): a constant of the cluster
         add("other", (), lambda: self.other_mib)
         if spec.is_moe:  # DeepEP's buffers on stages with MoE layers (flex dispatcher), outside the allocator too
-            add("other_comm", ("ep", "etp"), lambda ep, etp: quantise_bytes(comm_buffer_bytes(spec, wl, ep, etp)))
+            add("other_comm", ("ep", "etp", "disp"), lambda ep, etp, disp: quantise_bytes(
+                comm_buffer_bytes(spec, self.with_dispatcher[disp], ep, etp)))
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
@@ -386,29 +429,41 @@ class CostTables:
         # head have one term per MoE overlap permit, ``time_form`` picks the row's: knobs.py)
         for part in ("t", "c"):
             pick = (lambda lt: lt.total) if part == "t" else (lambda lt: lt.compute)
-            permits = self.permits if part == "t" else self.permits[:1]
-            for permit in permits:
+            if part == "c":  # no knob changes the compute: one term per kind, on the base workload
+                add("c_logits", ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                    lambda tp, cp, mbs, sp, etp, ep: quantise_s(logits(twl, shape(tp, cp, mbs, sp, etp), ep).compute))
+            for permit in self.permits if part == "t" else ():
                 suffix = knobs_.permit_tag(permit, self.moe_available)
                 if suffix and not self.mtp_moe:
                     continue
-                add(f"{part}_logits{suffix}", ("tp", "cp", "mbs", "sp", "etp", "ep"),
-                    lambda tp, cp, mbs, sp, etp, ep, pick=pick, permit=permit: quantise_s(pick(logits_time(
-                        spec, cluster, moe_workload(permit, tp, cp, mbs, sp, etp, ep) if spec.is_moe else twl,
-                        shape(tp, cp, mbs, sp, etp), ep=ep))))
+                add(f"{part}_logits{suffix}", ("tp", "cp", "mbs", "sp", "etp", "ep", "disp"),
+                    lambda tp, cp, mbs, sp, etp, ep, disp, pick=pick, permit=permit: quantise_s(pick(logits(
+                        moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep) if spec.is_moe else twl,
+                        shape(tp, cp, mbs, sp, etp), ep))))
             # one term per layer kind (layers.model_layer_kinds: MLP kind x attention span), with and
             # without full recompute
             for kind in model_layer_kinds(spec):
-                if kind.moe:
-                    for permit in permits:
+                if kind.moe and part == "c":
+                    add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
+                        lambda tp, cp, mbs, sp, etp, ep, sel, kind=kind: quantise_s(layer_time(
+                            spec, cluster, twl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
+                            recompute_modules=mods(sel), kind=kind).compute))
+                    add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                        lambda tp, cp, mbs, sp, etp, ep, kind=kind: quantise_s(layer_time(
+                            spec, cluster, twl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
+                            kind=kind).compute))
+                elif kind.moe:
+                    for permit in self.permits:
                         suffix = knobs_.permit_tag(permit, self.moe_available)
-                        add(self.layer_term(part, kind, False) + suffix, ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
-                            lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick, kind=kind, permit=permit: quantise_s(
-                                pick(layer_time(spec, cluster, moe_workload(permit, tp, cp, mbs, sp, etp, ep),
+                        add(self.layer_term(part, kind, False) + suffix,
+                            ("tp", "cp", "mbs", "sp", "etp", "ep", "sel", "disp"),
+                            lambda tp, cp, mbs, sp, etp, ep, sel, disp, pick=pick, kind=kind, permit=permit: quantise_s(
+                                pick(layer_time(spec, cluster, moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep),
                                                 shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
                                                 recompute_modules=mods(sel), kind=kind))))
-                        add(self.layer_term(part, kind, True) + suffix, ("tp", "cp", "mbs", "sp", "etp", "ep"),
-                            lambda tp, cp, mbs, sp, etp, ep, pick=pick, kind=kind, permit=permit: quantise_s(
-                                pick(layer_time(spec, cluster, moe_workload(permit, tp, cp, mbs, sp, etp, ep),
+                        add(self.layer_term(part, kind, True) + suffix, ("tp", "cp", "mbs", "sp", "etp", "ep", "disp"),
+                            lambda tp, cp, mbs, sp, etp, ep, disp, pick=pick, kind=kind, permit=permit: quantise_s(
+                                pick(layer_time(spec, cluster, moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep),
                                                 shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
                                                 kind=kind))))
                 else:
@@ -620,11 +675,12 @@ class CostTables:
         wl = self.workload
         if "tp_comm_overlap" in self.knobs:
             wl = replace(wl, tp_comm_overlap=point["tp"] > 1 and point["sp"])
-        if self.spec.is_moe and any(self.moe_available):
+        if self.spec.is_moe:
             permit = self.moe_permit(point["pp"], point["vpp"], point["rc"])
-            chosen = self.moe_workload(permit, point["tp"], point["cp"], point["mbs"], point["sp"], point["etp"],
-                                       point["ep"])
-            wl = knobs_.apply_moe(wl, self.knobs, (chosen.moe_ep_overlap, chosen.moe_shared_expert_overlap))
+            chosen = self.moe_workload(permit, point["disp"], point["tp"], point["cp"], point["mbs"], point["sp"],
+                                       point["etp"], point["ep"])
+            wl = knobs_.apply_moe(replace(wl, moe_dispatcher=chosen.moe_dispatcher), self.knobs,
+                                  (chosen.moe_ep_overlap, chosen.moe_shared_expert_overlap))
         return wl
 
     @staticmethod

@@ -84,7 +84,31 @@ def test_allgather_dispatcher_and_dense_models_search_no_moe_overlap():
     assert all(not r.workload.moe_ep_overlap and not r.workload.moe_shared_expert_overlap for r in result.layouts)
 
 
-@pytest.mark.parametrize("knob", COMM_KNOBS)
+def test_fix_pins_the_dispatcher():
+    spec, cluster, workload = instance("deepseek-v3-proxy", 64, "h100", 4096, 512)
+    result = solve(spec, cluster, workload, top_k=3, fixed={"mbs": 1, "cp": 1, "tp": 1, "moe_dispatcher": "alltoall"},
+                   knobs=COMM_KNOBS)
+    assert result.search["domains"]["disp"] == 1 and "moe_dispatcher" not in result.search["searched_knobs"]
+    assert all(r.workload.moe_dispatcher == "alltoall" for r in result.layouts)
+    with pytest.raises(MegasolveError, match="must be one of alltoall, flex, allgather"):
+        solve(spec, cluster, workload, fixed={"moe_dispatcher": "nccl"}, knobs=COMM_KNOBS)
+
+
+def test_dispatcher_is_an_axis_because_deepep_buffers_cost_memory():
+    """flex holds DeepEP's buffers, alltoall / allgather none (memory.comm_buffer_bytes): the ``disp`` axis
+    keeps both, and where a layout only fits without the buffers the search finds it with NCCL."""
+    from megasolve.solver.knobs import NCCL, dispatchers
+
+    assert dispatchers(Workload()) == ("flex", NCCL)
+    assert dispatchers(Workload(moe_dispatcher="alltoall")) == (NCCL, "flex")
+    spec, cluster, workload = instance("deepseek-v3-proxy", 64, "h100", 4096, 512)
+    base, searched, _ = resolve_knobs(workload, {}, COMM_KNOBS)
+    tables = CostTables(spec, cluster, base, knobs=searched)
+    point = {"ep": 16, "etp": 1}
+    assert tables.value("other_comm", dict(point, disp="flex")) > tables.value("other_comm", dict(point, disp=NCCL)) == 0
+
+
+@pytest.mark.parametrize("knob", COMM_KNOBS[1:])
 def test_fix_pins_a_knob(knob):
     spec, cluster, workload = instance("deepseek-v3-proxy", 64, "h100", 4096, 512)
     fixed = {"mbs": 1, "cp": 1, "tp": 1, knob: False}
