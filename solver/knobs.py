@@ -136,12 +136,6 @@ def settings(permit: tuple[bool, bool], ep: int) -> tuple[tuple[bool, bool], ...
     return tuple(s for s in MOE_SETTINGS if (not s[0] or (permit[0] and ep > 1)) and (not s[1] or permit[1]))
 
 
-def layout_permit(spec: ModelSpec, workload: Workload, knobs: frozenset[str], layout: Layout) -> tuple[bool, bool]:
-    from megasolve.solver.space import layout_rc
-
-    return row_permit(moe_available(spec, workload, knobs), layout.pp, layout.vpp, layout_rc(layout))
-
-
 def tag(workload: Workload, layout: Layout, spec: ModelSpec) -> str:
     """The short label of a layout's communication settings in tables: ``tpov`` (TP overlap),
     ``epov`` / ``seov`` (MoE overlaps), the dispatcher (``a2a``, ``deepep``, ``ag``) on MoE models."""
