@@ -169,7 +169,7 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
     plans = group_plans(ranked)
     reports = [estimate(spec, cluster, tables.chosen_workload(plan[0].point), point_layout(plan[0].point),
                         allow_cross_domain_tp) for plan in plans]
-    equivalents = [[point_layout(r.point) for r in plan[1:]] for plan in plans]
+    equivalents = [_spellings(plan) for plan in plans]
     search["wall_s"] = round(time.perf_counter() - start, 3)
     search["proven_optimal"] = proven
     if ranked:
@@ -189,6 +189,17 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
     search["wall_s"] = round(time.perf_counter() - start, 3)
     return SolveResult(status="infeasible", layouts=[], objective_us=[], search=search, reasons=reasons,
                        closest=closest, repairs=repairs)
+
+
+def _spellings(plan: list[Ranked]) -> list[Layout]:
+    """The plan's other spellings as layouts, once each: those that differ from #1 only in a searched
+    dispatcher (``disp``, the same step) are the same layout flags and are not repeated."""
+    own, out = point_layout(plan[0].point), []
+    for r in plan[1:]:
+        layout = point_layout(r.point)
+        if layout != own and layout not in out:
+            out.append(layout)
+    return out
 
 
 def _search(space: SearchSpace, tables: CostTables, engine: str, top_k: int, deadline: float | None,

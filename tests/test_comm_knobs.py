@@ -42,6 +42,9 @@ def test_cpsat_equals_oracle_with_the_knobs_searched(model, gpus, gpu, seq, gbs,
     assert [r.layout for r in fast.layouts] == [r.layout for r in oracle.layouts]
     assert [r.workload for r in fast.layouts] == [r.workload for r in oracle.layouts]
     assert fast.objective_us == oracle.objective_us
+    assert fast.equivalents == oracle.equivalents
+    for report, same in zip(fast.layouts, fast.equivalents):  # a spelling differing only in the dispatcher is not listed
+        assert report.layout not in same and len(set(same)) == len(same)
     plain = solve(spec, cluster, workload, top_k=1, fixed=fixed, time_limit_s=120)
     assert fast.objective_us[0] <= plain.objective_us[0]  # searching never loses
     for report, step_us in zip(fast.layouts, fast.objective_us):
