@@ -252,6 +252,12 @@ class CostTables:
         moe_kinds = tuple(k for k in model_layer_kinds(spec) if k.moe)
 
         @functools.cache
+        def variant(name: str, setting: tuple[bool, bool]) -> Workload:
+            """``twl`` with dispatcher ``name`` and the searched MoE overlaps at ``setting`` (built once)."""
+            w = twl if name == twl.moe_dispatcher else replace(twl, moe_dispatcher=name)
+            return knobs_.apply_moe(w, self.knobs, setting) if self.knobs else w
+
+        @functools.cache
         def moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep) -> Workload:
             """The dispatcher and MoE overlap setting of one per-layer configuration with ``disp`` (a
             dispatcher, or ``knobs.NCCL``: alltoall or allgather) under ``permit`` (knobs.py): the
@@ -260,8 +266,7 @@ class CostTables:
             candidates = []
             for name in knobs_.nccl_members(wl) if disp == knobs_.NCCL else (disp,):
                 allowed = permit if name != "allgather" else (False, False)
-                candidates += [knobs_.apply_moe(replace(twl, moe_dispatcher=name), self.knobs, setting)
-                               for setting in knobs_.settings(allowed, ep)]
+                candidates += [variant(name, setting) for setting in knobs_.settings(allowed, ep)]
             if len(candidates) == 1:
                 return candidates[0]
             sh = shape(tp, cp, mbs, sp, etp)
