@@ -7,6 +7,7 @@ finishes. Run (one core, as the solver runs by default)::
     python benchmarks/solver_benchmark.py            # the full ladder, 8 -> 16,384 GPUs
     python benchmarks/solver_benchmark.py --quick    # the small instances only
     python benchmarks/solver_benchmark.py --oracle-limit 600
+    python benchmarks/solver_benchmark.py --no-knobs  # without the communication knobs (solver/knobs.py)
 
 Columns: instance, search-space size (Cartesian product of the axis domains), rule-legal layouts
 (counted by the oracle), CP-SAT variables / constraints, CP-SAT wall time (and the part of it that
@@ -33,6 +34,7 @@ import sys
 import time
 
 from megasolve.models import Workload, load_preset
+from megasolve.solver.knobs import COMM_KNOBS
 from megasolve.solver.solve import solve
 from megasolve.topology import Cluster
 
@@ -50,7 +52,8 @@ LADDER = [
 QUICK = 3
 
 
-def _run(engine: str, model: str, gpus: int, gpu: str, seq: int, gbs: int, top_k: int, limit: float, out) -> None:
+def _run(engine: str, model: str, gpus: int, gpu: str, seq: int, gbs: int, top_k: int, limit: float, out,
+         knobs: tuple[str, ...] = COMM_KNOBS) -> None:
     start = time.perf_counter()
     import_s = 0.0
     if engine == "cpsat":  # timed apart: OR-Tools' import (it loads pandas) is paid once per process
@@ -59,20 +62,20 @@ def _run(engine: str, model: str, gpus: int, gpu: str, seq: int, gbs: int, top_k
         import_s = time.perf_counter() - start
     result = solve(load_preset(model), Cluster.from_flags(num_gpus=gpus, gpu=gpu),
                    Workload(seq_length=seq, global_batch_size=gbs), top_k=top_k, engine=engine,
-                   time_limit_s=limit, explain=False)
+                   time_limit_s=limit, explain=False, knobs=knobs)
     out.put({"wall_s": time.perf_counter() - start, "import_s": import_s, "status": result.status,
              "cpu_s": time.process_time(),
              "search": result.search,
-             "layouts": [r.layout for r in result.layouts], "objective": result.objective_us,
+             "layouts": [(r.layout, r.workload) for r in result.layouts], "objective": result.objective_us,
              "equivalents": result.equivalents})
 
 
-def run(engine: str, case: tuple, limit: float) -> dict | None:
+def run(engine: str, case: tuple, limit: float, knobs: tuple[str, ...] = COMM_KNOBS) -> dict | None:
     """One engine on one instance in a child process, killed at ``limit`` seconds (the oracle has no
     time limit of its own)."""
     _, model, gpus, gpu, seq, gbs, top_k = case
     out: mp.Queue = mp.Queue()
-    proc = mp.Process(target=_run, args=(engine, model, gpus, gpu, seq, gbs, top_k, limit, out))
+    proc = mp.Process(target=_run, args=(engine, model, gpus, gpu, seq, gbs, top_k, limit, out, knobs))
     proc.start()
     try:
         result = out.get(timeout=limit + 30)
@@ -89,7 +92,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="only the first instances")
     parser.add_argument("--oracle-limit", type=float, default=300.0, help="seconds before the oracle is stopped")
     parser.add_argument("--cpsat-limit", type=float, default=300.0, help="CP-SAT --time-limit")
+    parser.add_argument("--no-knobs", action="store_true",
+                        help="do not search the communication knobs (the workload's settings, as before them)")
     args = parser.parse_args()
+    knobs = () if args.no_knobs else COMM_KNOBS
     cases = LADDER[:QUICK] if args.quick else LADDER
     header = f"{'instance':<22}{'space':>14}{'legal':>10}{'vars':>7}{'cons':>8}{'cpsat s':>9}{'import':>8}" \
              f"{'cpu s':>7}{'oracle s':>10}{'ratio':>8}{'excl.':>7}  agree  cpsat status"
@@ -98,8 +104,8 @@ def main() -> int:
     failures = 0
     for case in cases:
         label = f"{case[0]}@{case[2]}"
-        fast = run("cpsat", case, args.cpsat_limit)
-        slow = run("exhaustive", case, args.oracle_limit)
+        fast = run("cpsat", case, args.cpsat_limit, knobs)
+        slow = run("exhaustive", case, args.oracle_limit, knobs)
         if fast is None:
             print(f"{label:<22} cpsat did not return")
             failures += 1

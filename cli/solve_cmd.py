@@ -21,7 +21,7 @@ FIX_FLOATS = ("optimizer_offload_fraction",)
 FIX_LISTS = ("recompute_modules",)  # a+b or a,b: Megatron's --recompute-modules
 FIX_OPTIONAL_INTS = ("recompute_num_layers", "first_stage_layers", "last_stage_layers")  # or "none"
 FIX_BOOLS = ("sp", "sequence_parallel", "dop", "distributed_optimizer", "fsdp", "account_for_embedding",
-             "account_for_loss")
+             "account_for_loss", "tp_comm_overlap", "moe_ep_overlap", "moe_shared_expert_overlap")
 
 
 def parse_fix(values: tuple[str, ...]) -> dict[str, Any]:
@@ -71,6 +71,16 @@ def _fix_value(key: str, text: str) -> Any:
     return text  # recompute kind, or a name the solver rejects with the list of axes
 
 
+def searched_knobs(ctx: click.Context) -> tuple[str, ...]:
+    """The communication knobs ``solve`` chooses per layout (``solver/knobs.py``): every one whose flag
+    the user did not pass (a passed flag pins it, as ``--fix`` does)."""
+    from click.core import ParameterSource
+
+    from megasolve.solver.knobs import COMM_KNOBS
+
+    return tuple(k for k in COMM_KNOBS if ctx.get_parameter_source(k) in (None, ParameterSource.DEFAULT))
+
+
 def parse_headroom(text: str | None):
     """``--min-headroom``: ``10%`` (of usable memory), ``8`` or ``8GB`` (10^9 bytes), ``0`` (none), on
     top of every stage's uncertainty band; None: the default (``solver.solve.DEFAULT_MIN_HEADROOM``)."""
@@ -101,7 +111,9 @@ def parse_headroom(text: str | None):
               help="How many layouts to rank.")
 @click.option("--fix", "fix", multiple=True, metavar="AXIS=VALUE",
               help="Pin an axis (repeatable): tp, pp, vpp, cp, dp, ep, etp, mbs, sequence_parallel, recompute, "
-                   "recompute_num_layers, distributed_optimizer, fsdp, first_stage_layers, last_stage_layers.")
+                   "recompute_num_layers, distributed_optimizer, fsdp, first_stage_layers, last_stage_layers; "
+                   "or a searched communication knob: tp_comm_overlap, moe_ep_overlap, "
+                   "moe_shared_expert_overlap (=true/false; passing its flag pins it too).")
 @click.option("--time-limit", type=click.FloatRange(0.1, 86400), default=60.0, show_default=True,
               help="Seconds for the search; when it runs out the best layouts found so far are returned, "
                    "marked as not proven optimal.")
@@ -138,6 +150,7 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
         raise MegasolveError(field="--rank", value=launch_rank, rule=f"beyond --top-k {top_k}",
                              fix=f"pass --rank 1..{top_k} or --top-k {launch_rank}")
     headroom = parse_headroom(min_headroom)
+    knobs = searched_knobs(click.get_current_context())
     profile = load_profile_option(workload)
     resolved, cluster, workload = load_inputs(
         model_ref=model_ref, gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
@@ -145,7 +158,7 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
     with render.status(f"searching layouts for {resolved.spec.name} on {cluster.num_gpus} x {cluster.gpu.name}"):
         result = solve(resolved.spec, cluster, workload, top_k=top_k, fixed=parse_fix(fix), time_limit_s=time_limit,
                        engine=engine, allow_cross_domain_tp=allow_cross_domain_tp, min_headroom=headroom,
-                       requires=requires, profile=profile)
+                       requires=requires, profile=profile, knobs=knobs)
     data = result.as_dict()
     render.model_notes(resolved.spec)
     if fmt in ("json", "yaml"):
@@ -162,7 +175,7 @@ def solve_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_g
         report = result.layouts[launch_rank - 1]
         click.echo(f"# rank {launch_rank} of {len(result.layouts)}: {render.layout_label(report.layout_dict())}, "
                    f"{report.estimate.time.tokens_per_s_per_gpu:.0f} tokens/s/GPU")
-        click.echo(launch_text(fmt, resolved.spec, cluster, workload, report.layout))
+        click.echo(launch_text(fmt, resolved.spec, cluster, report.workload, report.layout))
     if plot_path or report_path:
         _write_extras(plot_path, report_path, result, data, resolved.spec, cluster, workload)
     if result.status in ("infeasible", "unknown"):
@@ -183,7 +196,8 @@ def _write_extras(plot_path, report_path, result, data: dict, spec, cluster, wor
         from megasolve.cli.launch import launch_text
         from megasolve.cli.report import solve_document, write_report
 
-        flags = launch_text("megatron", spec, cluster, workload, result.layouts[0].layout) if result.layouts else None
+        flags = launch_text("megatron", spec, cluster, result.layouts[0].workload,
+                            result.layouts[0].layout) if result.layouts else None
         write_report(report_path, solve_document(data, spec=spec, cluster=cluster, workload=workload, flags=flags))
         render.note(f"report written to {report_path}")
 
@@ -197,6 +211,9 @@ def why_line(data: dict) -> str:
     if len(layouts) > 1:
         gap = layouts[1]["time"]["step_s"] / t["step_s"] - 1
         parts.append(f"{gap:.1%} ahead of #2")
+    tag = best.get("comm", {}).get("tag")
+    if tag:  # the communication settings the search chose (solver/knobs.py), launched with the flags
+        parts.append(f"launched with {tag}")
     breakdown = {k: v for k, v in t["breakdown_s"].items() if k not in ("compute", "optimizer")}
     worst = max(breakdown, key=breakdown.get)
     parts.append(f"compute {t['breakdown_s']['compute'] / t['step_s']:.0%} of the step; largest overhead "
@@ -257,8 +274,9 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
         mem, t = entry["memory"], entry["time"]
         comm = {k: v for k, v in t["breakdown_s"].items() if k.endswith("_comm")}
         top = max(comm, key=comm.get)
+        tag = entry.get("comm", {}).get("tag")
         label = render.layout_label(entry["layout"]) + (" sp" if entry["layout"]["sequence_parallel"] else "") \
-            + (" TIGHT" if entry.get("tight") else "")
+            + (f" {tag}" if tag else "") + (" TIGHT" if entry.get("tight") else "")
         table.add_row(str(entry["rank"]), label, f"{mem['peak_gb']:.1f}", f"{mem['capacity_gb'] - mem['peak_gb']:.1f}",
                       f"{t['step_s']:.3f}", f"{t['tokens_per_s_per_gpu']:.0f}", f"{t['mfu']:.1%}",
                       f"{t['bubble_fraction']:.1%}", f"{top.replace('_comm', '')} {comm[top] / t['step_s']:.0%}")

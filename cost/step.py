@@ -10,7 +10,7 @@ Efficiency factors: ``cost/calibration.yaml`` (``time``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
@@ -341,7 +341,27 @@ def selective_modules_time(spec: ModelSpec, cluster: Cluster, workload: Workload
 
 def base_layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
                     moe: bool, recompute: str, kind: LayerKind | None = None) -> LayerTime:
-    """``layer_time`` with ``recompute`` none, full, or selective of core attention only."""
+    """``layer_time`` with ``recompute`` none, full, or selective of core attention only: compute, TP and
+    CP traffic (``layer_time_without_ep``) plus, for an MoE layer, the exposed EP traffic
+    (``layer_ep_comm_s``; the only part the MoE dispatcher and overlaps change)."""
+    out = layer_time_without_ep(spec, cluster, workload, shape, ep=ep, moe=moe, recompute=recompute, kind=kind)
+    if moe and (kind is None or kind.mlp):  # a hybrid Mamba / attention block of an MoE model has no experts
+        out = replace(out, ep_comm=layer_ep_comm_s(spec, cluster, workload, shape, ep=ep, recompute=recompute,
+                                                   compute_s=out.compute))
+    return out
+
+
+def layer_ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
+                    recompute: str, compute_s: float) -> float:
+    """Exposed EP traffic of one MoE layer whose compute takes ``compute_s`` (``ep_comm_s`` with the
+    shared experts it can hide behind)."""
+    return ep_comm_s(spec, cluster, workload, shape, ep, recompute, compute_s=compute_s,
+                     shared_expert_s=_shared_expert_s(spec, cluster, workload, shape, recompute))
+
+
+def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,
+                          ep: int, moe: bool, recompute: str, kind: LayerKind | None = None) -> LayerTime:
+    """``base_layer_time`` without the EP traffic: compute, exposed TP and CP traffic."""
     gpu, precision = cluster.gpu, workload.precision
     cal = calibration()["time"]
     work = layer_work(spec, workload, shape, moe=moe, recompute=recompute, kind=kind)
@@ -356,10 +376,6 @@ def base_layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape
     has_mlp = kind is None or kind.mlp
     compute += refwd * (cal["per_layer_overhead_s"] + (cal["per_moe_layer_overhead_s"] if moe and has_mlp else 0.0))
     attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
-    ep_s = 0.0
-    if moe and has_mlp:
-        ep_s = ep_comm_s(spec, cluster, workload, shape, ep, recompute, compute_s=compute,
-                         shared_expert_s=_shared_expert_s(spec, cluster, workload, shape, recompute))
     if kind is not None and not kind.has_attention:
         cp_s = mixer_cp_comm_s(spec, cluster, workload, shape, kind, recompute)
     else:
@@ -367,8 +383,7 @@ def base_layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape
     return LayerTime(
         compute=compute,
         tp_comm=tp_comm_s(spec, cluster, workload, shape, moe=moe, recompute=recompute, kind=kind),
-        cp_comm=cp_s,
-        ep_comm=ep_s)
+        cp_comm=cp_s)
 
 
 def mixer_cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, kind: LayerKind,
@@ -455,8 +470,18 @@ def _shared_expert_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shap
 
 def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
                 ep: int = 1) -> LayerTime:
-    """Output layer, loss and MTP heads on the last stage (+ the MTP layers themselves, with the
-    layout's expert parallelism)."""
+    """Output layer, loss and MTP heads on the last stage (``output_head_time``) + the MTP layers
+    themselves, with the layout's expert parallelism."""
+    out = output_head_time(spec, cluster, workload, shape)
+    if spec.mtp_num_layers:
+        kind = mtp_layer_kind(spec)
+        out = out + spec.mtp_num_layers * layer_time(spec, cluster, workload, shape, ep=ep, moe=kind.moe,
+                                                     recompute="none", kind=kind)
+    return out
+
+
+def output_head_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> LayerTime:
+    """Output layer, loss and MTP heads (without the MTP layers) on the last stage."""
     gpu = cluster.gpu
     work = logits_work(spec, workload, shape)
     # the output layer is a plain bf16 ColumnParallelLinear even in FP8 training (gpt_model.py L272-276:
@@ -468,12 +493,7 @@ def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Ac
     weights = (heads * spec.hidden_size * spec.padded_vocab_size(shape.tp)
                + spec.mtp_num_layers * 2 * spec.hidden_size * spec.hidden_size) / shape.tp
     seconds += weight_stream_bytes(weights, head, "none", workload.grad_bytes) / gpu.hbm_bytes_per_s
-    out = LayerTime(compute=seconds)
-    if spec.mtp_num_layers:
-        kind = mtp_layer_kind(spec)
-        out = out + spec.mtp_num_layers * layer_time(spec, cluster, workload, shape, ep=ep, moe=kind.moe,
-                                                     recompute="none", kind=kind)
-    return out
+    return LayerTime(compute=seconds)
 
 
 def pp_unit_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, *, tp: int, cp: int, mbs: int,

@@ -45,7 +45,7 @@ from megasolve.cost.combine import LinearForm
 from megasolve.solver.space import SearchSpace, _fields_of, rc_fields, rc_sel
 from megasolve.solver.tables import CostTables, PipelineRow
 
-CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop", "fsdp", "oo")
+CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop", "fsdp", "oo", "disp")
 GROUP_AXES = CONFIG_AXES + ("vpp", "rc")  # a configuration and one row group of its pp
 Form = dict[str, int]
 
@@ -177,7 +177,8 @@ class ConfigBounds:
         open_axes = [a for a in CONFIG_AXES if a != "dp"]
         shape = [len(domains[a]) for a in open_axes]
         grid = np.indices(shape).reshape(len(shape), -1)
-        value = {a: np.array([int(v) for v in domains[a]], dtype=np.int64)[grid[i]] for i, a in enumerate(open_axes)}
+        value = {a: np.array([int(v) if not isinstance(v, str) else j for j, v in enumerate(domains[a])],
+                             dtype=np.int64)[grid[i]] for i, a in enumerate(open_axes)}
         # models/ranks.py's data_parallel_size / expert_data_parallel_size, vectorised over configurations
         dense = value["tp"] * value["cp"] * value["pp"]
         keep = (n % dense == 0) & (n % (value["etp"] * value["ep"] * value["pp"]) == 0)

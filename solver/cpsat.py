@@ -453,7 +453,7 @@ class _Builder:
         # pipeline >= m * sum(tau) / pp = gbs*tp*cp/(mbs*N) * (whole-model layer time): a table over the
         # per-layer axes only, so CP-SAT can bound a branch as soon as tp, cp, mbs, ... are chosen.
         gbs = tables.workload.global_batch_size
-        lb_axes = ["tp", "cp", "mbs", "sp", "sel", "etp", "ep"]
+        lb_axes = ["tp", "cp", "mbs", "sp", "sel", "etp", "ep", "disp"]
         lb_rows = []
         n_gpus = tables.cluster.num_gpus
         keep = self.reachable(tuple(lb_axes))

@@ -72,20 +72,21 @@ class SearchRules:
     allow_cross_domain_tp: bool = False
     requires: tuple[str, ...] = ()
     min_headroom: Any = field(default=None)
+    knobs: frozenset = frozenset()  # communication knobs chosen per layout (knobs.py)
 
     def headroom_bytes(self, cluster: Cluster) -> float:
         return self.min_headroom.bytes(cluster) if self.min_headroom is not None else 0.0
 
     def space(self, spec: ModelSpec, cluster: Cluster, workload: Workload) -> SearchSpace:
         return build_space(spec, cluster, workload, fixed=self.fixed, allow_cross_domain_tp=self.allow_cross_domain_tp,
-                           requires=self.requires)
+                           requires=self.requires, knobs=self.knobs)
 
     def tables(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, margin: bool = True,
                band: bool = True) -> CostTables:
         """The cost tables with the memory every stage must leave free: its uncertainty band (``band``)
         plus the headroom (``margin=False``: neither)."""
         return CostTables(spec, cluster, workload, headroom_bytes=self.headroom_bytes(cluster) if margin else 0.0,
-                          band=band and margin)
+                          band=band and margin, knobs=self.knobs)
 
 
 def fits_on(spec: ModelSpec, cluster: Cluster, workload: Workload, rules: SearchRules,

@@ -20,6 +20,7 @@ from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport, estimate, layout_dict
 from megasolve.solver.exhaustive import Ranked, point_key, solve_exhaustive
 from megasolve.solver.feasibility import SearchRules
+from megasolve.solver.knobs import resolve_knobs, tag as comm_tag
 from megasolve.solver.plans import group_plans
 from megasolve.solver.space import AXES, SearchSpace, point_layout
 from megasolve.solver.tables import CostTables
@@ -51,7 +52,8 @@ class SolveResult:
         for rank, report in enumerate(self.layouts, start=1):
             data = report.as_dict()
             same = self.equivalents[rank - 1] if rank <= len(self.equivalents) else []
-            out["layouts"].append({"rank": rank, "layout": data["layout"], "memory": data["memory"],
+            out["layouts"].append({"rank": rank, "layout": data["layout"], "comm": comm_dict(report),
+                                   "memory": data["memory"],
                                    "time": data["time"], "violations": data["violations"],
                                    "tight": self.tight(report),
                                    "equivalent_layouts": [layout_dict(x, report.workload) for x in same]})
@@ -67,6 +69,19 @@ class SolveResult:
             out["closest"] = self.closest
             out["repairs"] = self.repairs
         return out
+
+
+def comm_dict(report: LayoutReport) -> dict[str, Any]:
+    """The communication settings a layout was costed and is launched with (``knobs.py``): what Megatron
+    runs, so the overlaps it ignores for this layout (TP overlap without SP, p2p overlap without virtual
+    stages) read false; ``tag`` is the short label of the tables."""
+    wl, layout, moe = report.workload, report.layout, report.spec.is_moe
+    return {"tag": comm_tag(wl, layout, report.spec),
+            "tp_comm_overlap": wl.tp_comm_overlap and layout.tp > 1 and layout.sequence_parallel,
+            "overlap_p2p_comm": wl.overlap_p2p_comm and layout.vpp > 1,
+            "moe_dispatcher": wl.moe_dispatcher if moe else None,
+            "moe_ep_overlap": wl.moe_ep_overlap if moe else None,
+            "moe_shared_expert_overlap": wl.moe_shared_expert_overlap if moe else None}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +122,7 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
           fixed: dict[str, Any] | None = None, time_limit_s: float | None = 30.0, engine: str = "cpsat",
           allow_cross_domain_tp: bool = False, workers: int = 1, explain: bool = True,
           min_headroom: Headroom | None = DEFAULT_MIN_HEADROOM, requires: tuple[str, ...] = (),
-          profile: Profile | str | None = None, band: bool = True) -> SolveResult:
+          profile: Profile | str | None = None, band: bool = True, knobs: tuple[str, ...] = ()) -> SolveResult:
     """Rank the ``top_k`` fastest distinct plans (``plans.py``) that obey Megatron's rules (and the
     ``requires`` constraints, ``require.py``) and fit in memory: every stage's predicted peak plus its
     uncertainty band (``band``; ``cost/memory.py`` ``memory_uncertainty_bytes``) plus ``min_headroom``
@@ -117,26 +132,32 @@ def solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int =
     them but something fits without either are those layouts returned, each marked ``tight`` (an answer
     that may OOM, said so, beats "nothing fits" on a small cluster).
 
-    ``profile``: the calibration ``Profile`` the cost model uses (or a profile file); None: the shipped one."""
+    ``profile``: the calibration ``Profile`` the cost model uses (or a profile file); None: the shipped one.
+    ``knobs``: communication knobs (``knobs.COMM_KNOBS``) chosen per layout, each set where Megatron allows
+    it and it is fastest (``knobs.py``), unless ``fixed`` pins it (``--fix tp_comm_overlap=true``); each
+    returned layout's report carries the workload it was costed with."""
     spec.require_plannable()
     with use_profile(load_profile(profile)):
         return _solve(spec, cluster, workload, top_k=top_k, fixed=fixed, time_limit_s=time_limit_s, engine=engine,
                       allow_cross_domain_tp=allow_cross_domain_tp, workers=workers, explain=explain,
-                      min_headroom=min_headroom, requires=requires, band=band)
+                      min_headroom=min_headroom, requires=requires, band=band, knobs=knobs)
 
 
 def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int, fixed: dict[str, Any] | None,
            time_limit_s: float | None, engine: str, allow_cross_domain_tp: bool, workers: int,
-           explain: bool, min_headroom: Headroom | None, requires: tuple[str, ...], band: bool) -> SolveResult:
+           explain: bool, min_headroom: Headroom | None, requires: tuple[str, ...], band: bool,
+           knobs: tuple[str, ...] = ()) -> SolveResult:
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
+    workload, searched, fixed = resolve_knobs(workload, fixed, knobs)
     rules = SearchRules(fixed=fixed, allow_cross_domain_tp=allow_cross_domain_tp, requires=tuple(requires),
-                        min_headroom=min_headroom)
+                        min_headroom=min_headroom, knobs=searched)
     space = rules.space(spec, cluster, workload)
     margin = rules.headroom_bytes(cluster)
     search: dict[str, Any] = {"engine": engine, "space_size": space.size, "top_k": top_k,
                               "domains": {a: len(space.domains[a]) for a in AXES},
-                              "min_headroom_gb": round(margin / 1e9, 2), "uncertainty_band": band}
+                              "min_headroom_gb": round(margin / 1e9, 2), "uncertainty_band": band,
+                              "searched_knobs": sorted(searched)}
     tables = rules.tables(spec, cluster, workload, band=band)
     ranked, proven = _search(space, tables, engine, top_k, deadline, workers, search)
     tight = False
@@ -146,9 +167,9 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
         tight = bool(ranked)
     search["tight"] = tight
     plans = group_plans(ranked)
-    reports = [estimate(spec, cluster, workload, point_layout(plan[0].point), allow_cross_domain_tp)
-               for plan in plans]
-    equivalents = [[point_layout(r.point) for r in plan[1:]] for plan in plans]
+    reports = [estimate(spec, cluster, tables.chosen_workload(plan[0].point), point_layout(plan[0].point),
+                        allow_cross_domain_tp) for plan in plans]
+    equivalents = [_spellings(plan) for plan in plans]
     search["wall_s"] = round(time.perf_counter() - start, 3)
     search["proven_optimal"] = proven
     if ranked:
@@ -168,6 +189,17 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
     search["wall_s"] = round(time.perf_counter() - start, 3)
     return SolveResult(status="infeasible", layouts=[], objective_us=[], search=search, reasons=reasons,
                        closest=closest, repairs=repairs)
+
+
+def _spellings(plan: list[Ranked]) -> list[Layout]:
+    """The plan's other spellings as layouts, once each: those that differ from #1 only in a searched
+    dispatcher (``disp``, the same step) are the same layout flags and are not repeated."""
+    own, out = point_layout(plan[0].point), []
+    for r in plan[1:]:
+        layout = point_layout(r.point)
+        if layout != own and layout not in out:
+            out.append(layout)
+    return out
 
 
 def _search(space: SearchSpace, tables: CostTables, engine: str, top_k: int, deadline: float | None,

@@ -7,6 +7,8 @@ activations are kept: ``("none", None)``, ``("selective", modules)`` (Megatron's
 the first n layers, which Megatron allows only without recompute, TC L1884-1899 -- so it is one more
 way to keep activations, not a separate axis). ``oo`` is the optimizer CPU-offload fraction. ``dp`` is
 an axis too (the world-size rule ties it to ``tp*pp*cp``), so every rule reads plain axis values.
+``disp`` is the MoE token dispatcher (a ``Workload`` field, not a ``Layout`` one): searched because it
+changes memory (DeepEP's buffers with flex, ``memory.comm_buffer_bytes``), one value otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from megasolve.models.spec import ModelSpec
 from megasolve.solver.rules import Rule, RuleContext, model_rules, split_counts
 from megasolve.topology.cluster import Cluster
 
-AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp", "oo")
+AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp", "oo", "disp")
 # Layout field -> the axis that carries it
 FIELD_AXIS = {
     "tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "mbs": "mbs", "sequence_parallel": "sp", "ep": "ep",
@@ -32,6 +34,7 @@ FIELD_AXIS = {
     "account_for_embedding": "split", "account_for_loss": "split", "recompute": "rc",
     "recompute_num_layers": "rc", "distributed_optimizer": "dop", "fsdp": "fsdp",
     "recompute_modules": "rc", "cpu_offload_layers": "rc", "optimizer_offload_fraction": "oo",
+    "moe_dispatcher": "disp",  # a Workload field, searched with the layout (knobs.py)
 }
 FIX_NAMES = {
     "tp": "tp", "pp": "pp", "vpp": "vpp", "cp": "cp", "dp": "dp", "ep": "ep", "etp": "etp", "mbs": "mbs",
@@ -97,15 +100,17 @@ def point_fields(point: Point) -> dict[str, Any]:
             "first_stage_layers": first, "last_stage_layers": last, "account_for_embedding": account_embedding,
             "account_for_loss": account_loss, **rc_fields(point["rc"]),
             "distributed_optimizer": point["dop"], "fsdp": point["fsdp"],
-            "optimizer_offload_fraction": point["oo"]}
+            "optimizer_offload_fraction": point["oo"], "moe_dispatcher": point["disp"]}
 
 
 def point_layout(point: Point) -> Layout:
-    return Layout(**point_fields(point))
+    fields = point_fields(point)
+    fields.pop("moe_dispatcher")
+    return Layout(**fields)
 
 
-def layout_point(layout: Layout) -> Point:
-    return {"tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp, "mbs": layout.mbs,
+def layout_point(layout: Layout, moe_dispatcher: str = "flex") -> Point:
+    return {"disp": moe_dispatcher, "tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp, "mbs": layout.mbs,
             "sp": layout.sequence_parallel, "ep": layout.ep, "etp": layout.etp, "vpp": layout.vpp,
             "split": (layout.first_stage_layers, layout.last_stage_layers, layout.account_for_embedding,
                       layout.account_for_loss),
@@ -189,7 +194,17 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
             return False  # one micro-batch in flight: re-materialising the layer costs what it saved
         return a["recompute_num_layers"] < max(counts) // a["vpp"]
 
+    def dispatcher_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
+        from megasolve.solver.knobs import disp_class
+
+        default = ctx.workload.moe_dispatcher
+        return a["ep"] > 1 or a["etp"] > 1 or a["moe_dispatcher"] in (default, disp_class(default))
+
     return (
+        Rule(name="canonical_dispatcher", axes=("ep", "etp", "moe_dispatcher"), check=dispatcher_ok,
+             message=lambda c, a: "without expert parallelism no token leaves the rank: every dispatcher is the "
+                                  "same job", fix="leave --moe-dispatcher at its default",
+             source="megasolve search space"),
         Rule(name="canonical_split", axes=("pp", "first_stage_layers", "last_stage_layers", "account_for_embedding",
                                            "account_for_loss"), check=split_ok,
              message=lambda c, a: "this uneven split (or accounting) is the even split (or not a candidate) for this pp",
@@ -224,6 +239,8 @@ def _fields_of(partial: Point) -> dict[str, Any]:
             out["sequence_parallel"] = value
         elif axis == "dop":
             out["distributed_optimizer"] = value
+        elif axis == "disp":
+            out["moe_dispatcher"] = value
         else:
             out[axis] = value
     return out
@@ -269,9 +286,12 @@ def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple
 
 def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed: dict[str, Any] | None = None,
                 allow_cross_domain_tp: bool = False, uneven_splits: bool = True,
-                block_recompute: Iterable[int] = BLOCK_RECOMPUTE, requires: Iterable[str] = ()) -> SearchSpace:
+                block_recompute: Iterable[int] = BLOCK_RECOMPUTE, requires: Iterable[str] = (),
+                knobs: Iterable[str] = ()) -> SearchSpace:
     """Candidate values per axis for ``spec`` on ``cluster`` (``fixed``: ``--fix`` pins, Layout field names;
-    ``requires``: ``--require`` expressions, compiled into rules by ``require.py``)."""
+    ``requires``: ``--require`` expressions, compiled into rules by ``require.py``; ``knobs``: the
+    searched communication knobs, ``knobs.py`` -- with ``moe_dispatcher`` the ``disp`` axis holds every
+    dispatcher the workload allows)."""
     from megasolve.solver.require import compile_requirements
 
     extra = compile_requirements(tuple(requires))
@@ -327,6 +347,11 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     domains["rc"] = tuple(rc)
     # optimizer CPU offload fractions (cost/offload.py); Megatron's rules and the memory decide
     domains["oo"] = OPTIMIZER_OFFLOAD_FRACTIONS
+    domains["disp"] = (workload.moe_dispatcher,)
+    if spec.is_moe and "moe_dispatcher" in set(knobs):
+        from megasolve.solver.knobs import dispatchers
+
+        domains["disp"] = dispatchers(workload)
     # --fix pins
     for axis in ("tp", "cp", "pp", "dp", "mbs", "ep", "etp", "vpp"):
         if axis in fixed:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
-from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, stage_layers
+from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, mtp_layer_kind, stage_layers
 from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, first_stage_extra_bytes,
                                    fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
@@ -32,13 +32,14 @@ from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, lay
                                  optimizer_shard_s, pp_unit_comm_s)
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
-from megasolve.cost.step import base_layer_time, selective_modules_time
+from megasolve.cost.step import layer_ep_comm_s, layer_time_without_ep, output_head_time, selective_modules_time
 from megasolve.models import ranks
-from megasolve.models.layout import Layout, Workload
+from megasolve.models.layout import MOE_DISPATCHERS, Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      layer_params, moe_mlp_params, mtp_params, output_params)
 from megasolve.models.spec import ModelSpec
 from megasolve.cost.offload import activation_offload_exposed_s
+from megasolve.solver import knobs as knobs_
 from megasolve.solver.space import MAX_VPP, Point, rc_fields, rc_sel
 from megasolve.topology.cluster import Cluster
 
@@ -132,11 +133,24 @@ class CostTables:
     """Integer term tables for one (model, cluster, workload), filled lazily and cached."""
 
     def __init__(self, spec: ModelSpec, cluster: Cluster, workload: Workload, *, headroom_bytes: float = 0.0,
-                 band: bool = False) -> None:
+                 band: bool = False, knobs: frozenset[str] = frozenset()) -> None:
         """``headroom_bytes``: memory every stage must leave free (``solve``'s ``--min-headroom``);
         ``band``: every stage must fit with its uncertainty band (``cost/memory.py`` ``band_parts``;
-        ``solve``'s default)."""
+        ``solve``'s default); ``knobs``: the communication knobs chosen per layout (``knobs.py``; off in
+        ``workload``)."""
         self.spec, self.cluster, self.workload = spec, cluster, workload
+        self.knobs = frozenset(knobs)
+        # the time terms' workload: the TP overlap on wherever Megatron allows it (knobs.py)
+        self.time_workload = replace(workload, tp_comm_overlap=True) if "tp_comm_overlap" in self.knobs else workload
+        self.moe_available = knobs_.moe_available(spec, workload, self.knobs)
+        # the workload with each dispatcher the ``disp`` axis can take (space.py)
+        self.with_dispatcher = {d: replace(workload, moe_dispatcher=d, moe_ep_overlap=False,
+                                           moe_shared_expert_overlap=False, moe_pad_expert_input_to_capacity=False,
+                                           moe_router_padding_for_fp8=False)
+                                for d in MOE_DISPATCHERS}  # (for the buffers only: the other knobs cleared)
+        self.with_dispatcher[knobs_.NCCL] = self.with_dispatcher["alltoall"]  # no buffers either way
+        self.permits = tuple(sorted({(e and self.moe_available[0], s and self.moe_available[1])
+                                     for e in (False, True) for s in (False, True)}, reverse=True))
         self.headroom_bytes = headroom_bytes
         self.band = band
         cal = calibration()
@@ -177,6 +191,7 @@ class CostTables:
 
     def _define_terms(self) -> list[Term]:
         spec, cluster, wl = self.spec, self.cluster, self.workload
+        twl = self.time_workload
         n = cluster.num_gpus
         precision = wl.precision
 
@@ -194,28 +209,89 @@ class CostTables:
 
         layer_times: dict[tuple, Any] = {}
 
+        def moe_knobs(wl_: Workload) -> tuple:
+            """What distinguishes the workloads the time terms use (all are ``twl`` with these changed)."""
+            return wl_.moe_dispatcher, wl_.moe_ep_overlap, wl_.moe_shared_expert_overlap
+
         def layer_time(spec_, cluster_, wl_, sh, *, ep, moe, recompute, recompute_modules=None, kind=None):
             """``step.layer_time`` memoised per table set: the total ("t_") and compute ("c_") terms and
             the offload term read the same layer."""
-            key = (sh, ep, moe, recompute, recompute_modules, kind)
+            key = (moe_knobs(wl_), sh, ep, moe, recompute, recompute_modules, kind)
             if key not in layer_times:
                 if recompute == "selective":  # step.layer_time's own sum, with the base layer memoised
                     modules = block_modules(kind, tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES))
-                    base = base_time(sh, ep, moe, "selective" if uses_core_attn(modules) else "none", kind)
-                    layer_times[key] = base + selective_modules_time(spec_, cluster_, wl_, sh, ep=ep, moe=moe,
-                                                                     modules=modules) if modules else base
+                    base = base_time(wl_, sh, ep, moe, "selective" if uses_core_attn(modules) else "none", kind)
+                    if modules:
+                        # only the moe module's recompute repeats EP traffic (step.selective_extra_comm_s)
+                        sel_key = (moe_knobs(wl_) if moe and "moe" in modules else None, sh, ep, moe, modules)
+                        if sel_key not in selective_times:
+                            selective_times[sel_key] = selective_modules_time(spec_, cluster_, wl_, sh, ep=ep,
+                                                                              moe=moe, modules=modules)
+                        layer_times[key] = base + selective_times[sel_key]
+                    else:
+                        layer_times[key] = base
                 else:
-                    layer_times[key] = base_time(sh, ep, moe, recompute, kind)
+                    layer_times[key] = base_time(wl_, sh, ep, moe, recompute, kind)
             return layer_times[key]
 
         base_times: dict[tuple, Any] = {}
+        selective_times: dict[tuple, Any] = {}
+        ep_times: dict[tuple, float] = {}
 
-        def base_time(sh, ep, moe, recompute, kind=None):
+        def base_time(wl_, sh, ep, moe, recompute, kind=None):
+            """``step.base_layer_time``'s sum: the part the MoE knobs leave alone once per shape, the EP
+            traffic per setting of the knobs."""
             key = (sh, ep, moe, recompute, kind)
             if key not in base_times:
-                base_times[key] = base_layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute=recompute,
-                                                  kind=kind)
-            return base_times[key]
+                base_times[key] = layer_time_without_ep(spec, cluster, twl, sh, ep=ep, moe=moe, recompute=recompute,
+                                                        kind=kind)
+            out = base_times[key]
+            if not moe or (kind is not None and not kind.mlp):  # as step.base_layer_time: no experts, no EP
+                return out
+            ep_key = (moe_knobs(wl_), sh, ep, recompute, out.compute)
+            if ep_key not in ep_times:
+                ep_times[ep_key] = layer_ep_comm_s(spec, cluster, wl_, sh, ep=ep, recompute=recompute,
+                                                   compute_s=out.compute)
+            return replace(out, ep_comm=ep_times[ep_key])
+
+        moe_kinds = tuple(k for k in model_layer_kinds(spec) if k.moe)
+
+        @functools.cache
+        def variant(name: str, setting: tuple[bool, bool]) -> Workload:
+            """``twl`` with dispatcher ``name`` and the searched MoE overlaps at ``setting`` (built once)."""
+            w = twl if name == twl.moe_dispatcher else replace(twl, moe_dispatcher=name)
+            return knobs_.apply_moe(w, self.knobs, setting) if self.knobs else w
+
+        @functools.cache
+        def moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep) -> Workload:
+            """The dispatcher and MoE overlap setting of one per-layer configuration with ``disp`` (a
+            dispatcher, or ``knobs.NCCL``: alltoall or allgather) under ``permit`` (knobs.py): the
+            fastest allowed for the model's MoE layers at no recompute, Megatron's default on ties. The
+            allgather dispatcher allows neither overlap (TC L3016-3019, L1820-1826)."""
+            candidates = []
+            for name in knobs_.nccl_members(wl) if disp == knobs_.NCCL else (disp,):
+                allowed = permit if name != "allgather" else (False, False)
+                candidates += [variant(name, setting) for setting in knobs_.settings(allowed, ep)]
+            if len(candidates) == 1:
+                return candidates[0]
+            sh = shape(tp, cp, mbs, sp, etp)
+            return min(candidates, key=lambda w: sum(quantise_s(layer_time(
+                spec, cluster, w, sh, ep=ep, moe=True, recompute="none", kind=kind).total) for kind in moe_kinds))
+
+        self.moe_workload = moe_workload
+        mtp_kind = mtp_layer_kind(spec) if spec.mtp_num_layers else None
+
+        @functools.cache
+        def head_time(sh):
+            return output_head_time(spec, cluster, twl, sh)
+
+        def logits(w: Workload, sh: ActivationShape, ep: int):
+            """``step.logits_time``'s sum: the output head (no knob changes it) + the MTP layers, memoised."""
+            out = head_time(sh)
+            if mtp_kind is not None:
+                out = out + spec.mtp_num_layers * layer_time(spec, cluster, w, sh, ep=ep, moe=mtp_kind.moe,
+                                                             recompute="none", kind=mtp_kind)
+            return out
 
         def mods(sel: tuple) -> tuple[str, ...] | None:
             """``sel``: the selective modules (``space.rc_sel``), () without selective recompute."""
@@ -292,7 +368,8 @@ class CostTables:
         # ---- memory outside the caching allocator (MiB): a constant of the cluster
         add("other", (), lambda: self.other_mib)
         if spec.is_moe:  # DeepEP's buffers on stages with MoE layers (flex dispatcher), outside the allocator too
-            add("other_comm", ("ep", "etp"), lambda ep, etp: quantise_bytes(comm_buffer_bytes(spec, wl, ep, etp)))
+            add("other_comm", ("ep", "etp", "disp"), lambda ep, etp, disp: quantise_bytes(
+                comm_buffer_bytes(spec, self.with_dispatcher[disp], ep, etp)))
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
         for piece, (axes, params_of) in pieces.items():
@@ -387,35 +464,59 @@ class CostTables:
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(mtp_activation_bytes(
                     spec, wl, shape(tp, cp, mbs, sp, etp), base(sel), **_modules_kw(sel))))
         # ---- time per micro-batch (us): total and compute part -----------------------------
+        # (the compute part does not depend on the overlaps; the totals of MoE layers and of an MoE MTP
+        # head have one term per MoE overlap permit, ``time_form`` picks the row's: knobs.py)
         for part in ("t", "c"):
             pick = (lambda lt: lt.total) if part == "t" else (lambda lt: lt.compute)
-            add(f"{part}_logits", ("tp", "cp", "mbs", "sp", "etp", "ep"),
-                lambda tp, cp, mbs, sp, etp, ep, pick=pick: quantise_s(pick(logits_time(
-                    spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep))))
+            if part == "c":  # no knob changes the compute: one term per kind, on the base workload
+                add("c_logits", ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                    lambda tp, cp, mbs, sp, etp, ep: quantise_s(logits(twl, shape(tp, cp, mbs, sp, etp), ep).compute))
+            for permit in self.permits if part == "t" else ():
+                suffix = knobs_.permit_tag(permit, self.moe_available)
+                if suffix and not self.mtp_moe:
+                    continue
+                add(f"{part}_logits{suffix}", ("tp", "cp", "mbs", "sp", "etp", "ep", "disp"),
+                    lambda tp, cp, mbs, sp, etp, ep, disp, pick=pick, permit=permit: quantise_s(pick(logits(
+                        moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep) if spec.is_moe else twl,
+                        shape(tp, cp, mbs, sp, etp), ep))))
             # one term per layer kind (layers.model_layer_kinds: MLP kind x attention span), with and
             # without full recompute
             for kind in model_layer_kinds(spec):
-                if kind.moe:
+                if kind.moe and part == "c":
                     add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
-                        lambda tp, cp, mbs, sp, etp, ep, sel, pick=pick, kind=kind: quantise_s(pick(layer_time(
-                            spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
-                            recompute_modules=mods(sel), kind=kind))))
+                        lambda tp, cp, mbs, sp, etp, ep, sel, kind=kind: quantise_s(layer_time(
+                            spec, cluster, twl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
+                            recompute_modules=mods(sel), kind=kind).compute))
                     add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp", "etp", "ep"),
-                        lambda tp, cp, mbs, sp, etp, ep, pick=pick, kind=kind: quantise_s(pick(layer_time(
-                            spec, cluster, wl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
-                            kind=kind))))
+                        lambda tp, cp, mbs, sp, etp, ep, kind=kind: quantise_s(layer_time(
+                            spec, cluster, twl, shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
+                            kind=kind).compute))
+                elif kind.moe:
+                    for permit in self.permits:
+                        suffix = knobs_.permit_tag(permit, self.moe_available)
+                        add(self.layer_term(part, kind, False) + suffix,
+                            ("tp", "cp", "mbs", "sp", "etp", "ep", "sel", "disp"),
+                            lambda tp, cp, mbs, sp, etp, ep, sel, disp, pick=pick, kind=kind, permit=permit: quantise_s(
+                                pick(layer_time(spec, cluster, moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep),
+                                                shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute=base(sel),
+                                                recompute_modules=mods(sel), kind=kind))))
+                        add(self.layer_term(part, kind, True) + suffix, ("tp", "cp", "mbs", "sp", "etp", "ep", "disp"),
+                            lambda tp, cp, mbs, sp, etp, ep, disp, pick=pick, kind=kind, permit=permit: quantise_s(
+                                pick(layer_time(spec, cluster, moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep),
+                                                shape(tp, cp, mbs, sp, etp), ep=ep, moe=True, recompute="full",
+                                                kind=kind))))
                 else:
                     add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "sel"),
                         lambda tp, cp, mbs, sp, sel, pick=pick, kind=kind: quantise_s(pick(layer_time(
-                            spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel),
+                            spec, cluster, twl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute=base(sel),
                             recompute_modules=mods(sel), kind=kind))))
                     add(self.layer_term(part, kind, True), ("tp", "cp", "mbs", "sp"),
                         lambda tp, cp, mbs, sp, pick=pick, kind=kind: quantise_s(pick(layer_time(
-                            spec, cluster, wl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full",
+                            spec, cluster, twl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full",
                             kind=kind))))
         # activation offloading: one offloaded layer's exposed copies per micro-batch (offload.py)
         def offload_s(moe: bool, sh: ActivationShape, ep: int) -> int:
-            compute = layer_time(spec, cluster, wl, sh, ep=ep, moe=moe, recompute="none").compute
+            compute = layer_time(spec, cluster, twl, sh, ep=ep, moe=moe, recompute="none").compute
             return quantise_s(activation_offload_exposed_s(
                 layer_activation_bytes(spec, wl, sh, moe=moe, recompute="none"), compute,
                 cluster.gpu.host_link_bytes_per_s, cluster.gpu.hbm_bytes_per_s))
@@ -537,9 +638,11 @@ class CostTables:
     def time_form(self, row: PipelineRow, slot: Slot, part: str) -> list[tuple[int, str]]:
         """``tau`` (part "t") or its compute share (part "c") of one slot: [(coefficient, term)], one
         term per layer kind the slot holds (``layer_term``)."""
-        form = [(n, self.layer_term(part, kind, recomputed)) for kind, recomputed, n in slot.layers()]
+        suffix = self.moe_suffix(row) if part == "t" else ""
+        form = [(n, self.layer_term(part, kind, recomputed) + (suffix if kind.moe else ""))
+                for kind, recomputed, n in slot.layers()]
         if slot.last:
-            form.append((1, f"{part}_logits"))
+            form.append((1, f"{part}_logits{suffix if self.mtp_moe else ''}"))
         if part == "t":  # activation offloading: each offloaded layer's exposed copies
             form += [(slot.dense_off, "t_off_dense"), (slot.moe_off, "t_off_moe")]
         if part == "t" and row.pp > 1:
@@ -603,6 +706,27 @@ class CostTables:
             term = "ma_input" if recomputed else f"ma_{kind.memory_name}"
             counts[term] = counts.get(term, 0) + n
         return [(c, t) for t, c in counts.items() if c]
+
+    def moe_permit(self, pp: int, vpp: int, rc: tuple) -> tuple[bool, bool]:
+        """The MoE overlaps Megatron allows on a row (``knobs.row_permit``)."""
+        return knobs_.row_permit(self.moe_available, pp, vpp, rc)
+
+    def moe_suffix(self, row: PipelineRow) -> str:
+        """The suffix of the row's MoE time terms (``knobs.permit_tag``)."""
+        return knobs_.permit_tag(self.moe_permit(row.pp, row.vpp, row.rc), self.moe_available)
+
+    def chosen_workload(self, point: Point) -> Workload:
+        """The workload a point was costed with: the searched knobs set as chosen (knobs.py)."""
+        wl = self.workload
+        if "tp_comm_overlap" in self.knobs:
+            wl = replace(wl, tp_comm_overlap=point["tp"] > 1 and point["sp"])
+        if self.spec.is_moe:
+            permit = self.moe_permit(point["pp"], point["vpp"], point["rc"])
+            chosen = self.moe_workload(permit, point["disp"], point["tp"], point["cp"], point["mbs"], point["sp"],
+                                       point["etp"], point["ep"])
+            wl = knobs_.apply_moe(replace(wl, moe_dispatcher=chosen.moe_dispatcher), self.knobs,
+                                  (chosen.moe_ep_overlap, chosen.moe_shared_expert_overlap))
+        return wl
 
     @staticmethod
     def piece(kind: LayerKind) -> str:
