@@ -94,15 +94,18 @@ def recipe_options(func: F) -> F:
         # communication overlap, defaults = Megatron-LM's
         click.option("--tp-comm-overlap", "tp_comm_overlap", is_flag=True,
                      help="Overlap TP all-gather / reduce-scatter with the GEMMs (Megatron --tp-comm-overlap, "
-                          "TE userbuffers; needs --sequence-parallel). Default off, as in Megatron-LM."),
+                          "TE userbuffers; needs --sequence-parallel). estimate: off unless given, as in Megatron-LM; "
+                          "solve chooses it per layout unless given."),
         click.option("--no-overlap-p2p-communication", "overlap_p2p_comm", flag_value=False, default=True,
                      help="Do not overlap pipeline p2p with compute in the interleaved schedule (Megatron's "
                           "default overlaps it; 1F1B never does)."),
         click.option("--moe-ep-overlap", "moe_ep_overlap", is_flag=True,
                      help="Hide the EP all-to-all behind another micro-batch's compute (Megatron "
-                          "--overlap-moe-expert-parallel-comm: ep > 1, --vpp > 1 when --pp > 1, no full recompute)."),
+                          "--overlap-moe-expert-parallel-comm: ep > 1, --vpp > 1 when --pp > 1, no full recompute). "
+                          "solve chooses it per layout unless given."),
         click.option("--moe-shared-expert-overlap", "moe_shared_expert_overlap", is_flag=True,
-                     help="Run shared experts during the token dispatch (Megatron --moe-shared-expert-overlap)."),
+                     help="Run shared experts during the token dispatch (Megatron --moe-shared-expert-overlap). "
+                          "solve chooses it per layout unless given."),
         # MoE token dropping and padding (cost/moe_routing.py)
         click.option("--moe-expert-capacity-factor", "moe_expert_capacity_factor", type=float, default=None,
                      help="Expert capacity = ceil(tokens*k/E * factor); tokens over it are dropped (Megatron "

@@ -157,7 +157,7 @@ def _solve(spec: ModelSpec, cluster: Cluster, workload: Workload, *, top_k: int,
     search: dict[str, Any] = {"engine": engine, "space_size": space.size, "top_k": top_k,
                               "domains": {a: len(space.domains[a]) for a in AXES},
                               "min_headroom_gb": round(margin / 1e9, 2), "uncertainty_band": band,
-                              "searched_knobs": sorted(searched)}
+                              "searched_knobs": sorted(k for k in searched if spec.is_moe or not k.startswith("moe_"))}
     tables = rules.tables(spec, cluster, workload, band=band)
     ranked, proven = _search(space, tables, engine, top_k, deadline, workers, search)
     tight = False
