@@ -24,7 +24,8 @@ Sources (``Megatron-LM`` = NVIDIA/Megatron-LM @ d98e8a64, 2026-08-22; ``ARG`` = 
 from __future__ import annotations
 
 from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
-from megasolve.cost.step import cp_comm_type
+from megasolve.cost.memory import ActivationShape
+from megasolve.cost.step import cp_a2a_size, resolve_cp_comm_type
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_counts, stage_layer_ids
 from megasolve.models.spec import ModelSpec
@@ -142,10 +143,9 @@ def attention_settings(spec: ModelSpec, layout: Layout) -> list[Setting]:
     """Attention-variant ``TransformerConfig`` fields of ``spec`` (issue 15): ``window_size`` (TC L247,
     a (left, right) pair: ``--window-size W,0``), ``window_attn_skip_freq`` (TC L251: an int N, every N-th
     layer full, or the 0/1 list), ``no_rope_freq`` (TC L291), ``rotary_percent``, ``softmax_type
-    learnable`` (sinks, TC L170), ``qk_l2_norm``; with CP > 1 and windows, ``cp_comm_type all_gather``:
-    TE's ``attn_forward_func_with_cp`` asserts that sliding-window attention runs only with the ``a2a``
-    or ``all_gather`` CP communication (Megatron's default is ``p2p``). Chunked attention (Llama 4) has
-    no Megatron-Core training flag and is not exported.
+    learnable`` (sinks, TC L170), ``qk_l2_norm`` (the CP communication they need:
+    ``context_parallel_settings``). Chunked attention (Llama 4) has no Megatron-Core training flag and
+    is not exported.
 
     >>> from megasolve.models.presets import load_preset
     >>> [(s.name, s.value) for s in attention_settings(load_preset("gpt-oss-20b"), Layout(cp=2))][:3]
@@ -166,9 +166,32 @@ def attention_settings(spec: ModelSpec, layout: Layout) -> list[Setting]:
         s.append(("rotary_percent", spec.rotary_percent))
     if spec.qk_l2_norm:
         s.append(("qk_l2_norm", True))
-    if layout.cp > 1 and cp_comm_type(spec) != "p2p":  # the type the cost model prices (cost/step.py)
-        s.append(("cp_comm_type", cp_comm_type(spec)))
     return [Setting(name, value, "model") for name, value in s]
+
+
+def context_parallel_settings(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[Setting]:
+    """With CP > 1, the ``cp_comm_type`` the plan was costed with (``cost/step.py``
+    ``resolve_cp_comm_type``; TC L1030-1047, ARG ``--cp-comm-type``), written even when it is Megatron's
+    default ``p2p`` (a recipe may set another: NeMo's Mistral config sets ``a2a``), and for ``a2a+p2p``
+    its ``hierarchical_context_parallel_sizes`` ``[A, cp/A]`` (MPC L103; ARG L580-585: required, product
+    == cp; ``cost/step.py`` ``cp_a2a_size``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=32, gpu="h100")
+    >>> [(s.name, s.value) for s in context_parallel_settings(spec, cluster, Workload(cp_comm_type="a2a+p2p"),
+    ...                                                       Layout(cp=16, dp=2))]
+    [('cp_comm_type', 'a2a+p2p'), ('hierarchical_context_parallel_sizes', (8, 2))]
+    """
+    if layout.cp == 1:
+        return []
+    shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel)
+    comm_type = resolve_cp_comm_type(spec, cluster, workload, shape)
+    out = [Setting("cp_comm_type", comm_type, "layout")]
+    a2a = cp_a2a_size(spec, cluster, layout.tp, layout.cp) if comm_type == "a2a+p2p" else None
+    if a2a is not None:
+        out.append(Setting("hierarchical_context_parallel_sizes", (a2a, layout.cp // a2a), "layout",
+                           f"a2a over {a2a} CP ranks inside the NVLink domain, p2p across {layout.cp // a2a}"))
+    return out
 
 
 def layout_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list[Setting]:
@@ -365,6 +388,7 @@ def plan_settings(spec: ModelSpec, cluster: Cluster, workload: Workload, layout:
     """Everything the plan depends on, in output order."""
     return hybrid_pipeline_settings(spec, layout, (
         model_settings(spec) + attention_settings(spec, layout) + layout_settings(spec, workload, layout)
+        + context_parallel_settings(spec, cluster, workload, layout)
         + optimizer_settings(workload, layout) + memory_settings(layout) + precision_settings(workload)
         + kernel_settings(spec, workload) + overlap_settings(spec, workload, layout) + env_settings(cluster, layout)))
 

@@ -219,6 +219,11 @@ NEMO = {
     # NeMo-Run's TypeParser has no parser for Tuple[int, int] (cli_parser.py TypeParser.parse, "Unsupported type")
     "window_size": NotExpressible("window_size (a (left, right) tuple NeMo-Run's CLI cannot parse): the recipe "
                                   "must set window_size={value}"),
+    # NeMo 2's MegatronStrategy builds the parallel groups without hierarchical CP sizes (no such field in
+    # nemo/lightning @8cfedd72), so a2a+p2p has no groups to run on
+    "hierarchical_context_parallel_sizes": NotExpressible(
+        "hierarchical_context_parallel_sizes={value}: NeMo 2's MegatronStrategy creates no hierarchical CP groups; "
+        "use cp_comm_type a2a or p2p"),
     # MegatronMixedPrecision (plugins/mixed_precision.py L104-132)
     "grad_reduce_in_fp32": ("trainer.plugins.grad_reduce_in_fp32", "trainer.strategy.ddp.grad_reduce_in_fp32"),
     "bf16": None, "fp8": "trainer.plugins.fp8", "fp8_recipe": "trainer.plugins.fp8_recipe",
@@ -253,6 +258,10 @@ VERL = {
     "ckpt_format": NotExpressible("ckpt_format: verl writes its own checkpoints"),
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
     "fp8_param_gather": NotExpressible("fp8_param_gather (FP8 primary weights): no verl Megatron engine key"),
+    # verl's engine initialises Megatron's parallel state without hierarchical CP sizes (none in verl @b178a3cd)
+    "hierarchical_context_parallel_sizes": NotExpressible(
+        "hierarchical_context_parallel_sizes={value}: verl's Megatron engine creates no hierarchical CP groups; "
+        "use cp_comm_type a2a or p2p"),
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # verl's Megatron optimizer builds OptimizerConfig from optim.* plus optim.override_optimizer_config
     # (verl workers/config/optimizer.py McoreOptimizerConfig); '++' adds the key to that dict

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import click
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (CROSS_ENTROPY_KINDS, FP8_RECIPES, MOE_DISPATCHERS, PRECISION_CHOICES, Layout,
+from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, FP8_RECIPES, MOE_DISPATCHERS, PRECISION_CHOICES, Layout,
                                      Workload, default_global_batch, precision_fields)
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
@@ -68,7 +68,7 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
 
 
 # Workload fields set by the training recipe rather than the layout (shared by estimate, solve, whatif)
-RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16",
+RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_type", "cross_entropy", "grad_reduce_in_bf16",
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8")
@@ -84,6 +84,12 @@ def recipe_options(func: F) -> F:
         click.option("--moe-dispatcher", type=click.Choice(list(MOE_DISPATCHERS)), default="flex", show_default=True,
                      help="MoE token dispatcher: flex (DeepEP: one copy of a token per remote NVLink domain), "
                           "plain all-to-all (one copy per chosen expert) or allgather."),
+        click.option("--cp-comm-type", "cp_comm_type", type=click.Choice(list(CP_COMM_TYPES)), default=None,
+                     help="Context-parallel communication (Megatron --cp-comm-type): p2p KV ring overlapped with "
+                          "attention, a2a (Ulysses: heads per TP rank divisible by --cp), all_gather of K/V, or "
+                          "a2a+p2p (a2a inside the NVLink domain, p2p across). estimate: the type the model needs "
+                          "(p2p; all_gather with sliding windows; a2a with sinks) unless given; solve chooses the "
+                          "fastest allowed per layout unless given."),
         click.option("--cross-entropy", type=click.Choice(list(CROSS_ENTROPY_KINDS)), default="unfused",
                      show_default=True,
                      help="Loss kernel: Megatron's default, --cross-entropy-loss-fusion with the native or the "

@@ -10,6 +10,7 @@ Efficiency factors: ``cost/calibration.yaml`` (``time``).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from megasolve.cost import combine
@@ -17,14 +18,14 @@ from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import all_to_all_time_s, collective_latency_s, collective_time_s
 from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
                                     model_flops_per_sequence, weight_stream_bytes, work_time_s)
-from megasolve.cost.layers import LayerKind, mtp_layer_kind, stage_layers
+from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind, stage_layers
 from megasolve.cost import hybrid
 from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, block_modules, layer_activation_bytes,
                                    offloaded_activation_bytes)
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.cost.offload import activation_offload_exposed_s, optimizer_offload_s
 from megasolve.cost.recompute import selective_extra_work, uses_core_attn
-from megasolve.models.layout import Layout, Workload
+from megasolve.models.layout import CP_COMM_FASTEST, CP_COMM_TYPES, Layout, Workload
 from megasolve.models.params import RankParams, stage_params
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
@@ -152,18 +153,120 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     return seconds
 
 
-def cp_comm_type(spec: ModelSpec) -> str:
-    """Megatron's ``--cp-comm-type`` for ``spec``, as the launch exports emit it (``cli/launch.py``
-    ``attention_settings``): ``all_gather`` when the model has sliding-window layers -- Transformer
-    Engine's ``attn_forward_func_with_cp`` asserts that sliding-window attention runs only with ``a2a``
-    or ``all_gather`` (``attention/dot_product_attention/context_parallel.py``), and one type applies
-    to every layer (TC ``cp_comm_type``) -- else Megatron's default ``p2p`` (ARG ``--cp-comm-type``).
+def default_cp_comm_type(spec: ModelSpec) -> str:
+    """The ``--cp-comm-type`` ``estimate`` assumes when none is given: Megatron's default ``p2p`` (ARG
+    L3221), unless Transformer Engine refuses it for the model (``attn_forward_func_with_cp``,
+    ``attention/dot_product_attention/context_parallel.py`` @d0067d0 L5054-5066): attention sinks (a
+    non-vanilla ``softmax_type``) run only with ``a2a``; sliding windows only with ``a2a`` or
+    ``all_gather`` (``all_gather``, as NVIDIA's Llama 3 long-context recipe runs windows; NeMo's Mistral
+    config picks ``a2a``, which the head count may rule out).
 
     >>> from megasolve.models.presets import load_preset
-    >>> cp_comm_type(load_preset("gemma-3-27b")), cp_comm_type(load_preset("llama-3.1-8b"))
-    ('all_gather', 'p2p')
+    >>> [default_cp_comm_type(load_preset(m)) for m in ("gemma-3-27b", "llama-3.1-8b", "gpt-oss-20b")]
+    ['all_gather', 'p2p', 'a2a']
     """
+    if spec.softmax_type != "vanilla":
+        return "a2a"
     return "all_gather" if spec.window_size is not None else "p2p"
+
+
+def cp_a2a_size(spec: ModelSpec, cluster: Cluster, tp: int, cp: int) -> int | None:
+    """The all-to-all level of ``a2a+p2p`` (``--hierarchical-context-parallel-sizes A P``, A * P == cp,
+    ARG L580-585): the largest ``A`` (1 < A < cp) that divides the heads and KV heads per TP rank (TE's
+    a2a rule below) and keeps the all-to-all inside one NVLink domain -- the level groups consecutive CP
+    ranks (``parallel_state.create_hierarchical_groups`` level 0), whose stride in the rank space is
+    ``tp``. None: no such split (Megatron-Bridge's guide: a2a inside the node, p2p across nodes).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> cp_a2a_size(load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=32, gpu="h100"), 1, 16)
+    8
+    """
+    heads, kv_heads = _cp_heads_per_rank(spec, tp)
+    for a in range(cp - 1, 1, -1):
+        if cp % a == 0 and heads % a == 0 and kv_heads % a == 0 \
+                and cluster.group_link(tp, a).tier in ("nvlink", "local"):
+            return a
+    return None
+
+
+def _cp_heads_per_rank(spec: ModelSpec, tp: int) -> tuple[int, int]:
+    """Query heads and K / V heads of one TP rank as TE's attention sees them (MLA: one K per head;
+    fewer query groups than TP ranks: each rank holds one replicated group)."""
+    heads = spec.num_attention_heads // tp
+    kv = heads if spec.mla is not None else max(spec.num_query_groups // tp, 1)
+    return heads, kv
+
+
+def cp_comm_problem(spec: ModelSpec, cluster: Cluster, comm_type: str, tp: int, cp: int) -> str | None:
+    """Why Megatron / Transformer Engine refuse ``--cp-comm-type comm_type`` for this model at ``tp`` x
+    ``cp`` (None: they run it). TE ``context_parallel.py`` @d0067d0: sliding windows only with a2a /
+    all_gather (L5054-5060); a non-vanilla softmax (sinks) only with a2a (L5065-5067); a2a needs the
+    query and K / V heads per rank divisible by its group size (``AttnFuncWithCPAndQKVOA2A`` L4246-4249);
+    a2a+p2p a hierarchical split (``cp_a2a_size``; TE turns a level of size 1 into plain a2a / p2p,
+    L5027-5032)."""
+    if cp == 1:
+        return None
+    windowed = spec.window_size is not None
+    if windowed and comm_type in ("p2p", "a2a+p2p"):
+        return f"sliding-window attention runs under CP only with a2a or all_gather, not {comm_type}"
+    if spec.softmax_type != "vanilla" and comm_type != "a2a":
+        return f"softmax_type {spec.softmax_type} (attention sinks) runs under CP only with a2a, not {comm_type}"
+    heads, kv_heads = _cp_heads_per_rank(spec, tp)
+    if comm_type == "a2a" and (heads % cp or kv_heads % cp):
+        return (f"cp_comm_type a2a needs the heads per TP rank ({heads} query, {kv_heads} key/value) "
+                f"divisible by cp ({cp})")
+    if comm_type == "a2a+p2p" and cp_a2a_size(spec, cluster, tp, cp) is None:
+        return (f"cp_comm_type a2a+p2p needs an all-to-all level 1 < A < cp ({cp}) inside the NVLink domain "
+                f"dividing the heads per TP rank ({heads} query, {kv_heads} key/value)")
+    return None
+
+
+def resolve_cp_comm_type(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> str:
+    """The ``--cp-comm-type`` a layer of ``shape`` runs: the workload's; its default (None:
+    ``default_cp_comm_type``); or, with ``CP_COMM_FASTEST`` (``solve`` searching it, ``solver/knobs.py``),
+    the allowed type with the least exposed CP time over the model's attention layers at no recompute
+    (the default on ties, then ``CP_COMM_TYPES`` order). One type for every layer, as the exports write it.
+    The type changes only the CP time term: memory is the same (each type saves the local Q, K, V and
+    output; the transient gathered K / V of all_gather and the all-to-all buffers are not modelled)."""
+    if workload.cp_comm_type != CP_COMM_FASTEST:
+        return workload.cp_comm_type or default_cp_comm_type(spec)
+    return _fastest_cp_comm_type(spec, cluster, workload, shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fastest_cp_comm_type(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> str:
+    default = default_cp_comm_type(spec)
+    if shape.cp == 1:
+        return default
+    allowed = [t for t in dict.fromkeys((default,) + CP_COMM_TYPES)
+               if cp_comm_problem(spec, cluster, t, shape.tp, shape.cp) is None]
+    if len(allowed) <= 1:
+        return allowed[0] if allowed else default
+    kinds = _attention_kind_counts(spec)
+
+    def exposed(comm_type: str) -> float:
+        return sum(n * cp_type_comm_s(comm_type, spec, cluster, workload, shape, _attention_s(
+            spec, cluster, workload, shape, kind), forwards=1) for kind, n in kinds)
+
+    return min(allowed, key=exposed)
+
+
+@functools.lru_cache(maxsize=256)
+def _attention_kind_counts(spec: ModelSpec) -> tuple[tuple[LayerKind, int], ...]:
+    """The model's attention layers by kind (windows differ in attention compute, so in overlap)."""
+    counts: dict[LayerKind, int] = {}
+    for i in range(spec.num_layers):
+        kind = layer_kind(spec, i)
+        if kind.has_attention:
+            counts[kind] = counts.get(kind, 0) + 1
+    return tuple(counts.items())
+
+
+def _attention_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
+                 kind: LayerKind | None) -> float:
+    """Core-attention compute of one layer, forward + backward, no recompute (what the p2p ring hides behind)."""
+    flops = layer_work(spec, workload, shape, moe=False, recompute="none", kind=kind).attention_flops
+    return work_time_s(LayerWork(0, 0, flops, 0), cluster.gpu, workload.precision, 1, 1)
 
 
 def _cp_kv_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
@@ -177,27 +280,95 @@ def _cp_kv_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) ->
                                                              + mla.v_head_dim)
 
 
+def _cp_qkv_o_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> tuple[float, float]:
+    """One rank's (Q + K + V, O) of one attention layer, bf16: what ``a2a`` exchanges (fwd: Q, K, V
+    then O; bwd: dO then dQ, dK, dV of the same sizes)."""
+    tokens = shape.tokens(workload)
+    heads, _ = _cp_heads_per_rank(spec, shape.tp)
+    if spec.mla is None:
+        q = o = heads * spec.kv_channels
+    else:
+        q, o = heads * (spec.mla.qk_head_dim + spec.mla.qk_pos_emb_head_dim), heads * spec.mla.v_head_dim
+    return BF16 * tokens * q + _cp_kv_bytes(spec, workload, shape), BF16 * tokens * o
+
+
 def cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, attention_s: float,
               recompute: str) -> float:
-    """Exposed CP traffic of one attention layer, for the layer's ``cp_comm_type``.
+    """Exposed CP traffic of one attention layer, forward + backward (+ the forward again under full
+    recompute), for the type it runs (``resolve_cp_comm_type``; ``cp_type_comm_s``)."""
+    if shape.cp == 1:
+        return 0.0
+    comm_type = resolve_cp_comm_type(spec, cluster, workload, shape)
+    return cp_type_comm_s(comm_type, spec, cluster, workload, shape, attention_s,
+                          forwards=2 if recompute == "full" else 1)
 
-    ``p2p`` (section 5.3): the KV ring, ``(c-1)`` KV chunks forward, ``2(c-1)`` backward, each
-    overlapped with a chunk of attention compute. ``all_gather``: ``cp_allgather_comm_s``."""
+
+def cp_type_comm_s(comm_type: str, spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
+                   attention_s: float, *, forwards: int = 1, backward: bool = True) -> float:
+    """Exposed CP time of one attention layer with ``--cp-comm-type comm_type``: ``forwards`` forward
+    passes (2 under full recompute) and, with ``backward``, the backward (reference section 5.3;
+    Transformer Engine ``context_parallel.py`` @d0067d0):
+
+    * ``p2p`` (``AttnFuncWithCPAndKVP2P``): the KV ring, ``(c-1)`` KV chunks per forward and ``2(c-1)``
+      backward, overlapped with ``cp_overlap_fraction`` of ``attention_s`` (the attention compute the
+      passes run beside: the layer's, or one forward's for a selectively recomputed core attention);
+    * ``all_gather`` (``cp_allgather_comm_s``): K and V gathered per forward and again in the backward, dK
+      and dV reduce-scattered, none of it overlapped;
+    * ``a2a`` (``AttnFuncWithCPAndQKVOA2A``, Ulysses): per forward an all-to-all of Q, K, V (sequence to
+      heads) and one of O back; the backward the same of dO and dQ, dK, dV. Each keeps ``1/c`` of its
+      bytes on the rank and is priced on the links it crosses (``all_to_all_time_s``, NCCL); exposed
+      (attention needs the whole sequence before it starts);
+    * ``a2a+p2p``: the a2a over the all-to-all level ``A`` (``cp_a2a_size``, inside the NVLink domain),
+      then the p2p ring over the ``c/A`` level (stride ``tp*A``) on chunks of the same size as p2p's
+      (``A`` times the tokens, ``1/A`` of the heads), overlapped as p2p.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100")
+    >>> shape, w = ActivationShape(tp=1, cp=8, mbs=1, sequence_parallel=False), Workload(seq_length=131072)
+    >>> qkv, o = _cp_qkv_o_bytes(spec, w, shape)  # 16,384 tokens x (32 + 2*8) heads x 128 x 2 B; x 32 x 128 x 2 B
+    >>> qkv, o
+    (201326592, 134217728)
+    >>> one = lambda x: all_to_all_time_s(nvlink_bytes=x * 7 / 8, network_bytes=0.0, group_size=8,
+    ...                                    cluster=cluster, dispatcher="alltoall")
+    >>> cp_type_comm_s("a2a", spec, cluster, w, shape, 0.0) == 2 * (one(qkv) + one(o))
+    True
+    """
     c = shape.cp
     if c == 1:
         return 0.0
-    if cp_comm_type(spec) == "all_gather":
-        return cp_allgather_comm_s(spec, cluster, workload, shape, recompute)
-    kv = _cp_kv_bytes(spec, workload, shape)
-    link = cluster.group_link(shape.tp, c)
-    sends = 3 * (c - 1) + ((c - 1) if recompute == "full" else 0)
-    comm = sends * collective_time_s("send_recv", kv, 2, link)
+    passes = forwards + (1 if backward else 0)
+    if comm_type == "all_gather":
+        return cp_allgather_comm_s(spec, cluster, workload, shape, forwards=forwards, backward=backward)
+    seconds = 0.0
+    ring, ring_stride = c, shape.tp
     overlap = calibration()["time"]["cp_overlap_fraction"] * attention_s
-    return max(0.0, comm - overlap)
+    if comm_type in ("a2a", "a2a+p2p"):
+        a = c if comm_type == "a2a" else (cp_a2a_size(spec, cluster, shape.tp, c) or 1)
+        qkv, o = _cp_qkv_o_bytes(spec, workload, shape)
+        seconds += passes * sum(_cp_all_to_all_s(cluster, x * (a - 1) / a, shape.tp, a) for x in (qkv, o))
+        ring, ring_stride = c // a, shape.tp * a
+    if ring > 1:
+        kv = _cp_kv_bytes(spec, workload, shape)
+        sends = (forwards + (2 if backward else 0)) * (ring - 1)
+        comm = sends * collective_time_s("send_recv", kv, 2, cluster.group_link(ring_stride, ring))
+        seconds += max(0.0, comm - overlap)
+    return seconds
+
+
+def _cp_all_to_all_s(cluster: Cluster, sent: float, stride: int, size: int) -> float:
+    """One NCCL all-to-all over a CP group of ``size`` ranks at ``stride``, each sending ``sent`` bytes to
+    the others: the part to peers in its NVLink domain on NVLink, the rest through the NIC."""
+    if size <= 1 or sent <= 0:
+        return 0.0
+    link = cluster.group_link(stride, size)
+    local = size if link.tier in ("nvlink", "local") else max(1, min(link.members_per_unit, size))
+    network = sent * (size - local) / (size - 1)
+    return all_to_all_time_s(nvlink_bytes=sent - network, network_bytes=network, group_size=size, cluster=cluster,
+                             dispatcher="alltoall")
 
 
 def cp_allgather_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,
-                        recompute: str) -> float:
+                        recompute: str = "none", *, forwards: int | None = None, backward: bool = True) -> float:
     """CP with ``--cp-comm-type all_gather`` (Transformer Engine ``AttnFuncWithCPAndKVAllGather``,
     ``attention/dot_product_attention/context_parallel.py``; Llama 3 paper section 3.3.2): forward
     all-gathers K and V over the CP group (``gather_along_first_dim``, one collective each) before any
@@ -221,11 +392,13 @@ def cp_allgather_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, s
     c = shape.cp
     if c == 1:
         return 0.0
+    if forwards is None:
+        forwards = 2 if recompute == "full" else 1
     per_tensor = _cp_kv_bytes(spec, workload, shape) / 2 * c  # K (or V) gathered over the CP group
     link = cluster.group_link(shape.tp, c)
-    gathers = 2 + (1 if recompute == "full" else 0)
+    gathers = forwards + (1 if backward else 0)
     one = gathers * collective_time_s("all_gather", per_tensor, c, link) \
-        + collective_time_s("reduce_scatter", per_tensor, c, link)
+        + (collective_time_s("reduce_scatter", per_tensor, c, link) if backward else 0.0)
     return 2 * one  # K and V
 
 
@@ -417,8 +590,8 @@ def selective_extra_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload
       (with SP the input all-gather and the output reduce-scatter, else one all-reduce; ``tp_comm_s``);
     * ``moe``: the forward dispatch and combine all-to-alls (and expert-TP gathers): half of the layer's
       four (``ep_traffic_s``), exposed;
-    * ``core_attn`` with CP: the forward KV ring, ``(c-1)`` sends, overlapped with the recomputed
-      attention forward (1/3 of ``attention_s``) as ``cp_comm_s`` overlaps the others."""
+    * ``core_attn`` with CP: one more forward of the layer's CP communication (``cp_type_comm_s``; p2p:
+      ``(c-1)`` sends overlapped with the recomputed attention forward, 1/3 of ``attention_s``)."""
     tp = cp = ep_s = 0.0
     t = shape.tp
     tokens = shape.tokens(workload)
@@ -441,16 +614,9 @@ def selective_extra_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload
             tp *= calibration()["time"]["tp_overlap_exposed_fraction"]
     if "moe" in modules and moe:
         ep_s = ep_traffic_s(spec, cluster, workload, shape, ep, "none") / 2
-    if "core_attn" in modules and shape.cp > 1:
-        c = shape.cp
-        if spec.mla is None:
-            kv = 2 * BF16 * tokens * max(spec.num_query_groups / t, 1) * spec.kv_channels
-        else:
-            mla = spec.mla
-            kv = BF16 * tokens * (spec.num_attention_heads / t) * (mla.qk_head_dim + mla.qk_pos_emb_head_dim
-                                                                   + mla.v_head_dim)
-        comm = (c - 1) * collective_time_s("send_recv", kv, 2, cluster.group_link(t, c))
-        cp = max(0.0, comm - calibration()["time"]["cp_overlap_fraction"] * attention_s / 3)
+    if "core_attn" in modules and shape.cp > 1:  # the recomputed attention forward's CP traffic
+        cp = cp_type_comm_s(resolve_cp_comm_type(spec, cluster, workload, shape), spec, cluster, workload, shape,
+                            attention_s / 3, forwards=1, backward=False)
     return LayerTime(tp_comm=tp, cp_comm=cp, ep_comm=ep_s)
 
 

@@ -43,6 +43,12 @@ FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
 # flex dispatcher (DeepEP / HybridEP: one copy per remote NVLink domain, TC L891-898) or allgather
 # (every rank gathers all tokens of the EP group, ``token_dispatcher.py::MoEAllGatherTokenDispatcher``)
 MOE_DISPATCHERS = ("alltoall", "flex", "allgather")
+# Megatron's ``--cp-comm-type`` (ARG L3221-3226; TC ``cp_comm_type`` L1030-1047; the spelling Transformer
+# Engine's ``attn_forward_func_with_cp`` dispatches on: ``all_gather``, not the help text's "allgather")
+CP_COMM_TYPES = ("p2p", "a2a", "all_gather", "a2a+p2p")
+# the time terms' marker for "the fastest type Megatron allows for this layout" (solve's search,
+# ``cost/step.py`` ``resolve_cp_comm_type``); never in a workload a user sees
+CP_COMM_FASTEST = "fastest"
 MOE_TOKEN_DROP_POLICIES = ("probs", "position")  # TC L699-704
 
 
@@ -218,6 +224,9 @@ class Workload:
     grad_reduce_in_bf16: bool = False
     cross_entropy: str = "unfused"
     moe_dispatcher: str = "flex"  # MoE models only
+    # ``--cp-comm-type`` (CP_COMM_TYPES); None: the type the model needs (``cost/step.py``
+    # ``default_cp_comm_type``: p2p, all_gather with sliding windows, a2a with attention sinks)
+    cp_comm_type: str | None = None
     fp8_recipe: str = "delayed"  # with precision "fp8"
     # the LM-head output projection in MXFP8 too (TC ``fp8_output_proj``; only with the mxfp8 recipe,
     # ``fp8_utils.py::is_mxfp8_output_proj_active`` L730-745); otherwise it stays bf16
@@ -265,6 +274,8 @@ class Workload:
                                       "(fp8_utils.py L730-745)",
                                  fix="add --precision fp8 --fp8-recipe mxfp8, or drop --fp8-output-proj")
         _check_choice("--moe-dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)
+        if self.cp_comm_type not in (None, CP_COMM_FASTEST):
+            _check_choice("--cp-comm-type", self.cp_comm_type, CP_COMM_TYPES)
         if self.moe_shared_expert_overlap and self.moe_dispatcher not in ("alltoall", "flex"):
             raise MegasolveError(field="--moe-shared-expert-overlap", value=True,
                                  rule="only works with the alltoall or flex dispatcher (TC L1820-1826)",

@@ -8,6 +8,8 @@ from typing import Any
 
 from megasolve.cost.calibration import Profile, load_profile, use_profile
 from megasolve.cost.estimate import Estimate, estimate as cost_estimate
+from megasolve.cost.memory import ActivationShape
+from megasolve.cost.step import resolve_cp_comm_type
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import model_params
@@ -36,6 +38,14 @@ class LayoutReport:
     def layout_dict(self) -> dict[str, Any]:
         return layout_dict(self.layout, self.workload)
 
+    @property
+    def cp_comm_type(self) -> str | None:
+        """The ``--cp-comm-type`` the layout runs and was costed with (None without CP)."""
+        if self.layout.cp == 1:
+            return None
+        return resolve_cp_comm_type(self.spec, self.cluster, self.workload, ActivationShape(
+            tp=self.layout.tp, cp=self.layout.cp, mbs=self.layout.mbs, sequence_parallel=self.layout.sequence_parallel))
+
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of ``estimate`` (DESIGN.md section 5)."""
         violations_out = [v.as_dict() for v in self.violations]
@@ -59,6 +69,7 @@ class LayoutReport:
                          "grad_reduce_in_bf16": self.workload.grad_reduce_in_bf16,
                          "cross_entropy": self.workload.cross_entropy,
                          "moe_dispatcher": self.workload.moe_dispatcher if self.spec.is_moe else None,
+                         "cp_comm_type": self.cp_comm_type,
                          "fp8_recipe": self.workload.fp8_recipe if self.workload.precision == "fp8" else None,
                          "fp8_output_proj": self.workload.fp8_output_proj,
                          "attention": self.workload.attention,

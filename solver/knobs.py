@@ -21,6 +21,12 @@ cost of each layout rather than as axes of the space (none of them changes memor
   axis ``disp`` = flex | ``NCCL``, and inside ``NCCL`` the faster of alltoall and allgather is chosen
   with the overlaps (``tables.moe_workload``); with ``ep == etp == 1`` no token leaves the rank and
   only the workload's dispatcher is kept (``space.canonical_rules``).
+* ``cp_comm_type`` (``--cp-comm-type`` p2p / a2a / all_gather / a2a+p2p): only the CP time term depends
+  on it (``cost/step.py`` ``cp_type_comm_s``; memory is the same), so it is chosen inside the cost: the time
+  terms resolve ``CP_COMM_FASTEST`` per per-layer shape ``(tp, cp, mbs, sp)`` to the fastest type Megatron
+  and Transformer Engine allow there (``step.resolve_cp_comm_type``, ``step.cp_comm_problem``), and
+  ``tables.chosen_workload`` writes that type into the layout's workload; a layout with cp == 1 keeps the
+  workload's (None: the model's default).
 * ``overlap_p2p_comm`` (Megatron's default on) is not searched: only the interleaved schedule uses it
   (ARG L1010-1013), and there it never loses (``step.pp_unit_comm_s``: ``2c(pv-1)/(mv+p-1) <= 2c`` since
   the interleaved schedule needs ``m >= p``, rule ``vpp_microbatches``, SCH L1160-1180); ``--no-overlap-p2p-communication`` turns it off.
@@ -33,11 +39,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable
 
+from megasolve.cost.step import default_cp_comm_type
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import MOE_DISPATCHERS, Layout, Workload
+from megasolve.models.layout import CP_COMM_TYPES, MOE_DISPATCHERS, Layout, Workload
 from megasolve.models.spec import ModelSpec
 
-COMM_KNOBS = ("moe_dispatcher", "tp_comm_overlap", "moe_ep_overlap", "moe_shared_expert_overlap")
+COMM_KNOBS = ("moe_dispatcher", "tp_comm_overlap", "moe_ep_overlap", "moe_shared_expert_overlap", "cp_comm_type")
+# knobs whose value is a name, not a switch (their searched state is not "off" in the base workload)
+NAMED_KNOBS = {"moe_dispatcher": MOE_DISPATCHERS, "cp_comm_type": CP_COMM_TYPES}
 # MoE overlap settings (moe_ep_overlap, moe_shared_expert_overlap), Megatron's default first (ties keep it)
 MOE_SETTINGS = ((False, False), (False, True), (True, False))
 
@@ -50,11 +59,11 @@ def resolve_knobs(workload: Workload, fixed: dict[str, Any] | None,
     fixed = dict(fixed or {})
     pins = {k: fixed.pop(k) for k in COMM_KNOBS if k in fixed}
     for name, value in pins.items():
-        if name == "moe_dispatcher":
-            if value not in MOE_DISPATCHERS:
+        if name in NAMED_KNOBS:
+            if value not in NAMED_KNOBS[name]:
                 raise MegasolveError(field="--fix", value=f"{name}={value}",
-                                     rule=f"must be one of {', '.join(MOE_DISPATCHERS)}",
-                                     fix="e.g. --fix moe_dispatcher=alltoall")
+                                     rule=f"must be one of {', '.join(NAMED_KNOBS[name])}",
+                                     fix=f"e.g. --fix {name}={NAMED_KNOBS[name][0]}")
         elif not isinstance(value, bool):
             raise MegasolveError(field="--fix", value=f"{name}={value}", rule="must be true or false",
                                  fix=f"e.g. --fix {name}=true")
@@ -62,7 +71,9 @@ def resolve_knobs(workload: Workload, fixed: dict[str, Any] | None,
     unknown = knobs - set(COMM_KNOBS)
     if unknown:
         raise ValueError(f"unknown communication knobs {sorted(unknown)}")
-    base = replace(workload, **pins, **{k: False for k in knobs if k != "moe_dispatcher"})
+    base = replace(workload, **pins, **{k: False for k in knobs if k not in NAMED_KNOBS})
+    if "cp_comm_type" in knobs:
+        base = replace(base, cp_comm_type=None)  # the rules and the memory read the model's default
     return base, knobs, fixed
 
 
@@ -138,7 +149,8 @@ def settings(permit: tuple[bool, bool], ep: int) -> tuple[tuple[bool, bool], ...
 
 def tag(workload: Workload, layout: Layout, spec: ModelSpec) -> str:
     """The short label of a layout's communication settings in tables: ``tpov`` (TP overlap),
-    ``epov`` / ``seov`` (MoE overlaps), the dispatcher (``a2a``, ``deepep``, ``ag``) on MoE models."""
+    ``epov`` / ``seov`` (MoE overlaps), the dispatcher (``a2a``, ``deepep``, ``ag``) on MoE models, the
+    CP communication when not p2p (``cpa2a``, ``cpag``, ``cphier`` for a2a+p2p)."""
     parts = []
     if spec.is_moe:
         parts.append({"alltoall": "a2a", "flex": "deepep", "allgather": "ag"}[workload.moe_dispatcher])
@@ -148,4 +160,11 @@ def tag(workload: Workload, layout: Layout, spec: ModelSpec) -> str:
         parts.append("epov")
     if spec.is_moe and workload.moe_shared_expert_overlap:
         parts.append("seov")
+    cp_type = workload.cp_comm_type or default_cp_comm_type(spec)
+    if layout.cp > 1 and cp_type != "p2p":
+        parts.append(CP_TAGS[cp_type])
     return "+".join(parts)
+
+
+# table labels of the CP communication types other than Megatron's default p2p
+CP_TAGS = {"a2a": "cpa2a", "all_gather": "cpag", "a2a+p2p": "cphier"}

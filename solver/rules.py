@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import Layout, Workload
+from megasolve.models.layout import CP_COMM_FASTEST, Layout, Workload
 from megasolve.models.params import stage_layer_counts
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
@@ -350,15 +350,50 @@ HYBRID_RULES: tuple[Rule, ...] = (
          message=lambda c, a: "megasolve does not model activation offloading of DeltaNet layers",
          fix="drop --cpu-offload-layers", source="megasolve limitation (cost/hybrid.py)"),
 )
-RULES = RULES + MEMORY_KNOB_RULES + HYBRID_RULES
 
 
-def model_rules(spec: ModelSpec) -> tuple[Rule, ...]:
-    """``RULES`` that can bind for ``spec``: the hybrid rules only for a model with hybrid or DeltaNet
-    layers (for any other model they hold for every layout, and the search need not encode them)."""
-    if _block_layers(spec):
-        return RULES
-    return tuple(rule for rule in RULES if rule not in HYBRID_RULES)
+def _cp_comm_type(ctx: RuleContext) -> str:
+    """The CP communication type a layout is checked with: the workload's, else the model's default. A
+    searched type (``CP_COMM_FASTEST``) is legal exactly where the default is: the default is legal
+    for every plain model (p2p) and windowed model (all_gather), and sinks allow a2a alone."""
+    from megasolve.cost.step import default_cp_comm_type
+
+    chosen = ctx.workload.cp_comm_type
+    return chosen if chosen not in (None, CP_COMM_FASTEST) else default_cp_comm_type(ctx.spec)
+
+
+def _cp_comm_problem(ctx: RuleContext, a: Axes) -> str | None:
+    from megasolve.cost.step import cp_comm_problem
+
+    return cp_comm_problem(ctx.spec, ctx.cluster, _cp_comm_type(ctx), a["tp"], a["cp"])
+
+
+# Transformer Engine's context-parallel rules (``attn_forward_func_with_cp`` and
+# ``AttnFuncWithCPAndQKVOA2A``, ``context_parallel.py`` @d0067d0; cost/step.py ``cp_comm_problem``)
+CP_COMM_RULES: tuple[Rule, ...] = (
+    Rule(name="cp_comm_type_supported", axes=("tp", "cp"),
+         check=lambda c, a: _cp_comm_problem(c, a) is None,
+         message=lambda c, a: _cp_comm_problem(c, a) or "",
+         fix="pick a cp dividing the heads per TP rank, or another --cp-comm-type",
+         source="TE context_parallel.py L4246-4249, L5020-5067"),
+)
+RULES = RULES + MEMORY_KNOB_RULES + HYBRID_RULES + CP_COMM_RULES
+
+
+def _cp_rules_bind(spec: ModelSpec, workload: Workload | None) -> bool:
+    """Whether ``CP_COMM_RULES`` can refuse a layout: a windowed or sink model, or a pinned type other
+    than p2p (p2p runs every plain model)."""
+    pinned = workload.cp_comm_type if workload is not None else None
+    return spec.window_size is not None or spec.softmax_type != "vanilla" or pinned not in (None, CP_COMM_FASTEST,
+                                                                                             "p2p")
+
+
+def model_rules(spec: ModelSpec, workload: Workload | None = None) -> tuple[Rule, ...]:
+    """``RULES`` that can bind for ``spec`` and ``workload``: the hybrid rules only for a model with hybrid
+    or DeltaNet layers, the CP communication rules only where ``_cp_rules_bind`` (for any other model
+    they hold for every layout, and the search need not encode them)."""
+    skip = (() if _block_layers(spec) else HYBRID_RULES) + (() if _cp_rules_bind(spec, workload) else CP_COMM_RULES)
+    return tuple(rule for rule in RULES if rule not in skip)
 # Rules on Layout fields the search does not vary: none left (kept for callers of violations())
 FIXED_FIELD_RULES: tuple[Rule, ...] = ()
 

@@ -46,7 +46,7 @@ from typing import Any
 import yaml
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import Layout, Workload, precision_fields
+from megasolve.models.layout import CP_COMM_TYPES, MOE_DISPATCHERS, Layout, Workload, precision_fields
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
@@ -691,11 +691,14 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if args.get("cross_entropy_loss_fusion") is True:
         work["cross_entropy"] = "te" if args.get("cross_entropy_fusion_impl") == "te" else "native"
     dispatcher = args.get("moe_token_dispatcher_type")
-    if dispatcher in ("alltoall", "flex"):
+    if dispatcher in MOE_DISPATCHERS:
         work["moe_dispatcher"] = dispatcher
-    elif dispatcher == "allgather":
-        notes.append("allgather MoE dispatcher costed as alltoall (megasolve models alltoall and flex)")
-        work["moe_dispatcher"] = "alltoall"
+    cp_types = _cp_comm_types(args.get("cp_comm_type"))
+    if cp_types:
+        if len(set(cp_types)) > 1:
+            notes.append(f"per-layer --cp-comm-type {' '.join(cp_types)}: costed as {cp_types[0]} on every layer "
+                         "(megasolve prices one type per run)")
+        work["cp_comm_type"] = cp_types[0]
     # communication overlap as launched (Megatron-LM argument names -> Workload fields)
     for arg, name in (("tp_comm_overlap", "tp_comm_overlap"), ("overlap_p2p_comm", "overlap_p2p_comm"),
                       ("overlap_moe_expert_parallel_comm", "moe_ep_overlap"),
@@ -710,6 +713,17 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if backend == "unfused":  # Megatron AttnBackend.unfused (ARG --attention-backend)
         work["attention"] = "unfused"
     return layout, work
+
+
+def _cp_comm_types(value: Any) -> list[str]:
+    """``--cp-comm-type`` as printed (``['p2p']`` in the argument dump, ``a2a`` in a launch script, a
+    per-layer list ``p2p p2p a2a``), Megatron's help-text spelling ``allgather`` read as TE's ``all_gather``;
+    [] when absent or unknown."""
+    if not isinstance(value, str):
+        return []
+    words = [w.strip("'\"") for w in re.split(r"[\s,\[\]]+", value) if w.strip("'\"")]
+    words = ["all_gather" if w == "allgather" else w for w in words]
+    return words if words and all(w in CP_COMM_TYPES for w in words) else []
 
 
 def _precision(args: dict[str, Any], notes: list[str]) -> str:

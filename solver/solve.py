@@ -81,7 +81,8 @@ def comm_dict(report: LayoutReport) -> dict[str, Any]:
             "overlap_p2p_comm": wl.overlap_p2p_comm and layout.vpp > 1,
             "moe_dispatcher": wl.moe_dispatcher if moe else None,
             "moe_ep_overlap": wl.moe_ep_overlap if moe else None,
-            "moe_shared_expert_overlap": wl.moe_shared_expert_overlap if moe else None}
+            "moe_shared_expert_overlap": wl.moe_shared_expert_overlap if moe else None,
+            "cp_comm_type": report.cp_comm_type}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -154,7 +154,7 @@ class SearchSpace:
         return [(rule, rule_axes(rule)) for rule in self._all_rules() if rule.axes]
 
     def _all_rules(self) -> tuple[Rule, ...]:
-        return model_rules(self.ctx.spec) + canonical_rules(self.ctx.spec) + self.requires
+        return model_rules(self.ctx.spec, self.ctx.workload) + canonical_rules(self.ctx.spec) + self.requires
 
     def allowed(self, rule: Rule, axes: tuple[str, ...]) -> list[tuple[Any, ...]]:
         """Tuples of ``axes`` values that obey ``rule`` (the rule's allowed-assignment table)."""

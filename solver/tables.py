@@ -32,9 +32,10 @@ from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, lay
                                  optimizer_shard_s, pp_unit_comm_s)
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
-from megasolve.cost.step import layer_ep_comm_s, layer_time_without_ep, output_head_time, selective_modules_time
+from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_head_time, resolve_cp_comm_type,
+                                  selective_modules_time)
 from megasolve.models import ranks
-from megasolve.models.layout import MOE_DISPATCHERS, Layout, Workload
+from megasolve.models.layout import CP_COMM_FASTEST, MOE_DISPATCHERS, Layout, Workload
 from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
                                      layer_params, moe_mlp_params, mtp_params, output_params)
 from megasolve.models.spec import ModelSpec
@@ -141,7 +142,10 @@ class CostTables:
         self.spec, self.cluster, self.workload = spec, cluster, workload
         self.knobs = frozenset(knobs)
         # the time terms' workload: the TP overlap on wherever Megatron allows it (knobs.py)
+        # and the CP communication resolved per shape to the fastest type allowed (cost/step.py)
         self.time_workload = replace(workload, tp_comm_overlap=True) if "tp_comm_overlap" in self.knobs else workload
+        if "cp_comm_type" in self.knobs:
+            self.time_workload = replace(self.time_workload, cp_comm_type=CP_COMM_FASTEST)
         self.moe_available = knobs_.moe_available(spec, workload, self.knobs)
         # the workload with each dispatcher the ``disp`` axis can take (space.py)
         self.with_dispatcher = {d: replace(workload, moe_dispatcher=d, moe_ep_overlap=False,
@@ -720,6 +724,9 @@ class CostTables:
         wl = self.workload
         if "tp_comm_overlap" in self.knobs:
             wl = replace(wl, tp_comm_overlap=point["tp"] > 1 and point["sp"])
+        if "cp_comm_type" in self.knobs and point["cp"] > 1:
+            wl = replace(wl, cp_comm_type=resolve_cp_comm_type(self.spec, self.cluster, self.time_workload, ActivationShape(
+                tp=point["tp"], cp=point["cp"], mbs=point["mbs"], sequence_parallel=point["sp"])))
         if self.spec.is_moe:
             permit = self.moe_permit(point["pp"], point["vpp"], point["rc"])
             chosen = self.moe_workload(permit, point["disp"], point["tp"], point["cp"], point["mbs"], point["sp"],

@@ -173,8 +173,10 @@ def test_launch_flags_carry_the_attention_variants():
     spec = load_preset("gpt-oss-120b")
     cluster = resolve_cluster()
     flags = megatron_flags(spec, cluster, Workload(seq_length=4096, global_batch_size=64), Layout(cp=2, dp=4))
+    # sinks (softmax_type learnable) run under CP only with a2a (TE attn_forward_func_with_cp L5065-5067),
+    # which also runs the windows; all_gather would be refused at the first attention call
     assert {"--window-size 128,0", "--window-attn-skip-freq 2", "--softmax-type learnable",
-            "--cp-comm-type all_gather"} <= set(flags)
+            "--cp-comm-type a2a"} <= set(flags)
     glm = launch_text("bridge", load_preset("glm-4.5-air"), cluster, Workload(seq_length=4096, global_batch_size=64),
                       Layout(dp=8))
     assert "model.rotary_percent=0.5" in glm

@@ -10,7 +10,7 @@ from megasolve.cost.step import step_time
 from megasolve.models import Workload, load_preset
 from megasolve.models.errors import MegasolveError
 from megasolve.solver.cpsat import build_model, new_solver, pipeline_rows
-from megasolve.solver.knobs import COMM_KNOBS, resolve_knobs, row_permit
+from megasolve.solver.knobs import COMM_KNOBS, NAMED_KNOBS, resolve_knobs, row_permit
 from megasolve.solver.rules import RuleContext, violations
 from megasolve.solver.solve import solve
 from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
@@ -111,7 +111,7 @@ def test_dispatcher_is_an_axis_because_deepep_buffers_cost_memory():
     assert tables.value("other_comm", dict(point, disp="flex")) > tables.value("other_comm", dict(point, disp=NCCL)) == 0
 
 
-@pytest.mark.parametrize("knob", COMM_KNOBS[1:])
+@pytest.mark.parametrize("knob", [k for k in COMM_KNOBS if k not in NAMED_KNOBS])
 def test_fix_pins_a_knob(knob):
     spec, cluster, workload = instance("deepseek-v3-proxy", 64, "h100", 4096, 512)
     fixed = {"mbs": 1, "cp": 1, "tp": 1, knob: False}
@@ -196,7 +196,7 @@ def test_solve_json_carries_the_chosen_knobs_and_the_exports_launch_them():
     assert sorted(data["search"]["searched_knobs"]) == sorted(COMM_KNOBS)
     comm = data["layouts"][0]["comm"]
     assert set(comm) == {"tag", "tp_comm_overlap", "overlap_p2p_comm", "moe_dispatcher", "moe_ep_overlap",
-                         "moe_shared_expert_overlap"}
+                         "moe_shared_expert_overlap", "cp_comm_type"}
     assert comm["moe_ep_overlap"] and "epov" in comm["tag"]  # DeepSeek-V3 proxy @ 64 H100: the EP overlap wins
     for fmt, (tp_flag, ep_flag) in EXPORT_FLAGS.items():
         text, _ = _cli(SOLVE + ["-o", fmt])

@@ -52,6 +52,8 @@ CASES = {
             "--fp8-output-proj", "--cross-entropy", "te", "--grad-reduce-in-bf16"],
     "overlaps": ["-m", "qwen3-30b-a3b", "-n", "16", "-g", "h100", "--tp", "2", "--pp", "4", "--vpp", "2", "--ep", "4",
                  "--etp", "1", "--tp-comm-overlap", "--moe-ep-overlap", "--no-overlap-p2p-communication"],
+    "cp-hierarchical": ["-m", "llama-3.1-8b", "-n", "32", "-g", "h100", "--cp", "16", "--seq-len", "131072", "--gbs", "16",
+                        "--cp-comm-type", "a2a+p2p"],
     "windows-sinks": ["-m", "gpt-oss-20b", "-n", "16", "-g", "h100", "--tp", "2", "--cp", "2", "--ep", "4", "--etp", "1"],
     "recompute-n": ["-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "8", "--pp", "2",
                     "--recompute", "full", "--recompute-num-layers", "3"],
@@ -128,6 +130,11 @@ def test_megatron_command_parses_back_to_the_plan(case):
     if spec.is_moe:
         assert (args.expert_model_parallel_size, args.expert_tensor_parallel_size) == (layout["ep"], layout["etp"])
     assert args.sequence_parallel == layout["sequence_parallel"]
+    if layout["cp"] > 1:  # the CP communication the estimate priced (nargs '+', one type for every layer)
+        assert args.cp_comm_type == [data["workload"]["cp_comm_type"]]
+        if args.cp_comm_type == ["a2a+p2p"]:  # ARG L580-585: required, product == cp
+            assert len(args.hierarchical_context_parallel_sizes) == 2
+            assert args.hierarchical_context_parallel_sizes[0] * args.hierarchical_context_parallel_sizes[1] == layout["cp"]
     assert (args.micro_batch_size, args.global_batch_size, args.seq_length) == \
         (layout["mbs"], layout["gbs"], data["workload"]["seq_length"])
     assert (args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers) == \

@@ -592,3 +592,15 @@ def test_swift_reserved_memory_is_the_measured_reserve():
     assert run.measured.peak_reserved_gb == pytest.approx(21.56 * 2**30 / 1e9)
     assert run.measured.peak_allocated_gb is None
     assert any("reserved memory only" in n for n in run.notes)
+
+
+def test_cp_comm_type_read_from_the_argument_dump():
+    """``cp_comm_type ... ['a2a']`` (nargs '+') is the type ``check`` prices; a per-layer list is costed as its
+    first type and said; the help text's ``allgather`` is TE's ``all_gather``."""
+    dump = ARGS_DUMP.replace("  bf16 ...", "  context_parallel_size ........................... 2\n"
+                             "  cp_comm_type .................................... ['a2a']\n  bf16 ...")
+    lines = dump.splitlines() + [_iteration(i, 1000.0) for i in range(1, 6)]
+    run = run_from_log("\n".join(lines), "cp", {"gpu": "h100"})
+    assert run.layout.cp == 2 and run.workload.cp_comm_type == "a2a"
+    mixed = run_from_log("\n".join(lines).replace("['a2a']", "['allgather', 'p2p']"), "cp", {"gpu": "h100"})
+    assert mixed.workload.cp_comm_type == "all_gather" and any("per-layer --cp-comm-type" in n for n in mixed.notes)

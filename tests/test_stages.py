@@ -116,12 +116,17 @@ def test_windowed_attention_under_cp_is_priced_as_the_kv_all_gather():
 
 
 def test_megatron_export_names_the_cp_comm_type_the_cost_model_prices():
-    from megasolve.cli.launch import attention_settings
+    from megasolve.cli.launch import context_parallel_settings
 
-    spec = load_preset(GEMMA)
-    settings = {s.name: s.value for s in attention_settings(spec, Layout(cp=2))}
-    assert settings["cp_comm_type"] == "all_gather"
-    assert "cp_comm_type" not in {s.name for s in attention_settings(load_preset("llama-3.1-8b"), Layout(cp=2))}
+    cluster = Cluster.from_flags(num_gpus=16, gpu="h100")
+    settings = {s.name: s.value for s in context_parallel_settings(load_preset(GEMMA), cluster, Workload(),
+                                                                   Layout(cp=2, dp=8))}
+    assert settings == {"cp_comm_type": "all_gather"}
+    # written for p2p too (a recipe's own type must not survive), never without CP
+    llama = load_preset("llama-3.1-8b")
+    assert {s.name: s.value for s in context_parallel_settings(llama, cluster, Workload(), Layout(cp=2, dp=8))} \
+        == {"cp_comm_type": "p2p"}
+    assert context_parallel_settings(llama, cluster, Workload(), Layout(dp=16)) == []
 
 
 # ---------------------------------------------------------------------------- --pipeline-layout
