@@ -28,6 +28,9 @@ MODEL_TYPES = {
     "qwen2_5_vl": "llama", "qwen2_5_vl_text": "llama", "qwen2_vl": "llama", "qwen2_vl_text": "llama",
     "mixtral": "mixtral", "minimax_m2": "mixtral", "gpt_oss": "mixtral",
     "qwen2_moe": "qwen_moe", "qwen3_moe": "qwen_moe", "qwen3_next": "qwen_moe",
+    # Qwen3.5 (transformers models/qwen3_5*): the Qwen3-Next decoder (gated DeltaNet + gated attention),
+    # dense or with every layer MoE, inside a VL wrapper
+    "qwen3_5_text": "llama", "qwen3_5_moe_text": "qwen_moe",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "glm4_moe": "deepseek",
     "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2", "nemotron_h": "nemotron_h",
 }
@@ -42,16 +45,15 @@ ARCHITECTURES = {
     "Glm4MoeForCausalLM": "glm4_moe", "GptOssForCausalLM": "gpt_oss", "MiniMaxM2ForCausalLM": "minimax_m2",
     "Ernie4_5_ForCausalLM": "ernie4_5", "Ernie4_5_MoeForCausalLM": "ernie4_5_moe",
     "Llama4ForCausalLM": "llama4_text", "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
+    "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
 }
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
-                "qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text"}
+                "qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text",
+                "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 # Architectures megasolve cannot plan yet, with what is missing. Never point these at the Megatron
 # YAML input: it describes GPTModel stacks (attention + MLP/MoE layers) only.
 UNSUPPORTED = {
-    "qwen3_5": "gated-DeltaNet linear-attention layers (layer_types): megasolve has no linear-attention layer yet",
-    "qwen3_5_moe": "gated-DeltaNet linear-attention layers (layer_types): megasolve has no linear-attention layer "
-                   "yet",
     "minimax": "lightning (linear) attention layers (attn_type_list 0): megasolve has no linear-attention layer yet",
     "minimax_m1": "lightning (linear) attention layers (attn_type_list 0): megasolve has no linear-attention layer "
                   "yet",
@@ -61,7 +63,9 @@ UNSUPPORTED = {
     "mamba2": "a pure Mamba-2 model: megasolve has no Mamba-2 layer yet",
 }
 _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text")
-_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "deepseek_v2", "deepseek_v3", "kimi_k2")
+# the Qwen3-Next decoder: gated DeltaNet layers, gated attention (q_proj doubled for the output gate), QK-norm
+QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+_QK_NORM_TYPES = ("qwen3", "qwen3_moe", *QWEN3_NEXT_TYPES, "gemma3_text", "deepseek_v2", "deepseek_v3", "kimi_k2")
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2", "ernie4_5", "ernie4_5_moe")
 # transformers' documented class defaults that released configs rely on (filled with a note).
 DOCUMENTED_DEFAULTS = {
@@ -71,6 +75,10 @@ DOCUMENTED_DEFAULTS = {
     # models/llama4/configuration_llama4.py Llama4TextConfig: no_rope_layer_interval=4 derives
     # no_rope_layers when the list is empty; interleave_moe_layer_step=1
     "llama4_text": {"no_rope_layer_interval": 4, "interleave_moe_layer_step": 1},
+    # models/qwen3_5*/configuration_qwen3_5*.py Qwen3_5(Moe)TextConfig.__post_init__: layer_types from
+    # full_attention_interval (default 4); partial_rotary_factor 0.25 "for BC"
+    "qwen3_5_text": {"full_attention_interval": 4, "partial_rotary_factor": 0.25},
+    "qwen3_5_moe_text": {"full_attention_interval": 4, "partial_rotary_factor": 0.25},
 }
 # Keys that change neither parameters, FLOPs nor memory: token ids, numerics, initialisation,
 # RoPE frequencies and scaling (same FLOPs), inference-only settings, bookkeeping.
@@ -112,6 +120,8 @@ UNMODELLED = {
     "audio_config": "the audio tower (audio_config) is not counted",
     "num_mtp_modules": "MiniMax multi-token-prediction modules are not counted (not an MTP layer Megatron-Core "
                        "builds)",
+    "mtp_num_hidden_layers": "the Qwen3-Next / Qwen3.5 multi-token-prediction layer (mtp.* weights, which "
+                             "transformers skips on load) is neither counted nor planned",
     "qk_norm_type": "QK norm over all heads of a layer (per_layer): its n*d + g*d weights per layer are counted "
                     "as per-head norms (2*d)",
     "mlp_intermediate_size": "mlp_intermediate_size is unused by the MiniMax-M2 layers (all MoE) and not read",
@@ -255,7 +265,7 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         dense_only = set(dense_only)
         pattern = [int(i not in dense_only and (i + 1) % step == 0) for i in range(num_layers)]
         shared = _opt_int(cfg, "shared_expert_intermediate_size", model_type, 0) or 0
-        gate = model_type in ("qwen2_moe", "qwen3_next") and shared > 0  # shared_expert_gate: Linear(h, 1)
+        gate = model_type in ("qwen2_moe", *QWEN3_NEXT_TYPES) and shared > 0  # shared_expert_gate: Linear(h, 1)
         top_k = _int(cfg, "num_experts_per_tok", model_type)
     elif family == "deepseek":  # DeepSeek-V2/V3, Kimi-K2, GLM-4.5 (glm4_moe): first-k dense, shared experts
         experts = _opt_int(cfg, "n_routed_experts", model_type, 0)
@@ -469,9 +479,10 @@ def _nemotron_h(cfg: _Config, model_type: str, name: str, source: str, notes: li
         moe=moe, hybrid_pattern=pattern, mamba=mamba, source=source)
 
 
-def _rotary_percent(cfg: _Config, head_dim: int | None) -> float:
+def _rotary_percent(cfg: _Config, head_dim: int | None, model_type: str = "", notes: list[str] | None = None) -> float:
     """Partial rotary: ``partial_rotary_factor`` (GLM, Phi-4-mini; also inside transformers 5's
-    ``rope_parameters``) or MiniMax's ``rotary_dim`` in channels."""
+    ``rope_parameters``) or MiniMax's ``rotary_dim`` in channels; else a documented class default
+    (Qwen3.5: 0.25), said in ``notes``."""
     factor = cfg.get("partial_rotary_factor")
     rope = cfg.get("rope_parameters")
     if factor is None and isinstance(rope, dict):
@@ -479,6 +490,12 @@ def _rotary_percent(cfg: _Config, head_dim: int | None) -> float:
     rotary_dim = cfg.get("rotary_dim")
     if factor is None and rotary_dim and head_dim:
         factor = rotary_dim / head_dim
+    default = DOCUMENTED_DEFAULTS.get(model_type, {}).get("partial_rotary_factor")
+    if factor is None and default is not None:
+        factor = default
+        if notes is not None:
+            notes.append(f"partial_rotary_factor not set: transformers' documented default {default} "
+                         f"({model_type} configuration class)")
     return float(factor) if factor else 1.0
 
 
@@ -524,9 +541,15 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
     if model_type == "minimax_m2" and dict.get(cfg, "qk_norm_type", "per_layer") != "per_layer":
         cfg.read.add("qk_norm_type")  # per-head norms: what is counted
     linear, gdn = None, None
-    if model_type == "qwen3_next":  # Qwen3NextConfig: every full_attention_interval-th layer softmax attention
+    if model_type in QWEN3_NEXT_TYPES:  # Qwen3NextConfig: every full_attention_interval-th layer softmax attention
         types = cfg.get("layer_types")
         if types is None:
+            defaults = DOCUMENTED_DEFAULTS.get(model_type, {})
+            if cfg.get("full_attention_interval") is None and "full_attention_interval" in defaults:
+                cfg["full_attention_interval"] = defaults["full_attention_interval"]
+                notes.append(f"layer_types and full_attention_interval not set: transformers' default interval "
+                             f"{defaults['full_attention_interval']} (one softmax-attention layer in "
+                             f"{defaults['full_attention_interval']})")
             interval = _int(cfg, "full_attention_interval", model_type)
             types = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)]
         else:
@@ -584,7 +607,7 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         qk_layernorm=qk_norm, position_embedding_type="rope",
         moe=moe, mla=mla, mtp_num_layers=mtp,
         window_size=window, window_pattern=window_pattern, attention_chunk_size=chunk, chunk_pattern=chunk_pattern,
-        no_rope_pattern=no_rope, rotary_percent=_rotary_percent(cfg, head_dim or (hidden // heads)),
+        no_rope_pattern=no_rope, rotary_percent=_rotary_percent(cfg, head_dim or (hidden // heads), model_type, notes),
         softmax_type="learnable" if sinks else "vanilla", qk_l2_norm=l2_norm,
-        linear_attention_pattern=linear, gated_delta_net=gdn, attention_output_gate=model_type == "qwen3_next",
+        linear_attention_pattern=linear, gated_delta_net=gdn, attention_output_gate=model_type in QWEN3_NEXT_TYPES,
         source=source)

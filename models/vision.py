@@ -94,6 +94,30 @@ def qwen2_5_vl_vision(vision: dict[str, Any]) -> int:
     return embed + blocks + merger
 
 
+def qwen3_5_vision(vision: dict[str, Any]) -> int:
+    """Qwen3.5 vision tower (transformers 5.23 ``qwen3_5_moe/modeling_qwen3_5_moe.py``, the dense family the
+    same: ``Qwen3_5MoeVisionPatchEmbed`` a biased Conv3d ``(temporal_patch, patch, patch)``; ``pos_embed``
+    an ``Embedding(num_position_embeddings, h)``; ``Qwen3_5MoeVisionBlock`` two LayerNorms, biased fused
+    qkv and proj, a biased fc1 / fc2 MLP; ``Qwen3_5MoeVisionPatchMerger`` a LayerNorm over ``h`` and
+    ``Linear(h*m^2, h*m^2) -> Linear(h*m^2, out_hidden)`` with biases; defaults of
+    ``Qwen3_5MoeVisionConfig``).
+
+    >>> qwen3_5_vision({"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "patch_size": 16,
+    ...                 "temporal_patch_size": 2, "out_hidden_size": 4096, "spatial_merge_size": 2,
+    ...                 "num_position_embeddings": 2304})
+    456010480
+    """
+    h, inner, depth = _int(vision, "hidden_size", 1152), _int(vision, "intermediate_size", 4304), _int(vision, "depth", 27)
+    patch, temporal = _int(vision, "patch_size", 16), _int(vision, "temporal_patch_size", 2)
+    channels, merge = _int(vision, "in_channels", 3), _int(vision, "spatial_merge_size", 2)
+    out, positions = _int(vision, "out_hidden_size", 3584), _int(vision, "num_position_embeddings", 2304)
+    embed = channels * temporal * patch * patch * h + h + positions * h
+    blocks = depth * _encoder_layer(h, inner, bias=True, norm_params=2)
+    merged = h * merge * merge
+    merger = 2 * h + merged * merged + merged + merged * out + out
+    return embed + blocks + merger
+
+
 def vision_params(model_type: str, vision: dict[str, Any] | None, text_hidden: int) -> tuple[int, str]:
     """(parameters, what was counted) of the vision tower of a ``model_type`` wrapper config."""
     if not isinstance(vision, dict):
@@ -104,4 +128,6 @@ def vision_params(model_type: str, vision: dict[str, Any] | None, text_hidden: i
         return llama4_vision(vision, text_hidden), "Llama 4 vision encoder + adapter + projector"
     if model_type in ("qwen2_5_vl", "qwen2_5_vl_text"):
         return qwen2_5_vl_vision(vision), "Qwen2.5-VL vision encoder + merger"
+    if model_type in ("qwen3_5_text", "qwen3_5_moe_text"):
+        return qwen3_5_vision(vision), "Qwen3.5 vision encoder + merger"
     return 0, ""

@@ -57,6 +57,31 @@ def test_qwen3_next_counts_gated_deltanet_and_gated_attention():
     assert model_params(spec)["params_total"] / 1e9 == pytest.approx(80.0, rel=0.01)
 
 
+def test_qwen3_5_is_the_qwen3_next_decoder_inside_a_vl_wrapper():
+    """transformers 5.23 builds Qwen3_5MoeForConditionalGeneration from this config (its class defaults, the
+    Qwen/Qwen3.5-35B-A3B configuration) with 35,114,261,360 parameters on the meta device, 453,650,672 of
+    them the vision tower; the reader counts the same to the parameter."""
+    spec = load("qwen3.5-35b-a3b")
+    assert sum(spec.linear_attention_pattern) == 30 and spec.attention_output_gate and spec.qk_layernorm
+    assert spec.rotary_percent == 0.25 and spec.moe.shared_expert_gate and all(spec.moe.layer_pattern)
+    counts = model_params(spec)
+    assert (counts["params_total"], counts["params_vision"]) == (35_114_261_360, 453_650_672)
+    assert counts["params_active"] / 1e9 == pytest.approx(3.0, abs=0.06)  # "A3B"; the input embedding not counted
+    # the dense family: Qwen3_5ForConditionalGeneration with transformers' Qwen3_5Config defaults, 9,407,453,936
+    raw = json.loads((CONFIGS / "qwen3.5-35b-a3b.json").read_text())
+    text = {k: v for k, v in raw["text_config"].items() if not k.startswith(("moe_", "num_experts", "shared_"))}
+    dense = dict(raw, model_type="qwen3_5", architectures=["Qwen3_5ForConditionalGeneration"], tie_word_embeddings=False,
+                 text_config=dict(text, model_type="qwen3_5_text", hidden_size=4096, intermediate_size=12288,
+                                  num_hidden_layers=32, num_key_value_heads=4, layer_types=None))
+    dense["text_config"].pop("layer_types")  # derived from the default interval 4, with a note
+    dense_spec = spec_from_hf_config(dense)
+    assert model_params(dense_spec)["params_total"] == 9_407_453_936 and dense_spec.moe is None
+    assert any("full_attention_interval not set" in n for n in dense_spec.notes)
+    # the MTP layer a released config declares is said, never silently dropped
+    raw["text_config"]["mtp_num_hidden_layers"] = 1
+    assert any(f.startswith("mtp_num_hidden_layers") for f in spec_from_hf_config(raw).ignored_features)
+
+
 def test_nemotron_h_is_read_as_megatron_core_builds_it():
     spec = load("nemotron-h-8b")
     assert spec.hybrid_pattern.count("M") == 24 and spec.position_embedding_type == "none" and not spec.swiglu
@@ -71,7 +96,7 @@ def test_nemotron_h_is_read_as_megatron_core_builds_it():
     assert out["memory"]["stages"][0]["layers"] == 52 and out["time"]["step_s"] > 0
 
 
-@pytest.mark.parametrize("name", ["nemotron-h-8b", "qwen3-next-80b-a3b"])
+@pytest.mark.parametrize("name", ["nemotron-h-8b", "qwen3-next-80b-a3b", "qwen3.5-35b-a3b"])
 def test_hybrid_configs_are_planned(name):
     """The hybrid Mamba-2 and gated-DeltaNet configs solve (issue 15, deliverable 4)."""
     spec = load(name)
@@ -80,7 +105,7 @@ def test_hybrid_configs_are_planned(name):
     result = CliRunner().invoke(cli, ["-m", str(CONFIGS / f"{name}.json"), "-n", gpus, "-g", "h100", "--top-k", "1",
                                       "--format", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["layouts"]
+    assert json.loads(result.stdout)["layouts"]  # (notes go to stderr)
 
 @pytest.mark.parametrize("name", [n for n in preset_names() if "official_total_b" in preset_info(n)])
 def test_new_presets_match_the_model_cards_within_one_percent(name):
