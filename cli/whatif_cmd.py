@@ -63,7 +63,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
     Exit code 0: the sweep ran (points that do not fit are reported, not errors); 2: invalid input.
     """
     from megasolve.cli.parsing import parse_gpu_counts, parse_int_list, parse_name_list
-    from megasolve.cli.solve_cmd import parse_headroom
+    from megasolve.cli.solve_cmd import parse_headroom, searched_knobs
     from megasolve.solver.whatif import ClusterKind, whatif
 
     if plot_path:
@@ -89,7 +89,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
                         precision=precision, attention=attention, tokens=tokens, gpu_hour_price=gpu_hour_price,
                         time_limit_s=time_limit, jobs=jobs, min_gpus=find_min, progress=progress,
                         recipe=recipe, profile=profile, min_headroom=parse_headroom(min_headroom),
-                        requires=requires)
+                        requires=requires, knobs=searched_knobs(click.get_current_context()))
     data = result.as_dict()
     if fmt in ("json", "yaml"):
         click.echo(render.dump(data, fmt))
@@ -207,10 +207,11 @@ def print_whatif(data: dict[str, Any], out) -> None:
                           style="dim")
             continue
         t, mem = p["time"], p["memory"]
-        label = render.layout_label(p["layout"]) + ("" if p["status"] == "optimal" else " *")
+        label = _with_tag(render.layout_label(p["layout"]), p["comm"]) + ("" if p["status"] == "optimal" else " *")
         runner = p["runner_up"]
         if runner:
-            label += f"\n[dim]2nd: {render.layout_label(runner['layout'])} (+{runner['slower_by']:.1%})[/]"
+            label += (f"\n[dim]2nd: {_with_tag(render.layout_label(runner['layout']), runner['comm'])} "
+                      f"(+{runner['slower_by']:.1%})[/]")
         row = head + [label, f"{mem['peak_gb']:.1f}", f"{t['step_s']:.2f}", f"{t['tokens_per_s_per_gpu']:,.0f}",
                       _si(p["tokens_per_s"]), f"{t['mfu']:.1%}", f"{p['scaling_efficiency']:.0%}"]
         if with_tokens:
@@ -235,6 +236,11 @@ def print_whatif(data: dict[str, Any], out) -> None:
         plural = "" if m["num_gpus"] == 1 else "s"
         out.print(f"smallest cluster that fits ({where}): {m['num_gpus']} GPU{plural}{below}{exact} "
                   f"({m['feasibility_solves']} CP-SAT feasibility solves)")
+
+
+def _with_tag(label: str, comm: dict[str, Any] | None) -> str:
+    """A layout label with its communication settings' tag (``solve``'s table: ``deepep+epov``, ``tpov``)."""
+    return f"{label} {comm['tag']}" if comm and comm.get("tag") else label
 
 
 CSV_COLUMNS = ("gpu", "num_gpus", "seq_length", "global_batch_size", "status", "layout", "peak_gb", "capacity_gb",

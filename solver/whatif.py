@@ -30,7 +30,8 @@ from megasolve.models.ranks import data_parallel_size
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.api import LayoutReport
 from megasolve.solver.feasibility import ClusterKind, MinGpus, SearchRules, find_min_gpus
-from megasolve.solver.solve import DEFAULT_MIN_HEADROOM, solve
+from megasolve.solver.knobs import COMM_KNOBS
+from megasolve.solver.solve import DEFAULT_MIN_HEADROOM, comm_dict, solve
 from megasolve.topology.cluster import Cluster
 
 SECONDS_PER_DAY = 86400.0
@@ -149,10 +150,12 @@ class WhatIfResult:
             "gpu_hours": _round(self.gpu_hours(point), 1),
             "cost": _round(self.cost(point), 2),
             "solve_s": round(point.solve_s, 3),
+            "comm": comm_dict(best) if best is not None else None,
         }
         if second is not None:
             runner = second.as_dict()
             out["runner_up"] = {"layout": runner["layout"], "memory": runner["memory"], "time": runner["time"],
+                                "comm": comm_dict(second),
                                 "slower_by": round(second.estimate.time.step_s / best.estimate.time.step_s - 1, 4)}
         return out
 
@@ -185,7 +188,7 @@ def solve_point(spec: ModelSpec, kind: ClusterKind, scenario: Scenario, workload
     try:
         result = solve(spec, cluster, workload, top_k=2, time_limit_s=time_limit_s, explain=False,
                        fixed=rules.fixed, allow_cross_domain_tp=rules.allow_cross_domain_tp,
-                       min_headroom=rules.min_headroom, requires=rules.requires)
+                       min_headroom=rules.min_headroom, requires=rules.requires, knobs=tuple(sorted(rules.knobs)))
     except MegasolveError as exc:  # no value of some axis is legal at this point
         return PointResult(scenario=scenario, cluster=cluster, workload=workload, status="infeasible",
                            reason=str(exc), solve_s=time.perf_counter() - start)
@@ -242,7 +245,8 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
            gpu_hour_price: float | None = None, time_limit_s: float | None = 60.0, jobs: int | None = None,
            min_gpus: bool = True, progress: Progress | None = None,
            recipe: dict[str, object] | None = None, profile: Profile | str | None = None,
-           min_headroom: Any = DEFAULT_MIN_HEADROOM, requires: Sequence[str] = ()) -> WhatIfResult:
+           min_headroom: Any = DEFAULT_MIN_HEADROOM, requires: Sequence[str] = (),
+           knobs: Sequence[str] = ()) -> WhatIfResult:
     """Sweep the Cartesian product of ``gpus`` x ``gpu`` x ``seq_length`` x ``global_batch_size``.
 
     ``global_batch_size=None``: ``default_global_batch(seq)`` per sequence length. ``tokens``: train
@@ -252,7 +256,9 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     (``grad_reduce_in_bf16``, ``cross_entropy``, ``fp8_recipe``). ``profile``: the calibration
     ``Profile`` (or profile file) every point is costed with; None: the active one (shipped by default).
     ``min_headroom`` (``solve.Headroom``) and ``requires`` (``--require`` rules): as in ``solve``, for
-    every point and for the smallest-cluster search alike (one ``SearchRules``).
+    every point and for the smallest-cluster search alike (one ``SearchRules``). ``knobs``: the
+    communication knobs chosen per layout (``knobs.COMM_KNOBS``), as ``solve`` takes them, so that a point
+    of the sweep is ``solve`` at that size.
     """
     spec.require_plannable()
     start = time.perf_counter()
@@ -280,7 +286,10 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     from megasolve.solver.require import compile_requirements
 
     compile_requirements(tuple(requires))  # a malformed rule is bad input now, not "nothing fits" per point
-    rules = SearchRules(min_headroom=min_headroom, requires=tuple(requires))
+    unknown = set(knobs) - set(COMM_KNOBS)
+    if unknown:
+        raise ValueError(f"unknown communication knobs {sorted(unknown)}")
+    rules = SearchRules(min_headroom=min_headroom, requires=tuple(requires), knobs=frozenset(knobs))
     series: list[tuple[ClusterKind, Workload]] = []
     points: list[tuple[ClusterKind, Scenario, Workload]] = []
     for kind, seq in itertools.product(kinds, seqs):

@@ -210,7 +210,7 @@ def test_parallel_and_serial_sweeps_agree():
 
 # ---------------------------------------------------------------------------- JSON contract
 POINT_KEYS = {"cluster", "workload", "status", "reason", "layout", "memory", "time", "tokens_per_s", "runner_up",
-              "scaling_efficiency", "days_to_train", "gpu_hours", "cost", "solve_s"}
+              "scaling_efficiency", "days_to_train", "gpu_hours", "cost", "solve_s", "comm"}
 
 
 def test_json_contract_per_point(dense_sweep):
@@ -227,10 +227,28 @@ def test_json_contract_per_point(dense_sweep):
         assert set(point["layout"]) == set(estimate_shape["layout"])
         assert set(point["memory"]) == set(estimate_shape["memory"])
         assert set(point["time"]) == set(estimate_shape["time"])
-        assert set(point["runner_up"]) == {"layout", "memory", "time", "slower_by"}
+        assert set(point["runner_up"]) == {"layout", "memory", "time", "slower_by", "comm"}
         assert point["runner_up"]["slower_by"] >= 0
         assert point["memory"]["peak_gb"] <= point["memory"]["capacity_gb"]
     assert list(data["min_gpus"]) == ["a100-40g/seq4096/gbs1024"]
+
+
+def test_a_sweep_point_is_solve_at_that_size_with_the_same_knobs_searched():
+    """whatif searches the communication knobs solve searches (the CLI: every one whose flag is not passed),
+    so its best layout at N GPUs is solve's #1 at N, with the same settings."""
+    from megasolve.solver.knobs import COMM_KNOBS
+    from megasolve.solver.solve import solve
+
+    spec = load_preset("qwen3-30b-a3b")
+    sweep = whatif(spec, gpus=[16], gpu="h100", global_batch_size=256, jobs=1, min_gpus=False, knobs=COMM_KNOBS)
+    alone = solve(spec, Cluster.from_flags(num_gpus=16, gpu="h100"), Workload(seq_length=4096, global_batch_size=256),
+                  top_k=2, knobs=COMM_KNOBS)
+    best = sweep.points[0].best
+    assert (best.layout, best.workload) == (alone.layouts[0].layout, alone.layouts[0].workload)
+    assert sweep.as_dict()["points"][0]["comm"]["tag"]  # e.g. deepep+epov, shown after the layout in the table
+    result = CliRunner().invoke(cli, ["whatif", "-m", "qwen3-30b-a3b", "-g", "h100", "-n", "16", "--gbs", "256",
+                                      "--no-min-gpus", "-j", "1", "--format", "json"])
+    assert json.loads(result.stdout)["points"][0]["layout"] == sweep.as_dict()["points"][0]["layout"]
 
 
 def test_cli_whatif_json_csv_and_errors(moe_sweep, tmp_path):
