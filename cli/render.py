@@ -79,6 +79,8 @@ def layout_label(layout: dict[str, Any]) -> str:
         parts.append("sel" if modules == ["core_attn"] else "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in modules))
     if layout["first_stage_layers"] or layout["last_stage_layers"]:
         parts.append(f"split{layout['first_stage_layers'] or '-'}/{layout['last_stage_layers'] or '-'}")
+    if layout.get("pipeline_layout"):  # --pipeline-model-parallel-layout, as Megatron writes it
+        parts.append(f"ppl:{layout['pipeline_layout']}")
     if not layout["distributed_optimizer"]:
         parts.append("no-distopt")
     if layout.get("fsdp"):

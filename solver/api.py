@@ -104,6 +104,7 @@ def layout_dict(layout: Layout, workload: Workload) -> dict[str, Any]:
         "cpu_offload_layers": layout.cpu_offload_layers, "account_for_embedding": layout.account_for_embedding,
         "account_for_loss": layout.account_for_loss,
         "first_stage_layers": layout.first_stage_layers, "last_stage_layers": layout.last_stage_layers,
+        "pipeline_layout": layout.pipeline_layout,
     }
 
 

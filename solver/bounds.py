@@ -238,14 +238,19 @@ class ConfigBounds:
         unbounded = np.iinfo(np.int64).max
         best = np.full(len(keys), unbounded, dtype=np.int64)
         overflow: dict[tuple, int] = {}
+        # a group rule's verdict per configuration depends on the group's vpp / rc only if it reads them
+        verdicts: dict[tuple, np.ndarray] = {}
         for pp, groups in self._groups_of.items():
             of_pp = pps == pp
             for (vpp, rc), members in groups.items():
                 ok = of_pp.copy()
-                for rule, axes in self._group_rules:
-                    extra = {"vpp": vpp, "rc": rc}
-                    ok &= projected(tuple(a for a in axes if a in column), extra,
-                                    lambda point, rule=rule: rule.check(self.space.ctx, _fields_of(point))) != 0
+                for i, (rule, axes) in enumerate(self._group_rules):
+                    key = (i, vpp if "vpp" in axes else None, rc if "rc" in axes else None)
+                    if key not in verdicts:
+                        verdicts[key] = projected(tuple(a for a in axes if a in column), {"vpp": vpp, "rc": rc},
+                                                  lambda point, rule=rule: rule.check(self.space.ctx,
+                                                                                      _fields_of(point))) != 0
+                    ok &= verdicts[key]
                 sel = rc_sel(rc)
                 for m in np.unique(micro[ok]).tolist():
                     rows = np.flatnonzero(ok & (micro == m))

@@ -219,7 +219,8 @@ ESTIMATE_OUTPUT_KEYS = {"feasible", "memory", "time"}
 LAYOUT_KEYS = {"tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs", "sequence_parallel", "recompute",
                "recompute_num_layers", "recompute_modules", "distributed_optimizer", "fsdp", "cpu_offload_layers",
                "optimizer_offload_fraction",
-               "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers"}
+               "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers",
+               "pipeline_layout"}
 DERIVED_LAYOUT_KEYS = {"gbs", "num_microbatches"}  # in estimate's JSON, derived from the workload
 WORKLOAD_KEYS = {f.name for f in fields(Workload)} - {"tokens"}  # every Workload field but time-to-train
 MEASURED_KEYS = {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb", "peak_reserved_gb", "rank", "oom",

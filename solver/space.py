@@ -31,7 +31,7 @@ AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", 
 FIELD_AXIS = {
     "tp": "tp", "cp": "cp", "pp": "pp", "dp": "dp", "mbs": "mbs", "sequence_parallel": "sp", "ep": "ep",
     "etp": "etp", "vpp": "vpp", "first_stage_layers": "split", "last_stage_layers": "split",
-    "account_for_embedding": "split", "account_for_loss": "split", "recompute": "rc",
+    "account_for_embedding": "split", "account_for_loss": "split", "pipeline_layout": "split", "recompute": "rc",
     "recompute_num_layers": "rc", "distributed_optimizer": "dop", "fsdp": "fsdp",
     "recompute_modules": "rc", "cpu_offload_layers": "rc", "optimizer_offload_fraction": "oo",
     "moe_dispatcher": "disp",  # a Workload field, searched with the layout (knobs.py)
@@ -41,18 +41,20 @@ FIX_NAMES = {
     "sp": "sp", "sequence_parallel": "sp", "recompute": "recompute", "recompute_num_layers": "recompute_num_layers",
     "distributed_optimizer": "dop", "dop": "dop", "first_stage_layers": "first_stage_layers",
     "last_stage_layers": "last_stage_layers", "fsdp": "fsdp", "account_for_embedding": "account_for_embedding",
-    "account_for_loss": "account_for_loss", "recompute_modules": "recompute_modules",
+    "account_for_loss": "account_for_loss", "pipeline_layout": "pipeline_layout", "recompute_modules": "recompute_modules",
     "cpu_offload_layers": "cpu_offload_layers", "optimizer_offload_fraction": "optimizer_offload_fraction",
 }
 RC_FIELDS = ("recompute", "recompute_num_layers", "recompute_modules", "cpu_offload_layers")
-# The split axis: (first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss) -- the
-# uneven first/last split and Megatron's embedding/loss accounting are alternatives (TC L2229-2239,
-# reference/megatron.md rule 23), so one axis carries both; EVEN is the plain even split.
-SPLIT_FIELDS = ("first_stage_layers", "last_stage_layers", "account_for_embedding", "account_for_loss")
-EVEN = (None, None, False, False)
+# The split axis: (first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss,
+# pipeline_layout) -- the uneven first/last split, Megatron's embedding/loss accounting and the
+# --pipeline-model-parallel-layout string are alternatives (TC L2229-2239, L1307-1324; reference/megatron.md
+# rule 23), so one axis carries all three; EVEN is the plain even split.
+SPLIT_FIELDS = ("first_stage_layers", "last_stage_layers", "account_for_embedding", "account_for_loss",
+                "pipeline_layout")
+EVEN = (None, None, False, False, None)
 # --account-for-embedding/loss-in-pipeline-split (TB L146-203): the embedding, the loss or both count
 # as one layer of the first / last stage
-ACCOUNTING = ((None, None, True, False), (None, None, False, True), (None, None, True, True))
+ACCOUNTING = ((None, None, True, False, None), (None, None, False, True, None), (None, None, True, True, None))
 MAX_MBS = 8
 MIN_TOKENS_PER_CP_RANK = 2048
 MAX_UNEVEN_SPLITS = 4  # per pipeline size
@@ -94,11 +96,11 @@ def rc_sel(rc: tuple) -> tuple[str, ...]:
 
 def point_fields(point: Point) -> dict[str, Any]:
     """Layout field values of a point (the names the rules read)."""
-    first, last, account_embedding, account_loss = point["split"]
+    first, last, account_embedding, account_loss, pipeline_layout = point["split"]
     return {"tp": point["tp"], "cp": point["cp"], "pp": point["pp"], "dp": point["dp"], "mbs": point["mbs"],
             "sequence_parallel": point["sp"], "ep": point["ep"], "etp": point["etp"], "vpp": point["vpp"],
             "first_stage_layers": first, "last_stage_layers": last, "account_for_embedding": account_embedding,
-            "account_for_loss": account_loss, **rc_fields(point["rc"]),
+            "account_for_loss": account_loss, "pipeline_layout": pipeline_layout, **rc_fields(point["rc"]),
             "distributed_optimizer": point["dop"], "fsdp": point["fsdp"],
             "optimizer_offload_fraction": point["oo"], "moe_dispatcher": point["disp"]}
 
@@ -113,7 +115,7 @@ def layout_point(layout: Layout, moe_dispatcher: str = "flex") -> Point:
     return {"disp": moe_dispatcher, "tp": layout.tp, "cp": layout.cp, "pp": layout.pp, "dp": layout.dp, "mbs": layout.mbs,
             "sp": layout.sequence_parallel, "ep": layout.ep, "etp": layout.etp, "vpp": layout.vpp,
             "split": (layout.first_stage_layers, layout.last_stage_layers, layout.account_for_embedding,
-                      layout.account_for_loss),
+                      layout.account_for_loss, layout.pipeline_layout),
             "rc": layout_rc(layout), "dop": layout.distributed_optimizer,
             "fsdp": layout.fsdp, "oo": layout.optimizer_offload_fraction}
 
@@ -178,6 +180,8 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
     saves nothing (its backward re-materialises exactly what it did not store) and only costs time."""
 
     def split_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
+        if a.get("pipeline_layout") is not None:  # layout_candidates: interleaved only (one chunk per rank is
+            return a["vpp"] > 1  # the uneven first/last split, pipeline_splits)
         if a.get("account_for_embedding") or a.get("account_for_loss"):
             return a["pp"] > 1  # one stage: the accounting moves no layer (the even split, renamed)
         split = (a["first_stage_layers"], a["last_stage_layers"])
@@ -187,7 +191,8 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
         if a["recompute"] != "full" or a["recompute_num_layers"] is None:
             return True
         counts = split_counts(spec, a["pp"], a["vpp"], a["first_stage_layers"], a["last_stage_layers"],
-                              a.get("account_for_embedding", False), a.get("account_for_loss", False))
+                              a.get("account_for_embedding", False), a.get("account_for_loss", False),
+                              a.get("pipeline_layout"))
         if isinstance(counts, str):
             return True  # the Megatron rules reject it already
         if a["pp"] == 1 and a["recompute_num_layers"] == 1:
@@ -205,8 +210,9 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
              message=lambda c, a: "without expert parallelism no token leaves the rank: every dispatcher is the "
                                   "same job", fix="leave --moe-dispatcher at its default",
              source="megasolve search space"),
-        Rule(name="canonical_split", axes=("pp", "first_stage_layers", "last_stage_layers", "account_for_embedding",
-                                           "account_for_loss"), check=split_ok,
+        Rule(name="canonical_split", axes=("pp", "vpp", "first_stage_layers", "last_stage_layers",
+                                           "account_for_embedding", "account_for_loss", "pipeline_layout"),
+             check=split_ok,
              message=lambda c, a: "this uneven split (or accounting) is the even split (or not a candidate) for this pp",
              fix="leave --first/--last-stage-layers unset", source="megasolve search space"),
         Rule(name="canonical_block_recompute",
@@ -284,6 +290,36 @@ def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple
     return out + sorted(uneven_splits[:MAX_UNEVEN_SPLITS])
 
 
+@functools.lru_cache(maxsize=1024)
+def layout_candidates(spec: ModelSpec, pp: int) -> tuple[str, ...]:
+    """``--pipeline-model-parallel-layout`` strings searched for ``pp`` ranks: for each interleaved depth
+    ``v >= 2`` whose ``N = pp*v`` virtual stages the decoder layers do not divide, Megatron-Bridge's
+    DeepSeek-V3 family (``recipes/deepseek/h100/deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``):
+    the embedding and ``k`` layers on the first virtual stage, ``k`` on each of the next ``N - 2``, the
+    remaining ``r = L - k(N-1)`` (``1 <= r < k``) with the MTP layers and the loss on the last, for the
+    ``k = ceil(L/N)`` that leaves such an ``r``. Without interleaving the uneven first/last split is the
+    same job (``pipeline_splits``); where ``L``, ``L + 1`` or ``L + 2`` divide by ``N``, the even split or an
+    accounting variant (embedding and / or loss counted as a layer) balances the stages already.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> layout_candidates(load_preset("deepseek-v3"), 4)  # 61 layers + 1 MTP: v 2 (N 8) and v 4 (N 16)
+    ('Et*8|(t*8|)*6t*5mL', 'Et*4|(t*4|)*14t*1mL')
+    """
+    L, mtp = spec.num_layers, "m" * spec.mtp_num_layers
+    if pp == 1 or spec.is_hybrid:  # a hybrid stack takes its pattern's '|' segments instead (cli/launch.py)
+        return ()
+    out = []
+    for v in range(2, MAX_VPP + 1):
+        n = pp * v
+        if v > L // 2 or any((L + extra) % n == 0 for extra in (0, 1, 2)):
+            continue  # the even split or an accounting variant divides the layers
+        k = -(-L // n)
+        r = L - k * (n - 1)
+        if 1 <= r < k:
+            out.append(f"Et*{k}|(t*{k}|)*{n - 2}t*{r}{mtp}L")
+    return tuple(out)
+
+
 def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed: dict[str, Any] | None = None,
                 allow_cross_domain_tp: bool = False, uneven_splits: bool = True,
                 block_recompute: Iterable[int] = BLOCK_RECOMPUTE, requires: Iterable[str] = (),
@@ -330,11 +366,14 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     splits: list[tuple] = []
     for pp in domains["pp"]:
         for split in pipeline_splits(L, pp, uneven_splits):
-            if split + (False, False) not in splits:
-                splits.append(split + (False, False))
+            if split + (False, False, None) not in splits:
+                splits.append(split + (False, False, None))
     # the accounting variants: which pp (and vpp) they suit is Megatron's rule (rules.py split_counts)
     pinned = fixed.get("account_for_embedding") is True or fixed.get("account_for_loss") is True
     splits += [a for a in ACCOUNTING if uneven_splits or pinned]
+    if uneven_splits:  # layout strings for interleaved pipelines the splits above cannot balance
+        texts = dict.fromkeys(text for pp in domains["pp"] for text in layout_candidates(spec, pp))
+        splits += [(None, None, False, False, text) for text in texts]
     domains["split"] = tuple(splits)
     max_chunk = L
     domains["vpp"] = tuple(v for v in range(1, MAX_VPP + 1) if v <= L // 2 or v == 1)
@@ -369,7 +408,18 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     if "first_stage_layers" in fixed or "last_stage_layers" in fixed:
         first = _opt_int("first_stage_layers", fixed.get("first_stage_layers"))
         last = _opt_int("last_stage_layers", fixed.get("last_stage_layers"))
-        domains["split"] = ((first, last, False, False),)
+        domains["split"] = ((first, last, False, False, None),)
+    if "pipeline_layout" in fixed:
+        if "first_stage_layers" in fixed or "last_stage_layers" in fixed:
+            raise MegasolveError(field="--fix", value=f"pipeline_layout={fixed['pipeline_layout']}",
+                                 rule="a layout string replaces the first/last stage layer counts (TC L1307-1324)",
+                                 fix="pin pipeline_layout or first/last_stage_layers, not both")
+        text = None if fixed["pipeline_layout"] in (None, "none") else str(fixed["pipeline_layout"])
+        if text is not None:  # Megatron's own rules on the string now (one line naming what is wrong)
+            from megasolve.models.pipeline_layout import expand, parse
+
+            parse(text, pp=len(expand(text)), num_layers=L, mtp_num_layers=spec.mtp_num_layers)
+        domains["split"] = ((None, None, False, False, text),)
     for name in ("account_for_embedding", "account_for_loss"):  # pins on the accounting flags
         if name in fixed:
             on = _as_bool(name, fixed[name])

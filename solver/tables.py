@@ -125,7 +125,7 @@ class Slot:
 class PipelineRow:
     pp: int
     vpp: int
-    split: tuple  # space.SPLIT_FIELDS: (first, last, account_for_embedding, account_for_loss)
+    split: tuple  # space.SPLIT_FIELDS: (first, last, account_for_embedding, account_for_loss, pipeline_layout)
     rc: tuple[str, int | None]
     slots: tuple[Slot, ...]
 
@@ -617,7 +617,8 @@ class CostTables:
         per-stage layer lists ``estimate`` sums over)."""
         spec = self.spec
         layout = Layout(pp=pp, vpp=vpp, first_stage_layers=split[0], last_stage_layers=split[1],
-                        account_for_embedding=split[2], account_for_loss=split[3], **rc_fields(rc))
+                        account_for_embedding=split[2], account_for_loss=split[3], pipeline_layout=split[4],
+                        **rc_fields(rc))
         groups: dict[tuple, list[int]] = {}
         for layers in stage_layers(spec, layout):
             stage = layers.stage

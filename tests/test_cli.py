@@ -41,7 +41,7 @@ def test_estimate_json_contract():
                               "recompute_num_layers": None, "recompute_modules": None,
                               "distributed_optimizer": True, "fsdp": False, "optimizer_offload_fraction": 0.0,
                               "cpu_offload_layers": 0, "account_for_embedding": False, "account_for_loss": False,
-                              "first_stage_layers": None, "last_stage_layers": None}
+                              "first_stage_layers": None, "last_stage_layers": None, "pipeline_layout": None}
     stage0 = data["memory"]["stages"][0]
     assert stage0["params"] == 4_541_710_336 and stage0["layers"] == 20
     assert set(stage0) == {"stage", "layers", "params", "weights_gb", "grads_gb", "optimizer_gb", "activations_gb",

@@ -70,7 +70,7 @@ def test_two_gemma3_stages_with_the_same_layer_count_differ_by_one_global_layer(
     assert stages[1].tau_s == pytest.approx(3 * full + 13 * windowed + p2p, rel=1e-9)
     # the solver's rows hold the same compositions
     tables = CostTables(spec, cluster, workload)
-    row = tables.row(4, 1, (14, 16, False, False), ("none", None))
+    row = tables.row(4, 1, (14, 16, False, False, None), ("none", None))
     by_stage = {stage: slot for slot in row.slots for stage in slot.stages}
     assert by_stage[1] is not by_stage[2]
     form1 = dict((t, c) for c, t in tables.time_form(row, by_stage[1], "t"))
@@ -200,3 +200,57 @@ def test_estimate_cli_reads_the_layout_and_the_megatron_export_carries_it():
     proc = subprocess.run([sys.executable, "-c", "from megasolve.cli.main import main; main()",
                            *args[:-1], "Et*6|t*8|t*9|t*8L"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "31 decoder layers 't' but the model has 32" in proc.stderr
+
+
+# ---------------------------------------------------------------------------- layout strings searched
+def test_layout_candidates_are_megatron_bridges_deepseek_v3_layouts():
+    """Megatron-Bridge ``recipes/deepseek/h100/deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``: (pp, vp)
+    (4, 2) and (8, 1) hold E+8 | 8 x 6 | 5+mtp+loss; (8, 2), (4, 4) and (16, 1) E+4 | 4 x 14 | 1+mtp+loss. The
+    one-chunk ones are uneven first/last splits (pipeline_splits); the interleaved ones are these strings."""
+    from megasolve.models.pipeline_layout import expand
+    from megasolve.solver.space import layout_candidates, pipeline_splits
+
+    spec = load_preset("deepseek-v3")
+    eight = ["E" + "t" * 8] + ["t" * 8] * 6 + ["t" * 5 + "mL"]
+    four = ["E" + "t" * 4] + ["t" * 4] * 14 + ["t" + "mL"]
+    assert [expand(text) for text in layout_candidates(spec, 4)] == [eight, four]
+    assert [expand(text) for text in layout_candidates(spec, 8)] == [four]
+    assert (8, 5) in pipeline_splits(61, 8) and (4, 1) in pipeline_splits(61, 16)
+    # where the layers (or the layers plus the embedding / loss) divide, no string is needed
+    assert layout_candidates(load_preset("qwen3-235b-a22b"), 8) == ()  # 94 + 2 = 96 = 8 x 4 x 3
+
+
+def test_solve_searches_layout_strings_the_same_in_cpsat_oracle_and_estimate():
+    from megasolve.cli.launch import megatron_flags
+    from megasolve.solver.knobs import COMM_KNOBS
+    from megasolve.solver.solve import solve
+
+    spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100")
+    workload, fixed = Workload(seq_length=4096, global_batch_size=64), {"mbs": 1, "cp": 1, "pp": 2}
+    fast = solve(spec, cluster, workload, top_k=5, fixed=fixed, knobs=COMM_KNOBS)
+    oracle = solve(spec, cluster, workload, top_k=5, fixed=fixed, knobs=COMM_KNOBS, engine="exhaustive")
+    assert [r.layout for r in fast.layouts] == [r.layout for r in oracle.layouts]
+    assert fast.objective_us == oracle.objective_us
+    best = fast.layouts[0]
+    # 32 layers over pp 2 x vpp 3: E+6 | 6 | 6 | 6 | 6 | 2+L, which no even or uneven split can express
+    assert (best.layout.vpp, best.layout.pipeline_layout) == (3, "Et*6|(t*6|)*4t*2L")
+    assert best.estimate.time.step_s * 1e6 == pytest.approx(fast.objective_us[0], rel=2e-4)
+    flags = megatron_flags(spec, cluster, best.workload, best.layout)
+    assert "--pipeline-model-parallel-layout 'Et*6|(t*6|)*4t*2L'" in flags
+    assert "--num-virtual-stages-per-pipeline-rank 3" in flags
+    from megasolve.cli.render import layout_label
+
+    assert "ppl:Et*6|(t*6|)*4t*2L" in layout_label(best.as_dict()["layout"])
+
+
+def test_fix_pipeline_layout_pins_a_string_and_a_bad_one_is_one_error():
+    from megasolve.models import MegasolveError
+    from megasolve.solver.solve import solve
+
+    spec, cluster = load_preset("deepseek-v3"), Cluster.from_flags(num_gpus=256, gpu="gb200", nvlink_domain=64)
+    workload = Workload(seq_length=4096, global_batch_size=4096, precision="fp8", fp8_recipe="mxfp8")
+    text = "Et*4|(t*4|)*14t*1mL"  # Bridge's DeepSeek-V3 GB200 recipe: pp 4, VP 4, one MTP layer
+    result = solve(spec, cluster, workload, top_k=1, fixed={"pp": 4, "ep": 64, "pipeline_layout": text})
+    assert result.layouts and (result.layouts[0].layout.vpp, result.layouts[0].layout.pipeline_layout) == (4, text)
+    with pytest.raises(MegasolveError, match="57 decoder layers 't' but the model has 61"):
+        solve(spec, cluster, workload, top_k=1, fixed={"pp": 4, "pipeline_layout": "Et*4|(t*4|)*13t*1mL"})
