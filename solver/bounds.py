@@ -224,15 +224,19 @@ class ConfigBounds:
 
         term_values: dict[tuple[str, bool], np.ndarray] = {}
 
-        def form_value(form: Form, sel: bool, rows: np.ndarray) -> np.ndarray:
-            total = np.zeros(len(rows), dtype=np.int64)
-            for t, c in form.items():
+        def form_values(forms: tuple[Form, ...], sel: bool, rows: np.ndarray) -> np.ndarray:
+            """``forms`` evaluated on ``rows``: one row per form (coefficients x term values, one product)."""
+            names = sorted(set().union(*forms))
+            for t in names:
                 if (t, sel) not in term_values:
                     _check(deadline)
                     term_values[(t, sel)] = projected(tables.terms[t].axes, {"sel": sel},
                                                       lambda point, t=t: tables.value(t, point))
-                total += c * term_values[(t, sel)][rows]
-            return total
+            if not names:
+                return np.zeros((len(forms), len(rows)), dtype=np.int64)
+            values = np.stack([term_values[(t, sel)][rows] for t in names])
+            coefficients = np.array([[form.get(t, 0) for t in names] for form in forms], dtype=np.int64)
+            return coefficients @ values
 
         capacity = tables.capacity_units  # the forms' unit; the reserve is their "other" term
         unbounded = np.iinfo(np.int64).max
@@ -255,21 +259,22 @@ class ConfigBounds:
                 for m in np.unique(micro[ok]).tolist():
                     rows = np.flatnonzero(ok & (micro == m))
                     forms = self._group_forms(pp, vpp, rc, m, members)
+                    memory = form_values(forms.memory, sel, rows) if forms.memory else None
                     if excess:
                         low = np.zeros(len(rows), dtype=np.int64) if clamp else \
                             np.full(len(rows), -unbounded, dtype=np.int64)
-                        for f in forms.memory:
-                            low = np.maximum(low, -(-(form_value(f, sel, rows) - vpp * capacity) // vpp))
+                        if memory is not None:
+                            low = np.maximum(low, np.max(-(-(memory - vpp * capacity) // vpp), axis=0))
                         for row, value in zip(rows.tolist(), low.tolist()):
                             overflow[keys[row] + (vpp, rc)] = value
                         continue
                     bound = np.full(len(rows), tables.overhead_us, dtype=np.int64)
-                    bound += np.max([-(-form_value(f, sel, rows) // den) for f, den in forms.time], axis=0)
+                    dens = np.array([den for _, den in forms.time], dtype=np.int64)[:, None]
+                    bound += np.max(-(-form_values(tuple(f for f, _ in forms.time), sel, rows) // dens), axis=0)
                     if forms.opt:
-                        bound += np.max([form_value(f, sel, rows) for f in forms.opt], axis=0)
-                    fits = np.ones(len(rows), dtype=bool)
-                    for f in forms.memory:
-                        fits &= form_value(f, sel, rows) <= vpp * capacity
+                        bound += np.max(form_values(forms.opt, sel, rows), axis=0)
+                    fits = np.ones(len(rows), dtype=bool) if memory is None else \
+                        np.all(memory <= vpp * capacity, axis=0)
                     best[rows[fits]] = np.minimum(best[rows[fits]], bound[fits])
         if excess:
             return overflow
