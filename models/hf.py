@@ -54,13 +54,18 @@ NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"
 # Architectures megasolve cannot plan yet, with what is missing. Never point these at the Megatron
 # YAML input: it describes GPTModel stacks (attention + MLP/MoE layers) only.
 UNSUPPORTED = {
-    "minimax": "lightning (linear) attention layers (attn_type_list 0): megasolve has no linear-attention layer yet",
-    "minimax_m1": "lightning (linear) attention layers (attn_type_list 0): megasolve has no linear-attention layer "
-                  "yet",
-    "falcon_h1": "parallel Mamba-2 + attention layers: megasolve has no Mamba-2 layer yet",
-    "jamba": "Mamba layers interleaved with attention: megasolve has no Mamba layer yet",
-    "mamba": "a pure Mamba model: megasolve has no Mamba layer yet",
-    "mamba2": "a pure Mamba-2 model: megasolve has no Mamba-2 layer yet",
+    # Megatron-Core @d98e8a6 has no lightning-attention module (megatron/core: no such layer), so no Megatron
+    # launch can train these
+    "minimax": "lightning (linear) attention layers (attn_type_list 0): Megatron-Core has no lightning-attention "
+               "layer to train them with",
+    "minimax_m1": "lightning (linear) attention layers (attn_type_list 0): Megatron-Core has no lightning-attention "
+                  "layer to train them with",
+    "falcon_h1": "attention and Mamba-2 side by side in every layer: Megatron-Core's hybrid stack runs one block per "
+                 "pattern symbol, in sequence, and megasolve plans only that stack",
+    "jamba": "Mamba-1 layers interleaved with attention: Megatron-Core builds Mamba-2 mixers only (ssm/mamba_mixer.py)",
+    "mamba": "a pure Mamba-1 model: Megatron-Core builds Mamba-2 mixers only (ssm/mamba_mixer.py)",
+    "mamba2": "a pure Mamba-2 model (no attention or MLP layers): megasolve reads Mamba-2 layers from hybrid "
+              "configs (nemotron_h's hybrid_override_pattern) only",
 }
 _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text")
 # the Qwen3-Next decoder: gated DeltaNet layers, gated attention (q_proj doubled for the output gate), QK-norm

@@ -229,3 +229,10 @@ def test_resolve_model_reads_a_nested_llama4_config(tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text((CONFIGS / "llama-4-scout-17b-16e.json").read_text())
     assert resolve_model(str(folder)).spec.moe.num_experts == 16
+
+
+def test_lightning_attention_is_refused_with_why_no_megatron_launch_can_train_it():
+    cfg = {"architectures": ["MiniMaxText01ForCausalLM"], "model_type": "minimax", "num_hidden_layers": 8}
+    with pytest.raises(ConfigError, match="Megatron-Core has no lightning-attention layer") as exc:
+        spec_from_hf_config(cfg)
+    assert "YAML describes attention + MLP/MoE stacks only" in str(exc.value)  # never points at the YAML
