@@ -55,6 +55,7 @@ from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.presets import load_preset
 from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
+from megasolve.solver.space import layout_candidates
 from megasolve.topology.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -339,6 +340,27 @@ def pipeline_split(num_layers: int, pp: int, vpp: int, num_microbatches: int,
     return best[1], best[2], best[3]
 
 
+def bridge_layout(spec: ModelSpec, pp: int, vpp: int) -> tuple[str | None, tuple[int, int] | None]:
+    """Megatron-Bridge's DeepSeek-V3 / Kimi-K2 layout for ``pp x vpp`` when the layers do not divide
+    (``recipes/deepseek/h100/deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``, ``recipes/kimi/h100/
+    kimi_k2.py``): the layout string with interleaving, the uneven (first, last) split without.
+
+    >>> spec = load_preset("deepseek-v3")
+    >>> bridge_layout(spec, 4, 4), bridge_layout(spec, 16, 1), bridge_layout(spec, 8, 1)
+    (('Et*4|(t*4|)*14t*1mL', None), (None, (4, 1)), (None, (8, 5)))
+    """
+    from megasolve.models.pipeline_layout import expand
+
+    n = pp * vpp
+    if pp == 1 or spec.num_layers % n == 0 or spec.is_hybrid:
+        return None, None
+    if vpp > 1:
+        return next((t for t in layout_candidates(spec, pp) if len(expand(t)) == n), None), None
+    k = -(-spec.num_layers // n)
+    r = spec.num_layers - k * (n - 1)
+    return (None, (k, r)) if 1 <= r < k else (None, None)
+
+
 def cluster_for(gpu: str, num_gpus: int, notes: list[str]) -> Cluster:
     if gpu in ("gb200", "gb300") and num_gpus >= 64 and num_gpus % 64 == 0:
         notes.append("NVL72 job uses NVLink domains of 64 GPUs")
@@ -418,12 +440,21 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     if gbs % (mbs * dp):
         raise Skip("gbs not divisible by mbs*dp")
     account = False
+    # Bridge's DeepSeek-V3 / Kimi-K2 recipes lay 61 layers out with a layout per (pp, vp) (E + k | k ... |
+    # r + MTP + loss): megasolve's search family of the same name (solver/space.py layout_candidates); with one
+    # chunk per rank that is the uneven split (k, r)
+    layout_text, bridge_split = bridge_layout(spec, pp, vpp) if source in ACCOUNTING_SOURCES else (None, None)
     if (spec.num_layers % pp or (spec.num_layers // pp) % vpp) and source in ACCOUNTING_SOURCES \
             and (spec.num_layers + 2) % pp == 0 and ((spec.num_layers + 2) // pp) % vpp == 0:
         account = True  # the stated vpp splits the layers + embedding + loss evenly
         v_used, first, last = vpp, None, None
         notes.append("embedding and loss counted as pipeline layers (--account-for-embedding/loss-in-pipeline-"
                      "split, as the Bridge Llama-3.1 405B recipe sets)")
+    elif layout_text is not None or bridge_split is not None:
+        v_used, (first, last) = vpp, bridge_split or (None, None)
+        notes.append(f"{spec.num_layers} layers over pp {pp} x vpp {vpp}: Bridge's pipeline layout "
+                     f"{layout_text or f'first/last stage {first}/{last} layers'} (recipes/deepseek/h100/"
+                     "deepseek_v3.py, recipes/kimi/h100/kimi_k2.py)")
     else:
         v_used, first, last = pipeline_split(spec.num_layers, pp, vpp, gbs // (mbs * dp),
                                              last_extra=spec.mtp_num_layers + 1.0)
@@ -434,7 +465,8 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
                     recompute=recompute, distributed_optimizer=bool(dist_opt), fsdp=fsdp,
                     cpu_offload_layers=offload, account_for_embedding=account, account_for_loss=account,
                     first_stage_layers=first,
-                    last_stage_layers=last)
+                    last_stage_layers=last, pipeline_layout=layout_text if v_used == vpp and first is None
+                    and not account else None)
     attention = "unfused" if source in ("narayanan2021", "korthikanti2022") else "flash"
     if attention == "unfused":
         notes.append("attention unfused (Megatron-LM 2021-2022 had no flash attention)")
