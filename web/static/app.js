@@ -114,7 +114,7 @@ const GROUPS = [
   ["Workload", ["seq_len", "gbs", "precision", "attention", "tokens", "gpu_hour_price"]],
   ["Recipe", ["fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16"]],
   ["Overlap", ["tp_comm_overlap", "no_overlap_p2p_communication", "moe_ep_overlap", "moe_shared_expert_overlap",
-    "no_dp_comm_overlap"]],
+    "no_dp_comm_overlap", "cp_comm_type"]],
   ["Search", ["top_k", "fix", "require", "min_headroom", "time_limit", "engine", "allow_cross_domain_tp", "jobs",
     "min_gpus"]],
   ["Calibration", ["profile_text"]],
