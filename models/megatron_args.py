@@ -27,7 +27,7 @@ import ast
 from typing import Any
 
 from megasolve.models.errors import ConfigError
-from megasolve.models.spec import MambaSpec, MLASpec, MoESpec, ModelSpec
+from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec
 
 REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
 # Every key the reader understands: the ones it reads, and Megatron-LM arguments that change neither
@@ -44,7 +44,9 @@ READ_KEYS = frozenset({
     "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "make_vocab_size_divisible_by",
     "window_size", "window_attn_skip_freq", "no_rope_freq", "rotary_percent", "softmax_type", "qk_l2_norm",
     "hybrid_override_pattern", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads",
-    "is_hybrid_model", "squared_relu",
+    "is_hybrid_model", "squared_relu", "experimental_attention_variant", "linear_attention_freq",
+    "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
+    "linear_conv_kernel_dim", "attention_output_gate",
 })
 NO_EFFECT_KEYS = frozenset({
     "rotary_base", "rope_scaling_factor", "use_rope_scaling", "rotary_scaling_factor", "rotary_interleaved",
@@ -63,8 +65,6 @@ NO_EFFECT_KEYS = frozenset({
 UNPLANNABLE_KEYS = {
     "hybrid_attention_ratio": "layer ratios are not read: give the layers as hybrid_override_pattern",
     "hybrid_mlp_ratio": "layer ratios are not read: give the layers as hybrid_override_pattern",
-    "experimental_attention_variant": "linear-attention (gated DeltaNet) layers: megasolve has none yet",
-    "linear_attention_freq": "linear-attention (gated DeltaNet) layers: megasolve has none yet",
 }
 # Far beyond any trained model (the deepest have ~200 layers), small enough that per-layer lists and
 # the pipeline-split search stay cheap: 10**12 layers hung building the MoE layer pattern.
@@ -204,6 +204,61 @@ def _no_rope(args: dict[str, Any], num_layers: int) -> tuple[int, ...] | None:
         raise ConfigError(field="no_rope_freq", value=freq, rule=exc.rule, fix=exc.fix) from None
 
 
+def _linear_attention(args: dict[str, Any], num_layers: int) -> tuple[tuple[int, ...] | None,
+                                                                     GatedDeltaNetSpec | None]:
+    """``--experimental-attention-variant gated_delta_net`` with ``--linear-attention-freq`` (TC L250-294):
+    an int N -> every N-th layer (1-based) softmax attention, the others gated DeltaNet; or a 0/1 list (1 =
+    DeltaNet) or its list expression (``experimental_attention_variant_module_specs.py``
+    ``get_linear_attention_pattern``). The ``linear_*`` sizes default to TC's (kernel 4, key / value head
+    dim 128, 16 key and 32 value heads, L282-294).
+
+    >>> _linear_attention({"experimental_attention_variant": "gated_delta_net", "linear_attention_freq": 4}, 8)[0]
+    (1, 1, 1, 0, 1, 1, 1, 0)
+    """
+    variant = args.get("experimental_attention_variant")
+    freq = args.get("linear_attention_freq")
+    if variant is None:
+        if freq is not None:
+            raise ConfigError(field="linear_attention_freq", value=freq,
+                              rule="has no effect without experimental_attention_variant",
+                              fix="add experimental_attention_variant: gated_delta_net or drop it")
+        return None, None
+    if variant != "gated_delta_net":
+        raise ConfigError(field="experimental_attention_variant", value=variant,
+                          rule="not plannable yet: only gated_delta_net (DSA sparse attention has no cost model)",
+                          fix="no megasolve input can describe this model yet")
+    if freq is None:
+        raise ConfigError(field="linear_attention_freq", value="missing",
+                          rule="required with gated_delta_net (TC L948-951)", fix="e.g. linear_attention_freq: 4")
+    if isinstance(freq, int) and not isinstance(freq, bool):
+        if freq <= 0:
+            raise ConfigError(field="linear_attention_freq", value=freq, rule="must be >= 1", fix="e.g. 4")
+        pattern = tuple(int((i + 1) % freq != 0) for i in range(num_layers))
+    else:
+        try:
+            pattern = parse_layer_freq(freq, num_layers)
+        except ConfigError as exc:
+            raise ConfigError(field="linear_attention_freq", value=freq, rule=exc.rule, fix=exc.fix) from None
+        if len(pattern) != num_layers:
+            raise ConfigError(field="linear_attention_freq", value=f"list of {len(pattern)}",
+                              rule=f"must hold one 0/1 entry per layer ({num_layers})",
+                              fix="give one entry per decoder layer (1 = gated DeltaNet)")
+    gdn = GatedDeltaNetSpec(num_key_heads=_typed(args, "linear_num_key_heads", int, 16),
+                            key_head_dim=_typed(args, "linear_key_head_dim", int, 128),
+                            num_value_heads=_typed(args, "linear_num_value_heads", int, 32),
+                            value_head_dim=_typed(args, "linear_value_head_dim", int, 128),
+                            conv_kernel=_typed(args, "linear_conv_kernel_dim", int, 4))
+    for name in ("num_key_heads", "key_head_dim", "num_value_heads", "value_head_dim", "conv_kernel"):
+        if getattr(gdn, name) <= 0:
+            raise ConfigError(field=f"linear_{name}", value=getattr(gdn, name), rule="must be a positive integer",
+                              fix="use the model's real size")
+    if gdn.num_value_heads % gdn.num_key_heads:
+        raise ConfigError(field="linear_num_value_heads", value=gdn.num_value_heads,
+                          rule=f"must be a multiple of linear_num_key_heads ({gdn.num_key_heads}) (TC L969-972)",
+                          fix="use a multiple of the key heads")
+    return pattern, gdn
+
+
 def _typed(args: dict[str, Any], name: str, kind: type, default: Any = None, required: bool = False) -> Any:
     value = args.get(name)
     if value is None:
@@ -286,12 +341,14 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
                           shared_expert_ffn_hidden_size=moe.shared_expert_ffn_hidden_size,
                           shared_expert_gate=moe.shared_expert_gate,
                           layer_pattern=tuple(int(c == "E") for c in pattern))
+    linear_pattern, gdn = _linear_attention(args, num_layers)
     rotary = args.get("rotary_percent", 1.0)
     if isinstance(rotary, bool) or not isinstance(rotary, (int, float)):
         raise ConfigError(field="rotary_percent", value=repr(rotary), rule="must be a number in (0, 1]",
                           fix="e.g. 0.5")
     return ModelSpec(
-        hybrid_pattern=pattern, mamba=mamba,
+        hybrid_pattern=pattern, mamba=mamba, linear_attention_pattern=linear_pattern, gated_delta_net=gdn,
+        attention_output_gate=_typed(args, "attention_output_gate", bool, False),
         window_size=window, window_pattern=window_pattern, no_rope_pattern=_no_rope(args, num_layers),
         rotary_percent=float(rotary), softmax_type=_typed(args, "softmax_type", str, "vanilla"),
         qk_l2_norm=_typed(args, "qk_l2_norm", bool, False),

@@ -75,6 +75,8 @@ def attention_params(spec: ModelSpec, tp: int) -> RankParams:
     if spec.mla is None:
         d, g = spec.kv_channels, spec.num_query_groups
         qkv_out = n * d + 2 * g * d
+        if spec.attention_output_gate:  # a second query-sized projection, the output gate (Qwen3-Next q_proj):
+            qkv_out += n * d  # more linear_qkv rows, so also more QKV bias (core 0.16.1 attention.py L1264-1273)
         sharded += h * qkv_out + n * d * h
         if spec.add_bias_linear or spec.add_qkv_bias:
             sharded += qkv_out
@@ -82,8 +84,6 @@ def attention_params(spec: ModelSpec, tp: int) -> RankParams:
             replicated += h  # row-parallel linear_proj bias
         if spec.qk_layernorm:
             replicated += 2 * ns * d
-        if spec.attention_output_gate:  # a second query-sized projection, the output gate (Qwen3-Next q_proj)
-            sharded += h * n * d
         if spec.softmax_type == "learnable":  # attention sinks: one logit per head, split over TP with
             sharded += n  # the heads (TE ``softmax_offset``; ``extensions/transformer_engine.py`` L2361-2369)
     else:
@@ -184,12 +184,15 @@ def gated_delta_net_params(spec: ModelSpec, tp: int) -> RankParams:
     """A gated-DeltaNet mixer with its input norm on one TP rank (transformers
     ``Qwen3NextGatedDeltaNet``): ``in_proj_qkvz`` ``h x (2 K + 2 V)`` and ``in_proj_ba`` ``h x 2 n_v``
     (no bias), a depthwise ``conv1d`` over q, k, v without bias ``(2K + V) x kernel``, ``dt_bias`` and
-    ``A_log`` one per value head, a gated RMSNorm over one value head ``d_v``, ``out_proj`` ``V x h``;
+    ``A_log`` one per value head, a gated norm over one value head ``d_v``, ``out_proj`` ``V x h``;
     ``K = n_k d_k``, ``V = n_v d_v``. Heads split over TP; the norm over ``d_v`` is replicated.
     Megatron-Core builds the same shapes (core 0.16.1 ``ssm/gated_delta_net.py``: one ``in_proj`` of
     ``2K + 2V + 2 n_v`` outputs L146-158, ``conv1d`` with ``conv_bias=False`` L160-178, ``dt_bias`` /
     ``A_log`` per local value head L180-200, ``out_norm`` over ``value_head_dim`` L202-207, ``out_proj``
-    L209); not checked against a built model (its layer spec needs Transformer Engine)."""
+    L209; no bias anywhere: ``bias=False`` is the default the spec never overrides). ``out_norm`` is the
+    model's normalization (``experimental_attention_variant_module_specs.py`` L69: ``backend.layer_norm``),
+    so ``ns * d_v`` (weight + bias under LayerNorm). Checked per rank against GPTModel built by Megatron-Core
+    0.16.1 (``benchmarks/megatron_gdn_param_golden.py``)."""
     g = spec.gated_delta_net
     h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
     _split(g.num_key_heads, tp, "linear_num_key_heads", "--tp")
@@ -198,7 +201,7 @@ def gated_delta_net_params(spec: ModelSpec, tp: int) -> RankParams:
     sharded = h * (2 * k + 2 * v) + h * 2 * g.num_value_heads + (2 * k + v) * g.conv_kernel
     sharded += 2 * g.num_value_heads + v * h
     return RankParams(tp_sharded=_split(sharded, tp, "gated DeltaNet weights", "--tp"),
-                      replicated=ns * h + g.value_head_dim)
+                      replicated=ns * h + ns * g.value_head_dim)
 
 
 def layer_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int = 1) -> RankParams:

@@ -233,3 +233,24 @@ def test_hybrid_exports_parse_with_megatron_lms_recorded_parser(name, gpus, scri
     else:
         assert args.experimental_attention_variant == "gated_delta_net" and args.linear_attention_freq == "4"
         assert (args.linear_num_key_heads, args.linear_num_value_heads, args.attention_output_gate) == (16, 32, True)
+
+
+def test_megatron_args_read_gated_delta_net():
+    """``--experimental-attention-variant gated_delta_net`` and its ``--linear-*`` flags are read (TC defaults
+    for the sizes); DSA and a missing frequency are refused."""
+    from megasolve.models.errors import ConfigError
+    from megasolve.models.megatron_args import spec_from_megatron_args
+
+    base = dict(num_layers=8, hidden_size=2048, num_attention_heads=16, vocab_size=151936,
+                experimental_attention_variant="gated_delta_net")
+    spec = spec_from_megatron_args(dict(base, linear_attention_freq=4, attention_output_gate=True))
+    assert spec.linear_attention_pattern == (1, 1, 1, 0, 1, 1, 1, 0) and spec.attention_output_gate
+    g = spec.gated_delta_net
+    assert (g.num_key_heads, g.key_head_dim, g.num_value_heads, g.value_head_dim, g.conv_kernel) == (16, 128, 32, 128, 4)
+    listed = spec_from_megatron_args(dict(base, linear_attention_freq="([1]*3+[0]*1)*2"))
+    assert listed.linear_attention_pattern == spec.linear_attention_pattern
+    for bad in (dict(base), dict(base, linear_attention_freq=4, experimental_attention_variant="dsa"),
+                dict(base, linear_attention_freq=4, linear_num_value_heads=24),
+                dict({k: v for k, v in base.items() if k != "experimental_attention_variant"}, linear_attention_freq=4)):
+        with pytest.raises(ConfigError):
+            spec_from_megatron_args(bad)

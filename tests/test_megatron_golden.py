@@ -3,17 +3,22 @@
 ``tests/data/megatron_param_golden.json`` was produced by ``benchmarks/megatron_param_golden.py``:
 megatron-core 0.19.2 ``GPTModel`` built on the meta device for every distinct rank of each layout
 (TE-spec parameter placement; see the file's ``notes``). Each case's model is given in Megatron
-argument names, so it also exercises the Megatron-argument loader.
+argument names, so it also exercises the Megatron-argument loader. Cases with a ``model_class`` come from
+the companion generators: hybrid ``MambaModel`` (``benchmarks/megatron_mamba_param_golden.py``) and GPTModel
+with gated-DeltaNet layers (``GPTModel-gated_delta_net``, ``benchmarks/megatron_gdn_param_golden.py``,
+megatron-core 0.16.1).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from megasolve.models import Layout, stage_params
 from megasolve.models.megatron_args import spec_from_megatron_args
+from megasolve.models.presets import load_preset
 
 from conftest import DATA
 
@@ -36,6 +41,32 @@ def test_per_rank_params_equal_megatron_core(case):
 def test_golden_covers_the_issue_matrix():
     names = " ".join(c["name"] for c in CASES)
     for needle in ("gqa", "ep8", "etp2", "moonlight", "deepseek-v3", "tied", "untied", "first", "last", "vpp2", "mtp1",
-                   "window", "sinks", "window-pattern", "hybrid"):
+                   "window", "sinks", "window-pattern", "hybrid", "gdn"):
         assert needle in names.replace("-g8", "-gqa"), needle
     assert len(CASES) >= 40
+
+
+GDN_CASES = [c for c in CASES if c.get("model_class") == "GPTModel-gated_delta_net"]
+
+
+def test_gdn_golden_covers_tp_pp_ep_and_dense():
+    names = " ".join(c["name"] for c in GDN_CASES)
+    for needle in ("tp1-pp1", "tp2-pp1", "tp4-pp2", "ep4", "vpp2", "dense", "layernorm-qkvbias"):
+        assert needle in names, needle
+
+
+@pytest.mark.parametrize("case", [c for c in GDN_CASES if c["model"].get("num_moe_experts")],
+                         ids=lambda c: c["name"])
+def test_gdn_golden_model_is_the_qwen3_next_preset_cut(case):
+    """The gated-DeltaNet golden model is Qwen3-Next-80B-A3B itself, cut in depth and experts only: the
+    spec megasolve reads from the Megatron arguments equals the preset's with those two cuts."""
+    ours = spec_from_megatron_args(case["model"])
+    preset = load_preset("qwen3-next-80b-a3b")
+    layers = case["model"]["num_layers"]
+    cut = dataclasses.replace(
+        preset, name=ours.name, source=ours.source, num_layers=layers,
+        linear_attention_pattern=preset.linear_attention_pattern[:layers],
+        moe=dataclasses.replace(preset.moe, num_experts=case["model"]["num_moe_experts"],
+                                top_k=case["model"]["moe_router_topk"],
+                                layer_pattern=preset.moe.layer_pattern[:layers]))
+    assert ours == cut
