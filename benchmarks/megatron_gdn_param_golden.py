@@ -286,13 +286,7 @@ def main(argv=None) -> int:
     if args.out in ("-", "/dev/stdout"):
         sys.stdout.write(json.dumps(results, indent=1) + "\n")
         return 0
-    with open(args.out) as f:
-        doc = json.load(f)
-    fresh = {r["name"]: r for r in results}
-    doc["cases"] = [fresh.pop(c["name"], c) for c in doc["cases"]] + list(fresh.values())
-    with open(args.out, "w") as f:
-        f.write(json.dumps(doc, indent=1) + "\n")
-    print(f"{len(results)} {MODEL_CLASS} cases merged into {args.out}", file=sys.stderr)
+    gpt.merge_cases(args.out, results, MODEL_CLASS)
     return 0
 
 

@@ -32,7 +32,6 @@ Versions used for the committed cases: megatron-core 0.16.1, torch 2.14.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -238,13 +237,7 @@ def main(argv=None) -> int:
                             stages=stages, megatron_core_version=megatron.core.__version__))
         print(f"[{time.time() - t:5.2f}s] {case['name']}: " + ", ".join(f"pp{s['pp_rank']}={s['params']:,}"
                                                                         for s in stages), flush=True)
-    with open(args.out) as f:
-        doc = json.load(f)
-    fresh = {r["name"]: r for r in results}
-    doc["cases"] = [fresh.pop(c["name"], c) for c in doc["cases"]] + list(fresh.values())
-    with open(args.out, "w") as f:
-        f.write(json.dumps(doc, indent=1) + "\n")
-    print(f"{len(results)} MambaModel cases merged into {args.out}", file=sys.stderr)
+    gpt.merge_cases(args.out, results, "MambaModel")
     return 0
 
 

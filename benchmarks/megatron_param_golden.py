@@ -364,6 +364,18 @@ CASES = [
 # Helpers independent of torch / megatron
 # --------------------------------------------------------------------------------------
 
+def merge_cases(path: str, results: list[dict], label: str) -> None:
+    """Merge ``results`` into the golden JSON at ``path``: a case of the same name is replaced in place, new
+    ones are appended (the companion generators for other model classes write into the same file)."""
+    with open(path) as f:
+        doc = json.load(f)
+    fresh = {r["name"]: r for r in results}
+    doc["cases"] = [fresh.pop(c["name"], c) for c in doc["cases"]] + list(fresh.values())
+    with open(path, "w") as f:
+        f.write(json.dumps(doc, indent=1) + "\n")
+    print(f"{len(results)} {label} cases merged into {path}", file=sys.stderr)
+
+
 def padded_vocab_size(vocab: int, divisible_by: int, tp: int) -> int:
     """Megatron-LM's vocab_size_with_padding: ceil(V / (div*tp)) * div * tp."""
     multiple = divisible_by * tp
