@@ -34,6 +34,24 @@ _WORLD = re.compile(r"using world size:\s*(\d+)(.*)")
 _WORLD_PART = re.compile(r"([a-z][a-z-]*?)[- ]size:\s*(\d+)")
 # the parallel setup's own error names the world size: "RuntimeError: world_size (1) is not divisible by 2"
 # (megatron/core/parallel_state.py initialize_model_parallel; NVIDIA-NeMo/NeMo#11480)
+# Megatron-LM 0.12's message lost a comma: "hierarchical context-parallel sizes: Nonetensor-model-parallel size: 1"
+# (megatron/training/arguments.py, fixed by NVIDIA/Megatron-LM#1552): a part name glued to the value before it is
+# the longest known part name it ends with
+_WORLD_PART_NAMES = ("encoder-tensor-model-parallel", "encoder-pipeline-model-parallel", "tensor-model-parallel",
+                     "pipeline-model-parallel", "expert-model-parallel", "expert-tensor-parallel",
+                     "virtual-pipeline-model-parallel", "context-parallel", "data-parallel", "model-parallel")
+
+
+def _world_part_name(name: str) -> str:
+    """
+    >>> _world_part_name("onetensor-model-parallel"), _world_part_name("data-parallel")
+    ('tensor-model-parallel', 'data-parallel')
+    """
+    if name in _WORLD_PART_NAMES:
+        return name
+    return next((k for k in _WORLD_PART_NAMES if name.endswith(k)), name)
+
+
 _WORLD_ERROR = re.compile(r"\bworld_size \((\d+)\) is not (?:divisible|equal)")
 # GPT-NeoX: "NeoXArgs.calculate_derived() Total number of GPUs determined to be: 1" (VHellendoorn/Code-LMs#21)
 _NEOX_GPUS = re.compile(r"Total number of GPUs determined to be:\s*(\d+)")
@@ -41,10 +59,20 @@ _NEOX_GPUS = re.compile(r"Total number of GPUs determined to be:\s*(\d+)")
 _NEOX_SUFFIX = re.compile(r"(?:\.{2,}|(?<=[\]}'\"]))(?:default|updated)$")
 # DeepSpeed's pipeline engine (Megatron-DeepSpeed): "steps: 2 loss: 12.6157 iter time (s): 2.673 samples/sec: 95.775"
 # (deepspeed/runtime/pipe/engine.py train_batch)
+# DeepSpeed's pipeline module prints its process grid: "Using topology: {ProcessCoord(pipe=0, data=0, model=0): 0,
+# ...}" (deepspeed/runtime/pipe/module.py; bigscience-workshop/Megatron-DeepSpeed#356); Megatron-DeepSpeed's
+# "model" axis is the tensor-parallel one
+_DS_TOPOLOGY = re.compile(r"Using topology:\s*(\{.*)")
+_DS_COORD = re.compile(r"ProcessCoord\(([^)]*)\):\s*(\d+)")
+_DS_AXES = {"pipe": "pipeline-model-parallel", "data": "data-parallel", "model": "tensor-model-parallel"}
 _DS_STEP = re.compile(r"^steps:\s*(\d+)\b.*?\biter time \(s\):\s*([\d.]+)")
 # verl's log_gpu_memory_usage: "... max memory allocated (GB): 52.26, ... max memory reserved (GB): 58.40" and its
 # step metrics "perf/max_memory_allocated_gb:25.921"; verl's GB is bytes / 2**30 (verl/utils/debug/performance.py)
 _VERL_MEMORY = re.compile(r"max memory allocated \(GB\):\s*([\d.]+).*?max memory reserved \(GB\):\s*([\d.]+)")
+# NeMo's / Megatron-Bridge's performance scripts name a run by its layout: "bf16_2nodes_tp1_pp2_cp1_vp24_ep2_etp1_
+# 1mbs_512gbs" (scripts/performance: compute dtype, nodes, sizes, micro and global batch; NVIDIA-NeMo/NeMo#14838)
+_NEMO_PERF_NAME = re.compile(r"(?<![A-Za-z0-9])(?:(bf16|fp16|fp8|fp32|mxfp8)\w*?_)?(\d+)nodes_tp(\d+)_pp(\d+)_cp(\d+)"
+                             r"_vp(\d+|None)_ep(\d+)(?:_etp(\d+|None))?_(\d+)mbs_(\d+)gbs(?![A-Za-z0-9])")
 _VERL_RANK = re.compile(r"\[Rank (\d+)\b")
 _VERL_PERF_MEMORY = re.compile(r"perf/max_memory_(allocated|reserved)_gb:\s*([\d.]+)")
 _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
@@ -58,7 +86,9 @@ _MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory
                      r"\s*max allocated:\s*([\d.]+)\s*\|\s*reserved:\s*([\d.]+)\s*\|\s*max reserved:\s*([\d.]+)")
 _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
                      r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?")
-_OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) ([GM]i?B)")
+# torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
+# (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
+_OOM = re.compile(r"(?:CUDA|NPU|XPU|HPU) out of memory\. Tried to allocate ([\d.]+) ([GM]i?B)")
 _OOM_CAPACITY = re.compile(r"total capacit[yi]? of ([\d.]+) GiB|([\d.]+) GiB total capacity")
 # Megatron-SWIFT's iteration line adds "memory(GiB): X", torch.cuda.max_memory_reserved() / 2**30
 # (modelscope/ms-swift#5194, swift/megatron/init.py training_log)
@@ -198,6 +228,14 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _DS_STEP.match(line):
         facts.nemo_steps.append((int(m.group(1)), float(m.group(2))))
         return
+    if m := _NEMO_PERF_NAME.search(line):
+        for key, value in zip(("precision", "num_nodes", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                               "context_parallel_size", "virtual_pipeline_model_parallel_size",
+                               "expert_model_parallel_size", "expert_tensor_parallel_size", "micro_batch_size",
+                               "global_batch_size"), m.groups()):
+            if value is not None and value != "None":
+                facts.args.setdefault(key, scalar(value))
+        return
     if m := _VERL_MEMORY.search(line):
         r = _VERL_RANK.search(line)
         _peak_memory(facts, int(r.group(1)) if r else UNKNOWN_RANK, float(m.group(1)) * 1024, float(m.group(2)) * 1024)
@@ -209,10 +247,20 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if (m := _WORLD_ERROR.search(line)) or (m := _NEOX_GPUS.search(line)):
         facts.world_size = facts.world_size or int(m.group(1))
         return
+    if (m := _DS_TOPOLOGY.search(line)) and m.group(1).rstrip().endswith("}"):  # a cut dict: the sizes unknown
+        coords = _DS_COORD.findall(m.group(1))
+        sizes: dict[str, int] = {}
+        for axes, _rank in coords:
+            for axis, value in re.findall(r"(\w+)=(\d+)", axes):
+                sizes[axis] = max(sizes.get(axis, 0), int(value) + 1)
+        facts.world_size = facts.world_size or len(coords)
+        for axis, size in sizes.items():
+            facts.world_parts.setdefault(_DS_AXES.get(axis, axis), size)
+        return
     if m := _WORLD.search(line):
         facts.world_size = int(m.group(1))
         for name, value in _WORLD_PART.findall(m.group(2)):
-            facts.world_parts[name] = int(value)
+            facts.world_parts[_world_part_name(name)] = int(value)
         return
     if (m := _ITER.search(line)) and (e := _ELAPSED.search(m.group(3))):
         t = _TFLOPS.search(m.group(3))
@@ -285,7 +333,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _THEORY.search(line):
         facts.theoretical_mb = float(m.group(3) or m.group(1))
         return
-    if _OOM.search(line) or re.search(r"CUDA out of memory|OutOfMemoryError", line, re.I):
+    if _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError", line, re.I):
         facts.oom = True  # the message cut before "Tried to allocate", or quoted in the post
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
@@ -358,6 +406,7 @@ def scalar(text: str) -> Any:
 
 # ---------------------------------------------------------------------------- launch scripts
 _HYDRA = re.compile(r"^(?:\+?[a-z_]+\.)+([a-z_][a-z0-9_]*)=(\S+)$")
+_ENGINE_SECTIONS = {"rollout", "generation", "vllm_cfg", "sglang_cfg", "vllm", "sglang"}
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|\S*)")
 _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
 
@@ -379,7 +428,14 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
                "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size", "MBS": "micro_batch_size",
                "GBS": "global_batch_size", "NUM_HEADS": "num_attention_heads", "SEQ_LEN": "seq_length",
-               "PR": "precision"}
+               "PR": "precision",
+               # Megatron-DeepSpeed's examples (examples_deepspeed/ds_pretrain_gpt_*.sh): MP_SIZE is the tensor-
+               # parallel size, BATCH_SIZE the micro batch ("--micro-batch-size ${BATCH_SIZE}"), NUM_ATTN_HEADS
+               # (deepspeedai/Megatron-DeepSpeed#311); *_SIZE spellings of the other sizes likewise
+               "MP_SIZE": "tensor_model_parallel_size", "TP_SIZE": "tensor_model_parallel_size",
+               "PP_SIZE": "pipeline_model_parallel_size", "EP_SIZE": "expert_model_parallel_size",
+               "CP_SIZE": "context_parallel_size", "NUM_ATTN_HEADS": "num_attention_heads",
+               "BATCH_SIZE": "micro_batch_size"}
 _SCRIPT_ARG_NAMES = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
                      "seq_length", "micro_batch_size", "global_batch_size", "num_experts", "moe_router_topk",
                      "moe_ffn_hidden_size", "vocab_file", "tokenizer_model", "tokenizer_type", "vocab_size"}
@@ -444,6 +500,10 @@ def _script_args(text: str, facts: LogFacts) -> None:
         for i, token in enumerate(tokens):
             token = token.strip("()")
             if (h := _HYDRA.match(token.lstrip("+"))) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
+                # the inference engine's sizes are not the trainer's: verl's actor_rollout_ref.rollout.tensor_model_
+                # parallel_size is vLLM's / SGLang's TP (verl-project/verl#388); NeMo-RL's generation.vllm_cfg likewise
+                if _ENGINE_SECTIONS & set(token.lstrip("+").split("=", 1)[0].split(".")):
+                    continue
                 if "$" not in h.group(2):  # a shell variable the excerpt never sets is not a value
                     flags.setdefault(h.group(1), scalar(h.group(2).strip("'\"")))
                 continue
@@ -459,9 +519,13 @@ def _script_args(text: str, facts: LogFacts) -> None:
             if isinstance(value, str) and "$" in value:
                 continue  # "--tensor-model-parallel-size $TP" with TP never set: unknown, not a value
             flags.setdefault(name.replace("-", "_"), value)
-    for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE"):
+    for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE", "NUM_GPUS"):
+        # Megatron-DeepSpeed's scripts set NUM_GPUS to every GPU of the run (NUM_NODE = NUM_GPUS / NUM_GPUS_PERNODE)
+        name = "_env_world_size" if key == "NUM_GPUS" else "_env_" + key.lower()
         if key in env and isinstance(scalar(env[key]), int):
-            flags.setdefault("_env_" + key.lower(), scalar(env[key]))
+            flags.setdefault(name, scalar(env[key]))
+        elif key in ("NNODES", "NUM_NODES") and key in env and "$" in env[key]:
+            flags.setdefault("_env_nodes_unset", True)  # "NNODES=$NNODES": set outside the excerpt, not one node
     for key, value in env.items():
         if found := _script_var_arg(key, value):
             flags.setdefault(*found)
@@ -548,4 +612,6 @@ MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
     (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b(?![A-Za-z0-9])|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
     (r"\bDeepSeekV3Config\b|\bdeepseek_v3(?![A-Za-z0-9])|DeepSeek-V3\b", "deepseek-v3"),
     (r"\bDeepSeekV2LiteConfig\b|\bdeepseek_v2_lite(?![A-Za-z0-9])|DeepSeek-V2-Lite\b", "deepseek-v2-lite"),
+    # a point release with its predecessor's config.json shape (MiniMaxAI/MiniMax-M2.1: 62 layers, 256 experts top-8)
+    (r"\bMiniMax[-_]M2\.1\b", "minimax-m2"),
 ))

@@ -557,7 +557,9 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
                   if isinstance(args.get(k), int)), 1)
     if isinstance(args.get("_env_world_size"), int):
         return args["_env_world_size"]
-    if isinstance(per_node, int) and isinstance(nodes, int):
+    if isinstance(per_node, int) and isinstance(nodes, int) and not (
+            args.get("_env_nodes_unset") and not any(isinstance(args.get(k), int)
+                                                     for k in ("nnodes", "num_nodes", "_env_nnodes", "_env_num_nodes"))):
         notes.append(f"world size {per_node * nodes} from the launcher ({nodes} nodes x {per_node} GPUs)")
         return per_node * nodes
     tp, pp, cp = (_int(args, k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",

@@ -118,7 +118,12 @@ def test_v100_oom_thread():
 
 
 def test_launch_script_variables_and_world_size():
-    run = read_runs(LOGS / "megatron-lm-606-launch-script.sh", model="llama-2-7b", gpu="a100-40g",
+    # GPUS_PER_NODE=8 but NNODES=${WORLD_SIZE}, a variable the excerpt never sets: the node count is unknown, so
+    # the world size is named missing rather than taken as one node (the fifth collection's rule, ms-swift#5120)
+    with pytest.raises(MegasolveError, match="--gpus N"):
+        read_runs(LOGS / "megatron-lm-606-launch-script.sh", model="llama-2-7b", gpu="a100-40g",
+                  seq_length=64, global_batch_size=8, step_time_s=1.0)
+    run = read_runs(LOGS / "megatron-lm-606-launch-script.sh", model="llama-2-7b", gpu="a100-40g", num_gpus=8,
                     seq_length=64, global_batch_size=8, step_time_s=1.0)[0]
     assert run.cluster.num_gpus == 8 and run.layout.tp == 1 and run.layout.pp == 1
 

@@ -1,0 +1,35 @@
+PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True' \
+megatron sft \
+    --finetune true \
+    --train_type lora \
+    --lora_rank 8 \
+    --lora_alpha 32 \
+    --target_modules all-linear \
+    --load $LOAD_DIR \
+    --cached_dataset $MODELSCOPE_CACHE/tokenized-$MODEL_TYPE-$STRIPPED_DATASET \
+    --split_dataset_ratio $SPLIT_DATASET_RATIO \
+    --dataset_num_proc $DATASET_NUM_PROC \
+    --packing true \
+    --context-parallel-size 4 \
+    --tensor_model_parallel_size 8 \
+    --pipeline_model_parallel_size 1 \
+    --micro_batch_size 1 \
+    --global_batch_size 128 \
+    --max_length $MAX_LEN \
+    --recompute_granularity selective \
+    --overlap_param_gather true \
+    --overlap_grad_reduce true \
+    --cross_entropy_loss_fusion true \
+    --lr 5e-6 \
+    --lr_decay_style cosine \
+    --lr_warmup_fraction 0.05 \
+    --min_lr 0 \
+    --max_epochs 5 \
+    --save $SAVE_DIR \
+    --tensorboard_dir $SAVE_DIR/tf_logs \
+    --tensorboard_log_interval 1 \
+    --log_interval 1 \
+    --save_interval 100 \
+    --eval_interval 50 \
+    --num_workers $DATASET_NUM_PROC \
+    --attention_backend flash
