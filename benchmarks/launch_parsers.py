@@ -70,8 +70,14 @@ if job["no_te"]:  # RoPE fusion is a Transformer Engine kernel, not part of the 
     args.apply_rope_fusion = False
 config = core_transformer_config_from_args(args)
 vpp = args.virtual_pipeline_model_parallel_size or 1
-stages = [sum(get_num_layers_to_build(config, vp_stage=(v if vpp > 1 else None), pp_rank=p) for v in range(vpp))
-          for p in range(args.pipeline_model_parallel_size)]
+layout = config.pipeline_model_parallel_layout
+if layout is not None:  # its get_num_layers_to_build asks parallel_state for the rank: read its per-rank lists
+    from megatron.core.transformer.enums import LayerType
+    stages = [sum(layout.layout[p][v].count(LayerType.decoder) for v in range(vpp))
+              for p in range(args.pipeline_model_parallel_size)]
+else:
+    stages = [sum(get_num_layers_to_build(config, vp_stage=(v if vpp > 1 else None), pp_rank=p) for v in range(vpp))
+              for p in range(args.pipeline_model_parallel_size)]
 edp = args.world_size // (args.expert_tensor_parallel_size * args.expert_model_parallel_size
                           * args.pipeline_model_parallel_size)
 print("RESULT " + json.dumps({"dp": args.data_parallel_size,

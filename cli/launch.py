@@ -198,8 +198,9 @@ def layout_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list
     """Parallel sizes, the pipeline split and the batch (``ModelParallelConfig``, TC L2296-2370 for the
     split). ``pipeline_model_parallel_layout``: the plan's layout string (``--pipeline-layout``), else
     reset: a recipe's layout string overrides first/last-stage counts (TC L1307-1324), so it must not
-    survive. With a layout string the virtual size is still written (TC L1340-1351: it must equal the
-    layout's), as stages per rank, never as layers per virtual stage."""
+    survive. With a layout string the config formats still write the virtual size (TC L1340-1351: it must
+    equal the layout's), as stages per rank, never as layers per virtual stage; Megatron-LM's flags leave it
+    out (ARG L927-935: at most one of the layout and the two virtual-size flags; ``launch_formats.py``)."""
     s = [Setting("tensor_model_parallel_size", layout.tp, "layout"),
          Setting("pipeline_model_parallel_size", layout.pp, "layout"),
          Setting("virtual_pipeline_model_parallel_size", layout.vpp if layout.vpp > 1 else None, "layout"),

@@ -105,6 +105,10 @@ def _megatron_flag(setting: Setting, settings: dict[str, Setting]) -> list[str]:
     name, value = setting.name, setting.value
     if name == "_note":
         return []
+    layout = settings.get("pipeline_model_parallel_layout")
+    if name in ("virtual_pipeline_model_parallel_size", "num_layers_per_virtual_pipeline_stage") \
+            and layout is not None and layout.value is not None:
+        return []  # the layout string implies the virtual size; Megatron-LM refuses both (ARG L927-935 @d98e8a6)
     if name == "virtual_pipeline_model_parallel_size" and settings["num_layers_per_virtual_pipeline_stage"].value:
         return []  # the even split is written as layers per virtual stage
     pattern = settings.get("hybrid_override_pattern")

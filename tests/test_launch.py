@@ -52,6 +52,8 @@ CASES = {
             "--fp8-output-proj", "--cross-entropy", "te", "--grad-reduce-in-bf16"],
     "overlaps": ["-m", "qwen3-30b-a3b", "-n", "16", "-g", "h100", "--tp", "2", "--pp", "4", "--vpp", "2", "--ep", "4",
                  "--etp", "1", "--tp-comm-overlap", "--moe-ep-overlap", "--no-overlap-p2p-communication"],
+    "layout-string": ["-m", "deepseek-v3", "-n", "256", "-g", "gb200", "--nvlink-domain", "64", "--pp", "4", "--ep", "64",
+                      "--etp", "1", "--pipeline-layout", "Et*4|(t*4|)*14t*1mL"],
     "cp-hierarchical": ["-m", "llama-3.1-8b", "-n", "32", "-g", "h100", "--cp", "16", "--seq-len", "131072", "--gbs", "16",
                         "--cp-comm-type", "a2a+p2p"],
     "windows-sinks": ["-m", "gpt-oss-20b", "-n", "16", "-g", "h100", "--tp", "2", "--cp", "2", "--ep", "4", "--etp", "1"],
@@ -144,9 +146,17 @@ def test_megatron_command_parses_back_to_the_plan(case):
     if layout["vpp"] > 1:
         stages = [s["layers"] for s in data["memory"]["stages"]]
         per_virtual = args.num_layers_per_virtual_pipeline_stage
-        assert per_virtual * layout["vpp"] == stages[0] or args.num_virtual_stages_per_pipeline_rank == layout["vpp"]
+        if args.pipeline_model_parallel_layout is not None:  # the string sets vpp (ARG L927-935: no flag beside it)
+            from megasolve.models.pipeline_layout import expand
+
+            assert len(expand(args.pipeline_model_parallel_layout)) == layout["vpp"] * layout["pp"]
+            assert args.num_layers_per_virtual_pipeline_stage is None and args.num_virtual_stages_per_pipeline_rank is None
+        else:
+            assert (per_virtual is not None and per_virtual * layout["vpp"] == stages[0]) \
+                or args.num_virtual_stages_per_pipeline_rank == layout["vpp"]
     else:
         assert args.num_layers_per_virtual_pipeline_stage is None and args.num_virtual_stages_per_pipeline_rank is None
+    assert args.pipeline_model_parallel_layout == layout["pipeline_layout"]  # the string as planned (or none)
     assert args.use_distributed_optimizer == layout["distributed_optimizer"]
     assert args.use_megatron_fsdp == layout["fsdp"]
     if layout["fsdp"]:

@@ -237,7 +237,8 @@ def test_solve_searches_layout_strings_the_same_in_cpsat_oracle_and_estimate():
     assert best.estimate.time.step_s * 1e6 == pytest.approx(fast.objective_us[0], rel=2e-4)
     flags = megatron_flags(spec, cluster, best.workload, best.layout)
     assert "--pipeline-model-parallel-layout 'Et*6|(t*6|)*4t*2L'" in flags
-    assert "--num-virtual-stages-per-pipeline-rank 3" in flags
+    # the string implies vpp 3: Megatron-LM refuses a virtual-size flag beside it (ARG L927-935)
+    assert not any("virtual" in f for f in flags)
     from megasolve.cli.render import layout_label
 
     assert "ppl:Et*6|(t*6|)*4t*2L" in layout_label(best.as_dict()["layout"])
