@@ -64,6 +64,12 @@ BLOCK_RECOMPUTE = (1, 2, 4, 8, 16)
 Point = dict[str, Any]
 
 
+class PinnedLayout(str):
+    """A layout string the user pinned (``--fix pipeline_layout=...``): equal to the plain string
+    everywhere, and let through by the canonical split rule at any vpp (the searched strings are
+    interleaved only)."""
+
+
 def rc_fields(rc: tuple) -> dict[str, Any]:
     """Layout fields of an ``rc`` value (``RC_FIELDS``).
 
@@ -181,7 +187,8 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
 
     def split_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
         if a.get("pipeline_layout") is not None:  # layout_candidates: interleaved only (one chunk per rank is
-            return a["vpp"] > 1  # the uneven first/last split, pipeline_splits)
+            # the uneven first/last split, pipeline_splits); a --fix'd string passes at any vpp
+            return a["vpp"] > 1 or isinstance(a["pipeline_layout"], PinnedLayout)
         if a.get("account_for_embedding") or a.get("account_for_loss"):
             return a["pp"] > 1  # one stage: the accounting moves no layer (the even split, renamed)
         split = (a["first_stage_layers"], a["last_stage_layers"])
@@ -419,7 +426,7 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
             from megasolve.models.pipeline_layout import expand, parse
 
             parse(text, pp=len(expand(text)), num_layers=L, mtp_num_layers=spec.mtp_num_layers)
-        domains["split"] = ((None, None, False, False, text),)
+        domains["split"] = ((None, None, False, False, None if text is None else PinnedLayout(text)),)
     for name in ("account_for_embedding", "account_for_loss"):  # pins on the accounting flags
         if name in fixed:
             on = _as_bool(name, fixed[name])

@@ -253,5 +253,8 @@ def test_fix_pipeline_layout_pins_a_string_and_a_bad_one_is_one_error():
     text = "Et*4|(t*4|)*14t*1mL"  # Bridge's DeepSeek-V3 GB200 recipe: pp 4, VP 4, one MTP layer
     result = solve(spec, cluster, workload, top_k=1, fixed={"pp": 4, "ep": 64, "pipeline_layout": text})
     assert result.layouts and (result.layouts[0].layout.vpp, result.layouts[0].layout.pipeline_layout) == (4, text)
+    # pinned, a string also runs with one chunk per rank (the search itself leaves those to the uneven split)
+    one_chunk = solve(spec, cluster, workload, top_k=1, fixed={"pp": 16, "pipeline_layout": text})
+    assert one_chunk.layouts and (one_chunk.layouts[0].layout.vpp, one_chunk.layouts[0].layout.pipeline_layout) == (1, text)
     with pytest.raises(MegasolveError, match="57 decoder layers 't' but the model has 61"):
         solve(spec, cluster, workload, top_k=1, fixed={"pp": 4, "pipeline_layout": "Et*4|(t*4|)*13t*1mL"})
