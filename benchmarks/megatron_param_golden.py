@@ -525,6 +525,8 @@ def _patch_local_mla_spec(gpt_layer_specs, MLACoreAttentionStandIn, DuplicatedLi
                           IdentityOp, te_fidelity) -> None:
     # (3) Re-lay the local MLA layer spec like the TE spec (gpt_layer_specs.py L295-316).
     #     Module-global replacement, so get_gpt_decoder_layer_specs / block / MTP specs use it.
+    from megatron.core.tensor_parallel import ColumnParallelLinear  # the up-projections without q/kv norm
+
     _orig_local_spec = gpt_layer_specs.get_gpt_layer_local_spec
 
     def get_gpt_layer_local_spec(*args, **kwargs):

@@ -24,8 +24,7 @@ Sources (``Megatron-LM`` = NVIDIA/Megatron-LM @ d98e8a64, 2026-08-22; ``ARG`` = 
 from __future__ import annotations
 
 from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
-from megasolve.cost.memory import ActivationShape
-from megasolve.cost.step import cp_a2a_size, resolve_cp_comm_type
+from megasolve.cost.step import cp_a2a_size, layout_cp_comm_type
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_counts, stage_layer_ids
 from megasolve.models.spec import ModelSpec
@@ -171,7 +170,7 @@ def attention_settings(spec: ModelSpec, layout: Layout) -> list[Setting]:
 
 def context_parallel_settings(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> list[Setting]:
     """With CP > 1, the ``cp_comm_type`` the plan was costed with (``cost/step.py``
-    ``resolve_cp_comm_type``; TC L1030-1047, ARG ``--cp-comm-type``), written even when it is Megatron's
+    ``layout_cp_comm_type``; TC L1030-1047, ARG ``--cp-comm-type``), written even when it is Megatron's
     default ``p2p`` (a recipe may set another: NeMo's Mistral config sets ``a2a``), and for ``a2a+p2p``
     its ``hierarchical_context_parallel_sizes`` ``[A, cp/A]`` (MPC L103; ARG L580-585: required, product
     == cp; ``cost/step.py`` ``cp_a2a_size``).
@@ -182,10 +181,9 @@ def context_parallel_settings(spec: ModelSpec, cluster: Cluster, workload: Workl
     ...                                                       Layout(cp=16, dp=2))]
     [('cp_comm_type', 'a2a+p2p'), ('hierarchical_context_parallel_sizes', (8, 2))]
     """
-    if layout.cp == 1:
+    comm_type = layout_cp_comm_type(spec, cluster, workload, layout)
+    if comm_type is None:
         return []
-    shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel)
-    comm_type = resolve_cp_comm_type(spec, cluster, workload, shape)
     out = [Setting("cp_comm_type", comm_type, "layout")]
     a2a = cp_a2a_size(spec, cluster, layout.tp, layout.cp) if comm_type == "a2a+p2p" else None
     if a2a is not None:

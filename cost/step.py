@@ -20,8 +20,7 @@ from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_wor
                                     model_flops_per_sequence, weight_stream_bytes, work_time_s)
 from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind, stage_layers
 from megasolve.cost import hybrid
-from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, block_modules, layer_activation_bytes,
-                                   offloaded_activation_bytes)
+from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, ActivationShape, block_modules, layer_activation_bytes
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.cost.offload import activation_offload_exposed_s, optimizer_offload_s
 from megasolve.cost.recompute import selective_extra_work, uses_core_attn
@@ -231,6 +230,15 @@ def resolve_cp_comm_type(spec: ModelSpec, cluster: Cluster, workload: Workload, 
     if workload.cp_comm_type != CP_COMM_FASTEST:
         return workload.cp_comm_type or default_cp_comm_type(spec)
     return _fastest_cp_comm_type(spec, cluster, workload, shape)
+
+
+def layout_cp_comm_type(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout) -> str | None:
+    """The ``--cp-comm-type`` ``layout`` runs (``resolve_cp_comm_type`` on its attention shape), None
+    without CP: what the JSON reports and the exports write."""
+    if layout.cp == 1:
+        return None
+    return resolve_cp_comm_type(spec, cluster, workload, ActivationShape(
+        tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel))
 
 
 @functools.lru_cache(maxsize=4096)

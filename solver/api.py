@@ -8,8 +8,7 @@ from typing import Any
 
 from megasolve.cost.calibration import Profile, load_profile, use_profile
 from megasolve.cost.estimate import Estimate, estimate as cost_estimate
-from megasolve.cost.memory import ActivationShape
-from megasolve.cost.step import resolve_cp_comm_type
+from megasolve.cost.step import layout_cp_comm_type
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import model_params
@@ -41,10 +40,7 @@ class LayoutReport:
     @property
     def cp_comm_type(self) -> str | None:
         """The ``--cp-comm-type`` the layout runs and was costed with (None without CP)."""
-        if self.layout.cp == 1:
-            return None
-        return resolve_cp_comm_type(self.spec, self.cluster, self.workload, ActivationShape(
-            tp=self.layout.tp, cp=self.layout.cp, mbs=self.layout.mbs, sequence_parallel=self.layout.sequence_parallel))
+        return layout_cp_comm_type(self.spec, self.cluster, self.workload, self.layout)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON contract of ``estimate`` (DESIGN.md section 5)."""

@@ -42,7 +42,7 @@ from typing import Any
 
 from megasolve.cost import combine
 from megasolve.cost.combine import LinearForm
-from megasolve.solver.space import SearchSpace, _fields_of, rc_fields, rc_sel
+from megasolve.solver.space import SearchSpace, _fields_of, rc_sel
 from megasolve.solver.tables import CostTables, PipelineRow
 
 CONFIG_AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "dop", "fsdp", "oo", "disp")

@@ -28,8 +28,7 @@ from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_byte
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offloaded_optimizer, other_bytes, selective_transient_bytes,
                                    static_bytes)
-from megasolve.cost.step import (DpComm, dp_group_comm, dp_overlap_fraction, layer_time, logits_time,
-                                 optimizer_shard_s, pp_unit_comm_s)
+from megasolve.cost.step import DpComm, dp_group_comm, dp_overlap_fraction, optimizer_shard_s, pp_unit_comm_s
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
 from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_head_time, resolve_cp_comm_type,

@@ -34,6 +34,31 @@ CASES = [
 ]
 
 
+
+def assert_engines_agree(spec, cluster, workload, space, tables, rows, point) -> None:
+    """One layout: ``estimate`` (floats: step and peak memory), the integer tables and CP-SAT pinned to it
+    give one cost (a fitting layout's step exactly, one that does not fit infeasible)."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.cost.memory import stage_memory
+
+    cost = tables.evaluate(point)
+    layout = point_layout(point)
+    m = workload.num_microbatches(layout)
+    step_s = step_time(spec, cluster, workload, layout).step_s
+    assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
+    peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, layout)) / 2**20
+    assert peak <= cost.peak_mib <= peak * 1.002 + 64  # MiB rounded up per term, never below
+    pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
+    built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
+                                              == (point["pp"], point["vpp"], point["split"], point["rc"])])
+    solver = new_solver(30)
+    status = solver.Solve(built.model)
+    if cost.fits:
+        assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
+    else:
+        assert status == cp_model.INFEASIBLE
+
 def wide_space(model, gpus, gpu, seq, gbs, attention):
     """The search space with the values it prunes as dominated put back (no distributed optimizer,
     selective recompute), so the differential test covers them too."""
@@ -128,10 +153,6 @@ MEMORY_KNOBS = {
 def test_memory_knobs_agree_across_engines(case, knob):
     """Recompute modules, activation offloading and optimizer CPU offload: estimate (floats, time and
     peak memory), the oracle and CP-SAT give the same cost on random layouts that use the knob."""
-    from ortools.sat.python import cp_model
-
-    from megasolve.cost.memory import stage_memory
-
     spec, cluster, workload, space = wide_space(*case)
     domains = {a: tuple(v for v in space.domains[a] if MEMORY_KNOBS[knob].get(a, lambda _: True)(v)) for a in AXES}
     sub = SearchSpace(ctx=space.ctx, domains=domains)
@@ -140,22 +161,7 @@ def test_memory_knobs_agree_across_engines(case, knob):
     assert len(points) >= 3, f"{knob}: too few legal layouts"
     rows = pipeline_rows(sub, tables)
     for point in points:
-        cost = tables.evaluate(point)
-        layout = point_layout(point)
-        m = workload.num_microbatches(layout)
-        step_s = step_time(spec, cluster, workload, layout).step_s
-        assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
-        peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, layout)) / 2**20
-        assert peak <= cost.peak_mib <= peak * 1.002 + 64  # MiB rounded up per term, never below
-        pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
-        built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
-                                                  == (point["pp"], point["vpp"], point["split"], point["rc"])])
-        solver = new_solver(30)
-        status = solver.Solve(built.model)
-        if cost.fits:
-            assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
-        else:
-            assert status == cp_model.INFEASIBLE
+        assert_engines_agree(spec, cluster, workload, space, tables, rows, point)
 
 
 # Hybrid models (issue 15): Nemotron-H (Mamba-2 / attention / MLP one-block layers) and Qwen3-Next (gated
@@ -170,10 +176,6 @@ HYBRID_CASES = [
 def test_hybrid_models_agree_across_engines(case):
     """estimate (floats: step and peak memory), the oracle and CP-SAT give the same cost on random layouts
     of a hybrid model, across tp / cp / pp / splits / recompute (full, block, selective modules)."""
-    from ortools.sat.python import cp_model
-
-    from megasolve.cost.memory import stage_memory
-
     spec, cluster, workload, space = wide_space(*case)
     tables = CostTables(spec, cluster, workload)
     rows = pipeline_rows(space, tables)
@@ -181,19 +183,4 @@ def test_hybrid_models_agree_across_engines(case):
     assert len(points) >= 8
     assert len({p["rc"][0] for p in points}) >= 2 and len({p["tp"] for p in points}) >= 2
     for point in points:
-        cost = tables.evaluate(point)
-        layout = point_layout(point)
-        m = workload.num_microbatches(layout)
-        step_s = step_time(spec, cluster, workload, layout).step_s
-        assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
-        peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, layout)) / 2**20
-        assert peak <= cost.peak_mib <= peak * 1.002 + 64  # MiB rounded up per term, never below
-        pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
-        built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
-                                                  == (point["pp"], point["vpp"], point["split"], point["rc"])])
-        solver = new_solver(30)
-        status = solver.Solve(built.model)
-        if cost.fits:
-            assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
-        else:
-            assert status == cp_model.INFEASIBLE
+        assert_engines_agree(spec, cluster, workload, space, tables, rows, point)

@@ -163,14 +163,11 @@ def test_hybrid_moe_layers_agree_across_engines():
     """'E' layers (MoE without attention): estimate, the oracle and CP-SAT agree on random layouts."""
     import random
 
-    from ortools.sat.python import cp_model
-
-    from megasolve.cost.memory import stage_memory
-    from megasolve.cost.step import step_time
     from megasolve.models.hf import spec_from_hf_config
-    from megasolve.solver.cpsat import build_model, new_solver, pipeline_rows
-    from megasolve.solver.space import AXES, SearchSpace, build_space, point_layout
+    from megasolve.solver.cpsat import pipeline_rows
+    from megasolve.solver.space import AXES, build_space
     from megasolve.solver.tables import CostTables
+    from test_combine import assert_engines_agree
 
     spec = spec_from_hf_config(NANO_MOE, name="nano-moe")
     assert [k.name for k in model_layer_kinds(spec)] == ["h_mamba", "h_moe", "h_attn"]
@@ -192,22 +189,7 @@ def test_hybrid_moe_layers_agree_across_engines():
             break
     assert len(points) == 8 and {p["ep"] for p in points} != {1}
     for point in points:
-        cost = tables.evaluate(point)
-        layout = point_layout(point)
-        m = workload.num_microbatches(layout)
-        assert cost.step_us == pytest.approx(step_time(spec, cluster, workload, layout).step_s * 1e6, rel=2e-4,
-                                             abs=50 + 2 * m * spec.num_layers)
-        peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, layout)) / 2**20
-        assert peak <= cost.peak_mib <= peak * 1.002 + 64
-        pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
-        built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
-                                                  == (point["pp"], point["vpp"], point["split"], point["rc"])])
-        solver = new_solver(30)
-        status = solver.Solve(built.model)
-        if cost.fits:
-            assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
-        else:
-            assert status == cp_model.INFEASIBLE
+        assert_engines_agree(spec, cluster, workload, space, tables, rows, point)
 
 
 @pytest.mark.parametrize("name,gpus,script", [("nemotron-h-8b", "8", "pretrain_hybrid.py"),
