@@ -256,15 +256,20 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
     upcasts before the torch softmax) and the bf16 probabilities saved by the context ``bmm`` (2 B); with
     attention dropout its mask (1 B on CUDA) and the dropped-out probabilities replace the bf16 copy:
     ``(6 + delta)`` B, plus the ``[s/c, s]`` bool causal mask ``masked_fill`` keeps per layer
-    (``transformer/utils.py::get_default_causal_mask``). GQA keys and values are expanded to the query
+    (``transformer/utils.py::get_default_causal_mask``). That is the path without a fused softmax kernel
+    (the CPU trace; on a GPU, Transformer Engine's torch fallback). Where TE's fused kernel runs
+    (``fused_softmax_kernel``: Megatron's default ``--transformer-impl transformer_engine`` with
+    ``--attention-backend unfused`` runs TE's ``UnfusedDotProductAttention``), the kernel keeps only its
+    bf16 output, which the context ``bmm`` saves too (dropout with p = 0 returns its input): ``2`` B, or
+    ``2 + 1 + 2`` with dropout (Korthikanti's ``5as^2b``). Measured: Megatron-LM's functional test
+    ``moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed`` (H100, unfused, MLA + MoE + MTP, s = 4096) peaks at
+    60.1 GB on its last rank, where 6 B per score predicted 128 GB
+    (``benchmarks/megatron_functional_memory.py``). GQA keys and values are expanded to the query
     heads (``repeat_interleave``, L166-173) and saved expanded: ``2*T*d*(n/t)`` each instead of the
     groups; with MHA and RoPE, V is a view of the QKV GEMM output and keeps all of it alive next to the
     rotated Q and K (``+2*T*d*(n/t + g_r)``; the TE flash path copies V instead: Transformer Engine
     ``attention/dot_product_attention/utils.py::get_qkv_layout`` makes q, k, v contiguous when their
-    strides differ). No LSE. (Korthikanti's ``5as/h`` assumed a 2-byte softmax and a 1-byte dropout mask.) The
-    fused upper-triangular softmax kernel (``fused_softmax.py::is_kernel_available``: ``s <= 4096``,
-    Apex/TE kernels present, ``masked_softmax_fusion``) keeps only the 2-byte softmax: this formula is
-    then an over-estimate, the safe side for an unfused run whose kernel path is unknown.
+    strides differ). No LSE.
 
     Attention variants (issue 15) change none of these tensors: with flash / fused attention a sliding
     window or chunk only skips score blocks (Q, K, V, O and the LSE stay ``O(T)``), sinks add one logit
@@ -280,8 +285,8 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
     >>> unfused = attention_activation_terms(load_preset("llama-3.1-8b"),
     ...                                      Workload(seq_length=4096, attention="unfused"),
     ...                                      ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False))
-    >>> unfused["attn_scores"] / 4096, unfused["kv_expanded"] / 4096  # 6*32*4096 + 4096 mask; 2*2*128*(32 - 8)
-    (790528.0, 12288.0)
+    >>> unfused["attn_scores"] / 4096, unfused["kv_expanded"] / 4096  # 2*32*4096 + 4096 mask; 2*2*128*(32 - 8)
+    (266240.0, 12288.0)
     """
     T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     h, n = spec.hidden_size, spec.num_attention_heads
@@ -316,10 +321,34 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
         terms["core_output"] = a * T * (n / t) * dv
     if unfused:
         s_q = workload.seq_length / shape.cp
-        terms["attn_scores"] = (6 + delta) * (n / t) * T * workload.seq_length + s_q * workload.seq_length
+        per_score = (2 + 3 * delta) if fused_softmax_kernel(spec, workload, shape) else (6 + delta)
+        terms["attn_scores"] = per_score * (n / t) * T * workload.seq_length + s_q * workload.seq_length
     else:
         terms["softmax_stats"] = FP32 * T * n / t
     return terms
+
+
+def fused_softmax_kernel(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> bool:
+    """Whether unfused attention runs Transformer Engine's fused scale-mask-softmax kernel
+    (``attention/dot_product_attention/softmax.py::FusedScaleMaskSoftmax.is_kernel_available`` L296-329 @d0067d0):
+    bf16 scores, ``16 < s < 16384``, ``s % 8 == 0``, causal only with ``sq == sk`` (no CP), ``sq % 4 == 0``,
+    ``b * n/t % 4 == 0`` and ``sq`` a multiple of the kernel's batches per block (``get_batch_per_block``
+    L386-393: 128 threads over warps of ``min(pow2(s), 32)`` lanes, 2 rows per warp up to ``s = 128``).
+    Sinks append a logit column (``softmax_offset``: ``s + 1`` keys), so they take the torch path.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec, shape = load_preset("llama-3.1-8b"), ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    >>> [fused_softmax_kernel(spec, Workload(seq_length=s), shape) for s in (4096, 16384)]
+    [True, False]
+    """
+    s = workload.seq_length
+    if spec.softmax_type != "vanilla" or shape.cp > 1 or not 16 < s < 16384 or s % 8:
+        return False
+    if (shape.mbs * spec.num_attention_heads // shape.tp) % 4:
+        return False
+    pow2 = 1 << (s - 1).bit_length()
+    batches_per_block = 128 // min(pow2, 32) * (2 if pow2 <= 128 else 1)
+    return s % 4 == 0 and s % batches_per_block == 0
 
 
 def attention_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape,
@@ -471,8 +500,8 @@ def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activa
     >>> from megasolve.models.presets import load_preset
     >>> spec, w = load_preset("llama-3.1-8b"), Workload(seq_length=4096, attention="unfused")
     >>> shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
-    >>> selective_transient_bytes(spec, w, shape, moe=False) / 4096  # 6*32*4096 + 4096 + 2*2*128*24 - 2*128*40
-    792576.0
+    >>> selective_transient_bytes(spec, w, shape, moe=False) / 4096  # 2*32*4096 + 4096 + 2*2*128*24 - 2*128*40
+    268288.0
     """
     return max(0.0, layer_activation_bytes(spec, workload, shape, moe=moe, recompute="none", kind=kind)
                - layer_activation_bytes(spec, workload, shape, moe=moe, recompute="selective",
@@ -610,16 +639,23 @@ TE_GROUPED_GEMM_STREAMS = 4
 # output the projection kept is freed too (``-2*T*n*dv/t``, 1 % of the term at s = 4096 with dv = 128):
 # left in as a margin. (Was 5 B, read off whole-model peaks that held the weight gradients.)
 UNFUSED_BACKWARD_BYTES_PER_SCORE = {"no_dropout": 4 + 4 - 2, "dropout": 4 + 4 - 2 - 1}
+# The same with Transformer Engine's fused softmax kernel (``fused_softmax_kernel``), per score element:
+# forward, the empty bf16 output buffer of the scores ``baddbmm`` beside its bf16 result (TE
+# ``backends.py::UnfusedDotProductAttention`` L552-631: ``torch.empty`` then ``torch.baddbmm``, not in place);
+# backward, the bf16 gradient of the probabilities and the fused softmax backward's fresh bf16 input gradient
+# (``csrc/extensions/softmax.cpp``: "Allocate a fresh output buffer"): 2 + 2 B either way, no persistent buffer.
+FUSED_SOFTMAX_TRANSIENT_BYTES_PER_SCORE = 2 + 2
 
 
 def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> float:
     """Buffers inside the caching allocator that every stage holds once, whatever the number of
     micro-batches in flight: cuBLAS workspaces (PyTorch's and Transformer Engine's; the grouped-GEMM
-    stream workspaces with MoE); with unfused attention, Megatron's global memory buffer, the bf16
-    ``[b*n/t, s/c, s]`` input of the scores ``baddbmm`` kept for the whole run
-    (``parallel_state.get_global_memory_buffer()``, ``dot_product_attention.py`` L188-191; traced:
-    ``persistent.global_memory_buffer_total``), and the backward of one unfused core attention
-    (``UNFUSED_BACKWARD_BYTES_PER_SCORE``). A GPU with FP8 tensor cores (sm >= 8.9) is taken as sm >= 9.0
+    stream workspaces with MoE); with unfused attention and Transformer Engine's fused softmax kernel, the
+    score-sized transients of one core attention (``FUSED_SOFTMAX_TRANSIENT_BYTES_PER_SCORE``); without the
+    kernel, the bf16 ``[b*n/t, s/c, s]`` input of the scores ``baddbmm`` (Megatron's global memory buffer,
+    ``parallel_state.get_global_memory_buffer()``, ``dot_product_attention.py`` L188-191, traced:
+    ``persistent.global_memory_buffer_total``; TE allocates as much per call) and the backward of one
+    unfused core attention (``UNFUSED_BACKWARD_BYTES_PER_SCORE``). A GPU with FP8 tensor cores (sm >= 8.9) is taken as sm >= 9.0
     for the workspace sizes (the catalog has no compute capability; the L40-class error is 28 MiB).
 
     >>> from megasolve.models.presets import load_preset
@@ -635,8 +671,11 @@ def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload
     if workload.attention == "unfused":
         scores = shape.mbs * spec.num_attention_heads / shape.tp * workload.seq_length / shape.cp \
             * workload.seq_length
-        backward = UNFUSED_BACKWARD_BYTES_PER_SCORE["dropout" if workload.hidden_dropout > 0 else "no_dropout"]
-        total += (BF16 + backward) * scores
+        if fused_softmax_kernel(spec, workload, shape):
+            total += FUSED_SOFTMAX_TRANSIENT_BYTES_PER_SCORE * scores
+        else:
+            backward = UNFUSED_BACKWARD_BYTES_PER_SCORE["dropout" if workload.hidden_dropout > 0 else "no_dropout"]
+            total += (BF16 + backward) * scores
     return total
 
 

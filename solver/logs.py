@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -461,6 +462,10 @@ def _script_var_arg(name: str, value: str) -> tuple[str, Any] | None:
     return (arg, parsed) if isinstance(parsed, int) and not isinstance(parsed, bool) and parsed > 0 else None
 
 
+# flags that take a list of words (argparse nargs='*'): --recompute-modules core_attn moe_act, --cp-comm-type
+LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type"})
+# Megatron-LM's training entry points (pretrain_gpt.py, pretrain_mamba.py, ...), run as a script
+_MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b")
 _SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*)=(\S+)", re.M)
 
 
@@ -512,6 +517,10 @@ def _script_args(text: str, facts: LogFacts) -> None:
             name, eq, inline = token[2:].partition("=")
             if eq:
                 value: Any = scalar(inline)
+            elif name.replace("-", "_") in LIST_FLAGS:  # nargs='*': every word up to the next flag
+                words = list(itertools.takewhile(lambda w: not w.startswith("--") and w not in (")", "\\"),
+                                                 tokens[i + 1:]))
+                value = " ".join(words) if words else True
             elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--") and tokens[i + 1] not in (")", "\\"):
                 value = scalar(tokens[i + 1].strip("()"))
             else:
@@ -531,6 +540,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
             flags.setdefault(*found)
     if _SWIFT_LAUNCH.search(body):
         flags.setdefault("_launcher", "megatron-swift")
+    elif _MEGATRON_SCRIPT.search(body):  # a Megatron-LM training command: a flag it leaves out takes Megatron's default
+        flags.setdefault("_megatron_launch", True)
     for key, value in flags.items():
         facts.args.setdefault(key, value)
 

@@ -46,7 +46,8 @@ from typing import Any
 import yaml
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import CP_COMM_TYPES, MOE_DISPATCHERS, Layout, Workload, precision_fields
+from megasolve.models.layout import (CP_COMM_TYPES, MOE_DISPATCHERS, RECOMPUTE_MODULE_NAMES, Layout, Workload,
+                                    precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
@@ -631,7 +632,14 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         stages = len(expand_pipeline_layout(text))
         if "vpp" not in layout and pp > 1 and stages % pp == 0 and stages > pp:
             layout["vpp"] = stages // pp
+    # a pretrain_*.py command line leaves out what it does not change: those flags are Megatron-LM's defaults
+    # (ARG: --sequence-parallel store_true; --hidden-dropout 0.1); NeMo / Bridge recipes have their own
+    megatron_defaults = bool(args.get("_megatron_launch")) and not args.get("_nemo")
     sp = args.get("sequence_parallel")
+    if sp is None and megatron_defaults:
+        sp = False
+        if tp > 1:
+            notes.append("sequence parallel off: the command does not pass --sequence-parallel (Megatron-LM's default)")
     layout["sequence_parallel"] = bool(sp) and tp > 1 if sp is not None else tp > 1
     if sp is None and tp > 1:
         notes.append("sequence parallel assumed on (tp > 1; the log does not say)")
@@ -642,6 +650,14 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         granularity = "full"
     if granularity in ("full", "selective"):
         layout["recompute"] = granularity
+        modules = _words(args.get("recompute_modules"))
+        if granularity == "selective" and modules:
+            known = [m for m in modules if m in RECOMPUTE_MODULE_NAMES]
+            if len(known) < len(modules):
+                notes.append(f"recompute modules {', '.join(m for m in modules if m not in known)} not modelled "
+                             "(left out)")
+            if known:
+                layout["recompute_modules"] = tuple(dict.fromkeys(known))
         n = args.get("recompute_num_layers")
         if granularity == "full" and args.get("recompute_method") == "block" and isinstance(n, int):
             layout["recompute_num_layers"] = n
@@ -712,10 +728,24 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if "overlap_grad_reduce" not in args:
         notes.append("DP gradient reduction assumed overlapped (--overlap-grad-reduce, as NVIDIA's recipes set; "
                      "the log does not say)")
+    dropout = args.get("hidden_dropout")
+    if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0.0 <= dropout < 1.0:
+        work["hidden_dropout"] = float(dropout)
+    elif dropout is None and megatron_defaults:
+        work["hidden_dropout"] = 0.1
+        notes.append("hidden dropout 0.1: the command does not pass --hidden-dropout (Megatron-LM's default)")
     backend = str(args.get("attention_backend") or "").split(".")[-1]
     if backend == "unfused":  # Megatron AttnBackend.unfused (ARG --attention-backend)
         work["attention"] = "unfused"
     return layout, work
+
+
+def _words(value: Any) -> list[str]:
+    """A list-valued argument as printed (``['core_attn', 'moe_act']`` in the argument dump, ``core_attn moe_act``
+    in a launch script); [] when absent."""
+    if not isinstance(value, str):
+        return []
+    return [w.strip("'\"") for w in re.split(r"[\s,\[\]]+", value) if w.strip("'\"")]
 
 
 def _cp_comm_types(value: Any) -> list[str]:
@@ -724,8 +754,7 @@ def _cp_comm_types(value: Any) -> list[str]:
     [] when absent or unknown."""
     if not isinstance(value, str):
         return []
-    words = [w.strip("'\"") for w in re.split(r"[\s,\[\]]+", value) if w.strip("'\"")]
-    words = ["all_gather" if w == "allgather" else w for w in words]
+    words = ["all_gather" if w == "allgather" else w for w in _words(value)]
     return words if words and all(w in CP_COMM_TYPES for w in words) else []
 
 

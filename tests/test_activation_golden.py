@@ -25,6 +25,9 @@ Megatron-Core source that makes the difference; everything else must match to th
   ``x_linear + glu_linear_offset`` too (``+4F`` per token); routed experts also keep the bf16 cast of
   the probability-scaled activation (L232-235): ``+6 F_m`` per routed token;
 * CPU dropout keeps its mask in the input dtype (bf16, 2 B), CUDA in bool (1 B);
+* unfused attention: the CPU has no fused softmax kernel, so the torch softmax keeps its fp32 output and
+  the context ``bmm`` a bf16 copy (6 B per score, 7 with dropout); on a GPU Transformer Engine's fused kernel
+  keeps one bf16 output (2 B, 5 with dropout; ``memory.fused_softmax_kernel``);
 * the allgather dispatcher keeps no ``[T, E]`` fp32 probabilities for the permutation (the alltoall
   dispatcher does, 4E B per token) and no per-expert token counts (64 B);
 * not a CPU difference but a setting: the formula assumes a load-balancing loss (its ``[T, E]`` fp32
@@ -40,6 +43,7 @@ from pathlib import Path
 import pytest
 
 from megasolve.cost.memory import (UNFUSED_BACKWARD_BYTES_PER_SCORE, ActivationShape, first_stage_extra_bytes,
+                                   fused_softmax_kernel,
                                    last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes)
 from megasolve.models.layout import Workload
@@ -80,6 +84,12 @@ def inputs(case: dict):
 
 def recompute_of(c: dict) -> tuple[str, tuple[str, ...]]:
     return c["recompute_granularity"] or "none", tuple(c["recompute_modules"] or ("core_attn",))
+
+
+def fused_softmax_on_gpu(c: dict) -> bool:
+    """Whether the traced case's shape runs Transformer Engine's fused softmax kernel on a GPU."""
+    _, spec, workload, shape = inputs({"config": c})
+    return fused_softmax_kernel(spec, workload, shape)
 
 
 def local_norm_delta(c: dict) -> int:
@@ -127,6 +137,12 @@ def local_spec_delta_bytes(c: dict) -> float:
             delta += (4 * c["num_moe_experts"] + 4) * T / sigma + 8
     elif c["swiglu"]:
         delta += 4 * T * c["ffn_hidden_size"] / tp
+    if fused_softmax_on_gpu(c) and not (c["recompute_granularity"] == "selective"
+                                        and "core_attn" in recompute_of(c)[1]):
+        # the CPU runs the torch softmax (fp32 output kept, bf16 copy for the context bmm): 6 (+1 with dropout)
+        # B per score where TE's fused kernel keeps its bf16 output only: 2 (+3)
+        scores = b * c["num_attention_heads"] / tp * s * s
+        delta += (4 - 2 * (1 if c["attention_dropout"] else 0)) * scores
     if c["recompute_granularity"] == "selective":
         delta += 4  # the checkpoint keeps one int32 scalar (lift_fresh: the tensor-parallel flag it is given)
     return delta
