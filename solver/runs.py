@@ -472,6 +472,14 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     if args.get("optimizer_cpu_offload") is True:
         notes.append("optimizer_cpu_offload is on: optimizer states in host memory are not modelled (expect less "
                      "GPU memory and a longer optimizer step than predicted)")
+    if args.get("fine_grained_activation_offloading") is True:
+        modules = " ".join(_words(args.get("offload_modules"))) or "?"
+        notes.append(f"fine-grained activation offloading ({modules}) is not modelled: those activations are "
+                     "counted on the GPU (expect less GPU memory than predicted)")
+    graphs = args.get("cuda_graph_impl")
+    if isinstance(graphs, str) and graphs not in ("none", "None") or args.get("enable_cuda_graph") is True:
+        notes.append("CUDA graphs are not modelled (their static input / output buffers and graph pools are not "
+                     "counted; time as eager)")
 
 
 def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
@@ -737,6 +745,12 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     backend = str(args.get("attention_backend") or "").split(".")[-1]
     if backend == "unfused":  # Megatron AttnBackend.unfused (ARG --attention-backend)
         work["attention"] = "unfused"
+    elif args.get("transformer_impl") == "local":
+        # the local spec's core attention is Megatron's own DotProductAttention (dot_product_attention.py):
+        # unfused, whatever --attention-backend says (gpt_layer_specs.py::get_gpt_layer_local_spec)
+        work["attention"] = "unfused"
+        notes.append("--transformer-impl local: unfused attention (Megatron's DotProductAttention); the local "
+                     "spec's unfused norms and activations keep more than Transformer Engine's, not modelled")
     return layout, work
 
 
