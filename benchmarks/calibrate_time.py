@@ -60,7 +60,6 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     # floor: MXFP8 writes one E8M0 scale byte per 32 quantised elements on top of per-tensor FP8
     "block_scaling_cast_factor": ((("block_scaling_cast_factor",),), 1 + 1 / 32, 4.0),
     "tp_overlap_exposed_fraction": ((("tp_overlap_exposed_fraction",),), 0.02, 0.6),
-    "ep_overlap_window": ((("ep_overlap_window",),), 0.05, 1.0),
 }
 
 

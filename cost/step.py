@@ -465,14 +465,47 @@ def ep_traffic_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: A
     return seconds
 
 
+def ep_overlap_exposed_s(traffic: float, compute_s: float, expert_s: float) -> float:
+    """Exposed EP traffic of one MoE layer under ``--overlap-moe-expert-parallel-comm``: Megatron's
+    combined 1F1B runs the forward of one micro-batch beside the backward of another, layer by layer, in
+    three slots (``models/common/model_chunk_schedule_plan.py::TransformerLayerSchedulePlan.run``
+    L236-303 @d98e8a6, its docstring's stream diagram):
+
+    * comm ``combine_bwd`` beside compute ``pre_dispatch_fwd`` (attention, pre-MLP norm, router, shared
+      experts: ``fine_grained_callables.py`` L67-148);
+    * comm ``dispatch_fwd`` then ``dispatch_bwd`` beside compute ``mlp_bwd``, ``mlp_bwd_dw``, ``mlp_fwd``
+      (the routed experts);
+    * comm ``combine_fwd`` beside compute ``pre_dispatch_bwd``.
+
+    Each slot lasts the longer of its two streams, so an all-to-all is exposed only by what its slot's
+    compute does not cover: with ``a = traffic / 4`` per all-to-all, ``A`` the layer's non-expert compute
+    and ``M`` its routed experts' (``expert_s``; forward a third of each, backward two thirds), exposed
+    ``= max(0, a - A/3) + max(0, 2a - M) + max(0, a - 2A/3)``. What the compute covers still costs the
+    SMs and HBM bandwidth the all-to-all kernels take from it: ``ep_overlap_contention`` of the hidden
+    traffic (``calibration.yaml``). The warm-up and cool-down micro-batches, which have no partner, are
+    counted as paired (their share is ``(2(p-1) + (v-1)p)/(m v)`` of a stage's chunks).
+
+    >>> ep_overlap_exposed_s(0.0, 1.0, 0.5)
+    0.0
+    >>> round(ep_overlap_exposed_s(4.0, 0.0, 0.0), 6)  # nothing to hide behind: all exposed
+    4.0
+    """
+    if traffic <= 0.0:
+        return 0.0
+    a = traffic / 4
+    other = max(0.0, compute_s - expert_s)
+    exposed = max(0.0, a - other / 3) + max(0.0, 2 * a - expert_s) + max(0.0, a - 2 * other / 3)
+    return exposed + calibration()["time"]["ep_overlap_contention"] * (traffic - exposed)
+
+
 def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, ep: int,
-              recompute: str, *, compute_s: float = 0.0, shared_expert_s: float = 0.0) -> float:
+              recompute: str, *, compute_s: float = 0.0, shared_expert_s: float = 0.0,
+              expert_s: float = 0.0) -> float:
     """Exposed expert-parallel traffic of one MoE layer (``ep_traffic_s``) after Megatron's overlaps:
 
-    * ``--overlap-moe-expert-parallel-comm`` (``Workload.moe_ep_overlap``): the 1F1B A2A overlap runs
-      the forward of one micro-batch beside the backward of another, so each all-to-all hides behind
-      the other micro-batch's layer compute (``combined_1f1b.py``); ``ep_overlap_window`` is the share
-      of the layer's compute (``compute_s``) that can hide it (the router and permute sit between);
+    * ``--overlap-moe-expert-parallel-comm`` (``Workload.moe_ep_overlap``): the 1F1B A2A overlap hides
+      each all-to-all behind the other micro-batch's compute in its slot (``ep_overlap_exposed_s``, from
+      the layer's compute ``compute_s`` and its routed experts' ``expert_s``);
     * ``--moe-shared-expert-overlap``: the shared experts (``shared_expert_s``) run on a side stream
       during dispatch and combine (``shared_experts.py``), hiding that much;
     * neither (Megatron's default): fully exposed."""
@@ -480,7 +513,7 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     if traffic <= 0.0:
         return 0.0
     if workload.moe_ep_overlap and ep > 1 and recompute != "full":
-        return max(0.0, traffic - calibration()["time"]["ep_overlap_window"] * compute_s)
+        return ep_overlap_exposed_s(traffic, compute_s, expert_s)
     if workload.moe_shared_expert_overlap:
         return max(0.0, traffic - shared_expert_s)
     return traffic
@@ -537,7 +570,8 @@ def layer_ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape
     """Exposed EP traffic of one MoE layer whose compute takes ``compute_s`` (``ep_comm_s`` with the
     shared experts it can hide behind)."""
     return ep_comm_s(spec, cluster, workload, shape, ep, recompute, compute_s=compute_s,
-                     shared_expert_s=_shared_expert_s(spec, cluster, workload, shape, recompute))
+                     shared_expert_s=_shared_expert_s(spec, cluster, workload, shape, recompute),
+                     expert_s=_routed_expert_s(spec, cluster, workload, shape, ep, recompute))
 
 
 def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,
@@ -626,6 +660,15 @@ def selective_extra_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload
         cp = cp_type_comm_s(resolve_cp_comm_type(spec, cluster, workload, shape), spec, cluster, workload, shape,
                             attention_s / 3, forwards=1, backward=False)
     return LayerTime(tp_comm=tp, cp_comm=cp, ep_comm=ep_s)
+
+
+def _routed_expert_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, ep: int,
+                     recompute: str) -> float:
+    """Grouped-GEMM time of one MoE layer's routed experts (fwd + bwd, ``layer_work``'s expert FLOPs at the
+    expert GEMM efficiency): the compute of the combined 1F1B's middle slot (``ep_overlap_exposed_s``)."""
+    work = layer_work(spec, workload, shape, moe=True, recompute=recompute)
+    return work_time_s(LayerWork(0, work.expert_flops, 0, 0), cluster.gpu, workload.precision, 1.0,
+                       _expert_gemm_width(spec, workload, shape, ep))
 
 
 def _shared_expert_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape,

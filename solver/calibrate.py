@@ -144,7 +144,7 @@ KNOBS: tuple[Knob, ...] = (
          _paths(("time.collectives.bus_efficiency.network", 1), ("time.all_to_all.rdma_efficiency", 1),
                 ("time.all_to_all.nccl_network_efficiency", 1))),
     Knob("tp_overlap", "tp_comm", 0.5, _paths(("time.tp_overlap_exposed_fraction", -1))),
-    Knob("ep_overlap", "ep_comm", 0.5, _paths(("time.ep_overlap_window", 1))),
+    Knob("ep_overlap", "ep_comm", 0.5, _paths(("time.ep_overlap_contention", -1))),
     Knob("cp_overlap", "cp_comm", 0.5, _paths(("time.cp_overlap_fraction", 1))),
     Knob("dp_overlap", "dp_comm", 0.5, _paths(("time.dp_overlap_fraction", 1))),
 )

@@ -80,9 +80,18 @@ def test_ep_overlap_hides_all_to_all_behind_compute_only_when_switched_on():
     traffic = ep_traffic_s(spec, cluster, plain, shape, 32, "none")
     assert ep_comm_s(spec, cluster, plain, shape, 32, "none", compute_s=1.0) == traffic  # default: exposed
     on = dataclasses.replace(plain, moe_ep_overlap=True)
-    window = calibration()["time"]["ep_overlap_window"]
-    assert ep_comm_s(spec, cluster, on, shape, 32, "none", compute_s=traffic / 2) == pytest.approx(
-        max(0.0, traffic - window * traffic / 2))
+    eta = calibration()["time"]["ep_overlap_contention"]
+    # combined 1F1B slots (model_chunk_schedule_plan.py): a = traffic/4 per all-to-all; attention-side
+    # compute A = traffic (A/3 and 2A/3 cover a), experts M = traffic/2 (cover the 2a of the middle slot)
+    assert ep_comm_s(spec, cluster, on, shape, 32, "none", compute_s=1.5 * traffic,
+                     expert_s=traffic / 2) == pytest.approx(eta * traffic)
+    # no compute beside it: the slots hide nothing
+    assert ep_comm_s(spec, cluster, on, shape, 32, "none", compute_s=0.0) == pytest.approx(traffic)
+    # a short attention side: the combine backward's slot (a vs A/3) leaves a - A/3 exposed
+    a = traffic / 4
+    exposed = (a - a / 3) + (a - 2 * a / 3)  # A = a: neither A/3 nor 2A/3 covers a; M = traffic covers 2a
+    assert ep_comm_s(spec, cluster, on, shape, 32, "none", compute_s=a + traffic, expert_s=traffic) == pytest.approx(
+        exposed + eta * (traffic - exposed))
     shared = dataclasses.replace(plain, moe_shared_expert_overlap=True)
     assert ep_comm_s(spec, cluster, shared, shape, 32, "none", shared_expert_s=traffic / 4) == pytest.approx(
         traffic * 3 / 4)
