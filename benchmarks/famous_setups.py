@@ -101,12 +101,15 @@ SETUPS: tuple[Setup, ...] = (
     Setup(name="deepseek-v3-h800-2048", model="deepseek-v3", gpu="h800", num_gpus=2048,
           pins=dict(tp=1, pp=16, cp=1, ep=64),
           workload=dict(seq_length=4096, global_batch_size=15360, precision="fp8", fp8_recipe="blockwise",
-                        moe_dispatcher="flex", moe_ep_overlap=True),
+                        moe_dispatcher="flex"),
           source="DeepSeek-V3 Technical Report, arXiv:2412.19437: section 3.2 (16-way PP, 64-way EP over 8 nodes, "
                  "ZeRO-1 DP; DualPipe overlaps the all-to-all), section 3.3 (FP8, 128x128 block scaling), section 4.2 "
                  "(seq 4K, batch 15360), section 1 (180K H800 GPU hours per trillion tokens)",
           measured=1e12 / (180e3 * 3600), measured_from="180K H800 GPU hours per trillion tokens",
-          notes=("DualPipe is not Megatron's schedule: the EP overlap knob stands in for it",)),
+          notes=("DualPipe is not Megatron's schedule. Megatron's EP overlap (--overlap-moe-expert-parallel-comm) "
+                 "needs the interleaved schedule at pp 16 (TC L3002-3046), which 61 layers cannot take there (no "
+                 "string of Bridge's layout family splits 61 layers over 32 virtual stages); forcing it left the "
+                 "expert's layout with no legal launch, so the knob is searched like every other",)),
     Setup(name="llama3-405b-h100-8k", model="llama-3.1-405b", gpu="h100", num_gpus=8192,
           pins=dict(tp=8, pp=16, cp=1, ep=1),
           workload=dict(seq_length=8192, global_batch_size=2048, precision="bf16", tp_comm_overlap=True),

@@ -73,6 +73,9 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
               ("moe_shared_expert_intermediate_size", moe.shared_expert_ffn_hidden_size or None),
               ("moe_shared_expert_gate", moe.shared_expert_gate),
               ("moe_layer_freq", moe_layer_freq_expr(moe.layer_pattern))]
+        if moe.router_num_groups > 1:  # group-limited routing (Bridge maps HF n_group / topk_group to these,
+            # conversion/model_bridge.py L487): the dispatcher's traffic depends on it
+            s += [("moe_router_num_groups", moe.router_num_groups), ("moe_router_group_topk", moe.router_group_topk)]
     if spec.mla is not None:
         mla = spec.mla
         s += [("multi_latent_attention", True), ("q_lora_rank", mla.q_lora_rank), ("kv_lora_rank", mla.kv_lora_rank),

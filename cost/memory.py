@@ -603,6 +603,35 @@ def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
     return 4 * T * spec.hidden_size / shape.sigma + logits * T * V / t + targets
 
 
+def fused_loss_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """The fused ``native`` cross entropy's second fp32 logits buffer, alive while the loss runs (forward or
+    backward of the last micro-batch on the last stage), bytes. Its helpers are ``jit_fuser`` functions
+    (``fusions/fused_cross_entropy.py``), and ``jit_fuser`` is ``torch.compile`` on torch >= 2.2
+    (``core/jit.py``): compiled, the in-place ``-=`` / ``exp(out=)`` of ``calculate_predicted_logits`` and the
+    in-place gradient of ``calculate_gradients`` are functionalised, so a fresh fp32 ``[T, V/t]`` output
+    exists beside the mutated fp32 input, ``4*T*V/t`` more than the eager path ``last_stage_extra_bytes``
+    counts (one head at a time). Measured, not traced (the CPU trace runs the loss eagerly): Megatron-LM's
+    functional test ``gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion`` (H100) peaks 0.46 GB above
+    its unfused sibling's prediction; this term is 0.41 GB there
+    (``benchmarks/megatron_functional_memory.py``). TE's loss and the unfused one: 0.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> shape = ActivationShape(tp=4, cp=1, mbs=1, sequence_parallel=True)
+    >>> fused_loss_transient_bytes(load_preset("llama-3.1-8b"), Workload(seq_length=4096, cross_entropy="native"),
+    ...                            shape) == 4 * 4096 * 128512 / 4
+    True
+    """
+    if workload.cross_entropy != "native":
+        return 0.0
+    return FP32 * shape.tokens(workload) * spec.padded_vocab_size(shape.tp) / shape.tp
+
+
+def last_stage_peak_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """What the last stage holds for its loss at the peak: ``last_stage_extra_bytes`` plus the fused loss's
+    transient (``fused_loss_transient_bytes``). ``stage_memory`` and the solver's ``ma_last`` table use it."""
+    return last_stage_extra_bytes(spec, workload, shape) + fused_loss_transient_bytes(spec, workload, shape)
+
+
 def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, recompute: str,
                          recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> float:
     """MTP depths (section 1.7): one transformer layer of the last layer's kind each, plus, per depth,
@@ -951,7 +980,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         live = round(inflight_microbatches(layout.pp, layout.vpp, m, stage) * layout.vpp)  # chunk-units
         fixed = offloaded.in_transit + transient
         if params.has_output:
-            fixed += last_stage_extra_bytes(spec, workload, shape)
+            fixed += last_stage_peak_extra_bytes(spec, workload, shape)
             fixed += mtp_activation_bytes(spec, workload, shape, layer_kind, modules)
         first = first_stage_extra_bytes(spec, workload, shape) if params.has_embedding else 0.0
         activations = combine.scaled_stage_memory(fixed, per_microbatch - offloaded.saved, first, live,

@@ -11,6 +11,7 @@ Efficiency factors: ``cost/calibration.yaml`` (``time``).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field, replace
 
 from megasolve.cost import combine
@@ -82,22 +83,48 @@ def _expert_gemm_width(spec: ModelSpec, workload: Workload, shape: ActivationSha
     return min(spec.hidden_size, m.expert_ffn_hidden_size / shape.etp, per_expert)
 
 
-def remote_domains_per_token(num_experts: int, top_k: int, num_domains: int) -> float:
-    """Expected number of *other* NVLink domains a token's ``top_k`` experts live in, experts spread
-    evenly over ``num_domains`` domains and chosen uniformly: ``(D-1) * (1 - C(E - E/D, k)/C(E, k))``.
-    A deduplicating dispatcher (DeepEP / HybridEP, Megatron ``--moe-token-dispatcher-type flex``;
-    reference section 5.6) sends one copy per remote domain instead of one per expert.
+def _none_of(pool: float, held: float, k: int) -> float:
+    """``C(pool - held, k) / C(pool, k)``: the chance that ``k`` experts drawn without replacement from
+    ``pool`` miss the ``held`` ones."""
+    miss = 1.0
+    for i in range(k):
+        miss *= max(pool - held - i, 0.0) / (pool - i) if pool - i > 0 else 0.0
+    return miss
+
+
+def remote_domains_per_token(num_experts: int, top_k: int, num_domains: int, groups: int = 1,
+                             group_topk: int = 1) -> float:
+    """Expected number of *other* NVLink domains (or GPUs) a token's ``top_k`` experts live in, experts
+    spread evenly and contiguously over ``num_domains`` (Megatron's local experts of EP rank ``r`` are
+    ``r*E/ep ..``) and chosen uniformly: ``(D-1) * (1 - C(E - E/D, k)/C(E, k))``. A deduplicating
+    dispatcher (DeepEP / HybridEP, Megatron ``--moe-token-dispatcher-type flex``; reference section 5.6)
+    sends one copy per remote domain instead of one per expert.
+
+    Group-limited routing (``groups`` contiguous expert groups, ``group_topk`` of them per token:
+    ``moe/moe_utils.py::group_limited_topk``; DeepSeek-V3's node-limited routing, 8 groups, 4 per token)
+    confines a token's experts to its chosen groups, each chosen uniformly (balanced routing): a domain
+    holding ``g = G/D`` groups is touched with ``sum_j P(j of its groups chosen) (1 - C(q E/G - j E/G, k)
+    / C(q E/G, k))``; a group spanning ``D/G`` domains makes each of them ``q/G (1 - C(q E/G - E/D, k)
+    / C(q E/G, k))``. Other splits are priced as ungrouped.
 
     >>> round(remote_domains_per_token(256, 8, 4), 3)  # DeepSeek-V3, EP over 4 domains
     2.711
+    >>> round(remote_domains_per_token(256, 8, 8), 2), round(remote_domains_per_token(256, 8, 8, 8, 4), 2)
+    (4.63, 3.18)
     """
     if num_domains <= 1:
         return 0.0
-    per_domain = num_experts / num_domains
-    miss = 1.0
-    for i in range(top_k):  # C(E - E/D, k) / C(E, k) as a product
-        miss *= max(num_experts - per_domain - i, 0.0) / (num_experts - i)
-    return (num_domains - 1) * (1.0 - miss)
+    E, D, G, q = num_experts, num_domains, groups, group_topk
+    if G > 1 and q < G and E % G == 0 and q * E // G >= top_k:
+        pool = q * E / G
+        if G % D == 0:
+            g = G // D
+            touched = sum(math.comb(g, j) * math.comb(G - g, q - j) / math.comb(G, q)
+                          * (1.0 - _none_of(pool, j * E / G, top_k)) for j in range(1, min(g, q) + 1))
+            return (D - 1) * touched
+        if D % G == 0:
+            return (D - 1) * q / G * (1.0 - _none_of(pool, E / D, top_k))
+    return (D - 1) * (1.0 - _none_of(E, E / D, top_k))
 
 
 def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, moe: bool,
@@ -448,8 +475,10 @@ def ep_traffic_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: A
         link = cluster.group_link(shape.etp, ep)
         local = ep if link.tier in ("nvlink", "local") else max(1, min(link.members_per_unit, ep))
         if workload.moe_dispatcher == "flex":
-            gpu_copies = remote_domains_per_token(m.num_experts, m.top_k, ep)  # distinct other GPUs
-            domain_copies = remote_domains_per_token(m.num_experts, m.top_k, ep // local) if local < ep else 0.0
+            groups = (m.router_num_groups, m.router_group_topk)
+            gpu_copies = remote_domains_per_token(m.num_experts, m.top_k, ep, *groups)  # distinct other GPUs
+            domain_copies = remote_domains_per_token(m.num_experts, m.top_k, ep // local, *groups) \
+                if local < ep else 0.0
             nvlink_bytes = local_tokens * gpu_copies * per_copy
             network_bytes = local_tokens * domain_copies * per_copy
         else:

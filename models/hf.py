@@ -309,8 +309,13 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         top_k = _int(cfg, "moe_k", model_type)
     else:
         return None
+    groups = _opt_int(cfg, "n_group", model_type, 1) or 1  # DeepSeek-V2/V3, Kimi-K2: group-limited routing
+    group_topk = _opt_int(cfg, "topk_group", model_type, groups) or groups
+    if groups < 1 or experts % groups or not 1 <= group_topk <= groups:
+        groups, group_topk = 1, 1
     return MoESpec(num_experts=experts, top_k=top_k, expert_ffn_hidden_size=ffn, shared_expert_ffn_hidden_size=shared,
-                   shared_expert_gate=gate, layer_pattern=tuple(pattern))
+                   shared_expert_gate=gate, layer_pattern=tuple(pattern), router_num_groups=groups,
+                   router_group_topk=group_topk if groups > 1 else 1)
 
 
 def _layer_types(cfg: dict[str, Any], layers: int) -> list[str] | None:

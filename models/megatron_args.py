@@ -24,6 +24,7 @@ exactly what the same flags would launch.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Any
 
 from megasolve.models.errors import ConfigError
@@ -40,7 +41,8 @@ READ_KEYS = frozenset({
     "swiglu", "normalization", "add_bias_linear", "disable_bias_linear", "add_qkv_bias", "qk_layernorm",
     "share_embeddings_and_output_weights", "untie_embeddings_and_output_weights", "position_embedding_type",
     "num_moe_experts", "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
-    "moe_shared_expert_gate", "moe_layer_freq", "multi_latent_attention", "q_lora_rank", "kv_lora_rank",
+    "moe_shared_expert_gate", "moe_layer_freq", "moe_router_num_groups", "moe_router_group_topk",
+    "multi_latent_attention", "q_lora_rank", "kv_lora_rank",
     "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "make_vocab_size_divisible_by",
     "window_size", "window_attn_skip_freq", "no_rope_freq", "rotary_percent", "softmax_type", "qk_l2_norm",
     "hybrid_override_pattern", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads",
@@ -54,7 +56,7 @@ NO_EFFECT_KEYS = frozenset({
     "norm_epsilon", "layernorm_epsilon", "apply_layernorm_1p", "layernorm_zero_centered_gamma", "init_method_std",
     "attention_dropout", "hidden_dropout", "tokenizer_type", "tokenizer_model", "moe_router_score_function",
     "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_topk_scaling_factor",
-    "moe_router_pre_softmax", "moe_router_num_groups", "moe_router_group_topk", "moe_router_load_balancing_type",
+    "moe_router_pre_softmax", "moe_router_load_balancing_type",
     "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_dtype", "moe_token_dispatcher_type", "moe_grouped_gemm",
     "moe_permute_fusion", "mtp_loss_scaling_factor", "attention_softmax_in_fp32", "masked_softmax_fusion",
     "bias_swiglu_fusion", "bias_gelu_fusion", "bias_dropout_fusion", "apply_rope_fusion", "activation_func_clamp_value",
@@ -81,6 +83,20 @@ def check_num_layers(value: int, field: str = "num_layers") -> int:
         raise ConfigError(field=field, value=value, rule=f"more than {MAX_LAYERS:,} layers",
                           fix="check the file: the deepest trained models have about 200 layers")
     return value
+
+
+def _router_groups(args: dict[str, Any], experts: int) -> dict[str, int]:
+    """``--moe-router-num-groups`` / ``--moe-router-group-topk`` (group-limited routing; TC: both None by default,
+    no limit), as MoESpec fields."""
+    groups = _typed(args, "moe_router_num_groups", int) or 1
+    group_topk = _typed(args, "moe_router_group_topk", int) or groups
+    if groups <= 1:
+        return {}
+    if experts % groups or not 1 <= group_topk <= groups:
+        raise ConfigError(field="moe_router_num_groups", value=f"{groups} (group topk {group_topk})",
+                          rule=f"must divide the {experts} experts, with 1 <= group topk <= groups (TC)",
+                          fix="set --moe-router-num-groups to a divisor of --num-experts")
+    return {"router_num_groups": groups, "router_group_topk": group_topk}
 
 
 def parse_layer_freq(value: Any, num_layers: int) -> tuple[int, ...]:
@@ -318,7 +334,8 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
             expert_ffn_hidden_size=_typed(args, "moe_ffn_hidden_size", int, ffn),
             shared_expert_ffn_hidden_size=_typed(args, "moe_shared_expert_intermediate_size", int, 0),
             shared_expert_gate=_typed(args, "moe_shared_expert_gate", bool, False),
-            layer_pattern=parse_layer_freq(args.get("moe_layer_freq", 1), num_layers))
+            layer_pattern=parse_layer_freq(args.get("moe_layer_freq", 1), num_layers),
+            **_router_groups(args, experts))
     mla = None
     if _typed(args, "multi_latent_attention", bool, False):
         mla = MLASpec(q_lora_rank=_typed(args, "q_lora_rank", int, 512) if "q_lora_rank" not in args
@@ -336,11 +353,7 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
                           state_dim=_typed(args, "mamba_state_dim", int, 128),
                           num_groups=_typed(args, "mamba_num_groups", int, 8))
         if moe is not None:
-            moe = MoESpec(num_experts=moe.num_experts, top_k=moe.top_k,
-                          expert_ffn_hidden_size=moe.expert_ffn_hidden_size,
-                          shared_expert_ffn_hidden_size=moe.shared_expert_ffn_hidden_size,
-                          shared_expert_gate=moe.shared_expert_gate,
-                          layer_pattern=tuple(int(c == "E") for c in pattern))
+            moe = dataclasses.replace(moe, layer_pattern=tuple(int(c == "E") for c in pattern))
     linear_pattern, gdn = _linear_attention(args, num_layers)
     rotary = args.get("rotary_percent", 1.0)
     if isinstance(rotary, bool) or not isinstance(rotary, (int, float)):

@@ -22,6 +22,11 @@ class MoESpec:
     shared_expert_ffn_hidden_size: int = 0  # F_s, summed over the shared experts
     shared_expert_gate: bool = False  # --moe-shared-expert-gate (Qwen2-MoE)
     layer_pattern: tuple[int, ...]  # 1 = MoE layer, one entry per decoder layer
+    # group-limited routing (--moe-router-num-groups / --moe-router-group-topk, TC; HF n_group / topk_group):
+    # the experts in ``router_num_groups`` contiguous groups, each token's top-k taken from its
+    # ``router_group_topk`` best groups (DeepSeek-V3: 8 and 4, node-limited routing with one group per node)
+    router_num_groups: int = 1
+    router_group_topk: int = 1
 
     @property
     def num_moe_layers(self) -> int:

@@ -547,7 +547,7 @@ MODEL_ARG_NAMES = {
     "position_embedding_type", "vocab_size", "max_position_embeddings", "seq_length", "num_moe_experts",
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq",
     "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
-    "mtp_num_layers", "make_vocab_size_divisible_by",
+    "mtp_num_layers", "make_vocab_size_divisible_by", "moe_router_num_groups", "moe_router_group_topk",
 }
 
 
@@ -733,7 +733,11 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
                       ("overlap_grad_reduce", "dp_comm_overlap")):
         if isinstance(args.get(arg), bool):
             work[name] = args[arg]
-    if "overlap_grad_reduce" not in args:
+    if "overlap_grad_reduce" not in args and megatron_defaults:
+        work["dp_comm_overlap"] = False
+        notes.append("DP gradient reduction not overlapped: the command does not pass --overlap-grad-reduce "
+                     "(Megatron-LM's default)")
+    elif "overlap_grad_reduce" not in args:
         notes.append("DP gradient reduction assumed overlapped (--overlap-grad-reduce, as NVIDIA's recipes set; "
                      "the log does not say)")
     dropout = args.get("hidden_dropout")

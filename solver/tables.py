@@ -25,7 +25,7 @@ from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds,
 from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, first_stage_extra_bytes,
                                    fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
-                                   last_stage_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
+                                   last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offloaded_optimizer, other_bytes, selective_transient_bytes,
                                    static_bytes)
 from megasolve.cost.step import DpComm, dp_group_comm, dp_overlap_fraction, optimizer_shard_s, pp_unit_comm_s
@@ -422,7 +422,7 @@ class CostTables:
             lambda tp, cp, mbs, sp: quantise_bytes(fixed_allocation_bytes(spec, self.cluster, wl,
                                                                           shape(tp, cp, mbs, sp))))
         add("ma_last", ("tp", "cp", "mbs", "sp"),
-            lambda tp, cp, mbs, sp: quantise_bytes(last_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
+            lambda tp, cp, mbs, sp: quantise_bytes(last_stage_peak_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
         add("ma_sel_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(selective_transient_bytes(
                 spec, wl, shape(tp, cp, mbs, sp), moe=False, **_modules_kw(sel))) if sel else 0)

@@ -32,15 +32,19 @@ def _a2a():
 # ---------------------------------------------------------------------------- EP all-to-all
 def test_flex_all_to_all_prices_rdma_per_remote_node_at_the_deepep_bandwidth():
     """DeepSeek-V3 on H100, EP 32 over 4 nodes, flex (DeepEP): per token one RDMA copy per remote node
-    (2.711 for E=256, k=8, 4 domains) and one NVLink copy per distinct other GPU; the slower link sets
-    the time. By hand: 4096 tokens * 2.711 * (2*7168 + 4) B = 159.2 MB over 50 GB/s * rdma_efficiency."""
+    and one NVLink copy per distinct other GPU; the slower link sets the time. Its node-limited routing
+    (8 groups of 32 experts, 4 per token: HF n_group / topk_group) touches 2.196 other nodes per token
+    where uniform routing would touch 2.711. By hand: 4096 tokens * 2.196 * (2*7168 + 4) B = 129.0 MB
+    over 50 GB/s * rdma_efficiency."""
     spec, cluster = load_preset("deepseek-v3"), Cluster.from_flags(num_gpus=64, gpu="h100")
+    assert (spec.moe.router_num_groups, spec.moe.router_group_topk) == (8, 4)
     shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
     wl = Workload(seq_length=4096, moe_dispatcher="flex")
     per_copy = BF16 * 7168 + 4
-    rdma = 4096 * remote_domains_per_token(256, 8, 4) * per_copy
-    assert rdma == pytest.approx(159.2e6, rel=1e-3)
-    nvlink = 4096 * remote_domains_per_token(256, 8, 32) * per_copy
+    rdma = 4096 * remote_domains_per_token(256, 8, 4, 8, 4) * per_copy
+    assert rdma == pytest.approx(129.0e6, rel=1e-3)
+    assert 4096 * remote_domains_per_token(256, 8, 4) * per_copy == pytest.approx(159.2e6, rel=1e-3)
+    nvlink = 4096 * remote_domains_per_token(256, 8, 32, 8, 4) * per_copy
     one = max(rdma / (50e9 * _a2a()["rdma_efficiency"]), nvlink / (450e9 * _a2a()["nvlink_efficiency"]))
     latency = calibration()["time"]["collectives"]["latency_s"]["network"] * 5  # log2(32)
     assert ep_traffic_s(spec, cluster, wl, shape, 32, "none") == pytest.approx(4 * (one + latency))

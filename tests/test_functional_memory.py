@@ -53,8 +53,9 @@ def test_fit_split_median_error_within_5_percent_and_most_within_10():
 
 
 @pytest.mark.parametrize("name, tolerance", [
-    ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed", 0.03),  # MLA + MoE + MTP, unfused, VPP 4
-    ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental", 0.03),  # + layout string, modules
+    ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed", 0.04),  # MLA + MoE + MTP, unfused, VPP 4
+    ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental", 0.04),  # + layout string, modules
+    ("gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion", 0.05),  # the compiled fused loss's fp32 transient
 ])
 def test_the_realistic_cases_are_within_a_few_percent(name, tolerance):
     row = FM.score(FIT[name])

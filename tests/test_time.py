@@ -87,6 +87,19 @@ def test_deduplicated_dispatch_sends_one_copy_per_remote_domain():
     assert remote_domains_per_token(256, 8, 1) == 0.0
     # top-1 never needs more than one copy: 3 * (1 - 192/256) = 0.75 = k * 3/4
     assert remote_domains_per_token(256, 1, 4) == pytest.approx(0.75)
+    # node-limited routing, one group per domain (DeepSeek-V3 on 8 nodes): a domain is touched when its
+    # group is one of the 4 chosen and one of the token's 8 experts (from 4 x 32) lands in it
+    miss = math.comb(128 - 32, 8) / math.comb(128, 8)
+    assert remote_domains_per_token(256, 8, 8, 8, 4) == pytest.approx(7 * 4 / 8 * (1 - miss))
+    # two groups per domain (4 domains): hypergeometric over the domain's chosen groups
+    def touched(j):
+        return 1 - math.comb(128 - 32 * j, 8) / math.comb(128, 8)
+    p = sum(math.comb(2, j) * math.comb(6, 4 - j) / math.comb(8, 4) * touched(j) for j in (1, 2))
+    assert remote_domains_per_token(256, 8, 4, 8, 4) == pytest.approx(3 * p)
+    # a group spanning two GPUs (8 groups, 16 GPUs): chosen with 4/8, then 1 - C(128 - 16, 8) / C(128, 8)
+    assert remote_domains_per_token(256, 8, 16, 8, 4) == pytest.approx(
+        15 * 4 / 8 * (1 - math.comb(112, 8) / math.comb(128, 8)))
+    assert remote_domains_per_token(256, 8, 4, 1, 1) == remote_domains_per_token(256, 8, 4)  # no groups
 
 
 # ---------------------------------------------------------------------------- pipeline (section 6.1)
