@@ -416,7 +416,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                              fix="; ".join(f"pass {m[1]}" for m in missing))
     cluster = Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, gpus_per_node=defaults.get("gpus_per_node")
                                  or _gpus_per_node(args, num_gpus), nvlink_domain=defaults.get("nvlink_domain"))
-    if spec.is_moe and "moe_dispatcher" not in work_raw:
+    if spec.is_moe and "moe_dispatcher" not in work_raw and args.get("_megatron_launch") and not args.get("_nemo"):
+        work_raw["moe_dispatcher"] = "allgather"  # TC moe_token_dispatcher_type default
+        notes.append("MoE dispatcher allgather: the command does not pass --moe-token-dispatcher-type "
+                     "(Megatron-LM's default)")
+    elif spec.is_moe and "moe_dispatcher" not in work_raw:
         work_raw["moe_dispatcher"] = "alltoall"  # megasolve models alltoall and flex; Megatron's default is allgather
         notes.append("MoE dispatcher costed as alltoall (the log does not say; "
                      "--arg moe-token-dispatcher-type=flex for DeepEP)")
@@ -476,6 +480,12 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
         modules = " ".join(_words(args.get("offload_modules"))) or "?"
         notes.append(f"fine-grained activation offloading ({modules}) is not modelled: those activations are "
                      "counted on the GPU (expect less GPU memory than predicted)")
+    instances = args.get("num_distributed_optimizer_instances")
+    if isinstance(instances, int) and instances > 1:
+        notes.append(f"{instances} distributed-optimizer instances are not modelled: the optimizer state is counted "
+                     f"sharded over the whole data-parallel group, not 1/{instances} of it (expect more GPU memory)")
+    if args.get("optimizer") not in (None, "adam", "adamw"):
+        notes.append(f"optimizer {args['optimizer']} costed as Adam (its state and step are not modelled)")
     graphs = args.get("cuda_graph_impl")
     if isinstance(graphs, str) and graphs not in ("none", "None") or args.get("enable_cuda_graph") is True:
         notes.append("CUDA graphs are not modelled (their static input / output buffers and graph pools are not "
