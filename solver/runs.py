@@ -484,8 +484,9 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     if isinstance(instances, int) and instances > 1:
         notes.append(f"{instances} distributed-optimizer instances are not modelled: the optimizer state is counted "
                      f"sharded over the whole data-parallel group, not 1/{instances} of it (expect more GPU memory)")
-    if args.get("optimizer") not in (None, "adam", "adamw"):
-        notes.append(f"optimizer {args['optimizer']} costed as Adam (its state and step are not modelled)")
+    optimizer = args.get("optimizer")
+    if isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # dist_muon, sgd, ...
+        notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
     graphs = args.get("cuda_graph_impl")
     if isinstance(graphs, str) and graphs not in ("none", "None") or args.get("enable_cuda_graph") is True:
         notes.append("CUDA graphs are not modelled (their static input / output buffers and graph pools are not "
