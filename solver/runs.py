@@ -480,6 +480,9 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
         modules = " ".join(_words(args.get("offload_modules"))) or "?"
         notes.append(f"fine-grained activation offloading ({modules}) is not modelled: those activations are "
                      "counted on the GPU (expect less GPU memory than predicted)")
+    if args.get("defer_embedding_wgrad_compute") is True:
+        notes.append("--defer-embedding-wgrad-compute is not modelled: the output layer's inputs and logits gradients "
+                     "of the deferred micro-batches are not counted (expect more memory on the last stage)")
     instances = args.get("num_distributed_optimizer_instances")
     if isinstance(instances, int) and instances > 1:
         notes.append(f"{instances} distributed-optimizer instances are not modelled: the optimizer state is counted "

@@ -67,6 +67,11 @@ def test_unmodelled_features_are_named():
     assert "fine-grained activation offloading" in notes
     notes = " ".join(FM.score(FIT["moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_resume_torch_dist_attn_cudagraph"])["notes"])
     assert "CUDA graphs are not modelled" in notes
+    notes = " ".join(FM.score(FIT["gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute"])["notes"])
+    assert "--defer-embedding-wgrad-compute is not modelled" in notes
+    notes = " ".join(FM.score(FIT["moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_"
+                                  "optimizer_instances"])["notes"])
+    assert "2 distributed-optimizer instances are not modelled" in notes
 
 
 def test_launch_defaults_are_megatrons():
