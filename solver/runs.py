@@ -760,6 +760,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     elif dropout is None and megatron_defaults:
         work["hidden_dropout"] = 0.1
         notes.append("hidden dropout 0.1: the command does not pass --hidden-dropout (Megatron-LM's default)")
+    attention_dropout = args.get("attention_dropout", 0.1 if megatron_defaults else None)
     backend = str(args.get("attention_backend") or "").split(".")[-1]
     if backend == "unfused":  # Megatron AttnBackend.unfused (ARG --attention-backend)
         work["attention"] = "unfused"
@@ -769,6 +770,13 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         work["attention"] = "unfused"
         notes.append("--transformer-impl local: unfused attention (Megatron's DotProductAttention); the local "
                      "spec's unfused norms and activations keep more than Transformer Engine's, not modelled")
+    hidden_dropout = work.get("hidden_dropout", 0.0)
+    if work.get("attention") == "unfused" and isinstance(attention_dropout, (int, float)) \
+            and not isinstance(attention_dropout, bool) and (attention_dropout > 0) != (hidden_dropout > 0):
+        # unfused attention keeps a dropout mask per score only with attention dropout; the Workload has one
+        # dropout setting for both (flash attention draws its dropout inside the kernel: no mask either way)
+        notes.append(f"attention dropout {attention_dropout} costed as the hidden dropout {hidden_dropout} "
+                     "(megasolve has one dropout setting: the unfused scores' dropout masks follow it)")
     return layout, work
 
 

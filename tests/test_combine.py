@@ -34,6 +34,22 @@ CASES = [
 ]
 
 
+def assert_step_matches_estimate(spec, cluster, workload, cost, point) -> None:
+    """floats vs integers: within the quantisation (1 us per term, m x per-layer terms)"""
+    layout = point_layout(point)
+    m = workload.num_microbatches(layout)
+    step_s = step_time(spec, cluster, workload, layout).step_s
+    assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
+
+
+def solve_pinned(space, tables, rows, point):
+    """CP-SAT with every axis pinned to ``point``: (status, solver, built model)."""
+    pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
+    built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
+                                              == (point["pp"], point["vpp"], point["split"], point["rc"])])
+    solver = new_solver(30)
+    return solver.Solve(built.model), solver, built
+
 
 def assert_engines_agree(spec, cluster, workload, space, tables, rows, point) -> None:
     """One layout: ``estimate`` (floats: step and peak memory), the integer tables and CP-SAT pinned to it
@@ -43,17 +59,10 @@ def assert_engines_agree(spec, cluster, workload, space, tables, rows, point) ->
     from megasolve.cost.memory import stage_memory
 
     cost = tables.evaluate(point)
-    layout = point_layout(point)
-    m = workload.num_microbatches(layout)
-    step_s = step_time(spec, cluster, workload, layout).step_s
-    assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
-    peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, layout)) / 2**20
+    assert_step_matches_estimate(spec, cluster, workload, cost, point)
+    peak = max(s.total_bytes for s in stage_memory(spec, cluster, workload, point_layout(point))) / 2**20
     assert peak <= cost.peak_mib <= peak * 1.002 + 64  # MiB rounded up per term, never below
-    pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
-    built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
-                                              == (point["pp"], point["vpp"], point["split"], point["rc"])])
-    solver = new_solver(30)
-    status = solver.Solve(built.model)
+    status, solver, built = solve_pinned(space, tables, rows, point)
     if cost.fits:
         assert status == cp_model.OPTIMAL and solver.Value(built.step) == cost.step_us
     else:
@@ -105,17 +114,9 @@ def test_estimate_oracle_cpsat_and_bounds_agree_on_random_layouts(case):
     assert {p["fsdp"] for p in points} == {False, True}  # Megatron-FSDP and the distributed optimizer
     for point in points:
         cost = tables.evaluate(point)
-        layout = point_layout(point)
-        # floats vs integers: within the quantisation (1 us per term, m x per-layer terms)
-        m = workload.num_microbatches(layout)
-        step_s = step_time(spec, cluster, workload, layout).step_s
-        assert cost.step_us == pytest.approx(step_s * 1e6, rel=2e-4, abs=50 + 2 * m * spec.num_layers)
+        assert_step_matches_estimate(spec, cluster, workload, cost, point)
         # CP-SAT with every axis pinned to the point: the encoded combination gives the same integer
-        pinned = SearchSpace(ctx=space.ctx, domains={a: (point[a],) for a in AXES})
-        built = build_model(pinned, tables, rows=[r for r in rows if (r.pp, r.vpp, r.split, r.rc)
-                                                  == (point["pp"], point["vpp"], point["split"], point["rc"])])
-        solver = new_solver(30)
-        status = solver.Solve(built.model)
+        status, solver, built = solve_pinned(space, tables, rows, point)
         from ortools.sat.python import cp_model
 
         if cost.fits:
