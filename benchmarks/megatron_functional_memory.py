@@ -76,7 +76,11 @@ def extract(checkout: Path) -> dict[str, Any]:
                 continue
             config = yaml.safe_load((golden.parent / "model_config.yaml").read_text())
             args = dict(config.get("MODEL_ARGS") or {})
-            cases.append({"name": name, "split": split_of(name), "num_gpus": 1 if golden.parent.name in one_gpu else 8,
+            # a checkpoint-consistency case runs each MODEL_ARGS* key with its own GPUS_PER_NODE
+            # (run_ci_test.sh L296-306); its golden peak is the base run's, MODEL_ARGS
+            env_gpus = ((config.get("MODEL_ENV_VARS") or {}).get("MODEL_ARGS") or {}).get("GPUS_PER_NODE")
+            gpus = int(env_gpus) if env_gpus else 1 if golden.parent.name in one_gpu else 8
+            cases.append({"name": name, "split": split_of(name), "num_gpus": gpus,
                           "peak_allocated_bytes": max(peaks), "iterations": len(peaks),
                           "test_type": config.get("TEST_TYPE"), "model_args": args})
     return {"source": "NVIDIA/Megatron-LM tests/functional_tests/test_cases/<name>/{model_config.yaml,"

@@ -250,6 +250,8 @@ def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
               Setting("average_in_collective", False, "optimizer"),
               Setting("gradient_accumulation_fusion", False, "optimizer"),
               Setting("ckpt_format", "fsdp_dtensor", "optimizer")]
+    if workload.dist_optimizer_instances > 1:  # DistributedDataParallelConfig field (the rules checked it)
+        s.append(Setting("num_distributed_optimizer_instances", workload.dist_optimizer_instances, "optimizer"))
     # fp32 main grads and reduction unless --grad-reduce-in-bf16 (ARG L1205-1217)
     s.append(Setting("grad_reduce_in_fp32", not workload.grad_reduce_in_bf16, "optimizer"))
     return s
@@ -346,6 +348,9 @@ def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> lis
             notes.append("Megatron-LM needs the p2p overlap for the interleaved schedule at PP <= 2 (arguments.py "
                          "L1005-1008): launched with it on, so the pipeline p2p is more hidden than planned")
         s.append(Setting("overlap_p2p_comm", p2p_overlap, "kernels"))
+    if workload.defer_embedding_wgrad:  # the rules require PP > 1 (MPC L545-548); its memory is planned
+        s += [Setting("defer_embedding_wgrad_compute", True, "kernels"),
+              Setting("wgrad_deferral_limit", workload.wgrad_deferral_limit, "kernels")]
     if spec.is_moe:
         ep_overlap = workload.moe_ep_overlap
         blocker = _ep_overlap_blocker(spec, workload, layout)

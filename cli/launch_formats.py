@@ -183,6 +183,7 @@ BRIDGE = {
     "use_megatron_fsdp": ("dist.use_megatron_fsdp", "ddp.use_megatron_fsdp"),
     "data_parallel_sharding_strategy": "ddp.data_parallel_sharding_strategy",
     "average_in_collective": "ddp.average_in_collective",
+    "num_distributed_optimizer_instances": "ddp.num_distributed_optimizer_instances",
     "ckpt_format": "checkpoint.ckpt_format",
     "grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32",
     "bf16": "mixed_precision.bf16", "fp8": "mixed_precision.fp8", "fp8_recipe": "mixed_precision.fp8_recipe",
@@ -219,6 +220,11 @@ NEMO = {
     "use_megatron_fsdp": "trainer.strategy.ddp.use_megatron_fsdp",
     "data_parallel_sharding_strategy": "trainer.strategy.ddp.data_parallel_sharding_strategy",
     "average_in_collective": "trainer.strategy.ddp.average_in_collective",
+    # the instances' partial DP groups are made by initialize_model_parallel (PS L982-1000); whether NeMo 2's
+    # strategy passes the DDP field on to it was not checked
+    "num_distributed_optimizer_instances": NotExpressible(
+        "num_distributed_optimizer_instances={value}: not checked in NeMo 2 (its parallel-state set-up must create "
+        "the partial distributed-optimizer groups); use the megatron or bridge format"),
     "ckpt_format": NotExpressible("ckpt_format: Megatron-FSDP checkpoints are written by NeMo's own checkpoint IO"),
     # NeMo-Run's TypeParser has no parser for Tuple[int, int] (cli_parser.py TypeParser.parse, "Unsupported type")
     "window_size": NotExpressible("window_size (a (left, right) tuple NeMo-Run's CLI cannot parse): the recipe "
@@ -259,6 +265,10 @@ VERL = {
     "data_parallel_sharding_strategy": "override_ddp_config.data_parallel_sharding_strategy",
     "average_in_collective": "override_ddp_config.average_in_collective",
     "grad_reduce_in_fp32": "override_ddp_config.grad_reduce_in_fp32",
+    "num_distributed_optimizer_instances": NotExpressible(
+        "num_distributed_optimizer_instances={value}: not checked in verl (its engine initialises Megatron's "
+        "parallel state itself, and the partial distributed-optimizer groups are made there); use the megatron "
+        "or bridge format"),
     "ckpt_format": NotExpressible("ckpt_format: verl writes its own checkpoints"),
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
     "fp8_param_gather": NotExpressible("fp8_param_gather (FP8 primary weights): no verl Megatron engine key"),
@@ -388,7 +398,8 @@ def overrides_text(fmt: str, settings: list[Setting]) -> str:
     header += [f"# not expressible in {fmt}: {reason}" for reason in unexpressible]
     if fmt in OVERLAP_OWNER:
         owner = OVERLAP_OWNER[fmt]
-        for name in ("tp_comm_overlap", "overlap_moe_expert_parallel_comm"):
+        for name in ("tp_comm_overlap", "overlap_moe_expert_parallel_comm", "defer_embedding_wgrad_compute",
+                     "wgrad_deferral_limit"):
             setting = next((s for s in settings if s.name == name), None)
             if setting is not None and owner:
                 header.append(f"# when the recipe sets {owner}, it decides {name}: set it there to "

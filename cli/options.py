@@ -71,7 +71,8 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
 RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_type", "cross_entropy", "grad_reduce_in_bf16",
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
-                  "moe_token_drop_policy", "moe_router_padding_for_fp8")
+                  "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
+                  "wgrad_deferral_limit", "dist_optimizer_instances")
 
 
 def recipe_options(func: F) -> F:
@@ -112,6 +113,19 @@ def recipe_options(func: F) -> F:
         click.option("--moe-shared-expert-overlap", "moe_shared_expert_overlap", is_flag=True,
                      help="Run shared experts during the token dispatch (Megatron --moe-shared-expert-overlap). "
                           "solve chooses it per layout unless given."),
+        click.option("--defer-embedding-wgrad-compute", "defer_embedding_wgrad", is_flag=True,
+                     help="Defer the output layer's weight-gradient GEMMs to the pipeline flush (Megatron "
+                          "--defer-embedding-wgrad-compute; needs --pp > 1): the last stage keeps their inputs "
+                          "and logits gradients until then (memory counted; the time saved is not)."),
+        click.option("--wgrad-deferral-limit", "wgrad_deferral_limit", type=int, default=0, show_default=True,
+                     help="With --defer-embedding-wgrad-compute: defer only this many output-layer calls "
+                          "(Megatron --wgrad-deferral-limit; 0 = every micro-batch, NVIDIA's Llama recipes use 22)."),
+        click.option("--num-distributed-optimizer-instances", "dist_optimizer_instances", type=int, default=1,
+                     show_default=True,
+                     help="Split the data-parallel group into N distributed-optimizer instances (Megatron "
+                          "--num-distributed-optimizer-instances): the optimizer state shards over DP*CP/N ranks "
+                          "(N times more of it per GPU), gradients reduce-scatter inside each instance and "
+                          "all-reduce across them."),
         # MoE token dropping and padding (cost/moe_routing.py)
         click.option("--moe-expert-capacity-factor", "moe_expert_capacity_factor", type=float, default=None,
                      help="Expert capacity = ceil(tokens*k/E * factor); tokens over it are dropped (Megatron "

@@ -626,6 +626,36 @@ def fused_loss_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activ
     return FP32 * shape.tokens(workload) * spec.padded_vocab_size(shape.tp) / shape.tp
 
 
+def deferred_wgrad_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, num_microbatches: int) -> float:
+    """What ``--defer-embedding-wgrad-compute`` keeps on the last stage at its loss peak, bytes: each call of
+    the output layer appends its input to ``embedding_activation_buffer`` in forward and its logits gradient
+    to ``grad_output_buffer`` in backward instead of running the weight-gradient GEMM, while the buffers hold
+    fewer than ``--wgrad-deferral-limit`` entries (0: no limit); the pipeline flush drains them
+    (``tensor_parallel/layers.py`` L661-664, L1227-1232; ``schedules.py::finish_embedding_wgrad_compute``;
+    ``utils.py::drain_embedding_wgrad_compute``). The heads of every MTP depth call the same output layer
+    (``gpt_model.py`` L750-767), so a micro-batch makes ``1 + D`` calls. At the last micro-batch's loss the
+    earlier micro-batches' entries are alive: ``n = min(limit, (m - 1)(1 + D))`` pairs of a bf16 gradient
+    ``[T, V/t]`` and the layer's bf16 input ``[T/sigma, h]`` (the sequence-parallel shard; the GEMM gathers
+    it again in the drain). Measured: Megatron-LM's functional test
+    ``gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute`` (H100, limit 2, m = 4)
+    peaks 0.51 GB above the prediction without this term; the term is 0.42 GB there
+    (``benchmarks/megatron_functional_memory.py``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec = load_preset("llama-3.1-8b")  # V = 128256 -> 128512 at t = 4
+    >>> shape = ActivationShape(tp=4, cp=1, mbs=1, sequence_parallel=True)
+    >>> w = Workload(seq_length=4096, defer_embedding_wgrad=True, wgrad_deferral_limit=2)
+    >>> deferred_wgrad_bytes(spec, w, shape, 8) == 2 * 2 * 4096 * (128512 / 4 + 4096 / 4)
+    True
+    """
+    if not workload.defer_embedding_wgrad:
+        return 0.0
+    calls = max(0, num_microbatches - 1) * (1 + spec.mtp_num_layers)
+    n = min(workload.wgrad_deferral_limit, calls) if workload.wgrad_deferral_limit else calls
+    T, t = shape.tokens(workload), shape.tp
+    return n * BF16 * T * (spec.padded_vocab_size(t) / t + spec.hidden_size / shape.sigma)
+
+
 def last_stage_peak_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
     """What the last stage holds for its loss at the peak: ``last_stage_extra_bytes`` plus the fused loss's
     transient (``fused_loss_transient_bytes``). ``stage_memory`` and the solver's ``ma_last`` table use it."""
@@ -981,6 +1011,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         fixed = offloaded.in_transit + transient
         if params.has_output:
             fixed += last_stage_peak_extra_bytes(spec, workload, shape)
+            fixed += deferred_wgrad_bytes(spec, workload, shape, m)
             fixed += mtp_activation_bytes(spec, workload, shape, layer_kind, modules)
         first = first_stage_extra_bytes(spec, workload, shape) if params.has_embedding else 0.0
         activations = combine.scaled_stage_memory(fixed, per_microbatch - offloaded.saved, first, live,
@@ -991,9 +1022,10 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
                                        precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
                                        grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes)
         else:
+            n = workload.dist_optimizer_instances  # each instance shards over its part of the DP group
             static = static_bytes(params.params, bf16_only=bf16_weights(spec, layout, params),
-                                  dense_shards=layout.dp * layout.cp,
-                                  expert_shards=layout.expert_dp, distributed_optimizer=layout.distributed_optimizer,
+                                  dense_shards=layout.dp * layout.cp // n,
+                                  expert_shards=layout.expert_dp // n, distributed_optimizer=layout.distributed_optimizer,
                                   precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
                                   grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes)
             static = offloaded_optimizer(static, layout.optimizer_offload_fraction)

@@ -802,34 +802,46 @@ class DpComm:
 
 
 def dp_group_comm(cluster: Cluster, *, params: int, group: int, stride: int, distributed_optimizer: bool,
-                  param_bytes: int = 2, grad_bytes: int = 4) -> DpComm:
+                  param_bytes: int = 2, grad_bytes: int = 4, instances: int = 1) -> DpComm:
     """Gradient reduce-scatter + parameter all-gather (distributed optimizer) or gradient all-reduce of
     ``params`` parameters over the group ``{base + i*stride : i < group}`` (section 5.5): fp32 grads
     (4 B; 2 B with --grad-reduce-in-bf16), ``param_bytes`` per gathered parameter (2 B bf16, 1 B with
-    FP8 primary weights)."""
+    FP8 primary weights). With ``instances`` distributed-optimizer instances (distributed optimizer only)
+    the reduce-scatter and the all-gather run inside each instance, ``group / instances`` consecutive
+    ranks, and the reduced shard is all-reduced across the instances, ranks ``stride * group / instances``
+    apart (``param_and_grad_buffer.py`` L675-760; PS L982-1000)."""
     if group <= 1 or params <= 0:
         return DpComm()
-    link = cluster.group_link(stride, group)
+    inner = group // instances if distributed_optimizer else group
+    link = cluster.group_link(stride, inner)
     grad_kind = "reduce_scatter" if distributed_optimizer else "all_reduce"
-    grad_latency = collective_latency_s(grad_kind, group, link)
-    grad_bw = collective_time_s(grad_kind, grad_bytes * params, group, link) - grad_latency
+    grad_latency = collective_latency_s(grad_kind, inner, link) if inner > 1 else 0.0
+    grad_bw = (collective_time_s(grad_kind, grad_bytes * params, inner, link) - grad_latency) if inner > 1 else 0.0
     if not distributed_optimizer:
         return DpComm(grad_bw, grad_latency)
-    param_latency = collective_latency_s("all_gather", group, link)
-    param_bw = collective_time_s("all_gather", param_bytes * params, group, link) - param_latency
+    if inner < group:  # the shard's all-reduce across the instances
+        outer = cluster.group_link(stride * inner, group // inner)
+        across_latency = collective_latency_s("all_reduce", group // inner, outer)
+        grad_latency += across_latency
+        grad_bw += collective_time_s("all_reduce", grad_bytes * params / inner, group // inner, outer) - across_latency
+    if inner <= 1:
+        return DpComm(grad_bw, grad_latency)
+    param_latency = collective_latency_s("all_gather", inner, link)
+    param_bw = collective_time_s("all_gather", param_bytes * params, inner, link) - param_latency
     return DpComm(grad_bw, grad_latency, param_bw, param_latency)
 
 
 def dp_comm_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int,
-              param_bytes: int = 2, grad_bytes: int = 4) -> tuple[float, float]:
+              param_bytes: int = 2, grad_bytes: int = 4, instances: int = 1) -> tuple[float, float]:
     """Gradient and parameter traffic of one rank per step (section 5.5): dense parameters over DP x CP
-    (stride ``tp``), experts over expert-DP (stride ``etp * ep``). Returns (grad, param) seconds."""
+    (stride ``tp``), experts over expert-DP (stride ``etp * ep``), each with ``instances`` distributed-
+    optimizer instances (``dp_group_comm``). Returns (grad, param) seconds."""
     dense = dp_group_comm(cluster, params=dense_params, group=layout.dp * layout.cp, stride=layout.tp,
                           distributed_optimizer=layout.distributed_optimizer, param_bytes=param_bytes,
-                          grad_bytes=grad_bytes)
+                          grad_bytes=grad_bytes, instances=instances)
     expert = dp_group_comm(cluster, params=expert_params, group=layout.expert_dp, stride=layout.etp * layout.ep,
                            distributed_optimizer=layout.distributed_optimizer, param_bytes=param_bytes,
-                           grad_bytes=grad_bytes)
+                           grad_bytes=grad_bytes, instances=instances)
     return (dense.grad_bw_s + dense.grad_latency_s + expert.grad_bw_s + expert.grad_latency_s,
             dense.param_bw_s + dense.param_latency_s + expert.param_bw_s + expert.param_latency_s)
 
@@ -877,8 +889,9 @@ def optimizer_s(cluster: Cluster, layout: Layout, dense_params: int, expert_para
                 workload: Workload | None = None) -> float:
     """Optimizer step of one rank: dense shards over DP x CP, experts over expert-DP (distributed
     optimizer), or the full parameters without it; ``layout.optimizer_offload_fraction`` on the host."""
-    dense_shards = layout.dp * layout.cp if layout.distributed_optimizer else 1
-    expert_shards = layout.expert_dp if layout.distributed_optimizer else 1
+    n = workload.dist_optimizer_instances if workload is not None else 1
+    dense_shards = layout.dp * layout.cp // n if layout.distributed_optimizer else 1
+    expert_shards = layout.expert_dp // n if layout.distributed_optimizer else 1
     f = layout.optimizer_offload_fraction
     return (optimizer_shard_s(cluster, dense_params, dense_shards, f, workload)
             + optimizer_shard_s(cluster, expert_params, expert_shards, f, workload))
@@ -964,7 +977,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
             grad_s, param_s = 0.0, dp_comm_s(cluster, layout, non_unit, 0, workload.param_bytes)[1]
         else:
             grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert,
-                                        workload.param_bytes, workload.grad_bytes)
+                                        workload.param_bytes, workload.grad_bytes, workload.dist_optimizer_instances)
         out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_grad_s=grad_s, dp_param_s=param_s,
                              dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute, layout.vpp,
                                                              overlap * combine.OVERLAP_SCALE),

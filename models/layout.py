@@ -247,6 +247,17 @@ class Workload:
     # megasolve's exports set both with the distributed optimizer (every NVIDIA recipe does), so the
     # estimate assumes them unless this is False (then the DP reduce-scatter / all-gather are exposed)
     dp_comm_overlap: bool = True
+    # ``--defer-embedding-wgrad-compute`` / ``--wgrad-deferral-limit`` (MPC L410-418; default off, limit 0 =
+    # every micro-batch): the output layer's weight-gradient GEMMs of the first ``limit`` calls wait for the
+    # pipeline flush, so the last stage keeps their inputs and logits gradients until then
+    # (``memory.deferred_wgrad_bytes``); needs PP > 1 (MPC L545-548)
+    defer_embedding_wgrad: bool = False
+    wgrad_deferral_limit: int = 0
+    # ``--num-distributed-optimizer-instances N`` (DDP config, default 1): the DP x CP group (and the expert
+    # DP group) splits into N consecutive parts; each part shards the optimizer state (and reduce-scatters
+    # the gradients) over DP*CP/N ranks, then the shards are all-reduced across the N parts (PS L922-1000,
+    # L1447-1490; param_and_grad_buffer.py L675-760)
+    dist_optimizer_instances: int = 1
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None
@@ -290,6 +301,16 @@ class Workload:
                                       " (TC L3039-3041)",
                                  fix="drop one of --moe-ep-overlap / --moe-shared-expert-overlap")
         _check_choice("--cross-entropy", self.cross_entropy, CROSS_ENTROPY_KINDS)
+        _check_positive("--num-distributed-optimizer-instances", self.dist_optimizer_instances)
+        if self.wgrad_deferral_limit < 0:
+            raise MegasolveError(field="--wgrad-deferral-limit", value=self.wgrad_deferral_limit,
+                                 rule="Wgrad deferral limit should be greater than or equal to 0 (MPC L555-558)",
+                                 fix="use 0 (defer every micro-batch) or a positive count")
+        if self.defer_embedding_wgrad and self.fp8_output_proj:
+            raise MegasolveError(field="--defer-embedding-wgrad-compute", value=True,
+                                 rule="TE MXFP8 output projection does not support defer_embedding_wgrad_compute "
+                                      "(extensions/transformer_engine.py L1827-1829)",
+                                 fix="drop --fp8-output-proj or --defer-embedding-wgrad-compute")
         self._check_moe_capacity()
         if not 0.0 <= self.hidden_dropout < 1.0:
             raise MegasolveError(field="hidden_dropout", value=self.hidden_dropout,

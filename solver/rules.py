@@ -190,6 +190,25 @@ RULES: tuple[Rule, ...] = (
                               f"no full recompute and at most one MTP layer (ep {a['ep']}, pp {a['pp']}, "
                               f"vpp {a['vpp']}, recompute {a['recompute']})",
          fix="raise --ep/--vpp, drop --recompute full, or drop --moe-ep-overlap", source="TC L3002-3046"),
+    Rule(name="defer_embedding_wgrad_needs_pp", axes=("pp", "fsdp"),
+         check=lambda c, a: not c.workload.defer_embedding_wgrad or (a["pp"] > 1 and not a["fsdp"]),
+         message=lambda c, a: "Cannot defer embedding wgrad compute when pipeline model parallel is not used"
+         if a["pp"] == 1 else "deferring the embedding wgrad compute does not work with Megatron-FSDP",
+         fix="use --pp > 1 without --fsdp, or drop --defer-embedding-wgrad-compute",
+         source="MPC L545-548; Megatron-Bridge scripts/performance/utils/overrides.py L109-111 (FSDP)"),
+    Rule(name="dist_optimizer_instances_divide_dp", axes=("tp", "pp", "cp", "dp", "etp", "ep", "distributed_optimizer",
+                                                          "fsdp"),
+         check=lambda c, a: c.workload.dist_optimizer_instances == 1 or (
+             a["distributed_optimizer"] and not a["fsdp"]
+             and (a["dp"] * a["cp"]) % c.workload.dist_optimizer_instances == 0
+             and (c.cluster.num_gpus // (a["etp"] * a["ep"] * a["pp"])) % c.workload.dist_optimizer_instances == 0),
+         message=lambda c, a: f"{c.workload.dist_optimizer_instances} distributed-optimizer instances need the "
+                              f"distributed optimizer without Megatron-FSDP (HSDP is not modelled) and must divide "
+                              f"DP x CP ({a['dp'] * a['cp']}) and the expert DP size "
+                              f"({c.cluster.num_gpus // (a['etp'] * a['ep'] * a['pp'])}): Data parallel size should "
+                              "be divisible by partial DistOpt shard factor",
+         fix="use a --num-distributed-optimizer-instances that divides both DP sizes, with the distributed optimizer",
+         source="PS L922-929, L1447-1452; megasolve limitation for Megatron-FSDP (HSDP, mcore_fsdp_adapter.py L346)"),
     Rule(name="gbs_divisible_by_mbs_dp", axes=("mbs", "dp"),
          check=lambda c, a: c.workload.global_batch_size % (a["mbs"] * a["dp"]) == 0,
          message=lambda c, a: f"global batch size ({c.workload.global_batch_size}) is not divisible by micro "
@@ -229,6 +248,16 @@ RULES: tuple[Rule, ...] = (
 # selective recompute modules (``rc``) and optimizer CPU offload (``oo``). TC lines are Megatron-LM @d98e8a6
 # / Megatron-Core 0.16.1 ``transformer_config.py``; ARG = Megatron-LM ``training/arguments.py``.
 MEMORY_KNOB_RULES: tuple[Rule, ...] = (
+    # megasolve's check of the host, not Megatron's: the offloaded activations must fit in the host's DRAM
+    # (the catalog's host_mem_gb per GPU: the whole share, nothing reserved for the OS, data loaders or the
+    # optimizer CPU offload's state, which this check does not count)
+    Rule(name="activation_offload_fits_host", axes=("tp", "cp", "mbs", "sequence_parallel", "etp",
+                                                    "cpu_offload_layers"),
+         check=lambda c, a: _host_problem(c, a) is None,
+         message=lambda c, a: _host_problem(c, a) or "",
+         fix="offload fewer layers (--cpu-offload-layers), or use more TP/CP/PP or GPUs with more memory",
+         source="host DRAM per GPU (topology/gpus.yaml host_mem_gb); TE cpu_offload.py keeps offloaded "
+                "tensors in pinned host memory"),
     Rule(name="cpu_offload_layers_below_num_layers", axes=("cpu_offload_layers",),
          check=lambda c, a: a["cpu_offload_layers"] < c.spec.num_layers,
          message=lambda c, a: f"CPU offloading can be done only for layers less than {c.spec.num_layers}",
@@ -402,6 +431,31 @@ def _modules_problem(ctx: RuleContext, a: Axes) -> str | None:
     from megasolve.cost.recompute import modules_problem
 
     return modules_problem(ctx.spec, ctx.workload, tuple(a["recompute_modules"] or ("core_attn",)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _offloaded_host_bytes(ctx: RuleContext, tp: int, cp: int, mbs: int, sp: bool, etp: int, layers: int) -> float:
+    """Host memory that ``--cpu-offloading-num-layers`` fills: the saved activations of the first ``layers``
+    layers of the one micro-batch in flight (PP 1: each micro-batch's backward follows its forward), as
+    ``memory.offloaded_activation_bytes`` counts them."""
+    from megasolve.cost.memory import ActivationShape, layer_activation_bytes
+
+    shape = ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp)
+    by_mlp = {moe: layer_activation_bytes(ctx.spec, ctx.workload, shape, moe=moe, recompute="none")
+              for moe in ((False, True) if ctx.spec.is_moe else (False,))}
+    return sum(by_mlp[ctx.spec.is_moe_layer(i)] for i in range(min(layers, ctx.spec.num_layers)))
+
+
+def _host_problem(ctx: RuleContext, a: Axes) -> str | None:
+    if not a["cpu_offload_layers"] or ctx.workload is None:
+        return None
+    need = _offloaded_host_bytes(ctx, a["tp"], a["cp"], a["mbs"], bool(a["sequence_parallel"]), a["etp"],
+                                 a["cpu_offload_layers"])
+    have = ctx.cluster.gpu.host_memory_bytes
+    if need <= have:
+        return None
+    return (f"offloading the activations of {a['cpu_offload_layers']} layers puts {need / 1e9:.0f} GB per GPU in host "
+            f"memory, more than the {have / 1e9:.0f} GB a {ctx.cluster.gpu.name} host has per GPU")
 
 
 def _m(ctx: RuleContext, a: Axes) -> int:

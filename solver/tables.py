@@ -22,8 +22,8 @@ from typing import Any, Callable
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, mtp_layer_kind, stage_layers
-from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, first_stage_extra_bytes,
-                                   fixed_allocation_bytes,
+from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, deferred_wgrad_bytes,
+                                   first_stage_extra_bytes, fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offloaded_optimizer, other_bytes, selective_transient_bytes,
@@ -198,11 +198,13 @@ class CostTables:
         n = cluster.num_gpus
         precision = wl.precision
 
+        instances = wl.dist_optimizer_instances  # distributed-optimizer instances: each shards over its part
+
         def dense_shards(tp, cp, dp) -> int:
-            return ranks.dense_dp_group(tp, cp, dp).size
+            return ranks.dense_dp_group(tp, cp, dp).size // instances
 
         def expert_shards(ep, etp, pp) -> int:
-            return ranks.expert_dp_group(n, etp, ep, pp).size
+            return ranks.expert_dp_group(n, etp, ep, pp).size // instances
 
         def shape(tp, cp, mbs, sp, etp=None):
             return ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp if etp is not None else tp)
@@ -423,6 +425,10 @@ class CostTables:
                                                                           shape(tp, cp, mbs, sp))))
         add("ma_last", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(last_stage_peak_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
+        if wl.defer_embedding_wgrad:  # depends on the micro-batch count m = gbs / (mbs * dp)
+            add("ma_defer", ("tp", "cp", "mbs", "sp", "dp"),
+                lambda tp, cp, mbs, sp, dp: quantise_bytes(deferred_wgrad_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp), wl.global_batch_size // (mbs * dp))))
         add("ma_sel_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(selective_transient_bytes(
                 spec, wl, shape(tp, cp, mbs, sp), moe=False, **_modules_kw(sel))) if sel else 0)
@@ -542,12 +548,14 @@ class CostTables:
         def dense_dp(tp, cp, dp, dop, params):
             group = ranks.dense_dp_group(tp, cp, dp)
             return dp_group_comm(cluster, params=params, group=group.size, stride=group.stride,
-                                 distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
+                                 distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes,
+                                 instances=instances)
 
         def expert_dp(ep, etp, pp, dop, params):
             group = ranks.expert_dp_group(n, etp, ep, pp)
             return dp_group_comm(cluster, params=params, group=group.size, stride=group.stride,
-                                 distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes)
+                                 distributed_optimizer=dop, param_bytes=wl.param_bytes, grad_bytes=wl.grad_bytes,
+                                 instances=instances)
 
         def fsdp_traffic(group: ranks.Group, gathered: int, reduced: int) -> DpComm:
             """Megatron-FSDP per micro-batch (step.fsdp_microbatch_comm_s): parameters gathered twice,
@@ -773,6 +781,8 @@ class CostTables:
             activation.append((1, "ma_dispatch"))
         if slot.last:
             activation.append((1, "ma_last"))
+            if self.workload.defer_embedding_wgrad:
+                activation.append((1, "ma_defer"))
             if slot.mtp:
                 activation.append((1, "ma_mtp"))
         # workspaces and persistent buffers inside the allocator (every stage), memory outside it

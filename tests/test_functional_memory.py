@@ -56,6 +56,9 @@ def test_fit_split_median_error_within_5_percent_and_most_within_10():
     ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed", 0.04),  # MLA + MoE + MTP, unfused, VPP 4
     ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental", 0.04),  # + layout string, modules
     ("gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion", 0.05),  # the compiled fused loss's fp32 transient
+    ("gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute", 0.06),  # deferred wgrad buffers
+    ("moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_optimizer_instances", 0.04),
+    ("gpt/gpt3_mcore_reruns_resume_check_grads", 0.06),  # one GPU (its MODEL_ENV_VARS), 4B model unsharded
 ])
 def test_the_realistic_cases_are_within_a_few_percent(name, tolerance):
     row = FM.score(FIT[name])
@@ -68,10 +71,20 @@ def test_unmodelled_features_are_named():
     notes = " ".join(FM.score(FIT["moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_resume_torch_dist_attn_cudagraph"])["notes"])
     assert "CUDA graphs are not modelled" in notes
     notes = " ".join(FM.score(FIT["gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute"])["notes"])
-    assert "--defer-embedding-wgrad-compute is not modelled" in notes
-    notes = " ".join(FM.score(FIT["moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_"
-                                  "optimizer_instances"])["notes"])
-    assert "2 distributed-optimizer instances are not modelled" in notes
+    assert "the time it saves" in notes and "is not modelled" in notes
+
+
+def test_deferred_wgrad_and_optimizer_instances_are_read():
+    run = FM.read_case(FIT["gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute"])
+    assert run.workload.defer_embedding_wgrad and run.workload.wgrad_deferral_limit == 2
+    run = FM.read_case(FIT["moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_"
+                           "optimizer_instances"])
+    assert run.workload.dist_optimizer_instances == 2
+
+
+def test_checkpoint_consistency_cases_use_their_base_runs_gpus():
+    # run_ci_test.sh runs each MODEL_ARGS* key with MODEL_ENV_VARS.<key>.GPUS_PER_NODE; the base run has 1
+    assert FIT["gpt/gpt3_mcore_reruns_resume_check_grads"]["num_gpus"] == 1
 
 
 def test_launch_defaults_are_megatrons():

@@ -31,6 +31,9 @@ class GpuSpec:
     # host DRAM bandwidth per GPU (the CPU optimizer step of --optimizer-cpu-offload); None: the x86
     # default of cost/offload.py
     host_memory_bytes_per_s: float | None = None
+    # host DRAM per GPU (``host_mem_gb``; what activation offloading can fill): DGX H100 / B200 carry 2 TB
+    # for 8 GPUs (NVIDIA DGX H100 and DGX B200 datasheets: "System memory 2TB")
+    host_memory_bytes: float = 256e9
     nvlink_domain: int = 8
     gpus_per_node: int = 8
     nic_bytes_per_s: float = 50e9
@@ -94,6 +97,7 @@ def gpu_from_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
     fp8 = number("fp8_tflops", required=False)
     host = number("host_uni_gbps", required=False)
     host_mem = number("host_mem_gbps", required=False)
+    host_capacity = number("host_mem_gb", 256)
     return GpuSpec(
         name=name, memory_bytes=mem_gb * 1e9, usable_memory_bytes=usable_gib * GIB,
         bf16_flops=number("bf16_tflops") * 1e12, fp8_flops=fp8 * 1e12 if fp8 else None,
@@ -101,7 +105,7 @@ def gpu_from_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
         nvlink_bytes_per_s=nvlink * 1e9 if nvlink else None,
         pcie_bytes_per_s=number("pcie_uni_gbps", 32) * 1e9,
         host_bytes_per_s=host * 1e9 if host else None,
-        host_memory_bytes_per_s=host_mem * 1e9 if host_mem else None,
+        host_memory_bytes_per_s=host_mem * 1e9 if host_mem else None, host_memory_bytes=host_capacity * 1e9,
         nvlink_domain=integer("nvlink_domain", 8), gpus_per_node=integer("gpus_per_node", 8),
         nic_bytes_per_s=number("nic_gbit_per_gpu", 400) * 1e9 / 8,
         aliases=tuple(aliases))
