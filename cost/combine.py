@@ -88,32 +88,52 @@ class StageCost:
     multiplicity: int = 1
 
 
-def fsdp_exposed(ar: Any, traffic: Any, compute: Any, overlap: Any) -> Any:
-    """Megatron-FSDP's per-micro-batch traffic not hidden behind that micro-batch's compute
-    (prefetch on separate streams, ``megatron_fsdp.md``): ``max(0, traffic - overlap * compute)``,
-    ``overlap`` in parts per ``OVERLAP_SCALE`` (``calibration: fsdp_overlap_fraction``).
+@dataclass(frozen=True, slots=True)
+class FsdpOverlap:
+    """How Megatron-FSDP's per-micro-batch traffic meets its compute, both in parts per ``OVERLAP_SCALE``:
+    ``overlap``, the share of the compute that can hide traffic (``calibration: fsdp_overlap_fraction``);
+    ``contention``, what each hidden second still costs (``fsdp_overlap_contention``: the SMs the NCCL
+    kernels take from the concurrent GEMMs)."""
 
-    >>> fsdp_exposed(FLOAT, 3.0, 2.0, OVERLAP_SCALE)
+    overlap: Any = 0
+    contention: Any = 0
+
+
+def fsdp_exposed(ar: Any, traffic: Any, compute: Any, fsdp: FsdpOverlap) -> Any:
+    """Megatron-FSDP's per-micro-batch cost beyond its compute (prefetch on separate streams,
+    ``megatron_fsdp.md``): the exposed part ``E = max(0, traffic - overlap * compute)`` plus
+    ``contention`` of the hidden part, ``E + contention * (traffic - E)``, with ``overlap`` and
+    ``contention`` in parts per ``OVERLAP_SCALE`` (``FsdpOverlap``).
+
+    >>> fsdp_exposed(FLOAT, 3.0, 2.0, FsdpOverlap(OVERLAP_SCALE))
     1.0
+    >>> fsdp_exposed(FLOAT, 3.0, 2.0, FsdpOverlap(OVERLAP_SCALE, OVERLAP_SCALE // 5))  # 1 + 0.2 * 2
+    1.4
     """
-    return ar.ceil_div(ar.pos(ar.mul(OVERLAP_SCALE, traffic) - overlap * compute), OVERLAP_SCALE)
+    exposed = ar.ceil_div(ar.pos(ar.mul(OVERLAP_SCALE, traffic) - fsdp.overlap * compute), OVERLAP_SCALE)
+    if isinstance(fsdp.contention, (int, float)) and fsdp.contention == 0:
+        return exposed
+    return ar.ceil_div(ar.mul(fsdp.contention, traffic) + ar.mul(OVERLAP_SCALE - fsdp.contention, exposed),
+                       OVERLAP_SCALE)
 
 
-def stage_time_relaxation(tau: Any, fsdp: Any, compute: Any, fsdp_overlap: Any) -> tuple[Any, int]:
+def stage_time_relaxation(tau: Any, traffic: Any, compute: Any, fsdp: FsdpOverlap) -> tuple[Any, int]:
     """(numerator, denominator) of a lower bound on ``stage_time`` linear in its inputs (``pos(x) >= x``,
-    ceil-division >= division): ``(S*tau + S*fsdp - overlap*compute) / S``, ``S = OVERLAP_SCALE``.
+    ceil-division >= division): ``E + c (T - E) >= T - (1 - c) * overlap * compute``, so
+    ``(S*tau + S*T - ceil((S - c) * overlap / S) * compute) / S``, ``S = OVERLAP_SCALE``.
 
-    >>> n, d = stage_time_relaxation(5.0, 3.0, 2.0, OVERLAP_SCALE); n / d  # exact: 5 + max(0, 3 - 2)
+    >>> n, d = stage_time_relaxation(5.0, 3.0, 2.0, FsdpOverlap(OVERLAP_SCALE)); n / d  # exact: 5 + max(0, 3 - 2)
     6.0
     """
-    return OVERLAP_SCALE * tau + OVERLAP_SCALE * fsdp + (-fsdp_overlap) * compute, OVERLAP_SCALE
+    hide = -(-(OVERLAP_SCALE - fsdp.contention) * fsdp.overlap // OVERLAP_SCALE)
+    return OVERLAP_SCALE * tau + OVERLAP_SCALE * traffic + (-hide) * compute, OVERLAP_SCALE
 
 
-def stage_time(ar: Any, stage: StageCost, fsdp_overlap: Any) -> Any:
+def stage_time(ar: Any, stage: StageCost, fsdp: FsdpOverlap) -> Any:
     """``tau_r``: the stage's micro-batch time with its exposed Megatron-FSDP traffic."""
     if isinstance(stage.fsdp, (int, float)) and stage.fsdp == 0:
         return stage.tau
-    return stage.tau + fsdp_exposed(ar, stage.fsdp, stage.compute, fsdp_overlap)
+    return stage.tau + fsdp_exposed(ar, stage.fsdp, stage.compute, fsdp)
 
 
 def stage_sum(stages: Sequence[StageCost], taus: Sequence[Any]) -> Any:
@@ -151,14 +171,15 @@ def dp_exposed(ar: Any, grad: Any, param: Any, compute: Any, vpp: Any, overlap: 
 
 
 def step(ar: Any, stages: Sequence[StageCost], m: Any, vpp: Any, overlap: Any, overhead: Any,
-         total: Any = None, fsdp_overlap: Any = 0, taus: Sequence[Any] | None = None) -> tuple[Any, Any]:
+         total: Any = None, fsdp_overlap: FsdpOverlap = FsdpOverlap(), taus: Sequence[Any] | None = None
+         ) -> tuple[Any, Any]:
     """(step, pipeline): ``pipeline + max_r(dp tail) + max_r(optimizer) + overhead`` over the
     stage times ``tau_r = stage_time(...)``. ``taus`` and ``total`` (``stage_sum``): when the caller
     has them as values already (CP-SAT: variables and a row-guarded sum).
 
     >>> s = [StageCost(tau=2.0, compute=2.0, grad=0.0, param=0.0, optimizer=0.1, multiplicity=4)]
-    >>> step(FLOAT, s, 8, 1, 0.0, 0.5)  # pipeline 21 + optimizer 0.1 + overhead 0.5
-    (21.6, 21.0)
+    >>> step(FLOAT, s, 8, 1, 0.0, 0.5)  # pipeline 8*2 + (4*2 - 2) = 22, + optimizer 0.1 + overhead 0.5
+    (22.6, 22.0)
     """
     if taus is None:
         taus = [stage_time(ar, s, fsdp_overlap) for s in stages]
@@ -176,7 +197,7 @@ def pipeline_relaxations(m: int, vpp: int, pp: int, tau_stage: Any, total: Any) 
     time, or None for the second bound only.
 
     >>> [n / d for n, d in pipeline_relaxations(8, 1, 4, 2.0, 7.0)]  # the exact value is 21
-    [10.5, 19.25]
+    [21.0, 19.25]
     """
     out = [] if tau_stage is None else [((m * vpp - 1) * tau_stage + total, vpp)]
     return out + [((m * vpp - 1 + pp) * total, vpp * pp)]

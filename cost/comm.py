@@ -32,8 +32,8 @@ def collective_time_s(kind: str, message_bytes: float, group_size: int, link: Gr
     >>> from megasolve.topology.cluster import Cluster
     >>> c = Cluster.from_flags(num_gpus=16, gpu="h100")
     >>> t = collective_time_s("all_reduce", 1e9, 8, c.group_link(1, 8))
-    >>> round(t * 1e3, 2)  # 2*7/8 * 1 GB / (450 GB/s * bus efficiency) + latency
-    4.86
+    >>> round(t * 1e3, 3)  # 2*7/8 * 1 GB / (450 GB/s * 0.8) = 4.861 ms, + latency 0.035 ms
+    4.896
     """
     if group_size <= 1 or message_bytes <= 0:
         return 0.0

@@ -362,7 +362,7 @@ def cp_type_comm_s(comm_type: str, spec: ModelSpec, cluster: Cluster, workload: 
     >>> shape, w = ActivationShape(tp=1, cp=8, mbs=1, sequence_parallel=False), Workload(seq_length=131072)
     >>> qkv, o = _cp_qkv_o_bytes(spec, w, shape)  # 16,384 tokens x (32 + 2*8) heads x 128 x 2 B; x 32 x 128 x 2 B
     >>> qkv, o
-    (201326592, 134217728)
+    (201326592.0, 134217728.0)
     >>> one = lambda x: all_to_all_time_s(nvlink_bytes=x * 7 / 8, network_bytes=0.0, group_size=8,
     ...                                    cluster=cluster, dispatcher="alltoall")
     >>> cp_type_comm_s("a2a", spec, cluster, w, shape, 0.0) == 2 * (one(qkv) + one(o))
@@ -970,9 +970,10 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
             traffic = fsdp_microbatch_comm_s(cluster, layout, params.params, params.layers,
                                              num_units=max(1, params.num_layers), param_bytes=workload.param_bytes,
                                              grad_bytes=workload.grad_bytes)
-            tau = tau + LayerTime(dp_comm=combine.fsdp_exposed(
-                combine.FLOAT, traffic, tau.compute,
-                calibration()["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE))
+            cal = calibration()["time"]
+            tau = tau + LayerTime(dp_comm=combine.fsdp_exposed(combine.FLOAT, traffic, tau.compute, combine.FsdpOverlap(
+                cal["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE,
+                cal["fsdp_overlap_contention"] * combine.OVERLAP_SCALE)))
             non_unit = params.params.total - params.layers.total  # gathered once per step
             grad_s, param_s = 0.0, dp_comm_s(cluster, layout, non_unit, 0, workload.param_bytes)[1]
         else:

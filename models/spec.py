@@ -317,7 +317,7 @@ class ModelSpec:
 
         >>> from megasolve.models.presets import load_preset
         >>> round(load_preset("mistral-7b-v0.1").attention_fraction(32768), 3)  # 4096-token window at 32K
-        0.25
+        0.234
         """
         if self.window_size is None and self.attention_chunk_size is None:
             return 1.0

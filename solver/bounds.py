@@ -109,7 +109,7 @@ def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
             times.append(stage_bound)
             if fsdp:
                 tau, tau_den = combine.stage_time_relaxation(LinearForm.of(t_form), LinearForm.of(f_form),
-                                                             LinearForm.of(c_form), tables.fsdp_overlap_pct)
+                                                             LinearForm.of(c_form), tables.fsdp_overlap)
                 (with_fsdp, den), _ = combine.pipeline_relaxations(m, v, pp, tau, tau_den * total)
                 fsdps.append(with_fsdp)
                 fsdp_den = den * tau_den

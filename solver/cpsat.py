@@ -417,7 +417,7 @@ class _Builder:
         stages = [combine.StageCost(**{names[kind]: ar.var(self.slot_vars[kind][k], 0, self.bounds[kind][k])
                                        if self.bounds[kind][k] or kind != "fsdp" else 0 for kind in SLOT_KINDS})
                   for k in range(self.num_slots)]
-        fsdp_overlap = self.tables.fsdp_overlap_pct
+        fsdp_overlap = self.tables.fsdp_overlap
         taus = [combine.stage_time(ar, s, fsdp_overlap) for s in stages]
         if any(self.bounds["fsdp"]):  # Megatron-FSDP's exposed traffic is part of tau: sum the new taus
             total = model.NewIntVar(0, self.total_fsdp_hi, "sum_tau_fsdp")

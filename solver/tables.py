@@ -158,7 +158,9 @@ class CostTables:
         self.band = band
         cal = calibration()
         self.overlap_pct = int(round(dp_overlap_fraction(workload) * combine.OVERLAP_SCALE))
-        self.fsdp_overlap_pct = int(round(cal["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE))
+        self.fsdp_overlap = combine.FsdpOverlap(
+            int(round(cal["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE)),
+            int(round(cal["time"]["fsdp_overlap_contention"] * combine.OVERLAP_SCALE)))
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
         self.capacity_mib = int(max(0.0, cluster.gpu.usable_memory_bytes - headroom_bytes) // MIB)
@@ -864,7 +866,7 @@ class CostTables:
                 self.memory_form(row.pp, v, row.split, row.rc, index, live, False))
             peak = max(peak, unbanded / (v * combine.BAND_SCALE))
         step, pipeline = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us,
-                                      fsdp_overlap=self.fsdp_overlap_pct)
+                                      fsdp_overlap=self.fsdp_overlap)
         slowest = max(costs, key=lambda c: c.tau)
         return Canonical(step_us=step, fits=excess <= 0, peak_mib=peak, excess=excess,
                          parts=(pipeline, slowest.tau, slowest.compute, max(c.optimizer for c in costs)))

@@ -153,13 +153,19 @@ def test_require_that_nothing_obeys_names_the_axis():
 
 
 # ---------------------------------------------------------------------------- Megatron-FSDP as a searched knob
-def test_solve_proposes_megatron_fsdp_for_llama3_8b_on_8_h100():
-    """NVIDIA's own recipe for Llama-3-8B on 8 H100 runs Megatron-FSDP (Megatron-Bridge performance
-    summary); solve ranks an FSDP layout first and every returned layout fits with the margin."""
+def test_solve_searches_megatron_fsdp_for_llama3_8b_on_8_h100():
+    """Llama-3-8B on 8 H100: plain DP with the distributed optimizer does not fit, so the candidates are
+    Megatron-FSDP, PP 2 and CP 2 (Megatron-Bridge's H100 BF16 recipe, perf_recipes/llama/h100/llama3.py:
+    CP 2). FSDP is searched: pinned, it returns a fitting FSDP layout within 5 % of the free #1 (its
+    gathers over NVLink hide behind compute but still cost ``fsdp_overlap_contention``)."""
     spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100")
-    result = solve(spec, cluster, Workload(seq_length=4096, global_batch_size=1024), top_k=3)
-    assert result.layouts[0].layout.fsdp and result.layouts[0].layout.distributed_optimizer
-    assert all(r.estimate.fits for r in result.layouts)
+    workload = Workload(seq_length=4096, global_batch_size=1024)
+    free = solve(spec, cluster, workload, top_k=3)
+    pinned = solve(spec, cluster, workload, top_k=1, fixed={"fsdp": True})
+    best = pinned.layouts[0]
+    assert best.layout.fsdp and best.layout.distributed_optimizer and best.estimate.fits
+    assert all(r.estimate.fits for r in free.layouts)
+    assert free.layouts[0].estimate.time.step_s <= best.estimate.time.step_s <= 1.05 * free.layouts[0].estimate.time.step_s
 
 
 def test_published_megatron_fsdp_layout_is_found_and_fits():
