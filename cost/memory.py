@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
@@ -926,13 +927,13 @@ class Offloaded:
     in_transit: float = 0.0  # on the GPU while a layer's activations are copied out / back
 
 
-def offloaded_activation_bytes(spec: ModelSpec, layout: Layout, layer_ids: list[int],
+def offloaded_activation_bytes(spec: ModelSpec, offload_layers: int, layer_ids: Iterable[int],
                                layer_bytes: dict[bool, float]) -> Offloaded:
     """Activation offloading (``--cpu-offloading-num-layers N``, activations only; PP = 1 and no
     recompute, TC L1884-1899): the saved activations of the first ``N`` transformer layers go to host
     memory through Transformer Engine's CPU-offload context (``transformer_block.py`` L300-312), one
     layer's worth at a time on the GPU while it is copied out in forward and back in backward."""
-    first = [i for i in layer_ids if i < layout.cpu_offload_layers]
+    first = [i for i in layer_ids if i < offload_layers]
     if not first:
         return Offloaded()
     per_layer = [layer_bytes[spec.is_moe_layer(i)] for i in first]
@@ -993,7 +994,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         layer_ids = list(layers.layer_ids)
         counts = layers.counts()  # the stage sum (layers.py, as the solver's tables)
         per_microbatch = sum(n * (input_only if recomputed else full_layer[key(kind)]) for kind, recomputed, n in counts)
-        offloaded = offloaded_activation_bytes(spec, layout, layer_ids, by_mlp)
+        offloaded = offloaded_activation_bytes(spec, layout.cpu_offload_layers, layer_ids, by_mlp)
         transient = 0.0
         if layers.count(recomputed=True):  # backward re-materialises one recomputed layer at a time
             transient = largest if largest is not None else max(

@@ -437,13 +437,13 @@ def _modules_problem(ctx: RuleContext, a: Axes) -> str | None:
 def _offloaded_host_bytes(ctx: RuleContext, tp: int, cp: int, mbs: int, sp: bool, etp: int, layers: int) -> float:
     """Host memory that ``--cpu-offloading-num-layers`` fills: the saved activations of the first ``layers``
     layers of the one micro-batch in flight (PP 1: each micro-batch's backward follows its forward), as
-    ``memory.offloaded_activation_bytes`` counts them."""
-    from megasolve.cost.memory import ActivationShape, layer_activation_bytes
+    ``memory.offloaded_activation_bytes`` counts them (``saved``)."""
+    from megasolve.cost.memory import ActivationShape, layer_activation_bytes, offloaded_activation_bytes
 
     shape = ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp)
     by_mlp = {moe: layer_activation_bytes(ctx.spec, ctx.workload, shape, moe=moe, recompute="none")
               for moe in ((False, True) if ctx.spec.is_moe else (False,))}
-    return sum(by_mlp[ctx.spec.is_moe_layer(i)] for i in range(min(layers, ctx.spec.num_layers)))
+    return offloaded_activation_bytes(ctx.spec, layers, range(ctx.spec.num_layers), by_mlp).saved
 
 
 def _host_problem(ctx: RuleContext, a: Axes) -> str | None:
