@@ -4,6 +4,7 @@
     python benchmarks/calibrate_runs.py            # every series with >= 3 runs, up to 6 pairs each
     python benchmarks/calibrate_runs.py --pairs 0  # every pair of every series (slower)
     python benchmarks/calibrate_runs.py --verbose  # one line per series and pair
+    python benchmarks/calibrate_runs.py --holdout  # also the frozen holdout's series (once per release)
 
 A series is one GPU type and one software release (``hardware.gpu`` + ``software_version`` of
 ``../shared/data/calibration_runs.yaml``, mapped by ``benchmarks/published.py``): several models
@@ -14,7 +15,7 @@ measured step times (the shipped profile as the prior) and predicts the other ru
 Error: ``|predicted tokens/s/GPU / measured - 1|``. Reported: the median over all held-out
 predictions, dense and MoE apart, before (shipped profile) and after (calibrated on the pair), and
 apart again for the runs the shipped profile was fitted on (``fit``) and the ones it was not
-(``holdout``, ``published.py`` split): on the fit runs the shipped factors already absorb each
+(``holdout``, ``published.py`` split; read only with ``--holdout``): on the fit runs the shipped factors already absorb each
 series' offset, so only the holdout rows say what calibration adds for a release it has not seen.
 ``--shift-moe 0.77 --shift-dense 0.96`` simulates such a release (every MoE run 23 % slower, dense 4 %
 slower than published, the size of the shipped profile's error on the newest Megatron-Bridge release:
@@ -59,12 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shift-moe", type=float, default=1.0,
                         help="simulate a software release: multiply every MoE run's measured throughput by this")
     parser.add_argument("--shift-dense", type=float, default=1.0, help="the same for dense runs")
+    parser.add_argument("--holdout", action="store_true",
+                        help="also use the series of the frozen holdout split (once per release, never while tuning)")
     args = parser.parse_args(argv)
     published, _ = load_published(args.data)
     series: dict[tuple[str, str], list[Run]] = defaultdict(list)
     kinds: dict[str, str] = {}
     splits: dict[str, str] = {}
     for p in published:
+        if p.split == "holdout" and not args.holdout:
+            continue
         series[(p.gpu, p.software)].append(as_run(p, {"moe": args.shift_moe, "dense": args.shift_dense}))
         kinds[p.id] = p.kind
         splits[p.id] = p.split

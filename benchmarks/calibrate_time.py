@@ -7,6 +7,8 @@
     python benchmarks/calibrate_time.py --data PATH --verbose
     python benchmarks/calibrate_time.py --holdout    # also score the frozen holdout (once per calibration)
     python benchmarks/calibrate_time.py --cv         # leave-one-series-out refits on the fit split
+    python benchmarks/calibrate_time.py --fit --free grouped_gemm_factor,per_moe_layer_overhead_s
+                                                     # refit only the named factors (the rest stay)
 
 Prediction: ``megasolve.cost.step.step_time(...).tokens_per_s_per_gpu`` for every run mapped by
 ``benchmarks/published.py``. Error: ``pred / measured - 1``; reported as the median absolute %
@@ -56,6 +58,7 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     "gemm_half_width": ((("gemm_half_width",),), 64, 1024),
     "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.4, 1.0),
     "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-4, 3e-3),
+    "cuda_graph_moe_overhead_share": ((("cuda_graph_moe_overhead_share",),), 0.02, 1.0),
     "fp8_cast_bytes_per_token_hidden": ((("fp8_cast_bytes_per_token_hidden",),), 50, 600),
     # floor: MXFP8 writes one E8M0 scale byte per 32 quantised elements on top of per-tensor FP8
     "block_scaling_cast_factor": ((("block_scaling_cast_factor",),), 1 + 1 / 32, 4.0),
@@ -180,8 +183,10 @@ def loss(runs: list[PublishedRun], params: dict[str, float], start: dict[str, fl
     return data + prior
 
 
-def fit(runs: list[PublishedRun], *, step: float = 0.5, tolerance: float = 0.01, max_sweeps: int = 60) -> dict[str, float]:
-    """Hooke-Jeeves pattern search on ``log(x)`` within the bounds of ``FREE``."""
+def fit(runs: list[PublishedRun], *, step: float = 0.5, tolerance: float = 0.01, max_sweeps: int = 60,
+        free: tuple[str, ...] | None = None) -> dict[str, float]:
+    """Hooke-Jeeves pattern search on ``log(x)`` within the bounds of ``FREE`` (only the factors named in
+    ``free`` move when it is given; the others keep their current values)."""
     start = current_params()
     best = dict(start)
     best_loss = loss(runs, best, start)
@@ -189,6 +194,8 @@ def fit(runs: list[PublishedRun], *, step: float = 0.5, tolerance: float = 0.01,
     for _sweep in range(max_sweeps):
         improved = False
         for name, (_, low, high) in FREE.items():
+            if free is not None and name not in free:
+                continue
             for direction in (1, -1):
                 trial = dict(best)
                 trial[name] = min(max(best[name] * math.exp(direction * delta), low), high)
@@ -211,7 +218,7 @@ def series_of(run: PublishedRun) -> str:
     return run.series_group or run.comparison_group or run.id
 
 
-def cross_validate(runs: list[PublishedRun]) -> dict[str, float]:
+def cross_validate(runs: list[PublishedRun], free: tuple[str, ...] | None = None) -> dict[str, float]:
     """Leave-one-series-out on the fit split: refit without each series, predict it; median |err|
     dense / MoE of those out-of-series predictions (an honest estimate that never reads the holdout)."""
     base = current_params()
@@ -219,7 +226,7 @@ def cross_validate(runs: list[PublishedRun]) -> dict[str, float]:
     out_errs: dict[str, float] = {}
     for series in sorted({series_of(r) for r in fit_runs}):
         apply_params(base)
-        fit([r for r in fit_runs if series_of(r) != series], step=0.25, max_sweeps=20)
+        fit([r for r in fit_runs if series_of(r) != series], step=0.25, max_sweeps=20, free=free)
         for r in fit_runs:
             if series_of(r) == series:
                 out_errs[r.id] = predict(r) / r.measured_tokens_per_s_per_gpu - 1
@@ -290,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=None, help="calibration_runs.yaml (default ../shared/data/...)")
     parser.add_argument("--fit", action="store_true", help="fit the FREE factors on the fit split")
     parser.add_argument("--write", action="store_true", help="write the fitted factors into calibration.yaml")
+    parser.add_argument("--free", default=None,
+                        help="comma-separated names of FREE to fit (the others stay as calibration.yaml has them)")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--holdout", action="store_true",
                         help="also score the frozen holdout split (once per calibration, never while tuning)")
@@ -301,18 +310,23 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(r.split == 'holdout' for r in runs)} holdout); {sum(skipped.values())} records skipped:")
     for reason, count in skipped.most_common():
         print(f"  {count:3d}  {reason}")
+    free = tuple(n.strip() for n in args.free.split(",")) if args.free else tuple(FREE)
+    unknown = [n for n in free if n not in FREE]
+    if unknown:
+        parser.error(f"--free: {', '.join(unknown)} not in FREE ({', '.join(FREE)})")
     if args.fit:
         fit_runs = [r for r in runs if r.split == "fit"]
-        print(f"fitting {len(FREE)} free parameters on {len(fit_runs)} runs ...")
-        params = fit(fit_runs)
+        print(f"fitting {len(free)} free parameters on {len(fit_runs)} runs ...")
+        params = fit(fit_runs, free=free)
         for name, value in params.items():
-            print(f"  {name:34s} {value:.4g}")
+            print(f"  {name:34s} {value:.4g}" + ("" if name in free else "  (fixed)"))
         if args.write:
-            write_back(params, f"{len(FREE)} free parameters, {len(fit_runs)} fit-split runs of "
-                               "../shared/data/calibration_runs.yaml; holdout error in the commit message")
+            write_back({n: params[n] for n in free},
+                       f"{len(free)} free parameters, {len(fit_runs)} fit-split runs of "
+                       "../shared/data/calibration_runs.yaml; holdout error in the commit message")
     report(runs, verbose=args.verbose, holdout=args.holdout)
     if args.cv:
-        cross_validate(runs)
+        cross_validate(runs, free)
     return 0
 
 

@@ -232,11 +232,56 @@ ACCOUNTING_SOURCES = ("megatron_bridge_perf_summary",)
 FP8_OUTPUT_PROJ_MODELS = ("DeepSeek-V3", "GPT-OSS")
 
 
-def _dispatcher(record: dict[str, Any]) -> str:
-    """Megatron-Bridge perf runs: the flex dispatcher (DeepEP / HybridEP), which its perf recipes use
-    for most MoE models (@067f987df), except Qwen3-235B-A22B on H100 / B200 outside MXFP8, which sets
+RECIPES_FILE = Path(__file__).resolve().parent / "bridge_moe_recipes.yaml"
+_RECIPES: list[dict[str, Any]] | None = None
+
+
+def bridge_moe_recipe(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The Megatron-Bridge perf recipe behind a MoE row of its performance summary, from
+    ``bridge_moe_recipes.yaml`` (the recipe at the release's revision: dispatcher, EP overlap, shared-expert
+    overlap, recompute): the entry of the row's release, model, GPU and precision whose table values (GBS,
+    MBS, TP, PP, EP) are the row's; None for other sources or a row the file does not hold."""
+    global _RECIPES
+    if record["source_group"] != "megatron_bridge_perf_summary" or record["model"].get("type") != "moe":
+        return None
+    if _RECIPES is None:
+        _RECIPES = yaml.safe_load(RECIPES_FILE.read_text(encoding="utf-8"))
+    release = (record.get("software_version") or "").removeprefix("NeMo container ").strip()
+    par = record["parallel"]
+    precision = (par.get("precision") or "").upper()
+    stated = {"gbs": par.get("gbs"), "mbs": par.get("mbs"), "tp": par.get("tp") or 1, "pp": par.get("pp") or 1,
+              "ep": par.get("ep") or 1}
+    for entry in _RECIPES:
+        if (entry["release"], entry["model"], entry["gpu"], entry["precision"]) != \
+                (release, record["model"]["name"], record["hardware"]["gpu"], precision):
+            continue
+        row = entry["row"]
+        if all(row.get(k) is None or row[k] == v for k, v in stated.items()):
+            return entry
+    return None
+
+
+def _cuda_graph_impl(recipe: dict[str, Any] | None) -> str:
+    """``--cuda-graph-impl`` of a MoE recipe (``bridge_moe_recipes.yaml`` ``cuda_graph``): ``full_iteration``
+    where the recipe captures the whole iteration, ``transformer_engine`` / ``local`` for per-layer graphs,
+    else (and for rows the file does not hold) ``none``."""
+    text = (recipe or {}).get("cuda_graph") or "none"
+    if "full_iteration" in text or "full-iteration" in text:
+        return "full_iteration"
+    for impl in ("transformer_engine", "local"):
+        if text.startswith(impl):
+            return impl
+    return "none"
+
+
+def _dispatcher(record: dict[str, Any], recipe: dict[str, Any] | None) -> str:
+    """The release's recipe (``bridge_moe_recipe``) where the file holds the row. Otherwise Megatron-Bridge
+    rows take the flex dispatcher (DeepEP / HybridEP), which its perf recipes use for most MoE models
+    (@067f987df), except Qwen3-235B-A22B on H100 / B200 outside MXFP8, which sets
     ``moe_token_dispatcher_type = "alltoall"`` (``perf_recipes/qwen/h100/qwen3_moe.py`` L159, L212).
     Older sources predate the flex dispatcher."""
+    if recipe is not None:
+        return recipe["dispatcher"]
     if record["source_group"] != "megatron_bridge_perf_summary":
         return "alltoall"
     par, hw = record["parallel"], record["hardware"]
@@ -260,7 +305,7 @@ NO_TP_OVERLAP_RECIPES = (("Qwen3-235B-A22B", "H100-SXM-80GB"),)
 
 
 def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str], *, stated_vpp: int,
-                  model_name: str, gpu_name: str) -> dict[str, bool]:
+                  model_name: str, gpu_name: str, recipe: dict[str, Any] | None = None) -> dict[str, bool]:
     """Overlap knobs of a source's recipes. Megatron-Bridge MoE perf recipes set
     ``overlap_moe_expert_parallel_comm`` (with ``delay_wgrad_compute``) wherever Megatron's conditions
     allow it (``perf_recipes/deepseek/common.py`` L76-77, ``gpt_oss/common.py`` L47-49,
@@ -272,8 +317,17 @@ def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str]
     out = {"tp_comm_overlap": tp_overlap, "overlap_p2p_comm": source not in NO_P2P_OVERLAP_SOURCES}
     if out["tp_comm_overlap"]:
         notes.append("TP comm overlap (--tp-comm-overlap, as the source's recipes set)")
-    if source == "megatron_bridge_perf_summary" and spec.is_moe and layout.ep > 1 \
-            and (layout.pp == 1 or stated_vpp > 1) and layout.recompute != "full" and spec.mtp_num_layers <= 1:
+    allowed = spec.is_moe and layout.ep > 1 and (layout.pp == 1 or stated_vpp > 1) and layout.recompute != "full" \
+        and spec.mtp_num_layers <= 1
+    if recipe is not None:
+        if recipe["ep_overlap"] and allowed:
+            out["moe_ep_overlap"] = True
+            notes.append(f"EP all-to-all overlap (--overlap-moe-expert-parallel-comm, as the recipe at "
+                         f"{recipe['revision']} sets)")
+        if recipe["shared_expert_overlap"] and spec.moe.num_shared_experts:
+            out["moe_shared_expert_overlap"] = True
+            notes.append(f"shared-expert overlap (--moe-shared-expert-overlap, as the recipe at {recipe['revision']} sets)")
+    elif source == "megatron_bridge_perf_summary" and allowed:
         out["moe_ep_overlap"] = True
         notes.append("EP all-to-all overlap (--overlap-moe-expert-parallel-comm, as the Bridge MoE recipes set)")
     return out
@@ -424,7 +478,17 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     if dist_opt is None:
         dist_opt = source not in ("narayanan2021", "korthikanti2022")
         notes.append(f"distributed optimizer not stated, assumed {'on' if dist_opt else 'off'}")
-    recompute = _recompute(par.get("recompute"), source, notes)
+    recipe = bridge_moe_recipe(record)
+    modules: tuple[str, ...] | None = None
+    if recipe is not None and par.get("recompute") is None:
+        notes.append(f"MoE recipe at {recipe['revision']} (bridge_moe_recipes.yaml): {recipe['dispatcher']} dispatcher"
+                     + (f" ({recipe['flex_backend']})" if recipe["flex_backend"] else "")
+                     + f", recompute {recipe['recompute']}")
+        recompute = "none" if recipe["recompute"] == "none" else "selective"
+        if recompute == "selective":
+            modules = tuple(m.strip() for m in recipe["recompute"].split(":", 1)[1].split(","))
+    else:
+        recompute = _recompute(par.get("recompute"), source, notes)
     fsdp = bool(par.get("fsdp")) and par["fsdp"] > 1
     offload = 0
     if fsdp:
@@ -462,7 +526,7 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         notes.append(f"{spec.num_layers} layers do not split evenly over pp {pp} x vpp {vpp}: modelled as "
                      f"vpp {v_used}, first/last stage {first}/{last} layers (Bridge uses a custom pipeline layout)")
     layout = Layout(tp=tp, pp=pp, vpp=v_used, cp=cp, dp=dp, ep=ep, etp=etp, mbs=mbs, sequence_parallel=sp,
-                    recompute=recompute, distributed_optimizer=bool(dist_opt), fsdp=fsdp,
+                    recompute=recompute, recompute_modules=modules, distributed_optimizer=bool(dist_opt), fsdp=fsdp,
                     cpu_offload_layers=offload, account_for_embedding=account, account_for_loss=account,
                     first_stage_layers=first,
                     last_stage_layers=last, pipeline_layout=layout_text if v_used == vpp and first is None
@@ -470,8 +534,8 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     attention = "unfused" if source in ("narayanan2021", "korthikanti2022") else "flash"
     if attention == "unfused":
         notes.append("attention unfused (Megatron-LM 2021-2022 had no flash attention)")
-    recipe = _fp8_recipe(par.get("precision"), source)
-    output_proj = (precision == "fp8" and recipe == "mxfp8" and source == "megatron_bridge_perf_summary"
+    fp8_recipe = _fp8_recipe(par.get("precision"), source)
+    output_proj = (precision == "fp8" and fp8_recipe == "mxfp8" and source == "megatron_bridge_perf_summary"
                    and record["model"]["name"].startswith(FP8_OUTPUT_PROJ_MODELS))
     if output_proj:
         notes.append("MXFP8 output projection (the Bridge perf recipe sets fp8_output_proj)")
@@ -482,11 +546,14 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     if loss == "te":
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
     overlap = _comm_overlap(source, spec, layout, notes, stated_vpp=vpp,
-                            model_name=record["model"]["name"], gpu_name=hardware["gpu"])
+                            model_name=record["model"]["name"], gpu_name=hardware["gpu"], recipe=recipe)
+    graph = _cuda_graph_impl(recipe)
+    if graph != "none":
+        notes.append(f"CUDA graphs {graph} (the recipe at {recipe['revision']}: {recipe['cuda_graph']})")
     workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention,
                         grad_reduce_in_bf16=grad_bf16, cross_entropy=loss,
-                        fp8_recipe=recipe, fp8_output_proj=output_proj,
-                        moe_dispatcher=_dispatcher(record), **overlap)
+                        fp8_recipe=fp8_recipe, fp8_output_proj=output_proj,
+                        moe_dispatcher=_dispatcher(record, recipe), cuda_graph_impl=graph, **overlap)
     measured, how = measured_tokens(record, spec, layout, num_gpus)
     return PublishedRun(
         id=record["id"], source_group=source, software=record.get("software_version") or "",

@@ -303,8 +303,9 @@ def precision_settings(workload: Workload) -> list[Setting]:
 
 
 def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
-    """The fused loss (TC ``cross_entropy_loss_fusion`` / ``cross_entropy_fusion_impl``) and the MoE
-    dispatcher the cost model assumed (flex: DeepEP backend; grouped GEMM for the experts)."""
+    """The fused loss (TC ``cross_entropy_loss_fusion`` / ``cross_entropy_fusion_impl``), the MoE
+    dispatcher the cost model assumed (flex: DeepEP backend; grouped GEMM for the experts) and the CUDA
+    graphs it was costed with."""
     fused = workload.cross_entropy != "unfused"
     impl, note = workload.cross_entropy, ""
     if impl == "te":
@@ -325,6 +326,10 @@ def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
                   Setting("moe_token_drop_policy", workload.moe_token_drop_policy, "kernels")]
         if workload.moe_router_padding_for_fp8:  # TC L594-596
             s.append(Setting("moe_router_padding_for_fp8", True, "kernels"))
+    if workload.cuda_graph_impl != "none":  # TC L1075-1088; full_iteration needs the NaN check off (ARG L1235)
+        s.append(Setting("cuda_graph_impl", workload.cuda_graph_impl, "kernels"))
+        if workload.cuda_graph_impl == "full_iteration":
+            s.append(Setting("check_for_nan_in_loss_and_grad", False, "kernels"))
     return s
 
 

@@ -93,6 +93,7 @@ MEGATRON_FALSE_FLAG = {"add_bias_linear": "--disable-bias-linear",
                        "overlap_p2p_comm": "--no-overlap-p2p-communication"}
 # Booleans written as the negation of another flag
 MEGATRON_NEGATED = {"share_embeddings_and_output_weights": "--untie-embeddings-and-output-weights",
+                    "check_for_nan_in_loss_and_grad": "--no-check-for-nan-in-loss-and-grad",
                     "grad_reduce_in_fp32": "--grad-reduce-in-bf16"}
 # Tuple settings whose flag takes one comma-joined word (``--window-size 128,0``, ARG ``tuple_type``)
 MEGATRON_TUPLE_SEP = {"window_size": ","}
@@ -184,6 +185,8 @@ BRIDGE = {
     "data_parallel_sharding_strategy": "ddp.data_parallel_sharding_strategy",
     "average_in_collective": "ddp.average_in_collective",
     "num_distributed_optimizer_instances": "ddp.num_distributed_optimizer_instances",
+    # Bridge asserts the NaN check off under a full-iteration graph (training/config.py L1508-1512 @067f987)
+    "check_for_nan_in_loss_and_grad": "rerun_state_machine.check_for_nan_in_loss",
     "ckpt_format": "checkpoint.ckpt_format",
     "grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32",
     "bf16": "mixed_precision.bf16", "fp8": "mixed_precision.fp8", "fp8_recipe": "mixed_precision.fp8_recipe",
@@ -226,6 +229,10 @@ NEMO = {
         "num_distributed_optimizer_instances={value}: not checked in NeMo 2 (its parallel-state set-up must create "
         "the partial distributed-optimizer groups); use the megatron or bridge format"),
     "ckpt_format": NotExpressible("ckpt_format: Megatron-FSDP checkpoints are written by NeMo's own checkpoint IO"),
+    # whether NeMo 2's Megatron-Core and trainer loop run a full-iteration graph was not checked
+    "cuda_graph_impl": NotExpressible("cuda_graph_impl={value}: not checked in NeMo 2; use the megatron or bridge "
+                                      "format"),
+    "check_for_nan_in_loss_and_grad": None,  # goes with cuda_graph_impl
     # NeMo-Run's TypeParser has no parser for Tuple[int, int] (cli_parser.py TypeParser.parse, "Unsupported type")
     "window_size": NotExpressible("window_size (a (left, right) tuple NeMo-Run's CLI cannot parse): the recipe "
                                   "must set window_size={value}"),
@@ -270,6 +277,9 @@ VERL = {
         "parallel state itself, and the partial distributed-optimizer groups are made there); use the megatron "
         "or bridge format"),
     "ckpt_format": NotExpressible("ckpt_format: verl writes its own checkpoints"),
+    "cuda_graph_impl": NotExpressible("cuda_graph_impl={value}: not checked in verl (its engine runs its own "
+                                      "training loop); use the megatron or bridge format"),
+    "check_for_nan_in_loss_and_grad": None,  # goes with cuda_graph_impl
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
     "fp8_param_gather": NotExpressible("fp8_param_gather (FP8 primary weights): no verl Megatron engine key"),
     # verl's engine initialises Megatron's parallel state without hierarchical CP sizes (none in verl @b178a3cd)

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import click
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, FP8_RECIPES, MOE_DISPATCHERS, PRECISION_CHOICES, Layout,
+from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS, FP8_RECIPES, MOE_DISPATCHERS, PRECISION_CHOICES, Layout,
                                      Workload, default_global_batch, precision_fields)
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
@@ -72,7 +72,7 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
-                  "wgrad_deferral_limit", "dist_optimizer_instances")
+                  "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl")
 
 
 def recipe_options(func: F) -> F:
@@ -113,6 +113,11 @@ def recipe_options(func: F) -> F:
         click.option("--moe-shared-expert-overlap", "moe_shared_expert_overlap", is_flag=True,
                      help="Run shared experts during the token dispatch (Megatron --moe-shared-expert-overlap). "
                           "solve chooses it per layout unless given."),
+        click.option("--cuda-graph-impl", "cuda_graph_impl", type=click.Choice(list(CUDA_GRAPH_IMPLS)),
+                     default="none", show_default=True,
+                     help="CUDA graphs (Megatron --cuda-graph-impl): full_iteration replays the whole forward-"
+                          "backward as one graph (no kernel launches or host syncs: the MoE layers' fixed "
+                          "overhead shrinks); local / transformer_engine graph layer modules, not modelled."),
         click.option("--defer-embedding-wgrad-compute", "defer_embedding_wgrad", is_flag=True,
                      help="Defer the output layer's weight-gradient GEMMs to the pipeline flush (Megatron "
                           "--defer-embedding-wgrad-compute; needs --pp > 1): the last stage keeps their inputs "

@@ -603,11 +603,33 @@ def layer_ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape
                      expert_s=_routed_expert_s(spec, cluster, workload, shape, ep, recompute))
 
 
+def layer_overhead_s(workload: Workload, *, moe: bool) -> float:
+    """Per layer and micro-batch, forward + backward: kernel launches and host syncs
+    (``per_layer_overhead_s``) and, in an MoE layer, the router / permute / token-count D2H sync
+    (``per_moe_layer_overhead_s``). Under ``--cuda-graph-impl full_iteration`` one graph replays the whole
+    forward-backward path (TC L1084-1086): no launches remain, and of the MoE overhead only the share
+    ``cuda_graph_moe_overhead_share`` (the router and permute kernels themselves; the recipes that
+    capture it pad the experts to a static capacity, so no token count crosses to the host).
+
+    >>> from megasolve.cost.calibration import calibration
+    >>> cal = calibration()["time"]
+    >>> layer_overhead_s(Workload(), moe=True) == cal["per_layer_overhead_s"] + cal["per_moe_layer_overhead_s"]
+    True
+    >>> graphed = layer_overhead_s(Workload(cuda_graph_impl="full_iteration"), moe=True)
+    >>> graphed == cal["cuda_graph_moe_overhead_share"] * cal["per_moe_layer_overhead_s"]
+    True
+    """
+    cal = calibration()["time"]
+    moe_s = cal["per_moe_layer_overhead_s"] if moe else 0.0
+    if workload.cuda_graph_impl == "full_iteration":
+        return cal["cuda_graph_moe_overhead_share"] * moe_s
+    return cal["per_layer_overhead_s"] + moe_s
+
+
 def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,
                           ep: int, moe: bool, recompute: str, kind: LayerKind | None = None) -> LayerTime:
     """``base_layer_time`` without the EP traffic: compute, exposed TP and CP traffic."""
     gpu, precision = cluster.gpu, workload.precision
-    cal = calibration()["time"]
     work = layer_work(spec, workload, shape, moe=moe, recompute=recompute, kind=kind)
     if moe:
         compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape),
@@ -617,8 +639,7 @@ def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload,
     weights = layer_weights_per_rank(spec, shape, moe=moe, ep=ep, kind=kind)
     compute += weight_stream_bytes(weights, precision, recompute, workload.grad_bytes) / gpu.hbm_bytes_per_s
     refwd = 4 / 3 if recompute == "full" else 1.0
-    has_mlp = kind is None or kind.mlp
-    compute += refwd * (cal["per_layer_overhead_s"] + (cal["per_moe_layer_overhead_s"] if moe and has_mlp else 0.0))
+    compute += refwd * layer_overhead_s(workload, moe=moe and (kind is None or kind.mlp))
     attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
     if kind is not None and not kind.has_attention:
         cp_s = mixer_cp_comm_s(spec, cluster, workload, shape, kind, recompute)

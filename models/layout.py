@@ -50,6 +50,7 @@ CP_COMM_TYPES = ("p2p", "a2a", "all_gather", "a2a+p2p")
 # ``cost/step.py`` ``resolve_cp_comm_type``); never in a workload a user sees
 CP_COMM_FASTEST = "fastest"
 MOE_TOKEN_DROP_POLICIES = ("probs", "position")  # TC L699-704
+CUDA_GRAPH_IMPLS = ("none", "local", "transformer_engine", "full_iteration")  # TC L1075-1088
 
 
 def _check_choice(field: str, value: object, choices: tuple[str, ...]) -> None:
@@ -243,6 +244,11 @@ class Workload:
     moe_ep_overlap: bool = False
     # ``--moe-shared-expert-overlap`` (TC L717, default off): shared experts run during the dispatch
     moe_shared_expert_overlap: bool = False
+    # ``--cuda-graph-impl`` (TC L1075-1088, default none): ``full_iteration`` captures the whole forward-
+    # backward path in one CUDA graph (no kernel launches or host syncs left; ARG L1235-1237 wants
+    # --no-check-for-nan-in-loss-and-grad with it); ``local`` / ``transformer_engine`` graph the layer
+    # modules of --cuda-graph-modules, whose effect is not modelled (the estimate says so)
+    cuda_graph_impl: str = "none"
     # ``--overlap-grad-reduce`` + ``--overlap-param-gather`` (ARG L3121, L3148; Megatron's default is off):
     # megasolve's exports set both with the distributed optimizer (every NVIDIA recipe does), so the
     # estimate assumes them unless this is False (then the DP reduce-scatter / all-gather are exposed)
@@ -285,6 +291,7 @@ class Workload:
                                       "(fp8_utils.py L730-745)",
                                  fix="add --precision fp8 --fp8-recipe mxfp8, or drop --fp8-output-proj")
         _check_choice("--moe-dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)
+        _check_choice("--cuda-graph-impl", self.cuda_graph_impl, CUDA_GRAPH_IMPLS)
         if self.cp_comm_type not in (None, CP_COMM_FASTEST):
             _check_choice("--cp-comm-type", self.cp_comm_type, CP_COMM_TYPES)
         if self.moe_shared_expert_overlap and self.moe_dispatcher not in ("alltoall", "flex"):

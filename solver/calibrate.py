@@ -39,9 +39,10 @@ standard deviation.
 
 Measured (``benchmarks/calibrate_runs.py``, 150 fits on pairs of runs of 26 published series, one GPU
 type and release each; error on the other runs of the series): see README "Learn from your runs". What
-bounds MoE: the shipped model's per-model MoE error within one series (pooled sd 0.23, 1.48 MAD 0.17);
-even the best single shared offset, the mean over every MoE run of the series including the held-out
-ones, leaves 12.6 % median on the MoE runs, so two runs and one shared factor cannot reach 12 %.
+bounded MoE there was the shipped model's per-model MoE error within one series (pooled sd 0.23), most of
+it other releases' recipes mapped onto every run; with each release's own recipe
+(``benchmarks/bridge_moe_recipes.yaml``) and full-iteration CUDA graphs costed, a simulated release's MoE
+runs come to 11.8 % from two runs.
 Tried and not kept: the MoE prior stated on step time (sd 0.3 / the runs' sensitivity) trusts two runs
 more and did worse (simulated release, MoE with a MoE run in the pair: 13.5 % -> 16.2 %); the EP
 all-to-all inside the MoE factor changed little (13.7 %).

@@ -46,7 +46,7 @@ from typing import Any
 import yaml
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (CP_COMM_TYPES, MOE_DISPATCHERS, RECOMPUTE_MODULE_NAMES, Layout, Workload,
+from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, RECOMPUTE_MODULE_NAMES, Layout, Workload,
                                     precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
@@ -487,10 +487,36 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     optimizer = args.get("optimizer")
     if isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # dist_muon, sgd, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
-    graphs = args.get("cuda_graph_impl")
-    if isinstance(graphs, str) and graphs not in ("none", "None") or args.get("enable_cuda_graph") is True:
-        notes.append("CUDA graphs are not modelled (their static input / output buffers and graph pools are not "
-                     "counted; time as eager)")
+    graphs = cuda_graph_impl(args)
+    if graphs == "full_iteration":
+        notes.append("full-iteration CUDA graph: its time effect is costed (no launches or host syncs), its "
+                     "memory (static buffers, graph pools) is not counted")
+    elif graphs != "none":
+        notes.append(f"per-layer CUDA graphs (--cuda-graph-impl {graphs}) are not modelled (their static input / "
+                     "output buffers and graph pools are not counted; time as eager)")
+
+
+def cuda_graph_impl(args: dict[str, Any]) -> str:
+    """``--cuda-graph-impl`` as Megatron-LM resolves it: the deprecated ``--enable-cuda-graph`` is ``local``
+    and ``--external-cuda-graph`` is ``transformer_engine`` (ARG L611-632), and a ``full_iteration`` entry of
+    ``--cuda-graph-scope`` / ``--cuda-graph-modules`` means ``--cuda-graph-impl full_iteration``
+    (``cuda_graph_config.py`` CUDA_GRAPH_MODULES_DEPRECATIONS).
+
+    >>> cuda_graph_impl({}), cuda_graph_impl({"enable_cuda_graph": True})
+    ('none', 'local')
+    >>> cuda_graph_impl({"cuda_graph_impl": "local", "cuda_graph_scope": "['full_iteration']"})
+    'full_iteration'
+    """
+    impl = args.get("cuda_graph_impl")
+    impl = impl if isinstance(impl, str) and impl in CUDA_GRAPH_IMPLS else "none"
+    if impl == "none" and args.get("enable_cuda_graph") is True:
+        impl = "local"
+    if impl == "none" and args.get("external_cuda_graph") is True:
+        impl = "transformer_engine"
+    scopes = " ".join(_words(args.get("cuda_graph_scope")) + _words(args.get("cuda_graph_modules")))
+    if re.search(r"\bfull_iteration\b", scopes) and impl in ("none", "local"):  # enum spellings too
+        impl = "full_iteration"
+    return impl
 
 
 def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
@@ -751,6 +777,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     elif "overlap_grad_reduce" not in args:
         notes.append("DP gradient reduction assumed overlapped (--overlap-grad-reduce, as NVIDIA's recipes set; "
                      "the log does not say)")
+    if cuda_graph_impl(args) != "none":
+        work["cuda_graph_impl"] = cuda_graph_impl(args)
     instances = args.get("num_distributed_optimizer_instances")
     if isinstance(instances, int) and not isinstance(instances, bool) and instances > 1:
         work["dist_optimizer_instances"] = instances
