@@ -804,6 +804,12 @@ def pp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
                                        sequence_parallel=layout.sequence_parallel, pp=layout.pp, vpp=layout.vpp)
 
 
+def dp_contention_parts() -> int:
+    """``dp_overlap_contention`` in parts per ``combine.OVERLAP_SCALE``, as every engine uses it (the integer
+    engines need an integer; the float estimate takes the same rounded value so the engines agree)."""
+    return int(round(calibration()["time"]["dp_overlap_contention"] * combine.OVERLAP_SCALE))
+
+
 def dp_overlap_fraction(workload: Workload) -> float:
     """Share of the last micro-batch's compute that hides the DP tail: the calibrated value with
     ``--overlap-grad-reduce --overlap-param-gather`` (``Workload.dp_comm_overlap``), else 0 (the
@@ -1002,7 +1008,8 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
                                         workload.param_bytes, workload.grad_bytes, workload.dist_optimizer_instances)
         out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_grad_s=grad_s, dp_param_s=param_s,
                              dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute, layout.vpp,
-                                                             overlap * combine.OVERLAP_SCALE),
+                                                             overlap * combine.OVERLAP_SCALE,
+                                                             dp_contention_parts()),
                              optimizer_s=optimizer_s(cluster, layout, params.params.dense, params.params.expert,
                                                      workload)))
     return out
@@ -1019,7 +1026,8 @@ def step_time(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
     costs = [combine.StageCost(tau=s.tau_s, compute=s.per_microbatch.compute, grad=s.dp_grad_s, param=s.dp_param_s,
                                optimizer=s.optimizer_s) for s in stages]
     step, pipeline = combine.step(combine.FLOAT, costs, m, v,
-                                  dp_overlap_fraction(workload) * combine.OVERLAP_SCALE, overhead)
+                                  dp_overlap_fraction(workload) * combine.OVERLAP_SCALE, overhead,
+                                  dp_contention=dp_contention_parts())
     dp_tail = max(s.dp_exposed_s for s in stages)
     opt = max(s.optimizer_s for s in stages)
     breakdown = {term: m * getattr(slowest.per_microbatch, term) for term in TERMS}

@@ -432,7 +432,8 @@ class _Builder:
         step_e, pipe_e = combine.step(ar, stages, Choice(tuple(self.m_values),
                                                          tuple(self.m_lit[mv] for mv in self.m_values)),
                                       Choice(self.domains["vpp"], tuple(self.lits["vpp"])), self.tables.overlap_pct,
-                                      self.tables.overhead_us, total=total_e, fsdp_overlap=fsdp_overlap, taus=taus)
+                                      self.tables.overhead_us, total=total_e, fsdp_overlap=fsdp_overlap, taus=taus,
+                                      dp_contention=self.tables.dp_contention)
         self.pipe = pipe_e.expr
         self.step_e = step_e
 

@@ -28,7 +28,7 @@ from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_byte
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offloaded_optimizer, other_bytes, selective_transient_bytes,
                                    static_bytes)
-from megasolve.cost.step import DpComm, dp_group_comm, dp_overlap_fraction, optimizer_shard_s, pp_unit_comm_s
+from megasolve.cost.step import DpComm, dp_contention_parts, dp_group_comm, dp_overlap_fraction, optimizer_shard_s, pp_unit_comm_s
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
 from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_head_time, resolve_cp_comm_type,
@@ -161,6 +161,7 @@ class CostTables:
         self.fsdp_overlap = combine.FsdpOverlap(
             int(round(cal["time"]["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE)),
             int(round(cal["time"]["fsdp_overlap_contention"] * combine.OVERLAP_SCALE)))
+        self.dp_contention = dp_contention_parts()
         self.overhead_us = quantise_s(cal["time"]["step_overhead_s"])
         self.other_mib = quantise_bytes(other_bytes(cluster))
         self.capacity_mib = int(max(0.0, cluster.gpu.usable_memory_bytes - headroom_bytes) // MIB)
@@ -866,7 +867,7 @@ class CostTables:
                 self.memory_form(row.pp, v, row.split, row.rc, index, live, False))
             peak = max(peak, unbanded / (v * combine.BAND_SCALE))
         step, pipeline = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us,
-                                      fsdp_overlap=self.fsdp_overlap)
+                                      fsdp_overlap=self.fsdp_overlap, dp_contention=self.dp_contention)
         slowest = max(costs, key=lambda c: c.tau)
         return Canonical(step_us=step, fits=excess <= 0, peak_mib=peak, excess=excess,
                          parts=(pipeline, slowest.tau, slowest.compute, max(c.optimizer for c in costs)))
