@@ -609,3 +609,22 @@ def test_cp_comm_type_read_from_the_argument_dump():
     assert run.layout.cp == 2 and run.workload.cp_comm_type == "a2a"
     mixed = run_from_log("\n".join(lines).replace("['a2a']", "['allgather', 'p2p']"), "cp", {"gpu": "h100"})
     assert mixed.workload.cp_comm_type == "all_gather" and any("per-layer --cp-comm-type" in n for n in mixed.notes)
+
+
+@pytest.mark.parametrize("lines, impl, note", [
+    ("  cuda_graph_impl ................................. full_iteration\n", "full_iteration",
+     "full-iteration CUDA graph: its time effect is costed"),
+    ("  cuda_graph_impl ................................. transformer_engine\n"
+     "  cuda_graph_modules .............................. ['attn', 'moe_router']\n", "transformer_engine",
+     "per-layer CUDA graphs (--cuda-graph-impl transformer_engine) are not modelled"),
+    ("  enable_cuda_graph ............................... True\n", "local",
+     "per-layer CUDA graphs (--cuda-graph-impl local) are not modelled"),
+])
+def test_cuda_graphs_read_from_the_argument_dump(lines, impl, note):
+    """``--cuda-graph-impl`` as Megatron-LM resolves it becomes the run's workload (a full-iteration graph is
+    costed), and the reader says what of it is not modelled."""
+    dump = ARGS_DUMP.replace("  bf16 ...", lines + "  bf16 ...")
+    run = run_from_log("\n".join(dump.splitlines() + [_iteration(i, 1000.0) for i in range(1, 6)]), "graphs",
+                       {"gpu": "h100"})
+    assert run.workload.cuda_graph_impl == impl
+    assert any(note in n for n in run.notes), run.notes
