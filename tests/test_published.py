@@ -46,8 +46,9 @@ RUNS, SKIPPED = published.load_published(DATA)
 
 # Holdout median |error| of tokens/s/GPU measured by benchmarks/calibrate_time.py with the committed
 # factors (see its output), plus a margin of 2 percentage points.
-HOLDOUT_DENSE_TOLERANCE = 0.06  # measured 2.5% (2026-12-01, communication physics of issue 12)
-HOLDOUT_MOE_TOLERANCE = 0.17  # measured 15.0% (H100 MoE 26%: cross-node EP predicted too slow)
+HOLDOUT_DENSE_TOLERANCE = 0.06  # measured 2.3% (2026-12-02, scored once for the release)
+# measured 16.0% (2026-12-02: worse than the 9.9% before each release's recipe and the MoE refit; README "Speed")
+HOLDOUT_MOE_TOLERANCE = 0.18
 FIT_DENSE_TOLERANCE = 0.055  # measured 3.0% (2026-12-02)
 # measured 6.1% (2026-12-02: each release's recipe -- dispatcher, EP overlap, recompute, full-iteration CUDA
 # graphs -- instead of today's for every release; was 12.4% with one GEMM curve per chip family, 10.3% before)
