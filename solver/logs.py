@@ -576,6 +576,9 @@ CONFIG_KEYS = {
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
     "overlap_grad_reduce", "cp_comm_type", "disable_bias_linear", "group_query_attention", "num_virtual_stages_per_pipeline_rank",
+    # CUDA graphs (TransformerConfig cuda_graph_impl / cuda_graph_scope / cuda_graph_modules; Bridge prints them
+    # under model:, e.g. its full-iteration perf recipes)
+    "cuda_graph_impl", "cuda_graph_scope", "cuda_graph_modules", "enable_cuda_graph", "external_cuda_graph",
     # GPUs per node and nodes as launchers spell them (NeMo-Run num_gpus_per_node, verl trainer.n_gpus_per_node /
     # trainer.nnodes, torchrun nproc_per_node / nnodes, a posted "num_gpu_per_node=8" list: Megatron-LM#637)
     "num_gpus_per_node", "num_gpu_per_node", "n_gpus_per_node", "gpus_per_node", "nproc_per_node", "nnodes",

@@ -432,6 +432,10 @@ train:
     assert run.spec.swiglu and run.spec.num_query_groups == 8 and not run.spec.untie_embeddings_and_output_weights
     assert run.layout.distributed_optimizer and run.workload.global_batch_size == 512
     assert run.measured.step_time_s == pytest.approx(4.607)  # median of iterations 4-10
+    # Bridge's full-iteration perf recipes print the graph under model: (deepseek/common.py L60-61)
+    graphed = run_from_log(text.replace("model:\n", "model:\n  cuda_graph_impl: full_iteration\n  cuda_graph_scope: []\n"),
+                           "bridge", {"gpu": "h100"})
+    assert graphed.workload.cuda_graph_impl == "full_iteration" and run.workload.cuda_graph_impl == "none"
 
 
 def test_printed_parameter_count_checks_the_shape():
