@@ -8,7 +8,7 @@ import click
 
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS, FP8_RECIPES, MOE_DISPATCHERS, PRECISION_CHOICES, Layout,
-                                     Workload, default_global_batch, precision_fields)
+                                     Workload, cuda_graph_note, default_global_batch, precision_fields)
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
 
@@ -300,6 +300,9 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
             if value != default:
                 raise MegasolveError(field=flag, value=value, rule=f"{resolved.spec.name} has no MoE layers",
                                      fix=f"drop {flag} or pick an MoE model")
+    graphs = cuda_graph_note(built.cuda_graph_impl)
+    if graphs:
+        render.note(graphs)
     return resolved, cluster, built
 
 

@@ -111,10 +111,20 @@ def fsdp_exposed(ar: Any, traffic: Any, compute: Any, fsdp: FsdpOverlap) -> Any:
     1.4
     """
     exposed = ar.ceil_div(ar.pos(ar.mul(OVERLAP_SCALE, traffic) - fsdp.overlap * compute), OVERLAP_SCALE)
-    if isinstance(fsdp.contention, (int, float)) and fsdp.contention == 0:
+    return with_contention(ar, exposed, traffic, fsdp.contention)
+
+
+def with_contention(ar: Any, exposed: Any, traffic: Any, contention: Any) -> Any:
+    """``exposed`` plus ``contention`` (parts per ``OVERLAP_SCALE``) of the hidden rest of ``traffic``,
+    ``E + c (T - E)``: what a hidden second of NCCL traffic still costs the GEMMs it runs beside
+    (Megatron-FSDP, DP; ``calibration.yaml`` ``*_overlap_contention``).
+
+    >>> with_contention(FLOAT, 1.0, 3.0, OVERLAP_SCALE // 5)  # 1 + 0.2 * 2
+    1.4
+    """
+    if isinstance(contention, (int, float)) and contention == 0:
         return exposed
-    return ar.ceil_div(ar.mul(fsdp.contention, traffic) + ar.mul(OVERLAP_SCALE - fsdp.contention, exposed),
-                       OVERLAP_SCALE)
+    return ar.ceil_div(ar.mul(contention, traffic) + ar.mul(OVERLAP_SCALE - contention, exposed), OVERLAP_SCALE)
 
 
 def stage_time_relaxation(tau: Any, traffic: Any, compute: Any, fsdp: FsdpOverlap) -> tuple[Any, int]:
@@ -172,9 +182,7 @@ def dp_exposed(ar: Any, grad: Any, param: Any, compute: Any, vpp: Any, overlap: 
     out = 0
     for traffic, share in ((grad, GRAD_WINDOW), (param, PARAM_WINDOW)):
         out = out + ar.ceil_div(ar.pos(ar.mul(scale, traffic) - share * overlap * compute), scale)
-    if isinstance(contention, (int, float)) and contention == 0:
-        return out
-    return ar.ceil_div(ar.mul(contention, grad + param) + ar.mul(OVERLAP_SCALE - contention, out), OVERLAP_SCALE)
+    return with_contention(ar, out, grad + param, contention)
 
 
 def step(ar: Any, stages: Sequence[StageCost], m: Any, vpp: Any, overlap: Any, overhead: Any,

@@ -53,6 +53,18 @@ MOE_TOKEN_DROP_POLICIES = ("probs", "position")  # TC L699-704
 CUDA_GRAPH_IMPLS = ("none", "local", "transformer_engine", "full_iteration")  # TC L1075-1088
 
 
+def cuda_graph_note(impl: str) -> str | None:
+    """What megasolve does not model of ``--cuda-graph-impl impl`` (None for ``none``): said wherever the
+    setting comes in, a flag or a log."""
+    if impl == "full_iteration":
+        return ("full-iteration CUDA graph: its time effect is costed (no launches or host syncs), its memory "
+                "(static buffers, graph pools) is not counted")
+    if impl != "none":
+        return (f"per-layer CUDA graphs (--cuda-graph-impl {impl}) are not modelled (their static input / output "
+                "buffers and graph pools are not counted; time as eager)")
+    return None
+
+
 def _check_choice(field: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise MegasolveError(field=field, value=value, rule=f"must be one of {', '.join(choices)}", fix="pick one")

@@ -47,7 +47,7 @@ import yaml
 
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, RECOMPUTE_MODULE_NAMES, Layout, Workload,
-                                    precision_fields)
+                                    cuda_graph_note, precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
@@ -487,13 +487,9 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     optimizer = args.get("optimizer")
     if isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # dist_muon, sgd, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
-    graphs = cuda_graph_impl(args)
-    if graphs == "full_iteration":
-        notes.append("full-iteration CUDA graph: its time effect is costed (no launches or host syncs), its "
-                     "memory (static buffers, graph pools) is not counted")
-    elif graphs != "none":
-        notes.append(f"per-layer CUDA graphs (--cuda-graph-impl {graphs}) are not modelled (their static input / "
-                     "output buffers and graph pools are not counted; time as eager)")
+    graphs = cuda_graph_note(cuda_graph_impl(args))
+    if graphs:
+        notes.append(graphs)
 
 
 def cuda_graph_impl(args: dict[str, Any]) -> str:

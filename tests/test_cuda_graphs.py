@@ -85,3 +85,17 @@ def test_exports_launch_the_graph_with_the_nan_check_off():
             fmt, SPEC, CLUSTER, workload, LAYOUT)
     eager = megatron_flags(SPEC, CLUSTER, WORKLOAD, LAYOUT)
     assert not any("cuda-graph" in f or "nan-in-loss" in f for f in eager)
+
+
+def test_the_flag_says_what_is_not_modelled():
+    """``--cuda-graph-impl`` on the command line gets the note a log's setting gets (``cuda_graph_note``)."""
+    from click.testing import CliRunner
+
+    from megasolve.cli.main import cli
+
+    args = ["estimate", "-m", "qwen3-30b-a3b", "-n", "8", "-g", "gb200", "--ep", "8", "-o", "json"]
+    for impl, text in (("local", "per-layer CUDA graphs (--cuda-graph-impl local) are not modelled"),
+                       ("full_iteration", "its memory (static buffers, graph pools) is not counted")):
+        result = CliRunner().invoke(cli, args + ["--cuda-graph-impl", impl])
+        assert result.exit_code in (0, 1) and text in result.stderr
+    assert "CUDA graph" not in CliRunner().invoke(cli, args).stderr
