@@ -58,6 +58,7 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     "gemm_half_width": ((("gemm_half_width",),), 64, 1024),
     "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.4, 1.0),
     "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-4, 3e-3),
+    "per_local_expert_overhead_s": ((("per_local_expert_overhead_s",),), 1e-5, 5e-4),
     "cuda_graph_moe_overhead_share": ((("cuda_graph_moe_overhead_share",),), 0.02, 1.0),
     "fp8_cast_bytes_per_token_hidden": ((("fp8_cast_bytes_per_token_hidden",),), 50, 600),
     # floor: MXFP8 writes one E8M0 scale byte per 32 quantised elements on top of per-tensor FP8
@@ -179,7 +180,7 @@ def report(runs: list[PublishedRun], *, verbose: bool = False, holdout: bool = F
 def loss(runs: list[PublishedRun], params: dict[str, float], start: dict[str, float]) -> float:
     apply_params(params)
     data = sum(abs(math.log(predict(r) / r.measured_tokens_per_s_per_gpu)) for r in runs)
-    prior = 0.02 * sum(math.log(params[k] / start[k]) ** 2 for k in params)
+    prior = 0.02 * sum(math.log(params[k] / start[k]) ** 2 for k in params if start[k] > 0)
     return data + prior
 
 

@@ -31,7 +31,7 @@ Mapping rules (each applied rule is recorded in ``PublishedRun.assumptions``):
   TFLOP/s with the source's own FLOP formula: Narayanan 2021 Eq. 3 (hardware FLOPs, includes the
   recompute forward: ``96*B*s*l*h^2*(1 + s/6h + V/(16*l*h))``), Megatron-LM README r0.8 and
   Korthikanti MFU (``72*B*s*l*h^2*(1 + s/6h + V/(12*l*h))``, full attention).
-* Skipped: hybrid Mamba models (no architecture), LoRA / SFT (not pretraining), NVFP4 (not a
+* Skipped: hybrid Mamba models without a preset (Nemotron 3 Nano and Super map to theirs), LoRA / SFT (not pretraining), NVFP4 (not a
   ``Workload`` precision), ZeRO-3 (not a Megatron layout), layer micro-benchmarks (unit checks in
   tests/test_time.py), feasibility-only and memory-only records, layouts not stated.
 * Split: deterministic, ``sha256(group) % 10 < 3`` -> holdout (~30%), where ``group`` is the
@@ -45,7 +45,7 @@ import argparse
 import hashlib
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,9 @@ GPU_FAMILY = {"a100-80g": "ampere", "h100": "hopper", "b200": "blackwell", "b300
 PRESETS = {"Llama 3.1 405B": "llama-3.1-405b", "Llama 3 70B": "llama-3.1-70b", "Llama 3 8B": "llama-3.1-8b",
            "Llama 2 7B": "llama-2-7b", "Llama 2 13B": "llama-2-13b", "Llama 2 70B": "llama-2-70b",
            "Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen3-235B-A22B": "qwen3-235b-a22b",
-           "DeepSeek-V3 671B": "deepseek-v3"}
+           "DeepSeek-V3 671B": "deepseek-v3",
+           "Nemotron 3 Nano (30B-A3B hybrid Mamba-Transformer MoE)": "nemotron-3-nano-30b-a3b",
+           "Nemotron 3 Super (~120B hybrid Mamba-Transformer MoE)": "nemotron-3-super-120b-a12b"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,14 +148,22 @@ def _deepseek_like(m: dict[str, Any], first_dense: int, mtp: int) -> ModelSpec:
 def model_spec(record: dict[str, Any], notes: list[str]) -> ModelSpec:
     m = record["model"]
     name, family = m.get("name") or "", m.get("family")
-    if m.get("type") == "hybrid_mamba_moe":
-        raise Skip("hybrid Mamba-Transformer model (architecture not in the record, Mamba not modelled)")
+    if m.get("type") == "hybrid_mamba_moe" and name not in PRESETS:
+        raise Skip("hybrid Mamba-Transformer model (architecture not in the record, no preset)")
     bridge = record["source_group"] == "megatron_bridge_perf_summary"
     if name in PRESETS:
         spec = load_preset(PRESETS[name])
         if name == "DeepSeek-V3 671B" and not bridge:
             spec = _replace_mtp(spec, 0)
-        notes.append(f"model: preset {PRESETS[name]}" + (" (+1 MTP layer, Bridge recipe)"
+        recipe = bridge_moe_recipe(record)
+        if recipe is not None and recipe.get("mtp_num_layers"):
+            # Nemotron 3 Super's Bridge recipe: mtp_num_layers 2 with mtp_use_repeated_layer (one MTP block
+            # run twice: weights once, FLOPs and activations per depth)
+            repeated = bool(recipe.get("mtp_use_repeated_layer"))
+            spec = replace(spec, mtp_num_layers=recipe["mtp_num_layers"], mtp_use_repeated_layer=repeated)
+            notes.append(f"{recipe['mtp_num_layers']} MTP depths (the recipe at {recipe['revision']}"
+                         + ("; one repeated layer)" if repeated else ")"))
+        notes.append(f"model: preset {PRESETS[name]}" + (f" (+{spec.mtp_num_layers} MTP depths, Bridge recipe)"
                                                           if spec.mtp_num_layers else ""))
         return spec
     if family == "deepseek" and m.get("mla"):  # Kimi K2
@@ -189,7 +199,6 @@ def model_spec(record: dict[str, Any], notes: list[str]) -> ModelSpec:
 
 
 def _replace_mtp(spec: ModelSpec, mtp: int) -> ModelSpec:
-    from dataclasses import replace
     return replace(spec, mtp_num_layers=mtp)
 
 
@@ -242,7 +251,8 @@ def bridge_moe_recipe(record: dict[str, Any]) -> dict[str, Any] | None:
     overlap, recompute): the entry of the row's release, model, GPU and precision whose table values (GBS,
     MBS, TP, PP, EP) are the row's; None for other sources or a row the file does not hold."""
     global _RECIPES
-    if record["source_group"] != "megatron_bridge_perf_summary" or record["model"].get("type") != "moe":
+    if record["source_group"] != "megatron_bridge_perf_summary" \
+            or record["model"].get("type") not in ("moe", "hybrid_mamba_moe"):
         return None
     if _RECIPES is None:
         _RECIPES = yaml.safe_load(RECIPES_FILE.read_text(encoding="utf-8"))

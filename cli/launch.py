@@ -72,7 +72,8 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
               ("moe_ffn_hidden_size", moe.expert_ffn_hidden_size),
               ("moe_shared_expert_intermediate_size", moe.shared_expert_ffn_hidden_size or None),
               ("moe_shared_expert_gate", moe.shared_expert_gate),
-              ("moe_layer_freq", moe_layer_freq_expr(moe.layer_pattern))]
+              ("moe_layer_freq", moe_layer_freq_expr(moe.layer_pattern)),
+              ("moe_latent_size", moe.latent_size)]
         if moe.router_num_groups > 1:  # group-limited routing (Bridge maps HF n_group / topk_group to these,
             # conversion/model_bridge.py L487): the dispatcher's traffic depends on it
             s += [("moe_router_num_groups", moe.router_num_groups), ("moe_router_group_topk", moe.router_group_topk)]
@@ -83,6 +84,8 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
               ("v_head_dim", mla.v_head_dim)]
     if spec.mtp_num_layers:
         s.append(("mtp_num_layers", spec.mtp_num_layers))
+        if spec.mtp_use_repeated_layer:
+            s.append(("mtp_use_repeated_layer", True))
     return [Setting(name, value, "model") for name, value in s] + hybrid_settings(spec)
 
 

@@ -51,13 +51,24 @@ def attention_core_flops_per_token_seq(spec: ModelSpec) -> float:
 
 
 def mlp_flops_per_token(spec: ModelSpec, moe: bool) -> float:
-    """6 x MLP weights touched by one token: ``6*h*F*e_ffn`` dense; MoE ``6*h*(F_m*k + F_s)*e_ffn``."""
+    """6 x MLP weights touched by one token: ``6*h*F*e_ffn`` dense; MoE ``6*h*(F_m*k + F_s)*e_ffn``, with
+    latent experts ``6*(d*F_m*k + h*F_s)*e_ffn + 6*2*h*d`` (TRN ``moe_layer_flops`` L845-860)."""
+    return sum(moe_mlp_flops_per_token(spec) if moe else (6.0 * spec.hidden_size * spec.ffn_hidden_size
+                                                           * (3 if spec.swiglu else 2),))
+
+
+def moe_mlp_flops_per_token(spec: ModelSpec) -> tuple[float, float, float]:
+    """An MoE MLP's FLOPs per token, forward + backward: (routed experts, shared experts, latent projections).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> [f / 1e6 for f in moe_mlp_flops_per_token(load_preset("nemotron-3-super-120b-a12b"))]  # 6*2*(1024*2688*22, 4096*5376, 4096*1024)
+    [726.663168, 264.241152, 50.331648]
+    """
     e_ffn = 3 if spec.swiglu else 2
-    h = spec.hidden_size
-    if not moe:
-        return 6.0 * h * spec.ffn_hidden_size * e_ffn
     m = spec.moe
-    return 6.0 * h * (m.expert_ffn_hidden_size * m.top_k + m.shared_expert_ffn_hidden_size) * e_ffn
+    routed = 6.0 * spec.expert_hidden_size * m.expert_ffn_hidden_size * m.top_k * e_ffn
+    shared = 6.0 * spec.hidden_size * m.shared_expert_ffn_hidden_size * e_ffn
+    return routed, shared, 6.0 * spec.latent_projection_params
 
 
 def model_flops_per_sequence(spec: ModelSpec, seq_length: int) -> float:
@@ -181,11 +192,12 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     mlp_total = mlp_flops_per_token(spec, moe) * T / t if has_mlp else 0.0
     if moe and has_mlp:
         m = spec.moe
-        shared_share = m.shared_expert_ffn_hidden_size / (m.expert_ffn_hidden_size * m.top_k
-                                                           + m.shared_expert_ffn_hidden_size)
+        routed_pt, shared_pt, latent_pt = moe_mlp_flops_per_token(spec)
         # routed rows: token dropping, padding to capacity, FP8 alignment padding (cost/moe_routing.py)
         rows = routed_rows(spec, workload, T / shape.sigma)
-        gemm, expert = lin + mlp_total * shared_share, mlp_total * (1 - shared_share) * rows.gemm
+        # latent projections: duplicated weights on the rank's T/sigma tokens (moe_layer.py L279-303)
+        gemm = lin + shared_pt * T / t + latent_pt * T / shape.sigma
+        expert = routed_pt * T / t * rows.gemm
         gemm += 6.0 * T * spec.hidden_size * m.num_experts / shape.sigma  # router GEMM (not in MFU)
     else:
         gemm, expert = lin + mlp_total, 0.0
@@ -237,7 +249,7 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     elementwise = passes / 3 * (per_token_bytes * T / shape.sigma + ffn_bytes) + scores_bytes * (4 / 3 if recompute == "full"
                                                                                    else 1.0)
     if moe and has_mlp:
-        elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.hidden_size \
+        elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.expert_hidden_size \
             * rows.dispatch
     return LayerWork(gemm, expert, core + mixer_scan, elementwise + mixer_bytes)
 
@@ -266,8 +278,8 @@ def layer_weights_per_rank(spec: ModelSpec, shape: ActivationShape, *, moe: bool
     m = spec.moe
     e_ffn = 3 if spec.swiglu else 2
     shared = spec.hidden_size * m.shared_expert_ffn_hidden_size * e_ffn / shape.tp
-    router = spec.hidden_size * m.num_experts
-    experts = m.num_experts / ep * spec.hidden_size * m.expert_ffn_hidden_size * e_ffn / shape.etp
+    router = spec.hidden_size * m.num_experts + spec.latent_projection_params
+    experts = m.num_experts / ep * spec.expert_hidden_size * m.expert_ffn_hidden_size * e_ffn / shape.etp
     return dense + shared + router + experts
 
 

@@ -219,7 +219,7 @@ RECOMPUTE_MODULES: dict[str, frozenset[str]] = {
     "moe_act": frozenset({"expert_act_output"}),
     "shared_experts": frozenset({"shared_fc1_output", "shared_act_output"}),
     "moe": frozenset({"router", "expert_input", "expert_fc1_output", "expert_act_output",
-                      "shared_fc1_output", "shared_act_output"}),
+                      "shared_fc1_output", "shared_act_output", "latent_up_input"}),
     "mla_up_proj": frozenset({"mla_up"}),
 }
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
@@ -374,7 +374,10 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     expert, ``router.py::_apply_aux_loss``, case ``moe-alltoall-auxloss``: the recipes use an auxiliary or
     sequence-auxiliary loss), local experts
     ``T_e*(2h + 4 + 2*(f_glu + 1)*F_m/etp)`` with ``T_e = (T/sigma)*k*etp`` routed tokens (balanced
-    routing), shared experts ``2*T*(f_glu + 1)*F_s/t``.
+    routing), shared experts ``2*T*(f_glu + 1)*F_s/t``. With latent experts (``--moe-latent-size d``) the
+    routed tokens are ``d`` wide (``2d + 4`` B each) and ``fc2_latent_proj`` keeps its input, the combined
+    latent tokens, ``2*T*d/sigma`` (``moe_layer.py`` L583-592; ``fc1_latent_proj``'s input is the saved norm
+    output, its output goes to the permutation, which keeps only indices).
 
     >>> from megasolve.models.presets import load_preset
     >>> terms = mlp_activation_terms(load_preset("llama-3.1-70b"), Workload(seq_length=8192),
@@ -400,7 +403,10 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     F_m, F_s = m.expert_ffn_hidden_size / shape.etp, m.shared_expert_ffn_hidden_size / t
     terms["mlp_norm_output"] = a * T * h / sigma
     terms["router"] = (14 * m.num_experts + 20 * m.top_k) * T / sigma
-    terms["expert_input"] = routed_tokens * (a * h + FP32)
+    d = spec.expert_hidden_size
+    terms["expert_input"] = routed_tokens * (a * d + FP32)
+    if m.latent_size:  # fc2_latent_proj keeps its input (the combined latent tokens) for its wgrad
+        terms["latent_up_input"] = a * T * d / sigma
     terms["expert_fc1_output"] = BF16 * glu * routed_tokens * F_m
     terms["expert_act_output"] = a * routed_tokens * F_m
     terms["shared_fc1_output"] = BF16 * glu * T * F_s
@@ -553,7 +559,7 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
     m = spec.moe
     router_tokens = shape.tokens(workload) / shape.sigma
     rows = router_tokens * m.top_k * shape.etp * routed_rows(spec, workload, router_tokens).dispatch
-    h, F = spec.hidden_size, m.expert_ffn_hidden_size / shape.etp
+    h, F = spec.expert_hidden_size, m.expert_ffn_hidden_size / shape.etp
     if shape.etp > 1:
         dispatch = (FP32 + BF16) * rows * h
     else:

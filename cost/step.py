@@ -80,7 +80,7 @@ def _expert_gemm_width(spec: ModelSpec, workload: Workload, shape: ActivationSha
     grouped GEMM: few tokens per expert under-fill the tiles)."""
     m = spec.moe
     per_expert = shape.tokens(workload) / shape.sigma * m.top_k * ep * shape.etp / m.num_experts
-    return min(spec.hidden_size, m.expert_ffn_hidden_size / shape.etp, per_expert)
+    return min(spec.expert_hidden_size, m.expert_ffn_hidden_size / shape.etp, per_expert)
 
 
 def _none_of(pool: float, held: float, k: int) -> float:
@@ -460,14 +460,15 @@ def ep_traffic_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: A
     local_tokens = shape.tokens(workload) / shape.sigma
     # rows the all-to-all moves: token dropping / padding to capacity / router padding (cost/moe_routing.py)
     routed = local_tokens * m.top_k * routed_rows(spec, workload, local_tokens).dispatch
-    per_copy = BF16 * spec.hidden_size + 4
+    d = spec.expert_hidden_size  # the latent width with --moe-latent-size: the dispatcher moves latent tokens
+    per_copy = BF16 * d + 4
     a2a_count = 4 + (2 if recompute == "full" else 0)
     seconds = 0.0
     if workload.moe_dispatcher == "allgather":
         group = ep * shape.etp
         if group > 1:
             link = cluster.group_link(1, group)
-            gathered = BF16 * local_tokens * group * spec.hidden_size
+            gathered = BF16 * local_tokens * group * d
             seconds += (a2a_count // 2) * (collective_time_s("all_gather", gathered, group, link)
                                            + collective_time_s("reduce_scatter", gathered, group, link))
         return seconds
@@ -488,7 +489,7 @@ def ep_traffic_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: A
                                                  group_size=ep, cluster=cluster, dispatcher=workload.moe_dispatcher)
     if shape.etp > 1:
         link = cluster.group_link(1, shape.etp)
-        gathered = BF16 * routed * shape.etp * spec.hidden_size
+        gathered = BF16 * routed * shape.etp * d
         seconds += (a2a_count // 2) * (collective_time_s("all_gather", gathered, shape.etp, link)
                                        + collective_time_s("reduce_scatter", gathered, shape.etp, link))
     return seconds
@@ -603,11 +604,19 @@ def layer_ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape
                      expert_s=_routed_expert_s(spec, cluster, workload, shape, ep, recompute))
 
 
-def layer_overhead_s(workload: Workload, *, moe: bool) -> float:
+def layer_overhead_s(workload: Workload, *, moe: bool, local_experts: int = 0) -> float:
     """Per layer and micro-batch, forward + backward: kernel launches and host syncs
     (``per_layer_overhead_s``) and, in an MoE layer, the router / permute / token-count D2H sync
-    (``per_moe_layer_overhead_s``). Under ``--cuda-graph-impl full_iteration`` one graph replays the whole
-    forward-backward path (TC L1084-1086): no launches remain, and of the MoE overhead only the share
+    (``per_moe_layer_overhead_s``) plus ``per_local_expert_overhead_s`` for each of the rank's
+    ``local_experts``. The last is host time the GPU waits for: the token-count sync (the all-to-all's
+    split sizes: ``token_dispatcher.py`` ``preprocess`` ``.to("cpu")``; DeepEP's received-token count)
+    drains the GPU's queue, and what comes next is launched one expert at a time -- TE's
+    ``GroupedLinear`` runs each local expert's GEMM as its own cuBLAS call on up to 4 streams
+    (``multi_stream_cublas_gemm``, ``cublaslt_gemm.cu`` L969-1020, the default path of
+    ``nvte_multi_tensor_gemm`` L1058-1076 unless ``NVTE_USE_CUTLASS_GROUPED_GEMM``), with a quantise per
+    expert input under FP8 (``tex.split_quantize``), forward, dgrad and wgrad of fc1 and fc2.
+    Under ``--cuda-graph-impl full_iteration`` one graph replays the whole forward-backward path (TC
+    L1084-1086): no launches remain, and of the MoE overhead only the share
     ``cuda_graph_moe_overhead_share`` (the router and permute kernels themselves; the recipes that
     capture it pad the experts to a static capacity, so no token count crosses to the host).
 
@@ -615,12 +624,15 @@ def layer_overhead_s(workload: Workload, *, moe: bool) -> float:
     >>> cal = calibration()["time"]
     >>> layer_overhead_s(Workload(), moe=True) == cal["per_layer_overhead_s"] + cal["per_moe_layer_overhead_s"]
     True
+    >>> eager = layer_overhead_s(Workload(), moe=True, local_experts=16) - layer_overhead_s(Workload(), moe=True)
+    >>> round(eager / cal["per_local_expert_overhead_s"], 6)
+    16.0
     >>> graphed = layer_overhead_s(Workload(cuda_graph_impl="full_iteration"), moe=True)
     >>> graphed == cal["cuda_graph_moe_overhead_share"] * cal["per_moe_layer_overhead_s"]
     True
     """
     cal = calibration()["time"]
-    moe_s = cal["per_moe_layer_overhead_s"] if moe else 0.0
+    moe_s = cal["per_moe_layer_overhead_s"] + local_experts * cal["per_local_expert_overhead_s"] if moe else 0.0
     if workload.cuda_graph_impl == "full_iteration":
         return cal["cuda_graph_moe_overhead_share"] * moe_s
     return cal["per_layer_overhead_s"] + moe_s
@@ -639,7 +651,9 @@ def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload,
     weights = layer_weights_per_rank(spec, shape, moe=moe, ep=ep, kind=kind)
     compute += weight_stream_bytes(weights, precision, recompute, workload.grad_bytes) / gpu.hbm_bytes_per_s
     refwd = 4 / 3 if recompute == "full" else 1.0
-    compute += refwd * layer_overhead_s(workload, moe=moe and (kind is None or kind.mlp))
+    has_experts = moe and (kind is None or kind.mlp)
+    local_experts = spec.moe.num_experts // ep if has_experts else 0
+    compute += refwd * layer_overhead_s(workload, moe=has_experts, local_experts=local_experts)
     attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
     if kind is not None and not kind.has_attention:
         cp_s = mixer_cp_comm_s(spec, cluster, workload, shape, kind, recompute)

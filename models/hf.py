@@ -468,10 +468,12 @@ def _nemotron_h(cfg: _Config, model_type: str, name: str, source: str, notes: li
     moe = None
     if "E" in pattern:
         shared = _opt_int(cfg, "moe_shared_expert_intermediate_size", model_type, 0) or 0
+        # moe_latent_size: latent experts (Nemotron 3 Super; Megatron-Bridge nemotron_h_bridge.py L320-321)
         moe = MoESpec(num_experts=_int(cfg, "n_routed_experts", model_type),
                       top_k=_int(cfg, "num_experts_per_tok", model_type),
                       expert_ffn_hidden_size=_int(cfg, "moe_intermediate_size", model_type),
-                      shared_expert_ffn_hidden_size=shared, layer_pattern=tuple(int(c == "E") for c in pattern))
+                      shared_expert_ffn_hidden_size=shared, layer_pattern=tuple(int(c == "E") for c in pattern),
+                      latent_size=_opt_int(cfg, "moe_latent_size", model_type, None))
     bias = bool(cfg.get("use_bias", False)) or bool(cfg.get("mlp_bias", False))
     if bias or cfg.get("use_conv_bias", True) is False:
         notes.append("use_bias / use_conv_bias differ from Megatron-Core's Mamba mixer (no linear bias, conv bias on): "

@@ -41,9 +41,10 @@ READ_KEYS = frozenset({
     "swiglu", "normalization", "add_bias_linear", "disable_bias_linear", "add_qkv_bias", "qk_layernorm",
     "share_embeddings_and_output_weights", "untie_embeddings_and_output_weights", "position_embedding_type",
     "num_moe_experts", "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size",
-    "moe_shared_expert_gate", "moe_layer_freq", "moe_router_num_groups", "moe_router_group_topk",
+    "moe_shared_expert_gate", "moe_layer_freq", "moe_router_num_groups", "moe_router_group_topk", "moe_latent_size",
     "multi_latent_attention", "q_lora_rank", "kv_lora_rank",
-    "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "make_vocab_size_divisible_by",
+    "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "mtp_use_repeated_layer",
+    "make_vocab_size_divisible_by",
     "window_size", "window_attn_skip_freq", "no_rope_freq", "rotary_percent", "softmax_type", "qk_l2_norm",
     "hybrid_override_pattern", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads",
     "is_hybrid_model", "squared_relu", "experimental_attention_variant", "linear_attention_freq",
@@ -335,6 +336,7 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
             shared_expert_ffn_hidden_size=_typed(args, "moe_shared_expert_intermediate_size", int, 0),
             shared_expert_gate=_typed(args, "moe_shared_expert_gate", bool, False),
             layer_pattern=parse_layer_freq(args.get("moe_layer_freq", 1), num_layers),
+            latent_size=_typed(args, "moe_latent_size", int),
             **_router_groups(args, experts))
     mla = None
     if _typed(args, "multi_latent_attention", bool, False):
@@ -377,5 +379,6 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
         position_embedding_type=_typed(args, "position_embedding_type", str,
                                        "none" if pattern is not None else "learned_absolute"),  # MambaModel L76
         moe=moe, mla=mla, mtp_num_layers=_typed(args, "mtp_num_layers", int, 0) or 0,
+        mtp_use_repeated_layer=_typed(args, "mtp_use_repeated_layer", bool, False),
         make_vocab_size_divisible_by=_typed(args, "make_vocab_size_divisible_by", int, 128),
         source=source)

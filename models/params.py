@@ -127,25 +127,28 @@ def dense_mlp_params(spec: ModelSpec, tp: int, ffn_hidden_size: int | None = Non
 def moe_mlp_params(spec: ModelSpec, tp: int, ep: int, etp: int) -> RankParams:
     """The MLP half of an MoE layer (section 1.5): norm, router, shared experts, local experts.
 
-    Routed experts: ``E/ep`` local experts, each ``(f_glu + 1)*h*F_m`` split over ``etp``.
+    Routed experts: ``E/ep`` local experts, each ``(f_glu + 1)*d*F_m`` split over ``etp`` (``d`` = ``h``,
+    or the latent size with ``--moe-latent-size``, whose two ``h x d`` projections every TP rank holds
+    whole: ``parallel_mode="duplicated"``, moe_layer.py L279-303).
     Shared experts: an MLP of width ``F_s`` split over the attention TP group.
     """
     moe = spec.moe
     assert moe is not None
     h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
-    replicated = ns * h + moe.num_experts * h  # pre-MLP norm + router weight
+    d = spec.expert_hidden_size
+    replicated = ns * h + moe.num_experts * h + spec.latent_projection_params  # norm, router, latent projections
     if spec.add_bias_linear:
         replicated += moe.num_experts  # router bias
     if moe.shared_expert_gate and moe.shared_expert_ffn_hidden_size:
         replicated += h
     sharded = (spec.gated_factor + 1) * h * moe.shared_expert_ffn_hidden_size
-    per_expert = (spec.gated_factor + 1) * h * moe.expert_ffn_hidden_size
+    per_expert = (spec.gated_factor + 1) * d * moe.expert_ffn_hidden_size
     if spec.add_bias_linear:
         if etp != 1:
             raise MegasolveError(field="--etp", value=etp,
                                  rule="Bias in MoE is only supported when ETP==1 (TC L2612-2615)",
                                  fix="use --etp 1 or a model without linear biases")
-        per_expert += spec.gated_factor * moe.expert_ffn_hidden_size + h
+        per_expert += spec.gated_factor * moe.expert_ffn_hidden_size + d
     local_experts = _split(moe.num_experts, ep, "num_moe_experts", "--ep")
     _split(moe.expert_ffn_hidden_size, etp, "moe_ffn_hidden_size", "--etp")
     expert = _split(local_experts * per_expert, etp, "expert weights", "--etp")
@@ -244,10 +247,11 @@ def output_params(spec: ModelSpec, tp: int, pp: int, vocab_size: int | None = No
 
 
 def mtp_params(spec: ModelSpec, tp: int, pp: int, ep: int = 1, etp: int = 1) -> RankParams:
-    """Multi-token prediction block on the last stage (section 1.7), all depths.
+    """Multi-token prediction block on the last stage (section 1.7), all built MTP layers.
 
-    Per depth: ``enorm + hnorm + final norm`` (3*ns*h, replicated), ``eh_proj`` (2h x h, sharded) and
-    one transformer layer of the last decoder layer's kind. With PP > 1 the stage also builds an
+    Per layer: ``enorm + hnorm + final norm`` (3*ns*h, replicated), ``eh_proj`` (2h x h, sharded) and
+    one transformer layer of the last decoder layer's kind; one layer per depth, or a single one with
+    ``--mtp-use-repeated-layer`` (``ModelSpec.mtp_built_layers``). With PP > 1 the stage also builds an
     embedding copy (``V/t x h``).
     """
     if spec.mtp_num_layers == 0:
@@ -255,7 +259,7 @@ def mtp_params(spec: ModelSpec, tp: int, pp: int, ep: int = 1, etp: int = 1) -> 
     h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
     per_depth = RankParams(tp_sharded=_split(2 * h * h, tp, "eh_proj", "--tp"), replicated=3 * ns * h)
     per_depth = per_depth + layer_params(spec, spec.num_layers - 1, tp, ep, etp)
-    block = per_depth * spec.mtp_num_layers
+    block = per_depth * spec.mtp_built_layers
     if pp > 1:
         block = block + RankParams(tp_sharded=spec.padded_vocab_size(tp) * h // tp)
     return block
@@ -426,8 +430,8 @@ def stage_params(spec: ModelSpec, layout: Layout) -> list[StageParams]:
         first, last = stage == 0, stage == pp - 1
         has_mtp = last and spec.mtp_num_layers > 0
         per_layer = [layer_params(spec, i, tp, ep, etp) for i in layer_ids]
-        if has_mtp:  # each MTP depth holds one transformer layer of the last decoder layer's kind
-            per_layer += [layer_params(spec, spec.num_layers - 1, tp, ep, etp)] * spec.mtp_num_layers
+        if has_mtp:  # each built MTP layer holds one transformer layer of the last decoder layer's kind
+            per_layer += [layer_params(spec, spec.num_layers - 1, tp, ep, etp)] * spec.mtp_built_layers
         layers = sum(per_layer, RankParams())
         params = sum(per_layer[:len(layer_ids)], RankParams())
         if first:

@@ -27,6 +27,11 @@ class MoESpec:
     # ``router_group_topk`` best groups (DeepSeek-V3: 8 and 4, node-limited routing with one group per node)
     router_num_groups: int = 1
     router_group_topk: int = 1
+    # latent experts (--moe-latent-size, TC L952; Nemotron 3 Super / Ultra): the routed experts run in a
+    # latent width d_l: fc1_latent_proj (h -> d_l) before the dispatch, fc2_latent_proj (d_l -> h) after the
+    # combine, both TELinear parallel_mode="duplicated" (moe/moe_layer.py L265-303); the router and the
+    # shared experts keep the full width h (L423-428, L488-490, L583-592)
+    latent_size: int | None = None
 
     @property
     def num_moe_layers(self) -> int:
@@ -104,6 +109,10 @@ class ModelSpec:
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     mtp_num_layers: int = 0  # D
+    # ``--mtp-use-repeated-layer`` (TC ``mtp_use_repeated_layer``): one MTP layer is built and run at every
+    # depth (``multi_token_prediction.py`` L1831-1832, L1959-1995; ``gpt_layer_specs.py`` L779-782), so its
+    # weights are held once while its FLOPs and activations count per depth (Nemotron 3 Super's recipe).
+    mtp_use_repeated_layer: bool = False
     make_vocab_size_divisible_by: int = 128
     # ---- attention variants (TC L247-291; ``reference/megatron.md`` has no section: sources inline)
     # Sliding-window attention, ``--window-size W,0`` (TC ``window_size``): a query attends to itself
@@ -184,6 +193,10 @@ class ModelSpec:
         if self.mtp_num_layers < 0:
             raise ConfigError(field="mtp_num_layers", value=self.mtp_num_layers,
                               rule="must be >= 0", fix="set 0 for no multi-token prediction")
+        if self.mtp_use_repeated_layer and not self.mtp_num_layers:
+            raise ConfigError(field="mtp_use_repeated_layer", value=True,
+                              rule="a repeated MTP layer needs mtp_num_layers >= 1",
+                              fix="set mtp_num_layers or drop mtp_use_repeated_layer")
         if self.moe is not None:
             moe = self.moe
             if len(moe.layer_pattern) != self.num_layers:
@@ -191,6 +204,10 @@ class ModelSpec:
                     field="moe_layer_freq", value=f"list of {len(moe.layer_pattern)}",
                     rule=f"must have one entry per layer ({self.num_layers})",
                     fix="give an int frequency or a list of length num_layers")
+            if moe.latent_size is not None and (not isinstance(moe.latent_size, int) or moe.latent_size <= 0):
+                raise ConfigError(field="moe_latent_size", value=moe.latent_size,
+                                  rule="MoE latent projection dimension has to be greater than zero (ARG L1980-1982)",
+                                  fix="give a positive --moe-latent-size or leave it unset")
             for name, value in (("num_moe_experts", moe.num_experts), ("moe_router_topk", moe.top_k),
                                 ("moe_ffn_hidden_size", moe.expert_ffn_hidden_size)):
                 if not isinstance(value, int) or value <= 0:
@@ -333,6 +350,28 @@ class ModelSpec:
     def num_norm_params_per_hidden(self) -> int:
         """``ns``: 1 for RMSNorm (weight), 2 for LayerNorm (weight + bias)."""
         return 1 if self.normalization == "RMSNorm" else 2
+
+    @property
+    def mtp_built_layers(self) -> int:
+        """MTP layers that hold weights: one with ``mtp_use_repeated_layer``, else one per depth."""
+        return min(1, self.mtp_num_layers) if self.mtp_use_repeated_layer else self.mtp_num_layers
+
+    @property
+    def expert_hidden_size(self) -> int:
+        """Width of a routed expert's input and output, and of the tokens the dispatcher moves: the latent
+        size with ``--moe-latent-size``, else ``hidden_size``."""
+        if self.moe is not None and self.moe.latent_size:
+            return self.moe.latent_size
+        return self.hidden_size
+
+    @property
+    def latent_projection_params(self) -> int:
+        """Weights of one MoE layer's two latent projections (``h x d_l`` each; with
+        ``--add-bias-linear`` their biases), 0 without latent experts."""
+        if self.moe is None or not self.moe.latent_size:
+            return 0
+        d = self.moe.latent_size
+        return 2 * self.hidden_size * d + ((d + self.hidden_size) if self.add_bias_linear else 0)
 
     @property
     def gated_factor(self) -> int:

@@ -112,7 +112,7 @@ def moe_available(spec: ModelSpec, workload: Workload, knobs: frozenset[str]) ->
     # a knob the user pinned on rules the other out (TC L3039-3041)
     ep_ok = "moe_ep_overlap" in knobs and spec.mtp_num_layers <= 1 and not workload.moe_shared_expert_overlap
     se_ok = "moe_shared_expert_overlap" in knobs and bool(spec.moe.shared_expert_ffn_hidden_size) \
-        and not workload.moe_ep_overlap
+        and not workload.moe_ep_overlap and not spec.moe.latent_size  # training refuses it (moe_layer.py L476-486)
     return ep_ok, se_ok
 
 

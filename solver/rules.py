@@ -237,6 +237,10 @@ RULES: tuple[Rule, ...] = (
          message=lambda c, a: f"max_position_embeddings ({c.spec.max_position_embeddings}) must be greater than or"
                               f" equal to seq_length ({c.workload.seq_length})",
          fix="use a shorter --seq-len", source="ARG L1353-1356"),
+    Rule(name="latent_moe_without_shared_expert_overlap", axes=(),
+         check=lambda c, a: not (c.spec.is_moe and c.spec.moe.latent_size and c.workload.moe_shared_expert_overlap),
+         message=lambda c, a: "Shared expert overlap with MoE latent projections is not supported during training",
+         fix="drop --moe-shared-expert-overlap (the model has --moe-latent-size)", source="moe_layer.py L476-486"),
     Rule(name="fp8_needs_hardware", axes=(),
          check=lambda c, a: c.workload.precision != "fp8" or c.cluster.gpu.fp8_flops is not None,
          message=lambda c, a: f"{c.cluster.gpu.name} has no FP8 tensor cores",

@@ -83,8 +83,10 @@ def test_row_permit_follows_megatron():
 def test_allgather_dispatcher_and_dense_models_search_no_moe_overlap():
     spec, cluster, _ = instance("qwen3-30b-a3b", 8, "h100", 4096, 64)
     workload = Workload(seq_length=4096, global_batch_size=64, moe_dispatcher="allgather")
-    result = solve(spec, cluster, workload, top_k=3, fixed={"mbs": 1}, knobs=COMM_KNOBS)
-    assert all(not r.workload.moe_ep_overlap and not r.workload.moe_shared_expert_overlap for r in result.layouts)
+    # the dispatcher pinned to allgather: neither MoE overlap is searched (TC L3016-3019, L1820-1826)
+    pinned = solve(spec, cluster, workload, top_k=3, fixed={"mbs": 1, "moe_dispatcher": "allgather"}, knobs=COMM_KNOBS)
+    assert pinned.layouts and all(r.workload.moe_dispatcher == "allgather" for r in pinned.layouts)
+    assert all(not r.workload.moe_ep_overlap and not r.workload.moe_shared_expert_overlap for r in pinned.layouts)
 
 
 def test_fix_pins_the_dispatcher():

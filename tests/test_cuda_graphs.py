@@ -34,10 +34,27 @@ def test_full_iteration_graph_removes_exactly_the_launch_and_host_overhead():
     eager = step_time(SPEC, CLUSTER, WORKLOAD, LAYOUT)
     graphed = step_time(SPEC, CLUSTER, _graphed(WORKLOAD), LAYOUT)
     microbatches = WORKLOAD.num_microbatches(LAYOUT)
+    local = SPEC.moe.num_experts // LAYOUT.ep
+    moe_s = cal["per_moe_layer_overhead_s"] + local * cal["per_local_expert_overhead_s"]
     saved = SPEC.num_layers * microbatches * (cal["per_layer_overhead_s"] + (1 - cal["cuda_graph_moe_overhead_share"])
-                                              * cal["per_moe_layer_overhead_s"])
+                                              * moe_s)
     assert eager.step_s - graphed.step_s == pytest.approx(saved, rel=1e-6)
     assert graphed.breakdown_s["ep_comm"] == eager.breakdown_s["ep_comm"]
+
+
+def test_eager_moe_overhead_grows_with_the_local_experts():
+    """Each local expert is launched on its own (TE GroupedLinear's multi-stream cuBLAS path): a rank
+    holding 16 local experts pays 15 more per-expert host times per MoE layer than one holding 1; a full
+    graph keeps its share of it; a dense layer pays none."""
+    cal = calibration()["time"]
+    assert cal["per_local_expert_overhead_s"] > 0
+    one = layer_overhead_s(Workload(), moe=True, local_experts=1)
+    sixteen = layer_overhead_s(Workload(), moe=True, local_experts=16)
+    assert sixteen - one == pytest.approx(15 * cal["per_local_expert_overhead_s"], rel=1e-9)
+    graphed = _graphed(Workload())
+    assert layer_overhead_s(graphed, moe=True, local_experts=16) == pytest.approx(
+        cal["cuda_graph_moe_overhead_share"] * (cal["per_moe_layer_overhead_s"] + 16 * cal["per_local_expert_overhead_s"]))
+    assert layer_overhead_s(Workload(), moe=False, local_experts=16) == cal["per_layer_overhead_s"]
 
 
 def test_dense_layers_lose_only_their_launches():

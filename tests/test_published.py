@@ -144,11 +144,18 @@ def test_every_measured_layout_study_is_ordered_right():
 # ---------------------------------------------------------------------------- memory feasibility
 # Layouts that ran but are predicted not to fit even with full recompute, with the diagnosis
 # (reported to the owner of cost/memory.py; remove an entry when the memory model fits it).
-# Every published layout is predicted to fit. The last ones to come off this list: Bridge Llama-3 70B
+# Every other published layout is predicted to fit. The last ones to come off this list: Bridge Llama-3 70B
 # Megatron-FSDP runs (GB200: 191.0 of 197.6 GB with the recipe's bf16 grad reduction, TE cross entropy and
 # 40 offloaded layers; GB300: 265.4 of 287.8 GB) and the NeMo 24.07 FP8 runs with bf16 grad reduction
 # (GPT-3 20B 82.3 of 85.5 GB; Nemotron-4 340B only with full recompute, 93.2 GB without).
-KNOWN_NOT_FITTING: set[str] = set()
+# Nemotron 3 Super on 64 B200 (tp1 pp1 ep64, MXFP8, the recipe's selective recompute of moe_act and layernorm):
+# 199.3 GB predicted (central ~188.6 + band 10.7) of 192.2 usable. Of that, activations are
+# 103 GB: 40 Mamba layers at 0.74 GB (in_proj output zxBCdt 18,560 wide, conv and SSM outputs, out_proj input),
+# 40 latent-MoE layers at 1.48 GB (top-22 routing of 8,192 tokens: the fc1 output alone is 1.0 GB), 8 attention
+# layers and the repeated MTP block. Not yet found: whether TE keeps the MXFP8 copies of the expert and Mamba GEMM
+# inputs instead of the bf16 ones (which would halve those terms), or Mamba's fused kernel recomputes its
+# conv/SSM outputs in backward; either alone would bring it inside the capacity.
+KNOWN_NOT_FITTING: set[str] = {"megatron_bridge_perf_summary:nemotron-3-super-120b-hybrid:b200x64:4"}
 
 
 def _fits_with_cheapest_recompute(run) -> tuple[bool, float]:
