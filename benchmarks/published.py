@@ -154,7 +154,7 @@ def model_spec(record: dict[str, Any], notes: list[str]) -> ModelSpec:
     if name in PRESETS:
         spec = load_preset(PRESETS[name])
         if name == "DeepSeek-V3 671B" and not bridge:
-            spec = _replace_mtp(spec, 0)
+            spec = replace(spec, mtp_num_layers=0)
         recipe = bridge_moe_recipe(record)
         if recipe is not None and recipe.get("mtp_num_layers"):
             # Nemotron 3 Super's Bridge recipe: mtp_num_layers 2 with mtp_use_repeated_layer (one MTP block
@@ -196,10 +196,6 @@ def model_spec(record: dict[str, Any], notes: list[str]) -> ModelSpec:
     if family == "mixtral":
         raise Skip("memory-only record (Mixtral estimator validation model, no throughput)")
     raise Skip(f"model family {family!r} not mapped")
-
-
-def _replace_mtp(spec: ModelSpec, mtp: int) -> ModelSpec:
-    return replace(spec, mtp_num_layers=mtp)
 
 
 # ---------------------------------------------------------------------------- layout and workload

@@ -53,8 +53,9 @@ def attention_core_flops_per_token_seq(spec: ModelSpec) -> float:
 def mlp_flops_per_token(spec: ModelSpec, moe: bool) -> float:
     """6 x MLP weights touched by one token: ``6*h*F*e_ffn`` dense; MoE ``6*h*(F_m*k + F_s)*e_ffn``, with
     latent experts ``6*(d*F_m*k + h*F_s)*e_ffn + 6*2*h*d`` (TRN ``moe_layer_flops`` L845-860)."""
-    return sum(moe_mlp_flops_per_token(spec) if moe else (6.0 * spec.hidden_size * spec.ffn_hidden_size
-                                                           * (3 if spec.swiglu else 2),))
+    if moe:
+        return sum(moe_mlp_flops_per_token(spec))
+    return 6.0 * spec.hidden_size * spec.ffn_hidden_size * (3 if spec.swiglu else 2)
 
 
 def moe_mlp_flops_per_token(spec: ModelSpec) -> tuple[float, float, float]:
