@@ -330,7 +330,7 @@ def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str]
             out["moe_ep_overlap"] = True
             notes.append(f"EP all-to-all overlap (--overlap-moe-expert-parallel-comm, as the recipe at "
                          f"{recipe['revision']} sets)")
-        if recipe["shared_expert_overlap"] and spec.moe.num_shared_experts:
+        if recipe["shared_expert_overlap"] and spec.moe.shared_expert_ffn_hidden_size:
             out["moe_shared_expert_overlap"] = True
             notes.append(f"shared-expert overlap (--moe-shared-expert-overlap, as the recipe at {recipe['revision']} sets)")
     elif source == "megatron_bridge_perf_summary" and allowed:

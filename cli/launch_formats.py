@@ -81,6 +81,7 @@ MEGATRON_DEST = {
     "virtual_pipeline_model_parallel_size": "num_virtual_stages_per_pipeline_rank",
     "fp8": "fp8_format",
     "average_in_collective": "ddp_average_in_collective",
+    "microbatch_group_size_per_vp_stage": "microbatch_group_size_per_virtual_pipeline_stage",
     # --pipeline-model-parallel-layout STRING (ARG; TC L1307-1357); no flag (None) means no layout
     "cpu_offloading": None,  # ARG L1950: --cpu-offloading-num-layers > 0 switches it on
     "cpu_offloading_weights": None,  # activations only is Megatron-LM's default
@@ -233,6 +234,9 @@ NEMO = {
     "cuda_graph_impl": NotExpressible("cuda_graph_impl={value}: not checked in NeMo 2; use the megatron or bridge "
                                       "format"),
     "check_for_nan_in_loss_and_grad": None,  # goes with cuda_graph_impl
+    # a ModelParallelConfig field of the model config; whether NeMo 2's strategy keeps it was not checked
+    "microbatch_group_size_per_vp_stage": NotExpressible(
+        "microbatch_group_size_per_vp_stage={value}: not checked in NeMo 2; use the megatron or bridge format"),
     # NeMo-Run's TypeParser has no parser for Tuple[int, int] (cli_parser.py TypeParser.parse, "Unsupported type")
     "window_size": NotExpressible("window_size (a (left, right) tuple NeMo-Run's CLI cannot parse): the recipe "
                                   "must set window_size={value}"),
@@ -280,6 +284,9 @@ VERL = {
     "cuda_graph_impl": NotExpressible("cuda_graph_impl={value}: not checked in verl (its engine runs its own "
                                       "training loop); use the megatron or bridge format"),
     "check_for_nan_in_loss_and_grad": None,  # goes with cuda_graph_impl
+    "microbatch_group_size_per_vp_stage": NotExpressible(
+        "microbatch_group_size_per_vp_stage={value}: not checked in verl (its engine runs its own schedule calls); "
+        "use the megatron or bridge format"),
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
     "fp8_param_gather": NotExpressible("fp8_param_gather (FP8 primary weights): no verl Megatron engine key"),
     # verl's engine initialises Megatron's parallel state without hierarchical CP sizes (none in verl @b178a3cd)

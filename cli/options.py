@@ -72,7 +72,7 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
-                  "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl")
+                  "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size")
 
 
 def recipe_options(func: F) -> F:
@@ -125,6 +125,12 @@ def recipe_options(func: F) -> F:
         click.option("--wgrad-deferral-limit", "wgrad_deferral_limit", type=int, default=0, show_default=True,
                      help="With --defer-embedding-wgrad-compute: defer only this many output-layer calls "
                           "(Megatron --wgrad-deferral-limit; 0 = every micro-batch, NVIDIA's Llama recipes use 22)."),
+        click.option("--microbatch-group-size-per-virtual-pipeline-stage", "microbatch_group_size", type=int,
+                     default=None,
+                     help="Interleaved schedule: consecutive micro-batches per model chunk (Megatron "
+                          "--microbatch-group-size-per-virtual-pipeline-stage; default the pipeline size). A larger "
+                          "group keeps (vpp-1) more micro-batch chunks in flight per step of the group; it lets the "
+                          "micro-batch count be any M with pp <= G <= M and M % G zero or >= pp."),
         click.option("--num-distributed-optimizer-instances", "dist_optimizer_instances", type=int, default=1,
                      show_default=True,
                      help="Split the data-parallel group into N distributed-optimizer instances (Megatron "

@@ -850,22 +850,25 @@ def band_parts(workload: Workload, moe_stage: bool) -> combine.Band:
 
 
 # ---------------------------------------------------------------------------- pipeline schedule
-def inflight_microbatches(pp: int, vpp: int, num_microbatches: int, stage: int) -> float:
+def inflight_microbatches(pp: int, vpp: int, num_microbatches: int, stage: int, group: int | None = None) -> float:
     """Activation sets live on ``stage``, in units of "all the stage's layers for one micro-batch"
     (section 3.6, SCH ``get_pp_rank_microbatches`` L929-986).
 
-    1F1B: ``min(p - r, m)``. Interleaved: ``min(2(p - r - 1) + (v - 1)p + 1, m*v)`` chunk units of
-    ``L_r/v`` layers, i.e. that count divided by ``v``; for r = 0 and m >= p this is TMU's penalty
-    ``p*(1 + (p - 1)/(p*v))``.
+    1F1B: ``min(p - r, m)``. Interleaved: ``min(2(p - r - 1) + (v - 1)G + 1, m*v)`` chunk units of
+    ``L_r/v`` layers, i.e. that count divided by ``v``, with ``G`` the micro-batch group size per model chunk
+    (``--microbatch-group-size-per-virtual-pipeline-stage``, ``group``; None: Megatron's default ``p``, MPC
+    L567-568); for r = 0, G = p and m >= p this is TMU's penalty ``p*(1 + (p - 1)/(p*v))``.
 
     >>> inflight_microbatches(4, 1, 64, 0), inflight_microbatches(4, 1, 64, 3), inflight_microbatches(4, 1, 2, 0)
     (4, 1, 2)
     >>> inflight_microbatches(4, 2, 64, 0)  # (2*3 + 1*4 + 1) / 2
     5.5
+    >>> inflight_microbatches(4, 3, 20, 0, group=5)  # (2*3 + 2*5 + 1) / 3
+    5.666666666666667
     """
     if vpp == 1:
         return min(pp - stage, num_microbatches)
-    warmup = 2 * (pp - stage - 1) + (vpp - 1) * pp
+    warmup = 2 * (pp - stage - 1) + (vpp - 1) * (group or pp)
     return min(warmup + 1, num_microbatches * vpp) / vpp
 
 
@@ -1014,7 +1017,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         # DeepEP's buffer exists on ranks whose stage has MoE layers (its MTP block's included)
         comm_stage = any(spec.is_moe_layer(i) for i in layer_ids) or (
             params.has_mtp and spec.is_moe_layer(spec.num_layers - 1))
-        live = round(inflight_microbatches(layout.pp, layout.vpp, m, stage) * layout.vpp)  # chunk-units
+        live = round(inflight_microbatches(layout.pp, layout.vpp, m, stage, workload.microbatch_group_size)
+                     * layout.vpp)  # chunk-units
         fixed = offloaded.in_transit + transient
         if params.has_output:
             fixed += last_stage_peak_extra_bytes(spec, workload, shape)

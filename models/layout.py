@@ -276,6 +276,12 @@ class Workload:
     # the gradients) over DP*CP/N ranks, then the shards are all-reduced across the N parts (PS L922-1000,
     # L1447-1490; param_and_grad_buffer.py L675-760)
     dist_optimizer_instances: int = 1
+    # ``--microbatch-group-size-per-virtual-pipeline-stage G`` (MPC L431-445; None = Megatron's default, the
+    # pipeline size, MPC L567-568): the interleaved schedule runs G consecutive micro-batches per model chunk,
+    # so stage r warms up ``2(p - r - 1) + (v - 1)G`` chunks (SCH L960-965) -- more activations in flight for
+    # G > p -- and the micro-batch count need only satisfy ``p <= G <= m`` and ``m % G in {0} | [p, G)``
+    # (SCH L1160-1180; rule ``vpp_microbatches``); the fill and drain are the same (no time term)
+    microbatch_group_size: int | None = None
     attention: str = "flash"
     hidden_dropout: float = 0.0
     tokens: float | None = None
@@ -321,6 +327,8 @@ class Workload:
                                  fix="drop one of --moe-ep-overlap / --moe-shared-expert-overlap")
         _check_choice("--cross-entropy", self.cross_entropy, CROSS_ENTROPY_KINDS)
         _check_positive("--num-distributed-optimizer-instances", self.dist_optimizer_instances)
+        if self.microbatch_group_size is not None:
+            _check_positive("--microbatch-group-size-per-virtual-pipeline-stage", self.microbatch_group_size)
         if self.wgrad_deferral_limit < 0:
             raise MegasolveError(field="--wgrad-deferral-limit", value=self.wgrad_deferral_limit,
                                  rule="Wgrad deferral limit should be greater than or equal to 0 (MPC L555-558)",

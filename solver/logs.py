@@ -7,12 +7,13 @@ which turns the facts into a ``Run``. Nothing here knows about models or cluster
 
 from __future__ import annotations
 
+import ast
 import functools
 import math
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 UNKNOWN_RANK = -1  # a memory line that names no rank
 
@@ -112,7 +113,7 @@ _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
 # Megatron-Bridge's configuration summary adds the Megatron-Core default to each non-default value:
 # "  add_bias_linear: False  (Mcore default: True)" (training/config.py, "Non-default values (vs Mcore ...)";
 # as posted in NVIDIA-NeMo/Megatron-Bridge#2974)
-_CONFIG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
+_CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
@@ -198,10 +199,16 @@ def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump."""
     facts = LogFacts()
     in_args = False
+    call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)
     for raw in text.splitlines():
         line = strip_prefix(raw)
         if not line:
             continue
+        if call or ("Config(" in line and line.count("(") > line.count(")") and line.rstrip().endswith(("(", ","))):
+            call += " " + line
+            if call.count("(") > call.count(")") and len(call) < 20000:
+                continue
+            line, call = call.strip(), ""
         if _ARGS_START.search(line) and "end of" not in line:
             in_args = True
             continue
@@ -218,6 +225,8 @@ def parse_log(text: str) -> LogFacts:
             facts.dump_keys.add(m.group(1))
             continue
         _parse_line(line, facts)  # a dump cut off without its end line still lets the rest through
+    if call:  # the excerpt ends inside the constructor call
+        _parse_line(call.strip(), facts)
     _script_args(text, facts)
     return facts
 
@@ -334,7 +343,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _THEORY.search(line):
         facts.theoretical_mb = float(m.group(3) or m.group(1))
         return
-    if _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError", line, re.I):
+    # NCCL's own allocation failure is an OOM too: "NCCL WARN Cuda failure 2 'out of memory'" (CUDA error 2,
+    # cudaErrorMemoryAllocation; NVIDIA-NeMo/Megatron-Bridge#771)
+    if _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError|Cuda failure 2 'out of "
+                                      r"memory'|cudaErrorMemoryAllocation", line, re.I):
         facts.oom = True  # the message cut before "Tried to allocate", or quoted in the post
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
@@ -429,6 +441,7 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
                "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size", "MBS": "micro_batch_size",
                "GBS": "global_batch_size", "NUM_HEADS": "num_attention_heads", "SEQ_LEN": "seq_length",
+               "MAX_SEQ_LEN": "seq_length",
                "PR": "precision",
                # Megatron-DeepSpeed's examples (examples_deepspeed/ds_pretrain_gpt_*.sh): MP_SIZE is the tensor-
                # parallel size, BATCH_SIZE the micro batch ("--micro-batch-size ${BATCH_SIZE}"), NUM_ATTN_HEADS
@@ -436,7 +449,18 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                "MP_SIZE": "tensor_model_parallel_size", "TP_SIZE": "tensor_model_parallel_size",
                "PP_SIZE": "pipeline_model_parallel_size", "EP_SIZE": "expert_model_parallel_size",
                "CP_SIZE": "context_parallel_size", "NUM_ATTN_HEADS": "num_attention_heads",
-               "BATCH_SIZE": "micro_batch_size"}
+               "BATCH_SIZE": "micro_batch_size", "ETP_SIZE": "expert_tensor_parallel_size",
+               "VPP_SIZE": "virtual_pipeline_model_parallel_size",
+               # Megatron-LM's Megatron-FSDP example scripts (NVIDIA/Megatron-LM#6314): NUM_HEAD, NUM_QUERY_GROUP
+               "NUM_HEAD": "num_attention_heads", "NUM_QUERY_GROUP": "num_query_groups",
+               # verl's recipe scripts name the trainer's sizes actor_* / train_* (the rollout engine's gen_tp /
+               # infer_tp are vLLM's and SGLang's, not Megatron's, and are not read)
+               "actor_tp": "tensor_model_parallel_size", "actor_pp": "pipeline_model_parallel_size",
+               "actor_cp": "context_parallel_size", "actor_ep": "expert_model_parallel_size",
+               "actor_etp": "expert_tensor_parallel_size", "actor_vpp": "virtual_pipeline_model_parallel_size",
+               "train_tp": "tensor_model_parallel_size", "train_pp": "pipeline_model_parallel_size",
+               "train_cp": "context_parallel_size", "train_ep": "expert_model_parallel_size",
+               "train_etp": "expert_tensor_parallel_size", "train_vpp": "virtual_pipeline_model_parallel_size"}
 _SCRIPT_ARG_NAMES = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
                      "seq_length", "micro_batch_size", "global_batch_size", "num_experts", "moe_router_topk",
                      "moe_ffn_hidden_size", "vocab_file", "tokenizer_model", "tokenizer_type", "vocab_size"}
@@ -462,11 +486,28 @@ def _script_var_arg(name: str, value: str) -> tuple[str, Any] | None:
     return (arg, parsed) if isinstance(parsed, int) and not isinstance(parsed, bool) and parsed > 0 else None
 
 
+# Megatron-LM flags megasolve reads whose argparse ``dest`` is not their own name (ARG; every entry is checked
+# against the recorded parser in tests/test_runs.py): flag -> (dest, the value a bare flag stores, or None for
+# "the value given")
+FLAG_DESTS = {
+    "no_overlap_p2p_communication": ("overlap_p2p_comm", False),
+    "microbatch_group_size_per_virtual_pipeline_stage": ("microbatch_group_size_per_vp_stage", None),
+}
+
+
+def _flag_dest(name: str, value: Any) -> tuple[str, Any]:
+    """``(argument name, value)`` of a launch-script flag, as Megatron-LM's parser stores it."""
+    if name not in FLAG_DESTS:
+        return name, value
+    dest, const = FLAG_DESTS[name]
+    return dest, (const if const is not None and value is True else value)
+
+
 # flags that take a list of words (argparse nargs='*'): --recompute-modules core_attn moe_act, --cp-comm-type
 LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type"})
 # Megatron-LM's training entry points (pretrain_gpt.py, pretrain_mamba.py, ...), run as a script
 _MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b")
-_SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*)=(\S+)", re.M)
+_SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*|(?:actor|train)_[a-z]+)=(\S+)", re.M)
 
 
 def _is_launch(text: str) -> bool:
@@ -486,12 +527,18 @@ def _script_args(text: str, facts: LogFacts) -> None:
     env: dict[str, str] = {}
     body = re.sub(r"\\\r?\n", " ", text)
     lines = []
-    for raw in body.splitlines():
-        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
+    for line in _taken_statements(body.splitlines(), env):
         rest = line
         # "A=1 B=2 cmd ...": every leading assignment of the command's environment (NPROC_PER_NODE=8 megatron sft)
         while m := _ASSIGN.match(rest):
             value = m.group(2).strip("'\"")
+            if value.startswith("$(("):  # shell arithmetic: GBS=$(($WORLD_SIZE * $MBS / $TP * 8))
+                close = _arith_end(rest, m.start(2))
+                value = _arith(rest[m.start(2):close], env) or ""
+                if value:
+                    env[m.group(1)] = value
+                rest = rest[close:]
+                continue
             if not value.startswith(("(", "$(")) and "`" not in value:
                 env[m.group(1)] = _expand(value, env)
             rest = rest[m.end():]
@@ -527,7 +574,7 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 value = True
             if isinstance(value, str) and "$" in value:
                 continue  # "--tensor-model-parallel-size $TP" with TP never set: unknown, not a value
-            flags.setdefault(name.replace("-", "_"), value)
+            flags.setdefault(*_flag_dest(name.replace("-", "_"), value))
     for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE", "NUM_GPUS"):
         # Megatron-DeepSpeed's scripts set NUM_GPUS to every GPU of the run (NUM_NODE = NUM_GPUS / NUM_GPUS_PERNODE)
         name = "_env_world_size" if key == "NUM_GPUS" else "_env_" + key.lower()
@@ -544,6 +591,118 @@ def _script_args(text: str, facts: LogFacts) -> None:
         flags.setdefault("_megatron_launch", True)
     for key, value in flags.items():
         facts.args.setdefault(key, value)
+
+
+def _arith_end(text: str, start: int) -> int:
+    """The index just past the ``))`` closing the ``$((`` at ``start`` (the end of the text if unclosed)."""
+    depth = 0
+    for i in range(start + 1, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i + 1
+    return len(text)
+
+
+def _arith(text: str, env: dict[str, str]) -> str | None:
+    """The value of a shell arithmetic expansion ``$((expr))`` of integers, ``+ - * / %`` and parentheses, its
+    variables (``$X``, ``${X}`` or a bare name, as bash reads them inside) taken from ``env``; None when a
+    variable is unknown or the expression is anything else.
+
+    >>> _arith("$((($W * $M) / ($TP * $PP) * 8))", {"W": "8", "M": "4", "TP": "2", "PP": "1"})
+    '128'
+    >>> _arith("$((max_prompt_length + 1024 * 20))", {"max_prompt_length": "2048"}), _arith("$((N * 2))", {})
+    ('22528', None)
+    """
+    if not (text.startswith("$((") and text.endswith("))")):
+        return None
+    expr = re.sub(r"\$\{?([A-Za-z_]\w*)\}?|\b([A-Za-z_]\w*)\b",
+                  lambda m: env.get(m.group(1) or m.group(2), "?"), text[3:-2])
+    if not re.fullmatch(r"[\d\s+*/%()-]+", expr):
+        return None
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
+        if isinstance(node, ast.BinOp):
+            a, b = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)) and b:
+                q = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)  # bash truncates toward zero
+                return q if not isinstance(node.op, ast.Mod) else a - b * q
+        raise ValueError(ast.dump(node))
+
+    try:
+        return str(value(ast.parse(expr.replace("/", "//").replace("////", "//"), mode="eval").body))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+# a test of one variable against a literal: [ ${MODEL_SIZE} == 7 ], [[ "$PR" = "fp8" ]], [ $N -eq 2 ]
+_IF = re.compile(r"^\s*(if|elif)\s+(\[\[?.*?\]\]?)\s*;?\s*then\b\s*(.*)$")
+_TEST = re.compile(r"^\[\[?\s*\"?\$\{?([A-Za-z_]\w*)\}?\"?\s*(==|=|!=|-eq|-ne)\s*\"?([^\"\s\]]*)\"?\s*\]\]?$")
+
+
+def _test(condition: str, env: dict[str, str]) -> bool | None:
+    """A script's ``[ $VAR == value ]`` test with what ``env`` holds, or None when it cannot be decided."""
+    m = _TEST.match(condition)
+    if m is None or m.group(1) not in env:
+        return None
+    equal = env[m.group(1)] == m.group(3)
+    return equal if m.group(2) in ("==", "=", "-eq") else not equal
+
+
+def _taken_statements(lines: Iterable[str], env: dict[str, str]) -> Iterator[str]:
+    """A script's lines without comments, the statements of ``if / elif / else / fi`` chains split off and
+    kept only for the branch the chain takes with the variables set so far (``env``, filled by the caller
+    as it reads the lines): ``if [ ${MODEL_SIZE} == 7 ]; then HIDDEN_SIZE=4096; NUM_LAYERS=32; elif ...``
+    picks one model's shape (NVIDIA/Megatron-LM#6314). A chain whose test cannot be decided keeps every
+    branch, as a reader that knows no shell would."""
+    # per open chain: [this branch active (None: undecided, kept), a branch was taken, a test was undecided]
+    stack: list[list[bool | None]] = []
+
+    def active() -> bool:
+        return all(state[0] is not False for state in stack)
+
+    def statements(text: str) -> Iterator[str]:
+        for part in re.split(r";\s*(?![^(]*\))", text):
+            part = part.strip()
+            if part == "fi":
+                if stack:
+                    stack.pop()
+            elif part and active():
+                yield part
+
+    for raw in lines:
+        line = raw.split(" #", 1)[0] if not raw.lstrip().startswith("#") else ""
+        if m := _IF.match(line):
+            decided = _test(m.group(2), env)
+            if m.group(1) == "if" or not stack:
+                stack.append([decided, bool(decided), decided is None])
+            else:
+                state = stack[-1]
+                if state[2] or decided is None:  # the chain cannot be decided: every branch is kept
+                    state[0], state[2] = None, True
+                else:
+                    state[0] = not state[1] and decided
+                    state[1] = state[1] or decided
+            yield from statements(m.group(3))
+        elif (m := re.match(r"^\s*else\b\s*(.*)$", line)) and stack:
+            state = stack[-1]
+            state[0] = None if state[2] else not state[1]
+            yield from statements(m.group(1))
+        elif re.match(r"^\s*fi\b", line) and stack:
+            stack.pop()
+        elif ";" in line and re.match(r"^\s*(?:export\s+)?[A-Za-z_]\w*=", line):
+            yield from statements(line)
+        elif active():
+            yield line
 
 
 def _expand(text: str, env: dict[str, str]) -> str:
@@ -575,7 +734,7 @@ CONFIG_KEYS = {
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
-    "overlap_grad_reduce", "cp_comm_type", "disable_bias_linear", "group_query_attention", "num_virtual_stages_per_pipeline_rank",
+    "overlap_grad_reduce", "cp_comm_type", "microbatch_group_size_per_vp_stage", "disable_bias_linear", "group_query_attention", "num_virtual_stages_per_pipeline_rank",
     # CUDA graphs (TransformerConfig cuda_graph_impl / cuda_graph_scope / cuda_graph_modules; Bridge prints them
     # under model:, e.g. its full-iteration perf recipes)
     "cuda_graph_impl", "cuda_graph_scope", "cuda_graph_modules", "enable_cuda_graph", "external_cuda_graph",

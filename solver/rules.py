@@ -215,10 +215,10 @@ RULES: tuple[Rule, ...] = (
                               f"batch size ({a['mbs']}) times data parallel size ({a['dp']})",
          fix="pick gbs a multiple of mbs*dp", source="num_microbatches_calculator.py L357-395"),
     Rule(name="vpp_microbatches", axes=("vpp", "pp", "mbs", "dp"),
-         check=lambda c, a: a["vpp"] == 1 or (_m(c, a) >= a["pp"] and _m(c, a) % a["pp"] == 0),
-         message=lambda c, a: f"interleaved schedule needs micro-batches ({_m(c, a)}) >= pp ({a['pp']}) and "
-                              f"a multiple of it",
-         fix="raise --gbs or lower --pp/--mbs", source="SCH L1160-1180"),
+         check=lambda c, a: a["vpp"] == 1 or _group_problem(c, a) is None,
+         message=lambda c, a: f"interleaved schedule: {_group_problem(c, a)}",
+         fix="raise --gbs or lower --pp/--mbs (or set --microbatch-group-size-per-virtual-pipeline-stage G with "
+             "pp <= G <= micro-batches and micro-batches % G either 0 or >= pp)", source="SCH L1160-1180"),
     Rule(name="recompute_layers_fit_chunk",
          axes=("recompute_num_layers", "pp", "vpp", "first_stage_layers", "last_stage_layers"),
          check=lambda c, a: a["recompute_num_layers"] is None or not _split_ok(c, a)
@@ -464,6 +464,24 @@ def _host_problem(ctx: RuleContext, a: Axes) -> str | None:
 
 def _m(ctx: RuleContext, a: Axes) -> int:
     return ctx.workload.global_batch_size // (a["mbs"] * a["dp"])
+
+
+def _group_problem(ctx: RuleContext, a: Axes) -> str | None:
+    """What the interleaved schedule refuses about the micro-batch count ``m`` and the group size ``G``
+    (``--microbatch-group-size-per-virtual-pipeline-stage``, default ``p``): ``p <= G <= m`` (ValueError)
+    and a last group of ``m % G`` micro-batches either empty or at least ``p`` (RuntimeError), SCH
+    L1160-1180; with ``G = p`` that is ``m >= p`` and ``m % p == 0``."""
+    m, p = _m(ctx, a), a["pp"]
+    g = ctx.workload.microbatch_group_size or p
+    if not p <= g <= m:
+        if g == p:
+            return f"needs micro-batches ({m}) >= pp ({p}) and a multiple of it"
+        return f"the micro-batch group size ({g}) must lie in [pp={p}, micro-batches={m}]"
+    if 0 < m % g < p:
+        if g == p:
+            return f"needs micro-batches ({m}) >= pp ({p}) and a multiple of it"
+        return f"the last group of micro-batches ({m} % {g} = {m % g}) must be empty or >= pp ({p})"
+    return None
 
 
 def _min_chunk(ctx: RuleContext, a: Axes) -> int:

@@ -424,6 +424,10 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         work_raw["moe_dispatcher"] = "alltoall"  # megasolve models alltoall and flex; Megatron's default is allgather
         notes.append("MoE dispatcher costed as alltoall (the log does not say; "
                      "--arg moe-token-dispatcher-type=flex for DeepEP)")
+    if not spec.is_moe and "etp" in layout_raw:
+        # Megatron accepts --expert-tensor-parallel-size for a dense model and builds its (unused) expert groups;
+        # launchers pass it for every model (THUDM/slime#1522: ETP_SIZE=1 with a dense 4B model)
+        notes.append(f"--expert-tensor-parallel-size {layout_raw.pop('etp')} has no effect on a dense model: ignored")
     workload = _workload(work_raw, name)
     layout = _layout_for(num_gpus, layout_raw, name)
     if isinstance(measured.rank, int) and measured.rank >= num_gpus:
@@ -597,6 +601,13 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
                      if isinstance(args.get(k), int)), None)
     nodes = next((args[k] for k in ("nnodes", "num_nodes", "_env_nnodes", "_env_num_nodes")
                   if isinstance(args.get(k), int)), 1)
+    if isinstance(args.get("nproc_per_node"), int) and isinstance(args.get("_env_world_size"), int) \
+            and args.get("nnodes", 1) == args["_env_world_size"] != per_node * nodes:
+        # torchrun's own flags win over a WORLD_SIZE variable that the script passes as --nnodes
+        # (NVIDIA/Megatron-LM#1327: WORLD_SIZE=1, --nproc_per_node 4 --nnodes $WORLD_SIZE)
+        notes.append(f"world size {per_node * nodes} from torchrun ({nodes} nodes x {per_node} GPUs; the script's "
+                     f"WORLD_SIZE={args['_env_world_size']} is its --nnodes)")
+        return per_node * nodes
     if isinstance(args.get("_env_world_size"), int):
         return args["_env_world_size"]
     if isinstance(per_node, int) and isinstance(nodes, int) and not (
@@ -775,6 +786,9 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
                      "the log does not say)")
     if cuda_graph_impl(args) != "none":
         work["cuda_graph_impl"] = cuda_graph_impl(args)
+    group = args.get("microbatch_group_size_per_vp_stage")
+    if isinstance(group, int) and not isinstance(group, bool) and group > 0:
+        work["microbatch_group_size"] = group
     instances = args.get("num_distributed_optimizer_instances")
     if isinstance(instances, int) and not isinstance(instances, bool) and instances > 1:
         work["dist_optimizer_instances"] = instances

@@ -816,7 +816,8 @@ class CostTables:
 
     def live_units(self, row: PipelineRow, slot: Slot, m: int) -> int:
         """Chunk-units of activations in flight (``inflight x vpp``, an integer)."""
-        return int(round(inflight_microbatches(row.pp, row.vpp, m, slot.stage) * row.vpp))
+        return int(round(inflight_microbatches(row.pp, row.vpp, m, slot.stage, self.workload.microbatch_group_size)
+                         * row.vpp))
 
     # ------------------------------------------------------------------ canonical evaluation
     @functools.cache

@@ -1,0 +1,31 @@
+TRAINING_ARGS=(
+      --training-phase pretrain
+      --seq-length 16384
+      --max-position-embeddings 16384
+      --init-method-std 0.006
+      --micro-batch-size 1
+      --global-batch-size 2048
+      --lr 2.0e-6
+      --min-lr 1.0e-6
+      --clip-grad 1.0
+      --weight-decay 0.1
+      --optimizer adam
+      --adam-beta1 0.9
+      --adam-beta2 0.95
+      --adam-eps 1e-08
+      --norm-epsilon 1e-6
+      --train-iters 5000
+      --lr-decay-iters 5000
+      --lr-decay-style cosine
+      --lr-warmup-fraction 0.002
+      --initial-loss-scale 65536
+      --bf16
+      --load ${CHECKPOINT_PATH}
+      --save ${CHECKPOINT_PATH}
+      --save-interval 200
+      --eval-interval 100
+      --eval-iters 10
+      --recompute-granularity full
+      --recompute-method block
+      --recompute-num-layers 24
+    )
