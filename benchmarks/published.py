@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Published Megatron training runs as megasolve inputs: (ModelSpec, Cluster, Workload, Layout, measured).
 
-Reads ``../shared/data/calibration_runs.yaml`` (relative to the repository root; ``--data PATH`` to
-use another copy) and maps every usable throughput record to megasolve's types. Records that cannot
+Reads ``../shared/data/calibration_runs.yaml`` (relative to the repository root) and
+``benchmarks/bridge_extra_runs.yaml`` (the Megatron-Bridge table rows the shared file does not hold;
+``--data PATH`` to read one other file instead) and maps every usable throughput record to megasolve's types. Records that cannot
 be mapped are skipped with a counted reason. Run it to see the mapping::
 
     python benchmarks/published.py            # summary: used / skipped by reason / split sizes
@@ -33,7 +34,8 @@ Mapping rules (each applied rule is recorded in ``PublishedRun.assumptions``):
   Korthikanti MFU (``72*B*s*l*h^2*(1 + s/6h + V/(12*l*h))``, full attention).
 * Skipped: hybrid Mamba models without a preset (Nemotron 3 Nano and Super map to theirs), LoRA / SFT (not pretraining), NVFP4 (not a
   ``Workload`` precision), ZeRO-3 (not a Megatron layout), layer micro-benchmarks (unit checks in
-  tests/test_time.py), feasibility-only and memory-only records, layouts not stated.
+  tests/test_time.py), feasibility-only and memory-only records, layouts not stated, Megatron-Bridge MoE rows
+  whose release recipe ``bridge_moe_recipes.yaml`` does not hold, expert grids that do not divide the GPUs.
 * Split: deterministic, ``sha256(group) % 10 < 3`` -> holdout (~30%), where ``group`` is the
   record's ``series_group`` (same model/system/precision across releases), else its
   ``comparison_group``, else its id, so a series never straddles fit and holdout.
@@ -60,6 +62,7 @@ from megasolve.topology.cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "calibration_runs.yaml"
+EXTRA_DATA = Path(__file__).resolve().parent / "bridge_extra_runs.yaml"
 HOLDOUT_BUCKETS = 3  # of 10
 
 GPU_NAMES = {"A100-SXM-80GB": "a100-80g", "H100-SXM-80GB": "h100", "B200": "b200", "B300": "b300",
@@ -480,6 +483,10 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         sp = par["sp"]
     if spec.is_moe and tp > 1:
         sp = True  # Megatron requires SP with MoE + TP (reference section 4.6)
+    if num_gpus % (ep * (etp or 1) * pp):  # Megatron asserts the expert grid divides the world (PS L878-884)
+        raise Skip("expert grid ep*etp*pp does not divide the GPU count (a table inconsistency)")
+    if source == "megatron_bridge_perf_summary" and spec.is_moe and bridge_moe_recipe(record) is None:
+        raise Skip("Megatron-Bridge MoE row whose release recipe is not in bridge_moe_recipes.yaml")
     dist_opt = par.get("distributed_optimizer")
     if dist_opt is None:
         dist_opt = source not in ("narayanan2021", "korthikanti2022")
@@ -621,8 +628,12 @@ def flops_per_token_ratio(run: PublishedRun) -> float | None:
 
 # ---------------------------------------------------------------------------- loading
 def load_records(path: str | Path | None = None) -> list[dict[str, Any]]:
-    path = Path(path) if path else DEFAULT_DATA
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    """The records of ``path``; by default the shared calibration file and ``bridge_extra_runs.yaml`` (the
+    Megatron-Bridge table rows the shared file does not transcribe, ``benchmarks/bridge_tables.py``)."""
+    if path:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return [*yaml.safe_load(DEFAULT_DATA.read_text(encoding="utf-8")),
+            *yaml.safe_load(EXTRA_DATA.read_text(encoding="utf-8"))]
 
 
 def load_published(path: str | Path | None = None) -> tuple[list[PublishedRun], Counter]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -42,17 +43,17 @@ def _load_module(name: str):
 
 
 published = _load_module("published")
-RUNS, SKIPPED = published.load_published(DATA)
+RUNS, SKIPPED = published.load_published()  # the shared file and benchmarks/bridge_extra_runs.yaml
 
 # Holdout median |error| of tokens/s/GPU measured by benchmarks/calibrate_time.py with the committed
 # factors (see its output), plus a margin of 2 percentage points.
-HOLDOUT_DENSE_TOLERANCE = 0.06  # measured 2.3% (2026-12-02, scored once for the release)
-# measured 16.0% (2026-12-02: worse than the 9.9% before each release's recipe and the MoE refit; README "Speed")
-HOLDOUT_MOE_TOLERANCE = 0.18
-FIT_DENSE_TOLERANCE = 0.055  # measured 3.0% (2026-12-02)
-# measured 6.1% (2026-12-02: each release's recipe -- dispatcher, EP overlap, recompute, full-iteration CUDA
-# graphs -- instead of today's for every release; was 12.4% with one GEMM curve per chip family, 10.3% before)
-FIT_MOE_TOLERANCE = 0.08
+# 2026-12-04, with benchmarks/bridge_extra_runs.yaml (87 more Megatron-Bridge rows; README "Speed"), scored once:
+HOLDOUT_DENSE_TOLERANCE = 0.05  # measured 2.9% (n=37; 2.3% on the shared file's 24 alone)
+HOLDOUT_MOE_TOLERANCE = 0.126  # measured 10.6% (n=54; 10.3% on the shared file's 37 alone, 16.0% on 2026-12-02)
+FIT_DENSE_TOLERANCE = 0.055  # measured 3.2% (n=80)
+# measured 7.3% (n=109; 6.0% on the shared file's 77 alone: each release's recipe -- dispatcher, EP overlap,
+# recompute, full-iteration CUDA graphs -- instead of today's for every release; 12.4% before that)
+FIT_MOE_TOLERANCE = 0.09
 # measured 19/19; fraction of correctly ordered pairs inside comparison groups, all runs
 RANKING_MIN = 0.85
 
@@ -70,9 +71,21 @@ def _median(split: str, kind: str) -> float:
 
 
 def test_mapping_uses_most_records_and_counts_the_rest():
-    assert len(RUNS) >= 160
-    assert sum(SKIPPED.values()) + len(RUNS) == len(published.load_records(DATA))
+    assert len(RUNS) >= 270
+    assert sum(SKIPPED.values()) + len(RUNS) == len(published.load_records())
     assert {r.split for r in RUNS} == {"fit", "holdout"}
+
+
+def test_extra_bridge_rows_are_new_and_cited():
+    """``bridge_extra_runs.yaml`` holds only Megatron-Bridge rows the shared file does not, each citing its file,
+    release section and line at the pinned commit."""
+    shared = published.load_records(DATA)
+    extra = published.load_records(published.EXTRA_DATA)
+    seen = {(r.get("software_version"), r.get("raw_row")) for r in shared}
+    assert len(extra) >= 90 and not [r["id"] for r in extra if (r["software_version"], r["raw_row"]) in seen]
+    assert len({r["id"] for r in shared + extra}) == len(shared) + len(extra)
+    assert all(re.search(r"docs/performance-summary(-archive)?\.md @067f987df0, section '[\d.]+ NeMo Container' / "
+                         r"pretrain, line \d+", r["source"]) for r in extra)
 
 
 def test_split_keeps_series_together():
@@ -124,7 +137,9 @@ def test_ranking_inside_comparison_groups():
 
 def test_every_measured_layout_study_is_ordered_right():
     """Every pair of runs inside a measured layout study (same source, system, software, several
-    layouts: ``comparison_group``) is ordered as measured; the failing pairs are listed."""
+    layouts: ``comparison_group``) is ordered as measured; the failing pairs are listed. Two runs of one
+    layout in two precisions (a table's ``30624 (29521)``: FP8 current scaling and MXFP8) are a precision
+    pair, not a layout pair: they count in ``test_ranking_inside_comparison_groups`` only."""
     groups: dict[str, list] = {}
     for r in RUNS:
         if r.comparison_group:
@@ -133,6 +148,8 @@ def test_every_measured_layout_study_is_ordered_right():
     for name, members in groups.items():
         for i, a in enumerate(members):
             for b in members[i + 1:]:
+                if a.layout == b.layout:
+                    continue
                 measured = a.measured_tokens_per_s_per_gpu - b.measured_tokens_per_s_per_gpu
                 pa = (1 + ERRORS[a.id]) * a.measured_tokens_per_s_per_gpu
                 pb = (1 + ERRORS[b.id]) * b.measured_tokens_per_s_per_gpu
