@@ -639,7 +639,7 @@ def _arith(text: str, env: dict[str, str]) -> str | None:
         raise ValueError(ast.dump(node))
 
     try:
-        return str(value(ast.parse(expr.replace("/", "//").replace("////", "//"), mode="eval").body))
+        return str(value(ast.parse(expr, mode="eval").body))
     except (SyntaxError, ValueError, RecursionError):
         return None
 
