@@ -113,7 +113,8 @@ _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
 # Megatron-Bridge's configuration summary adds the Megatron-Core default to each non-default value:
 # "  add_bias_linear: False  (Mcore default: True)" (training/config.py, "Non-default values (vs Mcore ...)";
 # as posted in NVIDIA-NeMo/Megatron-Bridge#2974)
-_CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
+_CONFIG_PAIRS = re.compile(r"^\s*[A-Za-z_]\w*:\s*[\w.]+(?:,\s*[A-Za-z_]\w*:\s*[\w.]+)+\s*$")
+_CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
@@ -383,10 +384,13 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             if key in CONFIG_KEYS or key in REPR_KEYS:
                 facts.args.setdefault(key, scalar(value.strip("'\"")))
         return
-    if m := _CONFIG_LINE.match(line):
-        key = m.group(1)
-        if key in CONFIG_KEYS:
-            facts.args.setdefault(key, scalar(m.group(2).strip().strip("'\"")))
+    # several settings on one line, "actor_tp: 2, actor_pp: 1, dp: 4" (a posted summary, verl-project/verl#7203)
+    parts = [line] if not _CONFIG_PAIRS.match(line) else [p.strip() for p in line.split(",")]
+    for part in parts:
+        if m := _CONFIG_LINE.match(part):
+            key = m.group(1).replace("-", "_")  # GPT-NeoX configs spell keys with hyphens: "num-layers": 24,
+            if key in CONFIG_KEYS:
+                facts.args.setdefault(key, scalar(m.group(2).strip().strip("'\"")))
 
 
 def _peak_memory(facts: LogFacts, rank: int, allocated_mib: float, reserved_mib: float) -> None:
@@ -450,6 +454,8 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                "PP_SIZE": "pipeline_model_parallel_size", "EP_SIZE": "expert_model_parallel_size",
                "CP_SIZE": "context_parallel_size", "NUM_ATTN_HEADS": "num_attention_heads",
                "BATCH_SIZE": "micro_batch_size", "ETP_SIZE": "expert_tensor_parallel_size",
+               # Pai-Megatron-Patch's run scripts (alibaba/Pai-Megatron-Patch#638): HF names for the FFN and KV heads
+               "INTERMEDIATE_SIZE": "ffn_hidden_size", "NUM_KEY_VALUE_HEADS": "num_query_groups",
                "VPP_SIZE": "virtual_pipeline_model_parallel_size",
                # Megatron-LM's Megatron-FSDP example scripts (NVIDIA/Megatron-LM#6314): NUM_HEAD, NUM_QUERY_GROUP
                "NUM_HEAD": "num_attention_heads", "NUM_QUERY_GROUP": "num_query_groups",
@@ -575,12 +581,12 @@ def _script_args(text: str, facts: LogFacts) -> None:
             if isinstance(value, str) and "$" in value:
                 continue  # "--tensor-model-parallel-size $TP" with TP never set: unknown, not a value
             flags.setdefault(*_flag_dest(name.replace("-", "_"), value))
-    for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE", "NUM_GPUS"):
+    for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE", "NUM_GPUS", "NODES", "N_PER_NODE"):
         # Megatron-DeepSpeed's scripts set NUM_GPUS to every GPU of the run (NUM_NODE = NUM_GPUS / NUM_GPUS_PERNODE)
         name = "_env_world_size" if key == "NUM_GPUS" else "_env_" + key.lower()
         if key in env and isinstance(scalar(env[key]), int):
             flags.setdefault(name, scalar(env[key]))
-        elif key in ("NNODES", "NUM_NODES") and key in env and "$" in env[key]:
+        elif key in ("NNODES", "NUM_NODES", "NODES") and key in env and "$" in env[key]:
             flags.setdefault("_env_nodes_unset", True)  # "NNODES=$NNODES": set outside the excerpt, not one node
     for key, value in env.items():
         if found := _script_var_arg(key, value):
@@ -743,6 +749,11 @@ CONFIG_KEYS = {
     "num_gpus_per_node", "num_gpu_per_node", "n_gpus_per_node", "gpus_per_node", "nproc_per_node", "nnodes",
     # NeMo-RL's policy names for the batch and the sequence (examples/configs/*.yaml policy.*)
     "train_global_batch_size", "train_micro_batch_size", "max_total_sequence_length",
+    # GPT-NeoX configs (model-parallel-size is its TP, pipe-parallel-size its PP, global-num-gpus the world;
+    # EleutherAI/gpt-neox#836) and Python launch scripts' size variables (tp_size = 1 ...; NVIDIA-NeMo/NeMo#14712),
+    # verl's actor_tp / actor_pp in a posted summary; slime's --actor-num-nodes / --actor-num-gpus-per-node
+    "model_parallel_size", "pipe_parallel_size", "global_num_gpus", "tp_size", "pp_size", "cp_size", "ep_size",
+    "etp_size", "vpp_size", "actor_tp", "actor_pp", "actor_num_nodes", "actor_num_gpus_per_node",
 }
 
 @functools.cache

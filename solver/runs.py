@@ -334,6 +334,12 @@ CONFIG_ALIASES = {
     "max_total_sequence_length": "seq_length",
     # --num-virtual-stages-per-pipeline-rank sets the VPP degree as it is (arguments.py L976-977)
     "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
+    # GPT-NeoX (pipe-parallel-size), launch scripts' *_size variables and verl's actor_* sizes (solver/logs.py)
+    "pipe_parallel_size": "pipeline_model_parallel_size", "tp_size": "tensor_model_parallel_size",
+    "pp_size": "pipeline_model_parallel_size", "cp_size": "context_parallel_size", "ep_size": "expert_model_parallel_size",
+    "etp_size": "expert_tensor_parallel_size", "vpp_size": "virtual_pipeline_model_parallel_size",
+    "actor_tp": "tensor_model_parallel_size", "actor_pp": "pipeline_model_parallel_size",
+    "global_num_gpus": "world_size",
 }
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
 # tokenizer -> vocabulary size where the log names a well-known tokenizer and prints no size (first match
@@ -597,9 +603,11 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     if isinstance(args.get("devices"), int) and isinstance(args.get("num_nodes"), int):
         return args["devices"] * args["num_nodes"]
     per_node = next((args[k] for k in ("nproc_per_node", "num_gpus_per_node", "n_gpus_per_node", "num_gpu_per_node",
-                                       "gpus_per_node", "_env_gpus_per_node", "_env_nproc_per_node")
+                                       "gpus_per_node", "actor_num_gpus_per_node", "_env_gpus_per_node",
+                                       "_env_nproc_per_node", "_env_n_per_node")
                      if isinstance(args.get(k), int)), None)
-    nodes = next((args[k] for k in ("nnodes", "num_nodes", "_env_nnodes", "_env_num_nodes")
+    nodes = next((args[k] for k in ("nnodes", "num_nodes", "actor_num_nodes", "_env_nnodes", "_env_num_nodes",
+                                    "_env_nodes")
                   if isinstance(args.get(k), int)), 1)
     if isinstance(args.get("nproc_per_node"), int) and isinstance(args.get("_env_world_size"), int) \
             and args.get("nnodes", 1) == args["_env_world_size"] != per_node * nodes:
@@ -612,7 +620,8 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return args["_env_world_size"]
     if isinstance(per_node, int) and isinstance(nodes, int) and not (
             args.get("_env_nodes_unset") and not any(isinstance(args.get(k), int)
-                                                     for k in ("nnodes", "num_nodes", "_env_nnodes", "_env_num_nodes"))):
+                                                     for k in ("nnodes", "num_nodes", "actor_num_nodes", "_env_nnodes",
+                                                               "_env_num_nodes", "_env_nodes"))):
         notes.append(f"world size {per_node * nodes} from the launcher ({nodes} nodes x {per_node} GPUs)")
         return per_node * nodes
     tp, pp, cp = (_int(args, k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -628,7 +637,8 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
 
 def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
     per_node = next((args[k] for k in ("devices", "nproc_per_node", "num_gpus_per_node", "n_gpus_per_node",
-                                       "num_gpu_per_node", "gpus_per_node", "_env_gpus_per_node", "_env_nproc_per_node")
+                                       "num_gpu_per_node", "gpus_per_node", "actor_num_gpus_per_node",
+                                       "_env_gpus_per_node", "_env_nproc_per_node", "_env_n_per_node")
                      if isinstance(args.get(k), int)), None)
     if isinstance(per_node, int) and per_node > 0 and num_gpus % per_node == 0:
         return per_node

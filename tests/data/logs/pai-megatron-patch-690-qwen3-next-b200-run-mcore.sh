@@ -1,0 +1,29 @@
+cd /workspace/Pai-Megatron-Patch/examples/qwen3_next
+bash run_mcore_qwen3.sh  \
+dsw  \
+A3B   \
+1    \
+8 \
+1e-5   \
+1e-6   \
+1024  \
+1024  \
+bf16  \
+1   \
+1  \
+1 \
+1 \
+8 \
+true \
+true   \
+false \
+false \
+none   \
+false \
+100000  \
+/tmp/data/mmap_qwen3_datasets_text_document  \
+/tmp/data/mmap_qwen3_datasets_text_document  \
+/tmp/models/Qwen3-Next-80B-A3B-Instruct-to-mcore  \
+1000000000  \
+10000   \
+/workspace/output_mcore_qwen3_next_continue_pretrain
