@@ -437,6 +437,10 @@ _LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(?
 _SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*megatron\s+(?:sft|pt|rlhf)\b", re.M)
 
 
+# the parallel sizes by their short names -> Megatron-LM argument names (launchers spell them tp, tp_size, actor_tp ...)
+SIZE_NAMES = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size", "cp": "context_parallel_size",
+              "ep": "expert_model_parallel_size", "etp": "expert_tensor_parallel_size",
+              "vpp": "virtual_pipeline_model_parallel_size"}
 # shell variables that launch scripts set for Megatron's sizes, by the names Megatron-LM's examples, Megatron-
 # DeepSpeed's, Pai-Megatron-Patch's and Megatron-MoE-ModelZoo's launchers use (TP=2 PP=2 ...
 # "--tensor-model-parallel-size $TP"), and upper-case copies of argument names (HIDDEN_SIZE, VOCAB_FILE): the values
@@ -461,12 +465,7 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                "NUM_HEAD": "num_attention_heads", "NUM_QUERY_GROUP": "num_query_groups",
                # verl's recipe scripts name the trainer's sizes actor_* / train_* (the rollout engine's gen_tp /
                # infer_tp are vLLM's and SGLang's, not Megatron's, and are not read)
-               "actor_tp": "tensor_model_parallel_size", "actor_pp": "pipeline_model_parallel_size",
-               "actor_cp": "context_parallel_size", "actor_ep": "expert_model_parallel_size",
-               "actor_etp": "expert_tensor_parallel_size", "actor_vpp": "virtual_pipeline_model_parallel_size",
-               "train_tp": "tensor_model_parallel_size", "train_pp": "pipeline_model_parallel_size",
-               "train_cp": "context_parallel_size", "train_ep": "expert_model_parallel_size",
-               "train_etp": "expert_tensor_parallel_size", "train_vpp": "virtual_pipeline_model_parallel_size"}
+               **{f"{role}_{short}": name for role in ("actor", "train") for short, name in SIZE_NAMES.items()}}
 _SCRIPT_ARG_NAMES = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
                      "seq_length", "micro_batch_size", "global_batch_size", "num_experts", "moe_router_topk",
                      "moe_ffn_hidden_size", "vocab_file", "tokenizer_model", "tokenizer_type", "vocab_size"}
@@ -752,8 +751,8 @@ CONFIG_KEYS = {
     # GPT-NeoX configs (model-parallel-size is its TP, pipe-parallel-size its PP, global-num-gpus the world;
     # EleutherAI/gpt-neox#836) and Python launch scripts' size variables (tp_size = 1 ...; NVIDIA-NeMo/NeMo#14712),
     # verl's actor_tp / actor_pp in a posted summary; slime's --actor-num-nodes / --actor-num-gpus-per-node
-    "model_parallel_size", "pipe_parallel_size", "global_num_gpus", "tp_size", "pp_size", "cp_size", "ep_size",
-    "etp_size", "vpp_size", "actor_tp", "actor_pp", "actor_num_nodes", "actor_num_gpus_per_node",
+    "model_parallel_size", "pipe_parallel_size", "global_num_gpus", *(f"{short}_size" for short in SIZE_NAMES),
+    "actor_tp", "actor_pp", "actor_num_nodes", "actor_num_gpus_per_node",
 }
 
 @functools.cache

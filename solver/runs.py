@@ -52,7 +52,7 @@ from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.logs import UNKNOWN_RANK, LogFacts, parse_log, scalar
+from megasolve.solver.logs import SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
@@ -335,11 +335,9 @@ CONFIG_ALIASES = {
     # --num-virtual-stages-per-pipeline-rank sets the VPP degree as it is (arguments.py L976-977)
     "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
     # GPT-NeoX (pipe-parallel-size), launch scripts' *_size variables and verl's actor_* sizes (solver/logs.py)
-    "pipe_parallel_size": "pipeline_model_parallel_size", "tp_size": "tensor_model_parallel_size",
-    "pp_size": "pipeline_model_parallel_size", "cp_size": "context_parallel_size", "ep_size": "expert_model_parallel_size",
-    "etp_size": "expert_tensor_parallel_size", "vpp_size": "virtual_pipeline_model_parallel_size",
-    "actor_tp": "tensor_model_parallel_size", "actor_pp": "pipeline_model_parallel_size",
-    "global_num_gpus": "world_size",
+    "pipe_parallel_size": "pipeline_model_parallel_size", "global_num_gpus": "world_size",
+    **{f"{short}_size": name for short, name in SIZE_NAMES.items()},
+    "actor_tp": SIZE_NAMES["tp"], "actor_pp": SIZE_NAMES["pp"],
 }
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
 # tokenizer -> vocabulary size where the log names a well-known tokenizer and prints no size (first match
