@@ -318,6 +318,7 @@ def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
     s = [Setting("cross_entropy_loss_fusion", fused, "kernels")]
     if fused:  # cross_entropy_fusion_impl is not Optional in TransformerConfig
         s.append(Setting("cross_entropy_fusion_impl", impl, "kernels", note))
+    s += activation_settings(spec, workload)
     if spec.is_moe:
         s += [Setting("moe_token_dispatcher_type", workload.moe_dispatcher, "kernels"),
               Setting("moe_grouped_gemm", True, "kernels")]
@@ -334,6 +335,22 @@ def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
         if workload.cuda_graph_impl == "full_iteration":
             s.append(Setting("check_for_nan_in_loss_and_grad", False, "kernels"))
     return s
+
+
+def activation_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
+    """The MLP activation kernel the memory was costed with (``Workload.activation_fusion``;
+    ``argument_utils.py`` L314-319, ``moe/experts.py`` L961-993). Unfused: ``bias_activation_fusion`` off
+    (Megatron-LM ``--no-bias-swiglu-fusion`` / ``--no-bias-gelu-fusion``). Fused with non-gated experts:
+    Megatron-Core's only fused probability-weighted kernel for them is squared ReLU's, so the plan says so."""
+    if not workload.activation_fusion:
+        return [Setting("bias_activation_fusion", False, "kernels")]
+    if spec.is_moe and not spec.swiglu:
+        return [Setting("bias_activation_fusion", False, "kernels"),
+                Setting("use_fused_weighted_squared_relu", True, "kernels",
+                        "costed with the experts' fused probability-weighted activation, which Megatron-Core has "
+                        "for squared ReLU only (moe/experts.py L986-993); a GeLU MoE runs unfused: plan it with "
+                        "--no-activation-fusion")]
+    return []
 
 
 def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> list[Setting]:

@@ -121,6 +121,10 @@ def _megatron_flag(setting: Setting, settings: dict[str, Setting]) -> list[str]:
         return [] if value == heads else ["--group-query-attention", f"--num-query-groups {value}"]
     if name == "cpu_offloading_num_layers" and not value:
         return []
+    if name == "bias_activation_fusion":  # --no-bias-swiglu/gelu-fusion (training/argument_utils.py L314-319)
+        gated = settings.get("gated_linear_unit")
+        return [] if value else ["--no-bias-swiglu-fusion" if gated is not None and gated.value
+                                 else "--no-bias-gelu-fusion"]
     if name in MEGATRON_NEGATED:
         return [] if value else [MEGATRON_NEGATED[name]]
     if name in MEGATRON_FALSE_FLAG:

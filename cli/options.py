@@ -72,7 +72,8 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
-                  "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size")
+                  "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size",
+                  "activation_fusion")
 
 
 def recipe_options(func: F) -> F:
@@ -151,6 +152,10 @@ def recipe_options(func: F) -> F:
         click.option("--moe-router-padding-for-fp8", "moe_router_padding_for_fp8", is_flag=True,
                      help="Round each expert's token count up to the FP8 alignment (16, MXFP8 32) in the router "
                           "instead of padding inside the grouped GEMM (needs --precision fp8)."),
+        click.option("--no-activation-fusion", "activation_fusion", flag_value=False, default=True,
+                     help="The MLP activation without its fused kernel (Megatron --no-bias-swiglu-fusion; a GeLU "
+                          "MoE always runs so): it keeps the activation output and, in the experts, its "
+                          "probability-scaled copy (more activation memory, more elementwise time)."),
         click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
                      help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
                           "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),

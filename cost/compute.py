@@ -236,12 +236,20 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
         per_token_bytes /= 2
     # the MLP activation (SwiGLU / GeLU / squared ReLU) on [T, F/t] per rank (not split by SP);
     # routed experts: (T/sigma)*k tokens of width F_m on every rank of the expert grid (balanced routing)
-    act = cal["activation_bytes_per_token_ffn"]["gated" if spec.swiglu else "plain"]
+    # (without the fused kernel, ``Workload.activation_fusion``: each PyTorch op's traffic, the experts' with the
+    # routing-probability scaling)
+    gate = "gated" if spec.swiglu else "plain"
+    if workload.activation_fusion:
+        act = routed_act = cal["activation_bytes_per_token_ffn"][gate]
+    else:
+        unfused = cal["activation_bytes_per_token_ffn_unfused"]
+        act, routed_act = unfused[gate], unfused[gate + "_weighted"]
     if not has_mlp:
         ffn_bytes = 0.0
     elif moe:
         m = spec.moe
-        ffn_bytes = act * (T * m.shared_expert_ffn_hidden_size / t + T / shape.sigma * m.top_k * m.expert_ffn_hidden_size)
+        ffn_bytes = act * T * m.shared_expert_ffn_hidden_size / t \
+            + routed_act * T / shape.sigma * m.top_k * m.expert_ffn_hidden_size
     else:
         ffn_bytes = act * T * spec.ffn_hidden_size / t
     if workload.precision == "fp8":

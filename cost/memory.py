@@ -206,7 +206,8 @@ class ActivationShape:
 #   fused into ``TELayerNormColumnParallelLinear`` (IdentityOp, nothing to drop); the MoE pre-MLP norm
 #   and the MLA input norm (``gpt_layer_specs.py`` MLA spec) are standalone -> their outputs go.
 # * mlp: ``transformer_layer.py`` L539 (dense layers only) checkpoints the whole MLP from its input.
-# * moe_act: ``moe/experts.py`` L271 output-discarding checkpoint of the expert activation (fc2 input).
+# * moe_act: ``moe/experts.py`` L271 output-discarding checkpoint of the expert activation (fc2 input; the
+#   checkpoint runs the activation without grad, so the unfused path's own saved tensors go too).
 # * shared_experts: ``moe/shared_experts.py`` L158 checkpoints the shared MLP (its input, the
 #   pre-MLP LN output, is kept anyway).
 # * moe: ``moe/moe_layer.py`` L249 checkpoints the whole MoE layer from its input (the LN output).
@@ -215,11 +216,11 @@ class ActivationShape:
 RECOMPUTE_MODULES: dict[str, frozenset[str]] = {
     "core_attn": frozenset({"attn_scores", "softmax_stats", "kv_expanded"}),
     "layernorm": frozenset({"attn_norm_output", "mlp_norm_output"}),
-    "mlp": frozenset({"mlp_fused_norm_output", "fc1_output", "act_output"}),
-    "moe_act": frozenset({"expert_act_output"}),
-    "shared_experts": frozenset({"shared_fc1_output", "shared_act_output"}),
-    "moe": frozenset({"router", "expert_input", "expert_fc1_output", "expert_act_output",
-                      "shared_fc1_output", "shared_act_output", "latent_up_input"}),
+    "mlp": frozenset({"mlp_fused_norm_output", "fc1_output", "act_output", "act_unfused"}),
+    "moe_act": frozenset({"expert_act_output", "expert_act_unfused"}),
+    "shared_experts": frozenset({"shared_fc1_output", "shared_act_output", "shared_act_unfused"}),
+    "moe": frozenset({"router", "expert_input", "expert_fc1_output", "expert_act_output", "expert_act_unfused",
+                      "shared_fc1_output", "shared_act_output", "shared_act_unfused", "latent_up_input"}),
     "mla_up_proj": frozenset({"mla_up"}),
 }
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
@@ -229,7 +230,7 @@ def dropped_terms(recompute_modules: tuple[str, ...]) -> frozenset[str]:
     """Saved-tensor names that selective recompute of ``recompute_modules`` re-materialises.
 
     >>> sorted(dropped_terms(("core_attn", "moe_act")))
-    ['attn_scores', 'expert_act_output', 'kv_expanded', 'softmax_stats']
+    ['attn_scores', 'expert_act_output', 'expert_act_unfused', 'kv_expanded', 'softmax_stats']
     """
     unknown = set(recompute_modules) - set(RECOMPUTE_MODULES)
     if unknown:
@@ -374,10 +375,12 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     expert, ``router.py::_apply_aux_loss``, case ``moe-alltoall-auxloss``: the recipes use an auxiliary or
     sequence-auxiliary loss), local experts
     ``T_e*(2h + 4 + 2*(f_glu + 1)*F_m/etp)`` with ``T_e = (T/sigma)*k*etp`` routed tokens (balanced
-    routing), shared experts ``2*T*(f_glu + 1)*F_s/t``. With latent experts (``--moe-latent-size d``) the
-    routed tokens are ``d`` wide (``2d + 4`` B each) and ``fc2_latent_proj`` keeps its input, the combined
-    latent tokens, ``2*T*d/sigma`` (``moe_layer.py`` L583-592; ``fc1_latent_proj``'s input is the saved norm
-    output, its output goes to the permutation, which keeps only indices).
+    routing), shared experts ``2*T*(f_glu + 1)*F_s/t``. Without the fused activation kernel
+    (``Workload.activation_fusion``) each MLP keeps ``unfused_activation_bytes`` more per element of its
+    width. With latent experts (``--moe-latent-size d``) the routed tokens are ``d`` wide (``2d + 4`` B each)
+    and ``fc2_latent_proj`` keeps its input, the combined latent tokens, ``2*T*d/sigma`` (``moe_layer.py``
+    L583-592; ``fc1_latent_proj``'s input is the saved norm output, its output goes to the permutation, which
+    keeps only indices).
 
     >>> from megasolve.models.presets import load_preset
     >>> terms = mlp_activation_terms(load_preset("llama-3.1-70b"), Workload(seq_length=8192),
@@ -396,6 +399,7 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
         terms["mlp_fused_norm_output"] = a * T * h / sigma
         terms["fc1_output"] = BF16 * glu * T * F
         terms["act_output"] = a * T * F
+        terms["act_unfused"] = unfused_activation_bytes(spec, workload, weighted=False) * T * F
         return terms
     m = spec.moe
     # capacity dropping / padding and the FP8 alignment padding (cost/moe_routing.py)
@@ -409,9 +413,35 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
         terms["latent_up_input"] = a * T * d / sigma
     terms["expert_fc1_output"] = BF16 * glu * routed_tokens * F_m
     terms["expert_act_output"] = a * routed_tokens * F_m
+    terms["expert_act_unfused"] = unfused_activation_bytes(spec, workload, weighted=True) * routed_tokens * F_m
     terms["shared_fc1_output"] = BF16 * glu * T * F_s
     terms["shared_act_output"] = a * T * F_s
+    terms["shared_act_unfused"] = unfused_activation_bytes(spec, workload, weighted=False) * T * F_s
     return terms
+
+
+def unfused_activation_bytes(spec: ModelSpec, workload: Workload, *, weighted: bool) -> int:
+    """Bytes per element of the MLP width (``F`` per rank) that the unfused activation path keeps beyond the
+    fused kernel's input and output (``Workload.activation_fusion`` False; 0 when fused):
+
+    * gated (``mlp.py`` L319-333, ``experts.py`` L997-1008): the SiLU output and ``x_linear +
+      glu_linear_offset`` (a copy even at offset 0), both bf16 and kept by their product: 4;
+    * routed experts (``weighted``) also multiply by the routing probabilities (L1010-1012): the product keeps
+      its bf16 input, the gated product or the plain activation's output: +2 (its bf16 cast is FC2's input,
+      ``expert_act_output``);
+    * a dense / shared plain (GeLU, squared ReLU) MLP keeps what the fused kernel keeps: 0.
+
+    Traced on Megatron-Core layers (``benchmarks/megatron_activation_golden.py``, local spec without
+    ``bias_activation_fusion``): dense SwiGLU +4 F, routed SwiGLU experts +6 F_m, shared SwiGLU +4 F_s per token.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec, w = load_preset("mixtral-8x7b"), Workload(activation_fusion=False)
+    >>> unfused_activation_bytes(spec, w, weighted=True), unfused_activation_bytes(spec, w, weighted=False)
+    (6, 4)
+    """
+    if workload.activation_fusion:
+        return 0
+    return (4 if spec.swiglu else 0) + (BF16 if weighted else 0)
 
 
 def mlp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, moe: bool) -> float:

@@ -292,6 +292,14 @@ class Workload:
     moe_pad_expert_input_to_capacity: bool = False
     moe_token_drop_policy: str = "probs"
     moe_router_padding_for_fp8: bool = False
+    # The MLP activation's fused kernel (Megatron-LM ``--bias-swiglu-fusion`` / ``--bias-gelu-fusion``, on by
+    # default -> TransformerConfig ``bias_activation_fusion``, argument_utils.py L314-319). Routed experts
+    # have a fused probability-weighted kernel for SwiGLU / quick-GeGLU only, and for squared ReLU with
+    # ``--use-fused-weighted-squared-relu`` (``moe/experts.py`` L961-993); every other expert activation
+    # (GeLU) runs the unfused path, which keeps the activation output for the probability multiply and its
+    # bf16 cast for FC2 (L995-1013; dense SwiGLU: the SiLU output and the linear half's copy, ``mlp.py``
+    # L319-333). False: that unfused path (``memory.mlp_activation_terms``, ``compute.layer_work``).
+    activation_fusion: bool = True
 
     def __post_init__(self) -> None:
         _check_positive("--seq-len", self.seq_length)

@@ -496,6 +496,8 @@ def _script_var_arg(name: str, value: str) -> tuple[str, Any] | None:
 # "the value given")
 FLAG_DESTS = {
     "no_overlap_p2p_communication": ("overlap_p2p_comm", False),
+    "no_bias_swiglu_fusion": ("bias_swiglu_fusion", False),
+    "no_bias_gelu_fusion": ("bias_gelu_fusion", False),
     "microbatch_group_size_per_virtual_pipeline_stage": ("microbatch_group_size_per_vp_stage", None),
 }
 

@@ -805,6 +805,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         limit = args.get("wgrad_deferral_limit")
         if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
             work["wgrad_deferral_limit"] = limit
+    _activation_fusion(args, work, notes, megatron_defaults)
     dropout = args.get("hidden_dropout")
     if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0.0 <= dropout < 1.0:
         work["hidden_dropout"] = float(dropout)
@@ -829,6 +830,29 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         notes.append(f"attention dropout {attention_dropout} costed as the hidden dropout {hidden_dropout} "
                      "(megasolve has one dropout setting: the unfused scores' dropout masks follow it)")
     return layout, work
+
+
+def _activation_fusion(args: dict[str, Any], work: dict[str, Any], notes: list[str], megatron_defaults: bool) -> None:
+    """``Workload.activation_fusion`` as launched. Megatron-LM passes ``--bias-swiglu-fusion`` (SwiGLU) or
+    ``--bias-gelu-fusion`` to TransformerConfig ``bias_activation_fusion`` (argument_utils.py L314-319; both on
+    by default). The routed experts have a fused probability-weighted kernel only for SwiGLU and, with
+    ``--use-fused-weighted-squared-relu``, squared ReLU (``moe/experts.py`` L961-993; a GeLU MoE must pass
+    ``--no-bias-gelu-fusion`` or TEGroupedMLP refuses to build): any other MoE runs the unfused path."""
+    gated = args.get("swiglu") is True or args.get("gated_linear_unit") is True or args.get("quick_geglu") is True
+    fusion = args.get("bias_swiglu_fusion") if args.get("swiglu") is True else args.get("bias_activation_fusion")
+    if gated and fusion is False:
+        work["activation_fusion"] = False
+        return
+    experts = args.get("num_experts", args.get("num_moe_experts"))
+    moe = isinstance(experts, int) and not isinstance(experts, bool) and experts > 0
+    plain = args.get("swiglu") is False or args.get("gated_linear_unit") is False or (
+        megatron_defaults and not gated)
+    if moe and plain and args.get("use_fused_weighted_squared_relu") is not True:
+        work["activation_fusion"] = False
+        activation = "squared ReLU" if args.get("squared_relu") is True else "GeLU"
+        notes.append(f"routed experts' {activation} unfused (Megatron-Core fuses the probability-weighted activation "
+                     "of SwiGLU experts, and of squared ReLU ones with --use-fused-weighted-squared-relu only): "
+                     "the activation output and its scaled copy are kept")
 
 
 def _words(value: Any) -> list[str]:

@@ -21,9 +21,10 @@ Megatron-Core source that makes the difference; everything else must match to th
 * RoPE without fusion (``apply_rope_fusion=False``; ``rope_utils.py::_apply_rotary_pos_emb_bshd``) keeps
   bf16 cos and sin for Q and for K per layer, ``4 x 2*s*d_rot`` bytes (the fused kernel keeps only the
   shared frequencies); MLA builds its rotary table per layer (fp32 ``[s, r]``);
-* SwiGLU without ``bias_activation_fusion`` (``mlp.py`` L219-226) keeps the SiLU output and the copy
-  ``x_linear + glu_linear_offset`` too (``+4F`` per token); routed experts also keep the bf16 cast of
-  the probability-scaled activation (L232-235): ``+6 F_m`` per routed token;
+* the MLP activation runs without ``bias_activation_fusion``: not a difference any more but a setting the
+  formula takes (``Workload.activation_fusion=False``, ``memory.unfused_activation_bytes``: SwiGLU keeps the
+  SiLU output and the copy ``x_linear + glu_linear_offset``, +4F per token; routed experts also the
+  probability-scaled product's input, +6 F_m per routed token), so the trace checks those bytes too;
 * CPU dropout keeps its mask in the input dtype (bf16, 2 B), CUDA in bool (1 B);
 * unfused attention: the CPU has no fused softmax kernel, so the torch softmax keeps its fp32 output and
   the context ``bmm`` a bf16 copy (6 B per score, 7 with dropout); on a GPU Transformer Engine's fused kernel
@@ -73,9 +74,11 @@ def inputs(case: dict):
     c = case["config"]
     # the traced local DotProductAttention is the unfused path; one dropout probability for both kinds
     assert c["hidden_dropout"] == c["attention_dropout"]
+    # the CPU trace builds its MLPs without bias_activation_fusion (the unfused activation path)
     workload = Workload(seq_length=c["seq_length"], global_batch_size=c["micro_batch_size"], attention="unfused",
                         hidden_dropout=c["hidden_dropout"], moe_dispatcher=c["moe_token_dispatcher_type"],
-                        cross_entropy="native" if c["cross_entropy_loss_fusion"] else "unfused")
+                        cross_entropy="native" if c["cross_entropy_loss_fusion"] else "unfused",
+                        activation_fusion=False)
     # expert TP is left at its default, the attention TP (parallel_state.initialize_model_parallel)
     shape = ActivationShape(tp=c["tp"], cp=1, mbs=c["micro_batch_size"], sequence_parallel=c["sequence_parallel"],
                             etp=c["tp"])
@@ -117,9 +120,6 @@ def local_spec_delta_bytes(c: dict) -> float:
     if c["hidden_dropout"]:
         delta += 2 * T * h / sigma + T * c["num_attention_heads"] / tp * s  # bf16 instead of bool masks
     if c["num_moe_experts"]:
-        routed = T / sigma * c["moe_router_topk"] * tp  # tokens entering the rank's experts (etp = tp)
-        delta += 6 * routed * c["moe_ffn_hidden_size"] / tp
-        delta += 4 * T * (c["moe_shared_expert_intermediate_size"] or 0) / tp
         if c["moe_token_dispatcher_type"] == "allgather":
             delta -= 4 * T * c["num_moe_experts"]
         elif tp == 1:
@@ -135,8 +135,6 @@ def local_spec_delta_bytes(c: dict) -> float:
         if c.get("moe_z_loss_coeff"):  # z-loss (router.py::apply_z_loss, moe_utils.py::z_loss_func): the fp32
             # [T, E] router logits and their [T] logsumexp kept by torch.logsumexp, and the loss value
             delta += (4 * c["num_moe_experts"] + 4) * T / sigma + 8
-    elif c["swiglu"]:
-        delta += 4 * T * c["ffn_hidden_size"] / tp
     if fused_softmax_on_gpu(c) and not (c["recompute_granularity"] == "selective"
                                         and "core_attn" in recompute_of(c)[1]):
         # the CPU runs the torch softmax (fp32 output kept, bf16 copy for the context bmm): 6 (+1 with dropout)
