@@ -319,6 +319,9 @@ def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
     if fused:  # cross_entropy_fusion_impl is not Optional in TransformerConfig
         s.append(Setting("cross_entropy_fusion_impl", impl, "kernels", note))
     s += activation_settings(spec, workload)
+    if workload.offload_modules:  # fine-grained activation offloading (TC L1320-1345)
+        s += [Setting("fine_grained_activation_offloading", True, "memory"),
+              Setting("offload_modules", tuple(workload.offload_modules), "memory")]
     if spec.is_moe:
         s += [Setting("moe_token_dispatcher_type", workload.moe_dispatcher, "kernels"),
               Setting("moe_grouped_gemm", True, "kernels")]

@@ -73,7 +73,7 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
                   "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size",
-                  "activation_fusion")
+                  "activation_fusion", "offload_modules")
 
 
 def recipe_options(func: F) -> F:
@@ -156,6 +156,10 @@ def recipe_options(func: F) -> F:
                      help="The MLP activation without its fused kernel (Megatron --no-bias-swiglu-fusion; a GeLU "
                           "MoE always runs so): it keeps the activation output and, in the experts, its "
                           "probability-scaled copy (more activation memory, more elementwise time)."),
+        click.option("--offload-modules", "offload_modules", default=None, metavar="MODULES",
+                     help="Fine-grained activation offloading (Megatron --fine-grained-activation-offloading "
+                          "--offload-modules): these modules' saved tensors go to host memory, comma-separated "
+                          "(attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act)."),
         click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
                      help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
                           "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),
@@ -200,7 +204,19 @@ def build_workload(*, seq_len: int, gbs: int | None, precision: str, attention: 
                    tokens: float | None = None, **recipe: Any) -> Workload:
     """``recipe``: the ``RECIPE_OPTIONS`` fields (Workload defaults when absent)."""
     return Workload(seq_length=seq_len, global_batch_size=gbs if gbs is not None else default_global_batch(seq_len),
-                    attention=attention, tokens=tokens, **precision_fields(precision), **recipe)
+                    attention=attention, tokens=tokens, **precision_fields(precision), **recipe_fields(recipe))
+
+
+def recipe_fields(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The recipe options as Workload fields: ``--offload-modules a,b`` (or ``a+b``, as ``--fix`` writes lists)
+    as a tuple, left out when not given."""
+    out = dict(recipe)
+    modules = out.pop("offload_modules", None)
+    if isinstance(modules, str):
+        modules = [m.strip() for m in modules.replace("+", ",").split(",")]
+    if modules:
+        out["offload_modules"] = tuple(m for m in modules if m)
+    return out
 
 
 def layout_options(func: F) -> F:

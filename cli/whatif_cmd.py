@@ -13,7 +13,7 @@ import click
 from megasolve.cli import render
 from megasolve.cli.app import register
 from megasolve.cli.options import (cluster_options, format_option, load_model, load_profile_option, model_option,
-                                   recipe_options)
+                                   recipe_fields, recipe_options)
 from megasolve.cli.plot import plot_option
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import ATTENTION_KINDS, PRECISION_CHOICES
@@ -88,7 +88,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
         result = whatif(resolved.spec, gpus=sizes, gpu=kinds, seq_length=seqs, global_batch_size=batches,
                         precision=precision, attention=attention, tokens=tokens, gpu_hour_price=gpu_hour_price,
                         time_limit_s=time_limit, jobs=jobs, min_gpus=find_min, progress=progress,
-                        recipe=recipe, profile=profile, min_headroom=parse_headroom(min_headroom),
+                        recipe=recipe_fields(recipe), profile=profile, min_headroom=parse_headroom(min_headroom),
                         requires=requires, knobs=searched_knobs(click.get_current_context()))
     data = result.as_dict()
     if fmt in ("json", "yaml"):

@@ -226,6 +226,54 @@ RECOMPUTE_MODULES: dict[str, frozenset[str]] = {
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)
 
 
+# Fine-grained activation offloading (``Workload.offload_modules``; TC L1320-1345): each module offloads the
+# tensors saved for backward inside its scope (``fine_grained_activation_offload.py`` on_save_for_backward),
+# as the saved-tensor names of ``attention_activation_terms`` / ``mlp_activation_terms``. Sources (@d98e8a6):
+# * attn_norm: a *standalone* input norm's input (MLA; the TE spec fuses GQA's norm into linear_qkv, an IdentityOp
+#   the offload skips, transformer_layer.py L1547-1566);
+# * qkv_linear: what ``get_query_key_value_tensors`` keeps (attention.py L1386, multi_latent_attention.py L343):
+#   GQA the fused norm-linear's input and output and the q/k norms, MLA the down projections' input and the latents;
+# * core_attn: Q, K, V, the softmax statistics / scores and the expanded GQA K, V (attention.py L1552);
+# * attn_proj: O, linear_proj's input (L1626; core attention keeps the same storage, so only with both);
+# * mlp_norm: the MoE layers' standalone pre-MLP norm input (dense layers fuse it, L1553-1592);
+# * expert_fc1 / moe_act: the experts' FC1 input / the activation's input (moe/experts.py L928, L941).
+# Tensors under ``--min-offloaded-tensor-size`` (default 1M elements) stay: a term under 2 MiB is kept.
+MIN_OFFLOADED_BYTES = 2 * 2 ** 20
+# The last group of each module name stays on the GPU (its backward comes first: ``should_bulk_offload``
+# L1206-1227) and the next layer's groups are reloaded ahead of its backward (``bulk_reload`` /
+# ``pre_reload_last_layer`` L1198-1204, L1271-1286): two layers' offloaded tensors at the backward's start.
+OFFLOAD_RESIDENT_LAYERS = 2
+
+
+def offloaded_terms(spec: ModelSpec, workload: Workload, moe: bool) -> frozenset[str]:
+    """Saved-tensor names that ``workload.offload_modules`` moves to host memory in a layer (``moe``: an MoE
+    layer; comment above for the sources).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> w = Workload(offload_modules=("core_attn", "attn_proj", "expert_fc1"))
+    >>> sorted(offloaded_terms(load_preset("mixtral-8x7b"), w, moe=True))
+    ['attn_gate', 'attn_scores', 'core_output', 'expert_input', 'kv_expanded', 'mla_up', 'qkv', 'softmax_stats']
+    """
+    modules = set(workload.offload_modules)
+    out: set[str] = set()
+    if "attn_norm" in modules and spec.mla is not None:
+        out.add("attn_norm_input")
+    if "qkv_linear" in modules:
+        out |= {"attn_norm_output", "mla_latents"} if spec.mla is not None else {
+            "attn_norm_input", "attn_fused_norm_output", "qk_norm_input"}
+    if "core_attn" in modules:
+        out |= {"qkv", "softmax_stats", "kv_expanded", "attn_scores", "mla_up", "attn_gate"}
+    if "attn_proj" in modules:
+        out.add("core_output")
+    if moe and "mlp_norm" in modules:
+        out.add("mlp_norm_input")
+    if moe and "expert_fc1" in modules:
+        out.add("expert_input")
+    if moe and "moe_act" in modules:
+        out |= {"expert_fc1_output", "expert_act_unfused"}
+    return frozenset(out)
+
+
 def dropped_terms(recompute_modules: tuple[str, ...]) -> frozenset[str]:
     """Saved-tensor names that selective recompute of ``recompute_modules`` re-materialises.
 
@@ -494,18 +542,51 @@ def layer_activation_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
     >>> layer_activation_bytes(spec, w, shape, moe=False, recompute="full") / 4096  # 2*4096/2
     4096.0
     """
+    return _layer_bytes(spec, workload, shape, moe=moe, recompute=recompute, recompute_modules=recompute_modules,
+                        kind=kind)[0]
+
+
+def offloaded_layer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
+                          recompute: str, recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES,
+                          kind: LayerKind | None = None) -> float:
+    """Bytes of one layer that fine-grained activation offloading (``Workload.offload_modules``) keeps in host
+    memory, per micro-batch per rank: the layer's offloaded terms (``offloaded_terms``) that recompute has not
+    already dropped, each of at least ``MIN_OFFLOADED_BYTES`` (0 without offloading or with full recompute)."""
+    return _layer_bytes(spec, workload, shape, moe=moe, recompute=recompute, recompute_modules=recompute_modules,
+                        kind=kind)[1]
+
+
+def _layer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool, recompute: str,
+                 recompute_modules: tuple[str, ...], kind: LayerKind | None) -> tuple[float, float]:
+    """(bytes kept on the GPU, bytes offloaded to the host) of one layer: ``layer_activation_bytes``."""
     if recompute == "full":
-        return BF16 * shape.tokens(workload) * spec.hidden_size / shape.sigma
+        return BF16 * shape.tokens(workload) * spec.hidden_size / shape.sigma, 0.0
     if kind is not None and not kind.is_gpt:
         terms = block_activation_terms(spec, workload, shape, kind)
         recompute_modules = block_modules(kind, recompute_modules)
     else:
         terms = attention_activation_terms(spec, workload, shape) | mlp_activation_terms(spec, workload, shape, moe)
     drop = dropped_terms(recompute_modules) if recompute == "selective" else frozenset()
-    kept = sum(v for k, v in terms.items() if k not in drop)
+    moe_layer = moe if kind is None else (kind.moe and kind.mlp)
+    offload = offloaded_terms(spec, workload, moe_layer) if workload.offload_modules else frozenset()
+    offloaded = sum(v for k, v in terms.items() if k in offload and k not in drop and v >= MIN_OFFLOADED_BYTES)
+    kept = sum(v for k, v in terms.items() if k not in drop) - offloaded
     if recompute == "selective" and "core_attn" in recompute_modules:
         kept += core_attention_checkpoint_inputs_bytes(spec, workload, shape)
-    return kept
+    return kept, offloaded
+
+
+def offload_resident_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, recompute: str,
+                           recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> float:
+    """Offloaded tensors on the GPU at the peak with fine-grained activation offloading:
+    ``OFFLOAD_RESIDENT_LAYERS`` layers' worth of the model's largest layer kind (every stage: a stage holds
+    its kinds' largest, bounded by the model's)."""
+    if not workload.offload_modules or recompute == "full":
+        return 0.0
+    kinds = model_layer_kinds(spec)
+    return OFFLOAD_RESIDENT_LAYERS * max(
+        offloaded_layer_bytes(spec, workload, shape, moe=k.moe, recompute=recompute,
+                              recompute_modules=recompute_modules, kind=None if k.is_gpt else k) for k in kinds)
 
 
 def core_attention_checkpoint_inputs_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
@@ -1049,7 +1130,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             params.has_mtp and spec.is_moe_layer(spec.num_layers - 1))
         live = round(inflight_microbatches(layout.pp, layout.vpp, m, stage, workload.microbatch_group_size)
                      * layout.vpp)  # chunk-units
-        fixed = offloaded.in_transit + transient
+        fixed = offloaded.in_transit + transient + offload_resident_bytes(spec, workload, shape, recompute=layer_kind,
+                                                                          recompute_modules=modules)
         if params.has_output:
             fixed += last_stage_peak_extra_bytes(spec, workload, shape)
             fixed += deferred_wgrad_bytes(spec, workload, shape, m)

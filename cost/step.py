@@ -21,7 +21,8 @@ from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_wor
                                     model_flops_per_sequence, weight_stream_bytes, work_time_s)
 from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind, stage_layers
 from megasolve.cost import hybrid
-from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, ActivationShape, block_modules, layer_activation_bytes
+from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, block_modules, layer_activation_bytes,
+                                   offloaded_layer_bytes)
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.cost.offload import activation_offload_exposed_s, optimizer_offload_s
 from megasolve.cost.recompute import selective_extra_work, uses_core_attn
@@ -558,13 +559,21 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
     (``selective_modules_time``): their work is linear in the time model, so the sum is exact.
     ``kind`` (``cost/layers.py``): the layer's attention span (None: full causal attention)."""
     if recompute != "selective":
-        return base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe, recompute=recompute, kind=kind)
-    modules = block_modules(kind, tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES))
-    base = base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe,
-                           recompute="selective" if uses_core_attn(modules) else "none", kind=kind)
-    if not modules:  # a hybrid layer without any of the modules (e.g. a Mamba layer): nothing recomputed
-        return base
-    return base + selective_modules_time(spec, cluster, workload, shape, ep=ep, moe=moe, modules=modules)
+        out = base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe, recompute=recompute, kind=kind)
+    else:
+        modules = block_modules(kind, tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES))
+        out = base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe,
+                              recompute="selective" if uses_core_attn(modules) else "none", kind=kind)
+        if modules:  # else a hybrid layer without any of the modules (e.g. a Mamba layer): nothing recomputed
+            out = out + selective_modules_time(spec, cluster, workload, shape, ep=ep, moe=moe, modules=modules)
+    if workload.offload_modules:  # fine-grained activation offloading: the copies to the host and back
+        offloaded = offloaded_layer_bytes(spec, workload, shape, moe=moe, recompute=recompute,
+                                          recompute_modules=tuple(recompute_modules or DEFAULT_RECOMPUTE_MODULES),
+                                          kind=None if kind is None or kind.is_gpt else kind)
+        if offloaded:
+            out = out + LayerTime(offload=activation_offload_exposed_s(
+                offloaded, out.compute, cluster.gpu.host_link_bytes_per_s, cluster.gpu.hbm_bytes_per_s))
+    return out
 
 
 def selective_modules_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,

@@ -18,6 +18,8 @@ RECOMPUTE_KINDS = ("none", "selective", "full")
 # ``transformer_config.py`` selective block, L1944-1962); a Layout keeps its modules in this order so
 # that one set has one spelling (``cost/memory.py`` RECOMPUTE_MODULES says what each one drops)
 RECOMPUTE_MODULE_NAMES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+# Megatron's --offload-modules choices megasolve models (TC L2132-2142; fused_group_mlp and gdp_qkv are not)
+OFFLOAD_MODULE_NAMES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
 PRECISIONS = ("bf16", "fp8")
 # --precision choices of the CLI: "fp8-params" is FP8 with FP8 primary weights (--fp8-param-gather)
 PRECISION_CHOICES = ("bf16", "fp8", "fp8-params")
@@ -300,6 +302,11 @@ class Workload:
     # bf16 cast for FC2 (L995-1013; dense SwiGLU: the SiLU output and the linear half's copy, ``mlp.py``
     # L319-333). False: that unfused path (``memory.mlp_activation_terms``, ``compute.layer_work``).
     activation_fusion: bool = True
+    # ``--fine-grained-activation-offloading --offload-modules ...`` (TC L1320-1345, L2127-2175; () = off): the
+    # tensors each listed module saves for backward (>= 1M elements, ``--min-offloaded-tensor-size``) go to host
+    # memory after its forward and come back before its backward
+    # (``pipeline_parallel/fine_grained_activation_offload.py``; ``memory.offloaded_terms``)
+    offload_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_positive("--seq-len", self.seq_length)
@@ -369,6 +376,21 @@ class Workload:
             raise MegasolveError(field="--moe-pad-expert-input-to-capacity", value=True,
                                  rule="the flex dispatcher with DeepEP does not support it (TC L1074-1081)",
                                  fix="use --moe-dispatcher alltoall or allgather")
+        if not isinstance(self.offload_modules, tuple):  # a list from a runs file / the Python API; None: off
+            object.__setattr__(self, "offload_modules", tuple(self.offload_modules or ()))
+        unknown = sorted(set(self.offload_modules) - set(OFFLOAD_MODULE_NAMES))
+        if unknown:
+            not_modelled = set(unknown) & {"fused_group_mlp", "gdp_qkv"}
+            raise MegasolveError(field="--offload-modules", value=",".join(unknown),
+                                 rule=(f"{', '.join(sorted(not_modelled))}: Megatron offloads it, megasolve does not "
+                                       "model it" if not_modelled else
+                                       f"not one of Megatron's offload modules {', '.join(OFFLOAD_MODULE_NAMES)}"),
+                                 fix="pick from " + ", ".join(OFFLOAD_MODULE_NAMES) + " (TC L2132-2142)")
+        if "attn_proj" in self.offload_modules and "core_attn" not in self.offload_modules:
+            raise MegasolveError(field="--offload-modules", value=",".join(self.offload_modules),
+                                 rule="attn_proj cannot be offloaded without core_attn: its input is core "
+                                      "attention's output, which core attention's backward needs (TC L2148-2153)",
+                                 fix="add core_attn or drop attn_proj")
         if self.moe_router_padding_for_fp8 and self.precision != "fp8":
             raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
                                  rule="needs FP8 training (TC L1621-1625)", fix="add --precision fp8")

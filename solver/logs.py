@@ -511,7 +511,7 @@ def _flag_dest(name: str, value: Any) -> tuple[str, Any]:
 
 
 # flags that take a list of words (argparse nargs='*'): --recompute-modules core_attn moe_act, --cp-comm-type
-LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type"})
+LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type", "offload_modules"})
 # Megatron-LM's training entry points (pretrain_gpt.py, pretrain_mamba.py, ...), run as a script
 _MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b")
 _SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*|(?:actor|train)_[a-z]+)=(\S+)", re.M)

@@ -274,6 +274,17 @@ MEMORY_KNOB_RULES: tuple[Rule, ...] = (
          check=lambda c, a: a["cpu_offload_layers"] == 0 or a["recompute"] == "none",
          message=lambda c, a: "CPU offloading does not work when activation recomputation is enabled",
          fix="use --recompute none or drop --cpu-offload-layers", source="TC L1896-1899"),
+    Rule(name="fine_grained_offload_without_cpu_offload", axes=("cpu_offload_layers",),
+         check=lambda c, a: not c.workload.offload_modules or a["cpu_offload_layers"] == 0,
+         message=lambda c, a: "fine_grained_activation_offloading cannot be enabled with cpu_offloading",
+         fix="drop --cpu-offload-layers or --offload-modules", source="TC L2127-2130"),
+    Rule(name="fine_grained_offload_not_inside_moe_recompute", axes=("recompute", "recompute_modules"),
+         check=lambda c, a: not (a["recompute"] == "selective" and "moe" in (a["recompute_modules"] or ())
+                                 and {"moe_act", "expert_fc1"} & set(c.workload.offload_modules)),
+         message=lambda c, a: "Cannot offload moe_act / expert_fc1 while recomputing the entire MoE layer "
+                              "('moe' in recompute_modules wraps the full MoE forward in a checkpoint)",
+         fix="remove moe from --recompute-modules or moe_act / expert_fc1 from --offload-modules",
+         source="TC L2166-2175"),
     Rule(name="recompute_modules_usable", axes=("recompute", "recompute_modules"),
          check=lambda c, a: a["recompute"] != "selective" or _modules_problem(c, a) is None,
          message=lambda c, a: str(_modules_problem(c, a)),

@@ -46,8 +46,8 @@ from typing import Any
 import yaml
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, RECOMPUTE_MODULE_NAMES, Layout, Workload,
-                                    cuda_graph_note, precision_fields)
+from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES,
+                                     RECOMPUTE_MODULE_NAMES, Layout, Workload, cuda_graph_note, precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
@@ -484,10 +484,6 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     if args.get("optimizer_cpu_offload") is True:
         notes.append("optimizer_cpu_offload is on: optimizer states in host memory are not modelled (expect less "
                      "GPU memory and a longer optimizer step than predicted)")
-    if args.get("fine_grained_activation_offloading") is True:
-        modules = " ".join(_words(args.get("offload_modules"))) or "?"
-        notes.append(f"fine-grained activation offloading ({modules}) is not modelled: those activations are "
-                     "counted on the GPU (expect less GPU memory than predicted)")
     if args.get("defer_embedding_wgrad_compute") is True:
         notes.append("--defer-embedding-wgrad-compute: the deferred inputs and logits gradients are counted on the "
                      "last stage; the time it saves (the output layer's wgrad GEMMs moved into the pipeline "
@@ -806,6 +802,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
             work["wgrad_deferral_limit"] = limit
     _activation_fusion(args, work, notes, megatron_defaults)
+    _fine_grained_offload(args, work, notes)
     dropout = args.get("hidden_dropout")
     if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0.0 <= dropout < 1.0:
         work["hidden_dropout"] = float(dropout)
@@ -853,6 +850,28 @@ def _activation_fusion(args: dict[str, Any], work: dict[str, Any], notes: list[s
         notes.append(f"routed experts' {activation} unfused (Megatron-Core fuses the probability-weighted activation "
                      "of SwiGLU experts, and of squared ReLU ones with --use-fused-weighted-squared-relu only): "
                      "the activation output and its scaled copy are kept")
+
+
+def _fine_grained_offload(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -> None:
+    """``Workload.offload_modules`` from ``--fine-grained-activation-offloading --offload-modules ...``; the modules
+    and tuning flags megasolve does not model are named."""
+    if args.get("fine_grained_activation_offloading") is not True:
+        return
+    words = _words(args.get("offload_modules"))
+    known = tuple(w for w in words if w in OFFLOAD_MODULE_NAMES)
+    if known:
+        work["offload_modules"] = known
+    skipped = [w for w in words if w not in OFFLOAD_MODULE_NAMES]
+    if skipped or not words:
+        notes.append(f"fine-grained activation offloading of {' '.join(skipped) or '(no --offload-modules)'} is not "
+                     "modelled: those activations are counted on the GPU (expect less GPU memory than predicted)")
+    for arg, default, what in (("activation_offload_fraction", 1.0, "a fraction of the offload groups"),
+                               ("delta_offload_bytes_across_pp_ranks", 0, "less offloading on later stages"),
+                               ("min_offloaded_tensor_size", 1024 * 1024, "another minimum tensor size")):
+        value = args.get(arg)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value != default:
+            notes.append(f"--{arg.replace('_', '-')} {value} ({what}) is not modelled: costed as Megatron's default "
+                         f"{default}")
 
 
 def _words(value: Any) -> list[str]:

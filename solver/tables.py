@@ -26,8 +26,8 @@ from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_byte
                                    first_stage_extra_bytes, fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
-                                   mtp_activation_bytes, offloaded_optimizer, other_bytes, selective_transient_bytes,
-                                   static_bytes)
+                                   mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
+                                   selective_transient_bytes, static_bytes)
 from megasolve.cost.step import DpComm, dp_contention_parts, dp_group_comm, dp_overlap_fraction, optimizer_shard_s, pp_unit_comm_s
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
@@ -435,6 +435,10 @@ class CostTables:
         add("ma_sel_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(selective_transient_bytes(
                 spec, wl, shape(tp, cp, mbs, sp), moe=False, **_modules_kw(sel))) if sel else 0)
+        if wl.offload_modules:  # fine-grained activation offloading: the layers' offloaded tensors left on the GPU
+            add("ma_fgo", ("tp", "cp", "mbs", "sp", "etp", "sel"),
+                lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(offload_resident_bytes(
+                    spec, wl, shape(tp, cp, mbs, sp, etp), recompute=base(sel), **_modules_kw(sel))))
         if spec.is_moe:
             add("ma_sel_moe", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel: quantise_bytes(selective_transient_bytes(
@@ -780,6 +784,8 @@ class CostTables:
             activation += _one_layer("ma_", slot.dense_off, slot.moe_off)
         elif row.rc[0] == "selective":
             activation += _one_layer("ma_sel_", slot.dense_base, slot.moe_base)
+        if self.workload.offload_modules:  # memory.offload_resident_bytes
+            activation.append((1, "ma_fgo"))
         if slot.moe:
             activation.append((1, "ma_dispatch"))
         if slot.last:

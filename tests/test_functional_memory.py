@@ -75,6 +75,9 @@ def test_gelu_experts_run_the_unfused_activation_path():
     ("gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute", 0.06),  # deferred wgrad buffers
     ("moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_optimizer_instances", 0.04),
     ("gpt/gpt3_mcore_reruns_resume_check_grads", 0.06),  # one GPU (its MODEL_ENV_VARS), 4B model unsharded
+    # fine-grained activation offloading of seven modules (+ selective recompute, a layout string): 2 layers' resident
+    ("moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading", 0.06),
+    ("moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_no_mtp_no_a2a_ovlp_fine_grained_offloading", 0.06),
 ])
 def test_the_realistic_cases_are_within_a_few_percent(name, tolerance):
     row = FM.score(FIT[name])
@@ -82,8 +85,6 @@ def test_the_realistic_cases_are_within_a_few_percent(name, tolerance):
 
 
 def test_unmodelled_features_are_named():
-    notes = " ".join(FM.score(FIT["moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading"])["notes"])
-    assert "fine-grained activation offloading" in notes
     notes = " ".join(FM.score(FIT["moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_resume_torch_dist_attn_cudagraph"])["notes"])
     assert "per-layer CUDA graphs (--cuda-graph-impl transformer_engine) are not modelled" in notes
     notes = " ".join(FM.score(FIT["gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute"])["notes"])
@@ -96,6 +97,9 @@ def test_deferred_wgrad_and_optimizer_instances_are_read():
     run = FM.read_case(FIT["moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_"
                            "optimizer_instances"])
     assert run.workload.dist_optimizer_instances == 2
+    run = FM.read_case(FIT["moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading"])
+    assert run.workload.offload_modules == ("expert_fc1", "moe_act", "attn_norm", "mlp_norm", "qkv_linear", "core_attn",
+                                            "attn_proj")
 
 
 def test_checkpoint_consistency_cases_use_their_base_runs_gpus():
