@@ -4,24 +4,10 @@ solve honours the expert's TP / PP / CP / EP, and the free #1 is never slower th
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from _benchmarks import load
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("famous_setups", ROOT / "benchmarks" / "famous_setups.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["famous_setups"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-FAMOUS = _module()
+FAMOUS = load("famous_setups")
 
 
 def test_setups_are_sourced_and_pin_the_four_axes():

@@ -4,22 +4,9 @@ model and cluster is ordered as measured, and each prediction is near its measur
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from _benchmarks import load
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("folding_study", ROOT / "benchmarks" / "folding_study.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["folding_study"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-FS = _module()
+FS = load("folding_study")
 ROWS = [FS.evaluate(r) for r in FS.load_records()]
 
 

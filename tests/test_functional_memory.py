@@ -5,26 +5,12 @@ the fit split's last-rank prediction meets issue 14's targets. The holdout is on
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from _benchmarks import load
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("megatron_functional_memory",
-                                                  ROOT / "benchmarks" / "megatron_functional_memory.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["megatron_functional_memory"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-FM = _module()
+FM = load("megatron_functional_memory")
 CASES = json.loads(FM.DATA.read_text())["cases"]
 FIT = {c["name"]: c for c in CASES if c["split"] == "fit"}
 

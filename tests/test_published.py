@@ -16,13 +16,12 @@ Two kinds of facts per throughput record (ids cited below, mapping in ``benchmar
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
+from _benchmarks import load
 
 from megasolve.cost.memory import memory_uncertainty_bytes, stage_memory
 from megasolve.cost.step import step_time
@@ -34,15 +33,7 @@ if not DATA.is_file():  # pragma: no cover - the shared data is part of every ch
     pytest.skip(f"published data not found at {DATA}", allow_module_level=True)
 
 
-def _load_module(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-published = _load_module("published")
+published = load("published")
 RUNS, SKIPPED = published.load_published()  # the shared file and benchmarks/bridge_extra_runs.yaml
 
 # Holdout median |error| of tokens/s/GPU measured by benchmarks/calibrate_time.py with the committed
