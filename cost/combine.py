@@ -165,20 +165,27 @@ def pipeline(ar: Any, m: Any, tau_max: Any, total: Any, vpp: Any) -> Any:
     return ar.mul(m, tau_max) + ar.ceil_div(total - tau_max, vpp)
 
 
-def dp_exposed(ar: Any, grad: Any, param: Any, compute: Any, vpp: Any, overlap: Any, contention: Any = 0) -> Any:
+def dp_exposed(ar: Any, grad: Any, param: Any, compute: Any, overlap: Any, contention: Any = 0) -> Any:
     """DP traffic cost of one stage (section 5.5): the exposed part ``E = max(0, grad - 2w/3) +
-    max(0, param - w/3)`` with ``w = overlap * compute / v``, plus ``contention`` of the hidden part,
-    ``E + contention * (grad + param - E)`` (the SMs the NCCL kernels take from the GEMMs they hide
-    behind, ``calibration: dp_overlap_contention``, as for Megatron-FSDP and the EP all-to-all);
-    ``overlap`` and ``contention`` in parts per ``OVERLAP_SCALE``. Written with both halves scaled by
-    ``3 * OVERLAP_SCALE * v`` so the integer engines are exact.
+    max(0, param - w/3)`` with ``w = overlap * compute`` (``compute``: one micro-batch on the stage, every
+    chunk), plus ``contention`` of the hidden part, ``E + contention * (grad + param - E)`` (the SMs the
+    NCCL kernels take from the GEMMs they hide behind, ``calibration: dp_overlap_contention``, as for
+    Megatron-FSDP and the EP all-to-all); ``overlap`` and ``contention`` in parts per ``OVERLAP_SCALE``.
+    Written with both halves scaled by ``3 * OVERLAP_SCALE`` so the integer engines are exact.
 
-    >>> dp_exposed(FLOAT, 1.0, 1.0, 3.0, 1, 0.5 * OVERLAP_SCALE)  # w = 1.5: 1 - 1 + 1 - 0.5
+    The window is the whole micro-batch, not one chunk of it, also in the interleaved schedule:
+    Megatron launches each model chunk's gradient reduction when that chunk's last micro-batch has run
+    its backward (``schedules.py`` L1419-1455, @d98e8a6), so the chunks' reductions start one after
+    another through the last backward pass. The parameter gathers work the same way: chunks 0 and 1
+    before the step (L1219-1221), then chunk ``k + 1`` when chunk ``k`` runs its first forward
+    (L1341-1353).
+
+    >>> dp_exposed(FLOAT, 1.0, 1.0, 3.0, 0.5 * OVERLAP_SCALE)  # w = 1.5: 1 - 1 + 1 - 0.5
     0.5
-    >>> dp_exposed(FLOAT, 1.0, 1.0, 3.0, 1, 0.5 * OVERLAP_SCALE, OVERLAP_SCALE // 5)  # 0.5 + 0.2 * 1.5
+    >>> dp_exposed(FLOAT, 1.0, 1.0, 3.0, 0.5 * OVERLAP_SCALE, OVERLAP_SCALE // 5)  # 0.5 + 0.2 * 1.5
     0.8
     """
-    scale = ar.mul(vpp, WINDOW_PARTS * OVERLAP_SCALE)
+    scale = WINDOW_PARTS * OVERLAP_SCALE
     out = 0
     for traffic, share in ((grad, GRAD_WINDOW), (param, PARAM_WINDOW)):
         out = out + ar.ceil_div(ar.pos(ar.mul(scale, traffic) - share * overlap * compute), scale)
@@ -200,7 +207,7 @@ def step(ar: Any, stages: Sequence[StageCost], m: Any, vpp: Any, overlap: Any, o
         taus = [stage_time(ar, s, fsdp_overlap) for s in stages]
     tau_max = ar.maximum(list(taus))
     pipe = pipeline(ar, m, tau_max, stage_sum(stages, taus) if total is None else total, vpp)
-    tail = ar.maximum([dp_exposed(ar, s.grad, s.param, s.compute, vpp, overlap, dp_contention) for s in stages])
+    tail = ar.maximum([dp_exposed(ar, s.grad, s.param, s.compute, overlap, dp_contention) for s in stages])
     return pipe + tail + ar.maximum([s.optimizer for s in stages]) + overhead, pipe
 
 

@@ -1030,7 +1030,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
             grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert,
                                         workload.param_bytes, workload.grad_bytes, workload.dist_optimizer_instances)
         out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_grad_s=grad_s, dp_param_s=param_s,
-                             dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute, layout.vpp,
+                             dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute,
                                                              overlap * combine.OVERLAP_SCALE,
                                                              dp_contention_parts()),
                              optimizer_s=optimizer_s(cluster, layout, params.params.dense, params.params.expert,

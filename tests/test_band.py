@@ -89,14 +89,15 @@ def test_cpsat_equals_the_oracle_with_the_band():
 
 
 def test_band_excludes_layouts_that_fit_only_without_it():
-    """Llama-3.1-70B on 64 H100 (seq 4096, gbs 256), distributed optimizer (Megatron-FSDP pinned off):
-    without any margin #1 is tp4 pp8 vpp5 dp2 mbs2, whose peak stage leaves less than its band; with the
-    band #1 is another, slower plan that leaves it; an explicit --min-headroom adds to the band."""
+    """Llama-3.1-70B on 64 H100 (seq 4096, gbs 256) at tp4 pp8, distributed optimizer (Megatron-FSDP pinned
+    off): without any margin #1 is tp4 pp8 vpp5 dp2 mbs2, whose peak stage leaves less than its band; with
+    the band #1 is another, slower plan that leaves it; an explicit --min-headroom adds to the band."""
     spec, cluster = load_preset("llama-3.1-70b"), Cluster.from_flags(num_gpus=64, gpu="h100")
     workload = Workload(seq_length=4096, global_batch_size=256)
     # the layouts of the effect table: without host offloading (which gives this case a plan far from
-    # any band, tests/test_memory_knobs.py)
-    pins = {"cpu_offload_layers": 0, "optimizer_offload_fraction": 0.0, "fsdp": False}
+    # any band, tests/test_memory_knobs.py); tp4 pp8, where the fastest plan is tight (the free #1, tp4 pp4,
+    # is far from its band)
+    pins = {"cpu_offload_layers": 0, "optimizer_offload_fraction": 0.0, "fsdp": False, "tp": 4, "pp": 8}
     without = solve(spec, cluster, workload, top_k=1, band=False, explain=False, fixed=pins)
     banded = solve(spec, cluster, workload, top_k=1, explain=False, fixed=pins)
     assert without.status == banded.status == "optimal"

@@ -134,9 +134,9 @@ def test_integer_and_float_arithmetic_differ_only_in_rounding():
               combine.StageCost(tau=9, compute=6, grad=4, param=1, optimizer=2)]
     exact, _ = combine.step(combine.FLOAT, stages, 16, 2, 0.6 * combine.OVERLAP_SCALE, 10)
     rounded, _ = combine.step(combine.INTEGER, stages, 16, 2, int(0.6 * combine.OVERLAP_SCALE), 10)
-    # pipeline 16*9 + (3*7 + 9 - 9)/2 = 154.5; dp tail: stage 1 w = 0.6*5/2 = 1.5, (3 - 1) + (2 - 0.5) = 3.5
-    # (stage 2: w = 1.8, 2.8 + 0.4 = 3.2); optimizer max 2; overhead 10
-    assert exact == pytest.approx(154.5 + 3.5 + 2 + 10)
+    # pipeline 16*9 + (3*7 + 9 - 9)/2 = 154.5; dp tail (the window is the whole micro-batch, every chunk):
+    # stage 1 w = 0.6*5 = 3, (3 - 2) + (2 - 1) = 2 (stage 2: w = 3.6, 1.6 + 0 = 1.6); optimizer max 2; overhead 10
+    assert exact == pytest.approx(154.5 + 2 + 2 + 10)
     assert exact <= rounded <= exact + 3  # one ceil-division per rounding
 
 
