@@ -59,6 +59,9 @@ CASES = {
     "windows-sinks": ["-m", "gpt-oss-20b", "-n", "16", "-g", "h100", "--tp", "2", "--cp", "2", "--ep", "4", "--etp", "1"],
     "recompute-n": ["-m", "llama-3.1-70b", "-n", "64", "-g", "h100", "--tp", "8", "--pp", "2",
                     "--recompute", "full", "--recompute-num-layers", "3"],
+    # fine-grained activation offloading and the unfused MLP activation (memory-side recipe knobs)
+    "offload-unfused": ["-m", "qwen3-30b-a3b", "-n", "16", "-g", "h100", "--ep", "8", "--etp", "1",
+                        "--offload-modules", "core_attn,attn_proj,expert_fc1,moe_act", "--no-activation-fusion"],
     # a full-iteration CUDA graph, as Megatron-Bridge 26.06 runs Qwen3-30B-A3B on 8 GB200
     "cuda-graph": ["-m", "qwen3-30b-a3b", "-n", "8", "-g", "gb200", "--ep", "8", "--mbs", "4", "--gbs", "512",
                    "--precision", "fp8", "--fp8-recipe", "mxfp8", "--cuda-graph-impl", "full_iteration"],
