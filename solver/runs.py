@@ -842,8 +842,7 @@ def _activation_fusion(args: dict[str, Any], work: dict[str, Any], notes: list[s
         return
     experts = args.get("num_experts", args.get("num_moe_experts"))
     moe = isinstance(experts, int) and not isinstance(experts, bool) and experts > 0
-    plain = args.get("swiglu") is False or args.get("gated_linear_unit") is False or (
-        megatron_defaults and not gated)
+    plain = not gated and (args.get("swiglu") is False or args.get("gated_linear_unit") is False or megatron_defaults)
     if moe and plain and args.get("use_fused_weighted_squared_relu") is not True:
         work["activation_fusion"] = False
         activation = "squared ReLU" if args.get("squared_relu") is True else "GeLU"
