@@ -354,6 +354,7 @@ class Workload:
                                       "(extensions/transformer_engine.py L1827-1829)",
                                  fix="drop --fp8-output-proj or --defer-embedding-wgrad-compute")
         self._check_moe_capacity()
+        self._check_offload_modules()
         if not 0.0 <= self.hidden_dropout < 1.0:
             raise MegasolveError(field="hidden_dropout", value=self.hidden_dropout,
                                  rule="must be in [0, 1)", fix="use 0 (LLM recipes) or 0.1")
@@ -376,6 +377,16 @@ class Workload:
             raise MegasolveError(field="--moe-pad-expert-input-to-capacity", value=True,
                                  rule="the flex dispatcher with DeepEP does not support it (TC L1074-1081)",
                                  fix="use --moe-dispatcher alltoall or allgather")
+        if self.moe_router_padding_for_fp8 and self.precision != "fp8":
+            raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
+                                 rule="needs FP8 training (TC L1621-1625)", fix="add --precision fp8")
+        if self.moe_router_padding_for_fp8 and self.moe_dispatcher == "allgather":
+            raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
+                                 rule="the allgather dispatcher does not support it (TC L1627-1631)",
+                                 fix="use --moe-dispatcher alltoall or flex")
+
+    def _check_offload_modules(self) -> None:
+        """Megatron's offload-module choices and the attn_proj rule (TC L2127-2153)."""
         if not isinstance(self.offload_modules, tuple):  # a list from a runs file / the Python API; None: off
             object.__setattr__(self, "offload_modules", tuple(self.offload_modules or ()))
         unknown = sorted(set(self.offload_modules) - set(OFFLOAD_MODULE_NAMES))
@@ -391,13 +402,6 @@ class Workload:
                                  rule="attn_proj cannot be offloaded without core_attn: its input is core "
                                       "attention's output, which core attention's backward needs (TC L2148-2153)",
                                  fix="add core_attn or drop attn_proj")
-        if self.moe_router_padding_for_fp8 and self.precision != "fp8":
-            raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
-                                 rule="needs FP8 training (TC L1621-1625)", fix="add --precision fp8")
-        if self.moe_router_padding_for_fp8 and self.moe_dispatcher == "allgather":
-            raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
-                                 rule="the allgather dispatcher does not support it (TC L1627-1631)",
-                                 fix="use --moe-dispatcher alltoall or flex")
 
     @property
     def param_bytes(self) -> int:
