@@ -228,8 +228,18 @@ def parse_log(text: str) -> LogFacts:
         _parse_line(line, facts)  # a dump cut off without its end line still lets the rest through
     if call:  # the excerpt ends inside the constructor call
         _parse_line(call.strip(), facts)
+    for config in _EMBEDDED_CONFIG.finditer(text):
+        # GPT-NeoX prints the config files it read as one dump value, their text with escaped newlines
+        # ("config_files .... {'410M.yml': '{\n  \"num-layers\": 24,\n ...'}"): their lines count too,
+        # after the dump's own values (which win)
+        for sub in config.group(1).replace("\\n", "\n").replace('\\"', '"').splitlines():
+            if sub.strip():
+                _parse_line(sub.strip(), facts)
     _script_args(text, facts)
     return facts
+
+
+_EMBEDDED_CONFIG = re.compile(r"config_files\s*\.*\s*(\{.*\\n.*)$", re.M)
 
 
 def _parse_line(line: str, facts: LogFacts) -> None:
@@ -556,6 +566,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
         # a Python list of flag strings separates them with commas: "--pp", "2", -> --pp 2
         tokens = [t.strip(",") for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " "))]
         tokens = [t for t in tokens if t]
+        if any("$" in t for t in tokens):  # a variable the excerpt never sets: flags may hide behind it
+            flags["_unresolved_vars"] = True
         for i, token in enumerate(tokens):
             token = token.strip("()")
             if (h := _HYDRA.match(token.lstrip("+"))) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
@@ -725,6 +737,13 @@ def _expand(text: str, env: dict[str, str]) -> str:
 
 
 # Megatron-Core TransformerConfig / Megatron-LM / NeMo names the readers take from a printed config
+# NeMo 2 recipe helpers' names of the parallel sizes (``nemo/collections/llm/recipes/*.py`` ``trainer(tensor_parallelism=
+# ..., pipeline_parallelism=..., context_parallelism=..., sequence_parallelism=..., expert_parallelism=...)``)
+NEMO_RECIPE_SIZES = {"tensor_parallelism": "tensor_model_parallel_size",
+                     "pipeline_parallelism": "pipeline_model_parallel_size",
+                     "virtual_pipeline_parallelism": "virtual_pipeline_model_parallel_size",
+                     "context_parallelism": "context_parallel_size", "expert_parallelism": "expert_model_parallel_size",
+                     "expert_tensor_parallelism": "expert_tensor_parallel_size", "sequence_parallelism": "sequence_parallel"}
 CONFIG_KEYS = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
     "swiglu", "gated_linear_unit", "normalization", "add_bias_linear", "bias", "add_qkv_bias", "qk_layernorm",
@@ -745,6 +764,8 @@ CONFIG_KEYS = {
     # CUDA graphs (TransformerConfig cuda_graph_impl / cuda_graph_scope / cuda_graph_modules; Bridge prints them
     # under model:, e.g. its full-iteration perf recipes)
     "cuda_graph_impl", "cuda_graph_scope", "cuda_graph_modules", "enable_cuda_graph", "external_cuda_graph",
+    # NeMo 2 recipes' trainer() arguments (nemo/collections/llm/recipes: tensor_parallelism=4, ...)
+    *NEMO_RECIPE_SIZES,
     # GPUs per node and nodes as launchers spell them (NeMo-Run num_gpus_per_node, verl trainer.n_gpus_per_node /
     # trainer.nnodes, torchrun nproc_per_node / nnodes, a posted "num_gpu_per_node=8" list: Megatron-LM#637)
     "num_gpus_per_node", "num_gpu_per_node", "n_gpus_per_node", "gpus_per_node", "nproc_per_node", "nnodes",

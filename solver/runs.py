@@ -52,7 +52,7 @@ from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.logs import SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar
+from megasolve.solver.logs import NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
@@ -338,6 +338,7 @@ CONFIG_ALIASES = {
     "pipe_parallel_size": "pipeline_model_parallel_size", "global_num_gpus": "world_size",
     **{f"{short}_size": name for short, name in SIZE_NAMES.items()},
     "actor_tp": SIZE_NAMES["tp"], "actor_pp": SIZE_NAMES["pp"],
+    **NEMO_RECIPE_SIZES,
 }
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
 # tokenizer -> vocabulary size where the log names a well-known tokenizer and prints no size (first match
@@ -393,9 +394,14 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             notes.append(f"global batch {args['global_batch_size']} = batch_size {args['batch_size']} x "
                          f"{num_gpus // mp} data-parallel ranks (Megatron-LM before 2021)")
     gpu = _gpu(facts, defaults, notes, missing)
+    whole_command = bool(args.get("_megatron_launch")) and not args.get("_nemo") and not args.get("_unresolved_vars")
     if not any(k in args for k in LAYOUT_ARGS) and num_gpus != 1:  # one GPU: every parallel size is 1
-        missing.append(("parallel layout", "--arg tensor-model-parallel-size=N (pipeline-, context-, "
-                                           "expert-model-parallel-size, micro-batch-size likewise)"))
+        if whole_command:  # a pretrain_*.py command with every variable set: no size flag means Megatron's 1
+            notes.append("parallel sizes 1: the command passes no --tensor/--pipeline/--context/--expert-model-"
+                         "parallel-size (Megatron-LM's defaults)")
+        else:
+            missing.append(("parallel layout", "--arg tensor-model-parallel-size=N (pipeline-, context-, "
+                                               "expert-model-parallel-size, micro-batch-size likewise)"))
     if (facts.dump_keys & set(LAYOUT_ARGS) and "tensor_model_parallel_size" not in args
             and "model_parallel_size" not in args):
         # Megatron prints every argument; an excerpt of the dump without this one was cut before it
@@ -522,7 +528,14 @@ def cuda_graph_impl(args: dict[str, Any]) -> str:
 def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
           missing: list[tuple[str, str]]) -> ModelSpec:
     if defaults.get("model"):
-        return resolve_model(str(defaults["model"])).spec
+        spec = resolve_model(str(defaults["model"])).spec
+        printed = {k: args[k] for k in SHAPE_KEYS + ("ffn_hidden_size",)
+                   if isinstance(args.get(k), int) and not isinstance(args.get(k), bool)}
+        differ = [f"{k} {v} (the model: {getattr(spec, k)})" for k, v in printed.items() if v != getattr(spec, k)]
+        if differ:  # the model given wins, but a log that prints another shape is said, not ignored
+            notes.append(f"the log prints {', '.join(differ)}: costed as {spec.name}, as --model says (leave "
+                         "--model out to cost the printed shape)")
+        return spec
     absent = [k for k in SHAPE_KEYS if not isinstance(args.get(k), int)]
     if absent and len(facts.model_names) == 1:  # a recipe / config class that fixes the shape
         preset = next(iter(facts.model_names))

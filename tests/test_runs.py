@@ -633,3 +633,14 @@ def test_cuda_graphs_read_from_the_argument_dump(lines, impl, note):
                        {"gpu": "h100"})
     assert run.workload.cuda_graph_impl == impl
     assert any(note in n for n in run.notes), run.notes
+
+
+def test_a_model_given_over_another_printed_shape_is_said():
+    """Pai-Megatron-Patch#693: the title says Qwen3-Next, the command prints --num-layers 96; with --model the
+    preset is costed and the difference is named, without it the printed shape is read."""
+    log = LOGS / "alibaba-pai-megatron-patch-693-qwen3-next-b200-pyspy-cmdline.log"
+    run = read_runs(log, model="qwen3-next-80b-a3b", gpu="b200", num_gpus=8, step_time_s=1.0)[0]
+    assert run.spec.num_layers == 48
+    assert any("the log prints num_layers 96 (the model: 48)" in n for n in run.notes)
+    run = read_runs(log, gpu="b200", num_gpus=8, step_time_s=1.0, vocab_size=151936)[0]
+    assert (run.spec.num_layers, run.spec.hidden_size, run.layout.tp) == (96, 2048, 2)

@@ -1,0 +1,39 @@
+    --tensor-model-parallel-size 4 \
+    --pipeline-model-parallel-size 1 \ 
+    --sequence-parallel \
+    --distributed-timeout-minutes 60 \
+    --no-position-embedding \
+    --use-rotary-position-embeddings \
+    --RMSNorm \
+    --layernorm-epsilon 1e-6 \
+    --causal-lm \
+    --disable-bias-linear \
+    --swiglu \
+    --micro-batch-size 4 \
+    --global-batch-size 1024 \
+    --train-iters 50862 \
+    --lr 6.0e-5 \
+    --lr-decay-iters 32000 \
+    --lr-decay-style cosine \
+    --min-lr 6e-6 \
+    --weight-decay 0.1 \
+    --lr-warmup-fraction .01 \
+    --clip-grad 1.0 \
+    --override-opt_param-scheduler \
+    --overlapped-distributed-optimizer \
+    --reduce-bucket-size=4e8 \
+    --no-gradient-accumulation-fusion \
+    --dataloader-type cyclic \
+
+    --num-layers 40 \
+    --hidden-size 5120 \
+    --num-attention-heads 40 \
+    --seq-length 2048 \
+    --max-position-embeddings 2048
+    --tensor-model-parallel-size 4 \
+    --pipeline-model-parallel-size 1 \
+    --sequence-parallel \
+    --distributed-timeout-minutes 60 \
+    --no-position-embedding \
+    --use-rotary-position-embeddings \
+    --RMSNorm \
