@@ -736,14 +736,14 @@ def _expand(text: str, env: dict[str, str]) -> str:
     return text
 
 
-# Megatron-Core TransformerConfig / Megatron-LM / NeMo names the readers take from a printed config
-# NeMo 2 recipe helpers' names of the parallel sizes (``nemo/collections/llm/recipes/*.py`` ``trainer(tensor_parallelism=
-# ..., pipeline_parallelism=..., context_parallelism=..., sequence_parallelism=..., expert_parallelism=...)``)
+# NeMo 2 recipe helpers' names of the parallel sizes (``nemo/collections/llm/recipes/*.py``
+# ``trainer(tensor_parallelism=..., pipeline_parallelism=..., context_parallelism=..., sequence_parallelism=...)``)
 NEMO_RECIPE_SIZES = {"tensor_parallelism": "tensor_model_parallel_size",
                      "pipeline_parallelism": "pipeline_model_parallel_size",
                      "virtual_pipeline_parallelism": "virtual_pipeline_model_parallel_size",
                      "context_parallelism": "context_parallel_size", "expert_parallelism": "expert_model_parallel_size",
                      "expert_tensor_parallelism": "expert_tensor_parallel_size", "sequence_parallelism": "sequence_parallel"}
+# Megatron-Core TransformerConfig / Megatron-LM / NeMo names the readers take from a printed config
 CONFIG_KEYS = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
     "swiglu", "gated_linear_unit", "normalization", "add_bias_linear", "bias", "add_qkv_bias", "qk_layernorm",
