@@ -49,7 +49,8 @@ def model_spec(name: str) -> ModelSpec:
     if name == "llama3-8x70b":  # Llama-3-70B upcycled: every FFN becomes 8 experts, top-2
         llama = load_preset("llama-3.1-70b")
         return dataclasses.replace(llama, name=name, moe=MoESpec(
-            num_experts=8, top_k=2, expert_ffn_hidden_size=llama.ffn_hidden_size, layer_pattern=(1,) * llama.num_layers))
+            num_experts=8, top_k=2, expert_ffn_hidden_size=llama.ffn_hidden_size,
+            layer_pattern=(1,) * llama.num_layers))
     if name == "qwen2-57b-a14b":
         return ModelSpec(name=name, num_layers=28, hidden_size=3584, ffn_hidden_size=18944, num_attention_heads=28,
                          num_query_groups=4, kv_channels=128, vocab_size=151936, add_qkv_bias=True,
@@ -104,7 +105,8 @@ def pairs(rows: list[Row]) -> tuple[list[tuple[Row, Row]], list[tuple[Row, Row]]
         for a, b in itertools.combinations(members, 2):
             if a.mfu == b.mfu:
                 continue
-            ok = a.predicted is not None and b.predicted is not None and (a.mfu - b.mfu) * (a.predicted - b.predicted) > 0
+            ok = (a.predicted is not None and b.predicted is not None
+                  and (a.mfu - b.mfu) * (a.predicted - b.predicted) > 0)
             (right if ok else wrong).append((a, b))
     return right, wrong
 

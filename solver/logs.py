@@ -742,7 +742,8 @@ NEMO_RECIPE_SIZES = {"tensor_parallelism": "tensor_model_parallel_size",
                      "pipeline_parallelism": "pipeline_model_parallel_size",
                      "virtual_pipeline_parallelism": "virtual_pipeline_model_parallel_size",
                      "context_parallelism": "context_parallel_size", "expert_parallelism": "expert_model_parallel_size",
-                     "expert_tensor_parallelism": "expert_tensor_parallel_size", "sequence_parallelism": "sequence_parallel"}
+                     "expert_tensor_parallelism": "expert_tensor_parallel_size",
+                     "sequence_parallelism": "sequence_parallel"}
 # Megatron-Core TransformerConfig / Megatron-LM / NeMo names the readers take from a printed config
 CONFIG_KEYS = {
     "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
