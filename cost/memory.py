@@ -1108,6 +1108,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     reserve = other_bytes(cluster)
     comm_buffers = comm_buffer_bytes(spec, workload, layout.ep, layout.etp)
     allocator_fixed = fixed_allocation_bytes(spec, cluster, workload, shape)
+    # fine-grained offloading's resident layers: the model's largest kind, the same on every stage
+    offload_resident = offload_resident_bytes(spec, workload, shape, recompute=layer_kind, recompute_modules=modules)
     fp8_bytes = fp8_weight_bytes_per_param(cluster.gpu.name, workload.fp8_recipe)
     out = []
     for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout)):
@@ -1130,8 +1132,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             params.has_mtp and spec.is_moe_layer(spec.num_layers - 1))
         live = round(inflight_microbatches(layout.pp, layout.vpp, m, stage, workload.microbatch_group_size)
                      * layout.vpp)  # chunk-units
-        fixed = offloaded.in_transit + transient + offload_resident_bytes(spec, workload, shape, recompute=layer_kind,
-                                                                          recompute_modules=modules)
+        fixed = offloaded.in_transit + transient + offload_resident
         if params.has_output:
             fixed += last_stage_peak_extra_bytes(spec, workload, shape)
             fixed += deferred_wgrad_bytes(spec, workload, shape, m)
