@@ -918,6 +918,45 @@ def comm_buffer_bytes(spec: ModelSpec, workload: Workload, ep: int, etp: int) ->
     return deepep_buffer_bytes(spec, ep * etp)
 
 
+# ---------------------------------------------------------------------------- TE userbuffers
+# ``--tp-comm-overlap`` (Megatron-LM ``training/initialize.py::_initialize_tp_communicators`` L194-245
+# @d98e8a6) calls Transformer Engine's ``initialize_ub`` with the shape ``[seq * mbs / cp, hidden]`` and one
+# quantization mode (FP8 when ``args.fp8``, else none). TE (``pytorch/module/base.py::initialize_ub``
+# L335-369 @d0067d0d) creates one communicator per GEMM of a transformer layer: ``ring_exchange`` for
+# qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad; ``pipeline`` for proj_fprop, fc2_fprop; ``bulk`` for
+# qkv_dgrad, qkv_wgrad, fc1_dgrad, fc1_wgrad; ``external`` for proj_wgrad, fc2_wgrad -- 12 in all, shared by
+# every layer. Each allocates one buffer of that shape (``common/comm_gemm_overlap/comm_gemm_overlap.cpp``
+# ``CommOverlapBase::initialize`` L419-425, ``CommOverlapP2PBase::initialize`` L813-824: a reduce-scatter
+# ring would hold ``2 tp - 1`` chunks, but no default ring reduce-scatters) in one byte per element for the
+# all-gather GEMMs under FP8 (``fp8_buf``: the eight of ``layers_all_gather_overlap``, L336-345, L472-476),
+# else in BF16. ``register_user_buffer_collective`` allocates them with ``cuMemCreate`` (multicast) or
+# ``cudaMalloc`` (``userbuffers-host.cpp`` L514-560, L660): outside PyTorch's caching allocator, for the
+# whole run, on every rank. Rounding to the multicast granularity (at most a few MiB per buffer) is not counted.
+USERBUFFER_ALL_GATHER_GEMMS = ("qkv_fprop", "qkv_dgrad", "proj_dgrad", "proj_wgrad", "fc1_fprop", "fc1_dgrad",
+                               "fc2_dgrad", "fc2_wgrad")
+USERBUFFER_REDUCE_SCATTER_GEMMS = ("proj_fprop", "fc2_fprop", "qkv_wgrad", "fc1_wgrad")
+
+
+def userbuffer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """Transformer Engine's userbuffers with ``--tp-comm-overlap`` (outside the caching allocator, every
+    rank); 0 without it, with TP 1 or without sequence parallelism (Megatron launches TP overlap only with
+    SP, and a layout without either does not initialise it).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec = load_preset("llama-3.1-70b")  # h = 8192
+    >>> shape = ActivationShape(tp=4, cp=1, mbs=1, sequence_parallel=True)
+    >>> round(userbuffer_bytes(spec, Workload(seq_length=8192, tp_comm_overlap=True), shape) / 2**20)  # 12 x 8192^2 x 2 B
+    1536
+    >>> round(userbuffer_bytes(spec, Workload(seq_length=8192, precision="fp8", tp_comm_overlap=True), shape) / 2**20)
+    1024
+    """
+    if not (workload.tp_comm_overlap and shape.tp > 1 and shape.sequence_parallel):
+        return 0.0
+    elements = shape.tokens(workload) * spec.hidden_size
+    all_gather = 1 if workload.precision == "fp8" else BF16
+    return elements * (len(USERBUFFER_ALL_GATHER_GEMMS) * all_gather + len(USERBUFFER_REDUCE_SCATTER_GEMMS) * BF16)
+
+
 # ---------------------------------------------------------------------------- uncertainty
 # The +/- band of a stage's predicted peak allocated bytes, as fractions of its parts, in parts per
 # ``combine.BAND_SCALE`` (200: integers, so that the solver's integer engines carry the band exactly).
@@ -1105,7 +1144,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         def key(kind: LayerKind):
             return kind.moe
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
-    reserve = other_bytes(cluster)
+    reserve = other_bytes(cluster) + userbuffer_bytes(spec, workload, shape)
     comm_buffers = comm_buffer_bytes(spec, workload, layout.ep, layout.etp)
     allocator_fixed = fixed_allocation_bytes(spec, cluster, workload, shape)
     # fine-grained offloading's resident layers: the model's largest kind, the same on every stage

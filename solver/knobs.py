@@ -1,11 +1,14 @@
 """Communication knobs ``solve`` searches: which overlaps a layout launches with, chosen inside the
-cost of each layout rather than as axes of the space (none of them changes memory in the cost model).
+cost of each layout rather than as axes of the space (the dispatcher, whose buffers change memory, is one:
+see below; the TP overlap's userbuffers follow its chosen setting).
 
 * ``tp_comm_overlap`` (``--tp-comm-overlap``, TE userbuffers): Megatron allows it only with sequence
   parallelism (ARG L1441-1442), so it is on exactly where ``tp > 1`` and SP is on. It hides all but
   ``tp_overlap_exposed_fraction`` (7.7 %) of the TP traffic, and an SP layer's exposed share without
   it is at least 3/5 of the traffic (``step.tp_comm_s``), so where it is allowed it is never slower:
-  the search sets it wherever Megatron allows it. The cost model has no userbuffers memory term.
+  the search sets it wherever Megatron allows it. It costs memory outside the allocator (TE's userbuffers,
+  ``memory.userbuffer_bytes``: the tables' ``other_ub`` term follows the chosen setting), so a layout that
+  fits only without it is not found by the search; ``--fix tp_comm_overlap=false`` pins it off.
 * ``moe_ep_overlap`` (``--overlap-moe-expert-parallel-comm``) and ``moe_shared_expert_overlap``
   (``--moe-shared-expert-overlap``) are exclusive (TC L3039-3041); each hides the EP all-to-all behind
   different work (``step.ep_comm_s``), so the faster one depends on the shapes. Per pipeline row,

@@ -27,7 +27,7 @@ from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_byte
                                    fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
-                                   selective_transient_bytes, static_bytes)
+                                   selective_transient_bytes, static_bytes, userbuffer_bytes)
 from megasolve.cost.step import DpComm, dp_contention_parts, dp_group_comm, dp_overlap_fraction, optimizer_shard_s, pp_unit_comm_s
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
@@ -375,6 +375,10 @@ class CostTables:
 
         # ---- memory outside the caching allocator (MiB): a constant of the cluster
         add("other", (), lambda: self.other_mib)
+        # TE's userbuffers with the TP overlap (memory.userbuffer_bytes), every rank: on wherever the searched
+        # knob turns the overlap on (``chosen_workload``), else as the workload sets it
+        add("other_ub", ("tp", "cp", "mbs", "sp"), lambda tp, cp, mbs, sp: quantise_bytes(userbuffer_bytes(
+            spec, self.time_workload if "tp_comm_overlap" in self.knobs else wl, shape(tp, cp, mbs, sp))))
         if spec.is_moe:  # DeepEP's buffers on stages with MoE layers (flex dispatcher), outside the allocator too
             add("other_comm", ("ep", "etp", "disp"), lambda ep, etp, disp: quantise_bytes(
                 comm_buffer_bytes(spec, self.with_dispatcher[disp], ep, etp)))
@@ -795,7 +799,7 @@ class CostTables:
             if slot.mtp:
                 activation.append((1, "ma_mtp"))
         # workspaces and persistent buffers inside the allocator (every stage), memory outside it
-        exact = [(1, "ma_fixed"), (1, "other")]
+        exact = [(1, "ma_fixed"), (1, "other"), (1, "other_ub")]
         if slot.moe or (slot.mtp and self.mtp_moe):
             exact.append((1, "other_comm"))
         return static, activation, exact

@@ -113,6 +113,37 @@ def test_dispatcher_is_an_axis_because_deepep_buffers_cost_memory():
     assert tables.value("other_comm", dict(point, disp="flex")) > tables.value("other_comm", dict(point, disp=NCCL)) == 0
 
 
+def test_tp_overlap_userbuffers_follow_the_chosen_setting():
+    """TE's userbuffers (memory.userbuffer_bytes) exist only where the layout launches with the TP overlap:
+    the tables' ``other_ub`` term follows the searched knob, and the peak each engine sees equals
+    ``estimate``'s with the layout's chosen workload (TP 2 with SP: on; TP 2 without SP, TP 1: off)."""
+    from megasolve.cost.memory import ActivationShape, stage_memory, userbuffer_bytes
+    from megasolve.solver.tables import quantise_bytes
+
+    spec, cluster, workload = instance("llama-3.1-8b", 8, "h100", 4096, 64)
+    base, searched, _ = resolve_knobs(workload, {}, COMM_KNOBS)
+    tables = CostTables(spec, cluster, base, knobs=searched)
+    space = build_space(spec, cluster, base, fixed={"mbs": 1, "cp": 1, "pp": 1})
+    from megasolve.solver.exhaustive import legal_points
+
+    seen = set()
+    for point in legal_points(space):
+        key = (point["tp"], point["sp"])
+        if key in seen or point["rc"][0] != "none":
+            continue
+        seen.add(key)
+        wl = tables.chosen_workload(point)
+        layout = point_layout(point)
+        shape = ActivationShape(tp=layout.tp, cp=1, mbs=1, sequence_parallel=layout.sequence_parallel)
+        ub = userbuffer_bytes(spec, wl, shape)
+        # 12 BF16 buffers of seq x h (4096 x 4096) with the overlap on, nothing otherwise
+        assert ub == (12 * 4096 * 4096 * 2 if layout.tp > 1 and layout.sequence_parallel else 0)
+        assert tables.value("other_ub", point) == quantise_bytes(ub)
+        peak = max(s.total_bytes for s in stage_memory(spec, cluster, wl, layout)) / 2**20
+        assert peak <= tables.evaluate(point).peak_mib <= peak * 1.002 + 64
+    assert {(2, True), (2, False), (1, False)} <= seen
+
+
 @pytest.mark.parametrize("knob", [k for k in COMM_KNOBS if k not in NAMED_KNOBS])
 def test_fix_pins_a_knob(knob):
     spec, cluster, workload = instance("deepseek-v3-proxy", 64, "h100", 4096, 512)
