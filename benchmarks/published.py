@@ -521,6 +521,13 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     # r + MTP + loss): megasolve's search family of the same name (solver/space.py layout_candidates); with one
     # chunk per rank that is the uneven split (k, r)
     layout_text, bridge_split = bridge_layout(spec, pp, vpp) if source in ACCOUNTING_SOURCES else (None, None)
+    stated_layout = (bridge_moe_recipe(record) or {}).get("pipeline_layout")
+    if stated_layout and vpp > 1:  # the recipe's own layout string (bridge_moe_recipes.yaml, with its source line)
+        from megasolve.models.pipeline_layout import expand
+
+        if len(expand(stated_layout)) != pp * vpp:
+            raise ValueError(f"{record['id']}: the recipe's layout {stated_layout!r} is not {pp} x {vpp} chunks")
+        layout_text, bridge_split = stated_layout, None
     if (spec.num_layers % pp or (spec.num_layers // pp) % vpp) and source in ACCOUNTING_SOURCES \
             and (spec.num_layers + 2) % pp == 0 and ((spec.num_layers + 2) // pp) % vpp == 0:
         account = True  # the stated vpp splits the layers + embedding + loss evenly
