@@ -196,8 +196,43 @@ class LogFacts:
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
 
 
+_DIFF_START = re.compile(r"^\s*(?:```\s*diff\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
+_DIFF_HEADER = re.compile(r"^(?:diff --git |index [0-9a-f]+\.\.|--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null)|@@ -\d)")
+
+
+def undiff(text: str) -> str:
+    r"""A change as posted in a pull request or issue (a ```` ```diff ```` block, ``diff --git``, ``@@`` hunks)
+    as the file reads after it: added lines without their ``+``, removed lines and diff headers dropped, context
+    lines as they are. Text outside such a block is kept unchanged; text without one is returned as it is.
+
+    >>> undiff("```diff\n+  num_layers: 12\n-  num_layers: 32\n   hidden_size: 768\n```\n- not a diff line")
+    '  num_layers: 12\n   hidden_size: 768\n```\n- not a diff line'
+    """
+    if not _DIFF_START.search(text) and "```diff" not in text:
+        return text
+    out, inside = [], False
+    for line in text.splitlines():
+        if _DIFF_START.match(line):
+            inside = True
+            if line.strip().startswith("```"):
+                continue
+        elif inside and line.strip().startswith("```"):
+            inside = False
+        if inside:
+            if _DIFF_HEADER.match(line):
+                continue
+            if line.startswith("+"):
+                line = line[1:]
+            elif line.startswith("-"):
+                continue
+        out.append(line)
+    return "\n".join(out)
+
+
 def parse_log(text: str) -> LogFacts:
-    """Every fact the readers know how to find in a log, script or config dump."""
+    """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
+    file after it, ``undiff``)."""
+    text = undiff(text)
     facts = LogFacts()
     in_args = False
     call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)

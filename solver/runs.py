@@ -52,7 +52,7 @@ from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.logs import NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar
+from megasolve.solver.logs import NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar, undiff
 from megasolve.topology.cluster import Cluster
 
 MIB = 2**20
@@ -157,7 +157,7 @@ def read_runs(path: str | Path, **defaults: Any) -> list[Run]:
     if path.stat().st_size > MAX_LOG_BYTES:
         raise MegasolveError(field="RUN", value=str(path), rule="is larger than 256 MiB",
                              fix="pass an excerpt: the argument dump and a few hundred iteration lines")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = undiff(path.read_text(encoding="utf-8", errors="replace"))
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return [run_from_entry(e, f"{path.name}#{i + 1}", defaults) for i, e in enumerate(_csv_entries(text))]
@@ -365,6 +365,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     """A ``Run`` from one Megatron-LM / NeMo / Megatron-Bridge log or launch script."""
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
     defaults["_name"] = name
+    text = undiff(text)
     facts = parse_log(text)
     args = {CONFIG_ALIASES.get(k, k): v for k, v in facts.args.items()}
     for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
