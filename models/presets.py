@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -109,6 +110,15 @@ def _check_scale(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
+def _compact(name: str) -> str:
+    """A model name without separators, to match spellings that differ only in them.
+
+    >>> _compact("llama3.1-405b") == _compact("Llama-3.1-405B") == _compact("llama_3.1_405b")
+    True
+    """
+    return re.sub(r"[-_\s]", "", name.lower())
+
+
 def resolve_model(ref: str) -> ResolvedModel:
     """Resolve ``--model``: preset, alias, HF id of a preset, or a file/directory path."""
     catalog = _catalog()
@@ -127,6 +137,12 @@ def resolve_model(ref: str) -> ResolvedModel:
     path = Path(ref).expanduser()
     if path.exists():
         return ResolvedModel(spec_from_file(path))
+    # the same name spelled without (or with other) separators: llama3.1-405b, qwen3_30b_a3b, Llama-3.1-8B
+    same = sorted({name for name in preset_names() + alias_names() if _compact(name) == _compact(key)})
+    if len(same) == 1:
+        resolved = resolve_model(same[0])
+        note = f"--model {ref} read as {same[0]}"
+        return ResolvedModel(resolved.spec, note=f"{note}; {resolved.note}" if resolved.note else note)
     hint = closest_names(key, preset_names() + alias_names())
     fix = f"did you mean {', '.join(hint)}?" if hint else "run `megasolve models` for the list"
     raise UnknownNameError(field="--model", value=ref,

@@ -477,7 +477,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
 # torchrun, Megatron-SWIFT's "megatron sft" with underscore names, verl's Hydra overrides)
 # a flag may open a quoted string: Python launchers list flags as strings ("--tensor-model-parallel-size", "4",
 # THUDM/slime#1136) or write overrides in f-strings (f'++policy.megatron_cfg.context_parallel_size=2 ', NeMo-RL#903)
-_LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(?:[a-z_]+\.)+([a-z_][a-z0-9_]*)=", re.M)
+_LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'`])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(?:[a-z_]+\.)+([a-z_][a-z0-9_]*)=", re.M)
 # Megatron-SWIFT's launcher (modelscope/ms-swift swift/cli/_megatron: "megatron sft|pt|rlhf ...")
 _SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*megatron\s+(?:sft|pt|rlhf)\b", re.M)
 
@@ -525,7 +525,9 @@ def _script_var_arg(name: str, value: str) -> tuple[str, Any] | None:
     >>> _script_var_arg("TP", "${TP}") is None, _script_var_arg("PR", "yes") is None
     (True, True)
     """
-    arg = SCRIPT_VARS.get(name) or (name.lower() if name.lower() in _SCRIPT_ARG_NAMES else None)
+    # Megatron-DeepSpeed's examples spell them in lower case too (num_attn_heads=16, seq_len=32768; #415)
+    arg = SCRIPT_VARS.get(name) or SCRIPT_VARS.get(name.upper()) \
+        or (name.lower() if name.lower() in _SCRIPT_ARG_NAMES else None)
     if arg is None or "$" in value:
         return None
     parsed = scalar(value)
@@ -559,7 +561,7 @@ def _flag_dest(name: str, value: Any) -> tuple[str, Any]:
 LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type", "offload_modules"})
 # Megatron-LM's training entry points (pretrain_gpt.py, pretrain_mamba.py, ...), run as a script
 _MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b")
-_SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Z][A-Z0-9_]*|(?:actor|train)_[a-z]+)=(\S+)", re.M)
+_SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=(\S+)", re.M)
 
 
 def _is_launch(text: str) -> bool:
@@ -599,7 +601,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
     for line in lines:
         # flags also live inside quoted strings (DISTRIBUTED_ARGS="--nnodes=1 --nproc_per_node=8"): unquote
         # a Python list of flag strings separates them with commas: "--pp", "2", -> --pp 2
-        tokens = [t.strip(",") for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " "))]
+        # flags quoted in Markdown backticks (`--num-layers 28`) as well
+        tokens = [t.strip(",") for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " ")
+                                                  .replace("`", " "))]
         tokens = [t for t in tokens if t]
         if any("$" in t for t in tokens):  # a variable the excerpt never sets: flags may hide behind it
             flags["_unresolved_vars"] = True

@@ -88,7 +88,7 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
     if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices",
                                                           "_env_nproc_per_node", "num_nodes", "global_num_gpus",
                                                           "actor_num_gpus_per_node", "num_gpus_per_node", "_env_n_per_node",
-                                                          "_env_world_size", "world_size"} & set(entry["expect"].get("args", {})):
+                                                          "_env_world_size", "world_size", "gpus_per_node"} & set(entry["expect"].get("args", {})):
         assert "--gpus N" in text
     if "gpu_names" not in entry["expect"]:
         assert "--gpu TYPE" in text  # the excerpt prints no GPU name
@@ -295,8 +295,9 @@ def test_check_runs_on_every_fixture_once_completed(entry):
                 "vocab_size": 32000, "args": {"tensor-model-parallel-size": 1}}
     if facts.oom is False and not facts.iterations and not facts.nemo_steps:
         defaults["step_time_s"] = 10.0
-    if "model" in given or not (len(facts.model_names) == 1 or all(
-            isinstance(facts.args.get(k), int) for k in ("num_layers", "hidden_size", "num_attention_heads"))):
+    if "model" in given or not (len(facts.model_names) == 1 or all(  # the shape printed, or completed by --arg
+            isinstance(facts.args.get(k), int) or k.replace("_", "-") in given.get("args", {})
+            for k in ("num_layers", "hidden_size", "num_attention_heads"))):
         moe = isinstance(facts.args.get("expert_model_parallel_size"), int) and facts.args["expert_model_parallel_size"] > 1
         defaults["model"] = given.get("model", "mixtral-8x7b" if moe else "llama-2-7b")  # a placeholder of the kind
     if "tensor_model_parallel_size" in facts.args or facts.world_parts or "args" in given:
