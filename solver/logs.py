@@ -116,6 +116,7 @@ _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
 _CONFIG_PAIRS = re.compile(r"^\s*[A-Za-z_]\w*:\s*[\w.]+(?:,\s*[A-Za-z_]\w*:\s*[\w.]+)+\s*$")
 _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
+_ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*=\s*(.+)$")
 _GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
@@ -202,8 +203,8 @@ _DIFF_HEADER = re.compile(r"^(?:diff --git |index [0-9a-f]+\.\.|--- (?:a/|/dev/n
 
 def undiff(text: str) -> str:
     r"""A change as posted in a pull request or issue (a ```` ```diff ```` block, ``diff --git``, ``@@`` hunks)
-    as the file reads after it: added lines without their ``+``, removed lines and diff headers dropped, context
-    lines as they are. Text outside such a block is kept unchanged; text without one is returned as it is.
+    as the file reads after it: added lines without their ``+``, removed lines dropped, context lines as they are,
+    of the headers only the file's path and the code a hunk header quotes. Text outside such a block is kept unchanged; text without one is returned as it is.
 
     >>> undiff("```diff\n+  num_layers: 12\n-  num_layers: 32\n   hidden_size: 768\n```\n- not a diff line")
     '  num_layers: 12\n   hidden_size: 768\n```\n- not a diff line'
@@ -219,7 +220,11 @@ def undiff(text: str) -> str:
         elif inside and line.strip().startswith("```"):
             inside = False
         if inside:
-            if _DIFF_HEADER.match(line):
+            if _DIFF_HEADER.match(line):  # keep what names the file and the code around the hunk
+                kept = line[6:] if line.startswith("+++ b/") else line.rsplit("@@", 1)[1].strip() \
+                    if line.startswith("@@") else ""
+                if kept:
+                    out.append(kept)
                 continue
             if line.startswith("+"):
                 line = line[1:]
@@ -408,8 +413,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _PADDED.search(line):
         facts.padded_vocab = (int(m.group(1)), int(m.group(2)))
         return
+    _prose_sizes(line, facts)
     for m in _GPU_NAME.finditer(line):
-        if re.search(r"NVIDIA|Tesla|GPU|device|gpu", line):
+        if re.search(r"NVIDIA|Tesla|GPU|device|gpu", line) or _GPU_COUNT.search(line):
             key = m.group(1).upper() + (f"-{m.group(2)}" if m.group(2) else "")
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     for m in _VERSION.finditer(line):
@@ -435,7 +441,51 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         if m := _CONFIG_LINE.match(part):
             key = m.group(1).replace("-", "_")  # GPT-NeoX configs spell keys with hyphens: "num-layers": 24,
             if key in CONFIG_KEYS:
-                facts.args.setdefault(key, scalar(m.group(2).strip().strip("'\"")))
+                value = m.group(2).strip()
+                if t := _ANNOTATED.match(value):  # a dataclass field as written: "num_layers: int = 8"
+                    value = t.group(1)
+                facts.args.setdefault(key, scalar(value.strip("'\"")))
+
+
+# Sizes written as prose in issue and pull-request text (a setup summary rather than flags):
+# "Tensor Parallelism (TP): 4" (THUDM/slime#1740), "TP1/PP1/CP1/EP8/ETP1", "MBS1, GBS1024", "sequence length 4096",
+# "2 nodes, 16 H100s" / "8xB200" (NVIDIA-NeMo/Megatron-Bridge#5098). Flags and config keys, read elsewhere, win.
+_PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipeline)[\w -]*?parallel(?:ism| size)?\s*"
+                             r"\((TP|PP|CP|EP|VPP|ETP)\)\s*[:=]\s*(\d+)\b", re.I)
+_COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?![\w.])")
+_PROSE_SEQ = re.compile(r"\b(?:sequence|seq) length\s*(?:of\s*|[:=]\s*)?(\d{3,})\b", re.I)
+_GPU_COUNT = re.compile(r"\b(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)"
+                        r"(?:[- ]?\d+\s?GB?)?s?\b")
+PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
+                   "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
+                   "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size",
+                   "DP": "data_parallel_size", "MBS": "micro_batch_size", "GBS": "global_batch_size"}
+
+
+def _prose_sizes(line: str, facts: LogFacts) -> None:
+    """Parallel sizes, batch, sequence length and GPU count written as prose (``_PROSE_PARALLEL`` ...); a line
+    must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count; comment lines
+    (``#``) do not.
+
+    >>> f = LogFacts(); _prose_sizes("- Parallelism: TP1/PP1/CP1/EP8/ETP1", f); f.args["expert_model_parallel_size"]
+    8
+    >>> f = LogFacts(); _prose_sizes("Tensor Parallelism (TP): 4", f); f.args
+    {'tensor_model_parallel_size': 4}
+    >>> f = LogFacts(); _prose_sizes("- Hardware/precision: 2 nodes, 16 H100s, BF16 compute", f); f.args
+    {'_prose_num_gpus': 16}
+    """
+    if line.lstrip().startswith("#"):  # a script's or config's comment: often the alternatives not taken
+        return
+    for m in _PROSE_PARALLEL.finditer(line):
+        facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
+    compact = _COMPACT_SIZE.findall(line)
+    if len(compact) >= 2:
+        for name, value in compact:
+            facts.args.setdefault(PROSE_SIZE_ARGS[name], int(value))
+    if m := _PROSE_SEQ.search(line):
+        facts.args.setdefault("seq_length", int(m.group(1)))
+    if m := _GPU_COUNT.search(line):
+        facts.args.setdefault("_prose_num_gpus", int(m.group(1)))
 
 
 def _peak_memory(facts: LogFacts, rank: int, allocated_mib: float, reserved_mib: float) -> None:
@@ -574,8 +624,34 @@ def _is_launch(text: str) -> bool:
     return len({m.group(1) for m in _SCRIPT_VAR.finditer(text) if _script_var_arg(m.group(1), m.group(2))}) >= 2
 
 
+# Megatron-Bridge's performance launcher (``scripts/performance/setup_experiment.py``; its flags in
+# ``scripts/performance/argument_parser.py`` @067f987df: -ng/--num_gpus, -gn/--gpus_per_node, -g/--gpu, -tp, -pp,
+# -cp, -vp, -ep, -et, -mb, -gb, -sl) as posted in NVIDIA-NeMo/Megatron-Bridge#1865
+BRIDGE_LAUNCHER_FLAGS = {"ng": "world_size", "gn": "gpus_per_node", "tp": "tensor_model_parallel_size",
+                         "pp": "pipeline_model_parallel_size", "cp": "context_parallel_size",
+                         "vp": "virtual_pipeline_model_parallel_size", "ep": "expert_model_parallel_size",
+                         "et": "expert_tensor_parallel_size", "mb": "micro_batch_size", "gb": "global_batch_size",
+                         "sl": "seq_length"}
+_BRIDGE_LAUNCHER_FLAG = re.compile(r"(?:^|\s)-(ng|gn|tp|pp|cp|vp|ep|et|mb|gb|sl)[\s=]+(\d+)\b")
+_BRIDGE_LAUNCHER_GPU = re.compile(r"(?:^|\s)(?:-g|--gpu)[\s=]+([a-z0-9]+)\b", re.I)
+
+
+def _bridge_launcher_args(text: str, facts: LogFacts) -> None:
+    """The sizes and GPU of a ``setup_experiment.py`` command (``BRIDGE_LAUNCHER_FLAGS``)."""
+    if "setup_experiment.py" not in text:
+        return
+    body = re.sub(r"\\\r?\n", " ", text)
+    for m in _BRIDGE_LAUNCHER_FLAG.finditer(body):
+        facts.args.setdefault(BRIDGE_LAUNCHER_FLAGS[m.group(1)], int(m.group(2)))
+    if m := _BRIDGE_LAUNCHER_GPU.search(body):
+        name = m.group(1).upper()
+        if _GPU_NAME.fullmatch(name):
+            facts.gpu_names[name] = facts.gpu_names.get(name, 0) + 1
+
+
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
+    _bridge_launcher_args(text, facts)
     if not _is_launch(text):
         return
     env: dict[str, str] = {}

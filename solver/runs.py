@@ -39,7 +39,7 @@ import io
 
 import re
 import statistics
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -541,7 +541,7 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if absent and len(facts.model_names) == 1:  # a recipe / config class that fixes the shape
         preset = next(iter(facts.model_names))
         notes.append(f"model {preset} from the recipe / config named in the log (--model to override)")
-        return resolve_model(preset).spec
+        return _with_printed_shape(resolve_model(preset).spec, args, notes)
     if absent:
         missing.append((f"model shape ({', '.join(absent)})", "--model NAME|config.json"))
         return None  # type: ignore[return-value]
@@ -589,6 +589,38 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     except (ValueError, TypeError, ZeroDivisionError) as exc:  # a printed value of the wrong kind (a cut line)
         raise MegasolveError(field=f"{defaults.get('_name', 'log')}: model arguments", value=str(exc).split("\n")[0],
                              rule="do not make a model", fix="check the log's model arguments, or pass --model") from None
+
+
+# the sizes a log may print beside a recipe name; what it prints wins over the named preset (NVIDIA-NeMo/NeMo#12103:
+# a Mixtral 8x7B recipe edited to 8 layers)
+PRINTED_SIZE_KEYS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups")
+
+
+def _with_printed_shape(spec: ModelSpec, args: dict[str, Any], notes: list[str]) -> ModelSpec:
+    """``spec`` (a preset named in the log) with the sizes the log prints where they differ, said in a note."""
+    printed = {k: args[k] for k in PRINTED_SIZE_KEYS
+               if isinstance(args.get(k), int) and not isinstance(args.get(k), bool) and args[k] > 0
+               and args[k] != getattr(spec, k)}
+    if not printed:
+        return spec
+    changes: dict[str, Any] = dict(printed)
+    if {"hidden_size", "num_attention_heads"} & set(printed) and not isinstance(args.get("kv_channels"), int):
+        changes["kv_channels"] = None  # h / n again, unless the log prints it
+    if "num_layers" in printed and spec.moe is not None:  # the MoE pattern repeated over the new depth
+        pattern = spec.moe.layer_pattern
+        period = next(p for p in range(1, len(pattern) + 1)
+                      if len(pattern) % p == 0 and pattern == pattern[:p] * (len(pattern) // p))
+        if printed["num_layers"] % period == 0:
+            changes["moe"] = replace(spec.moe, layer_pattern=pattern[:period] * (printed["num_layers"] // period))
+    try:
+        out = replace(spec, **changes)
+    except (ValueError, TypeError, MegasolveError) as exc:  # a size the preset's other fields cannot take
+        notes.append(f"the log prints {printed}, which {spec.name} cannot take ({str(exc).splitlines()[0]}): "
+                     f"costed as {spec.name}")
+        return spec
+    notes.append("the log prints " + ", ".join(f"{k} {v}" for k, v in printed.items())
+                 + f": {spec.name} costed with them")
+    return out
 
 
 MODEL_ARG_NAMES = {
@@ -639,6 +671,9 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return tp * pp * cp * dp
     if defaults.get("num_gpus"):
         return int(defaults["num_gpus"])
+    if isinstance(args.get("_prose_num_gpus"), int) and args["_prose_num_gpus"] > 0:  # "16 H100s" in the text
+        notes.append(f"{args['_prose_num_gpus']} GPUs, as the text says (--gpus N to override)")
+        return args["_prose_num_gpus"]
     missing.append(("world size (GPU count)", "--gpus N"))
     return 0
 

@@ -63,7 +63,7 @@ def test_real_log_facts(entry):
 @pytest.mark.parametrize("entry", [e for e in INDEX if "step_time_s" in e["expect"]], ids=lambda e: e["file"])
 def test_real_log_step_time_skips_warmup(entry):
     run = read_runs(LOGS / entry["file"], model="llama-3.1-8b", gpu="h100", num_gpus=16, seq_length=4096,
-                    global_batch_size=128, args={"tensor-model-parallel-size": 1})[0]
+                    global_batch_size=128, args={"tensor-model-parallel-size": 1, "expert-model-parallel-size": 1})[0]
     assert run.measured.step_time_s == pytest.approx(entry["expect"]["step_time_s"], rel=1e-6)
     assert run.measured.iterations == entry["expect"]["timed"]  # the first logged interval and iterations 1-3 are warm-up
 
@@ -88,7 +88,7 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
     if not {"world_size"} & set(entry["expect"]) and not {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices",
                                                           "_env_nproc_per_node", "num_nodes", "global_num_gpus",
                                                           "actor_num_gpus_per_node", "num_gpus_per_node", "_env_n_per_node",
-                                                          "_env_world_size", "world_size", "gpus_per_node"} & set(entry["expect"].get("args", {})):
+                                                          "_env_world_size", "world_size", "gpus_per_node", "_prose_num_gpus"} & set(entry["expect"].get("args", {})):
         assert "--gpus N" in text
     if "gpu_names" not in entry["expect"]:
         assert "--gpu TYPE" in text  # the excerpt prints no GPU name
