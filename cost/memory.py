@@ -945,7 +945,8 @@ def userbuffer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape
     >>> from megasolve.models.presets import load_preset
     >>> spec = load_preset("llama-3.1-70b")  # h = 8192
     >>> shape = ActivationShape(tp=4, cp=1, mbs=1, sequence_parallel=True)
-    >>> round(userbuffer_bytes(spec, Workload(seq_length=8192, tp_comm_overlap=True), shape) / 2**20)  # 12 x 8192^2 x 2 B
+    >>> bf16 = Workload(seq_length=8192, tp_comm_overlap=True)
+    >>> round(userbuffer_bytes(spec, bf16, shape) / 2**20)  # 12 x 8192^2 x 2 B
     1536
     >>> round(userbuffer_bytes(spec, Workload(seq_length=8192, precision="fp8", tp_comm_overlap=True), shape) / 2**20)
     1024

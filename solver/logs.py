@@ -204,7 +204,8 @@ _DIFF_HEADER = re.compile(r"^(?:diff --git |index [0-9a-f]+\.\.|--- (?:a/|/dev/n
 def undiff(text: str) -> str:
     r"""A change as posted in a pull request or issue (a ```` ```diff ```` block, ``diff --git``, ``@@`` hunks)
     as the file reads after it: added lines without their ``+``, removed lines dropped, context lines as they are,
-    of the headers only the file's path and the code a hunk header quotes. Text outside such a block is kept unchanged; text without one is returned as it is.
+    of the headers only the file's path and the code a hunk header quotes. Text outside such a block is kept as it
+    is, and so is text without one.
 
     >>> undiff("```diff\n+  num_layers: 12\n-  num_layers: 32\n   hidden_size: 768\n```\n- not a diff line")
     '  num_layers: 12\n   hidden_size: 768\n```\n- not a diff line'
@@ -454,8 +455,8 @@ _PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipel
                              r"\((TP|PP|CP|EP|VPP|ETP)\)\s*[:=]\s*(\d+)\b", re.I)
 _COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?![\w.])")
 _PROSE_SEQ = re.compile(r"\b(?:sequence|seq) length\s*(?:of\s*|[:=]\s*)?(\d{3,})\b", re.I)
-_GPU_COUNT = re.compile(r"\b(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)"
-                        r"(?:[- ]?\d+\s?GB?)?s?\b")
+_GPU_COUNT = re.compile(r"\b(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?"
+                        r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)(?:[- ]?\d+\s?GB?)?s?\b(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
 PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
                    "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
                    "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size",
@@ -473,6 +474,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     {'tensor_model_parallel_size': 4}
     >>> f = LogFacts(); _prose_sizes("- Hardware/precision: 2 nodes, 16 H100s, BF16 compute", f); f.args
     {'_prose_num_gpus': 16}
+    >>> f = LogFacts(); _prose_sizes("on 4 H100 nodes", f); f.args  # nodes, not GPUs
+    {}
     """
     if line.lstrip().startswith("#"):  # a script's or config's comment: often the alternatives not taken
         return
