@@ -463,6 +463,34 @@ PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_par
                    "DP": "data_parallel_size", "MBS": "micro_batch_size", "GBS": "global_batch_size"}
 
 
+# a two-column Markdown table of sizes, "| # Layers | 126 |" (mlcommons/training#799): the row names as people
+# write them -> Megatron's argument names
+_TABLE_ROW = re.compile(r"^\s*\|\s*([^|]+?)\s*\|\s*(\d[\d,]*)\s*\|\s*$")
+TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model dimension": "hidden_size",
+              "hidden size": "hidden_size", "model dim": "hidden_size", "d model": "hidden_size",
+              "attn heads": "num_attention_heads", "attention heads": "num_attention_heads", "heads": "num_attention_heads",
+              "query heads": "num_attention_heads", "key value heads": "num_query_groups", "kv heads": "num_query_groups",
+              "query groups": "num_query_groups", "ffn hidden size": "ffn_hidden_size", "ffn dimension": "ffn_hidden_size",
+              "intermediate size": "ffn_hidden_size", "sequence length": "seq_length", "seq length": "seq_length",
+              "global batch size": "global_batch_size", "micro batch size": "micro_batch_size",
+              "tp": "tensor_model_parallel_size", "tensor parallel": "tensor_model_parallel_size",
+              "pp": "pipeline_model_parallel_size", "pipeline parallel": "pipeline_model_parallel_size",
+              "cp": "context_parallel_size", "context parallel": "context_parallel_size",
+              "ep": "expert_model_parallel_size", "expert parallel": "expert_model_parallel_size",
+              "experts": "num_experts", "vocab size": "vocab_size", "vocabulary size": "vocab_size"}
+
+
+def _table_key(name: str) -> str | None:
+    """The argument a table row's name gives, or None: "# Layers", "Key/Value Heads", "Tensor Parallel (TP)".
+
+    >>> _table_key("# Layers"), _table_key("Key/Value Heads"), _table_key("Model Dimension"), _table_key("Loss")
+    ('num_layers', 'num_query_groups', 'hidden_size', None)
+    """
+    key = re.sub(r"\(.*?\)|\bnum(?:ber of)?\b|\bsize of\b|[#*`]", " ", name.lower())
+    key = " ".join(re.sub(r"[^a-z0-9]+", " ", key).split())
+    return TABLE_KEYS.get(key) or TABLE_KEYS.get(key.removesuffix(" size"))
+
+
 def _prose_sizes(line: str, facts: LogFacts) -> None:
     """Parallel sizes, batch, sequence length and GPU count written as prose (``_PROSE_PARALLEL`` ...); a line
     must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count; comment lines
@@ -478,6 +506,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     {}
     """
     if line.lstrip().startswith("#"):  # a script's or config's comment: often the alternatives not taken
+        return
+    if (row := _TABLE_ROW.match(line)) and (name := _table_key(row.group(1))):  # | # Layers | 126 |
+        facts.args.setdefault(name, int(row.group(2).replace(",", "")))
         return
     for m in _PROSE_PARALLEL.finditer(line):
         facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
