@@ -80,12 +80,14 @@ _VERL_PERF_MEMORY = re.compile(r"perf/max_memory_(allocated|reserved)_gb:\s*([\d
 _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
 # training.py::training_log prints "elapsed time per iteration (ms): T"; condensed copies of it in issue
 # threads shorten the label to "elapsed (ms): T" (Megatron-Bridge#5088)
-_ELAPSED = re.compile(r"elapsed (?:time per iteration )?\(ms\):\s*([\d.]+)")
+_ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\(ms\):\s*([\d.]+)|:\s*([\d.]+)\s*ms\b)")
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
                      r"\s*[:=]\s*([\d.]+)", re.I)
 _GBS = re.compile(r"global batch size:\s*(\d+)")
+# (Megatron-LM of 2020 printed PyTorch's old names, "cached" / "max cached", for reserved: NVIDIA/Megatron-LM#5)
 _MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|"
-                     r"\s*max allocated:\s*([\d.]+)\s*\|\s*reserved:\s*([\d.]+)\s*\|\s*max reserved:\s*([\d.]+)")
+                     r"\s*max allocated:\s*([\d.]+)\s*\|\s*(?:reserved|cached):\s*([\d.]+)\s*\|"
+                     r"\s*max (?:reserved|cached):\s*([\d.]+)")
 _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
                      r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?")
 # torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
@@ -107,13 +109,17 @@ _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new 
 _NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*([\d.]+)")
 _NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
 _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
+# NeMo 2's step line without the timing callback: "Training epoch 0, iteration 0/9 | lr: 0.0006 | consumed_samples: 32 |
+# global_batch_size: 32 | ..." (NVIDIA/NeMo#10128)
+_NEMO_TRAIN_LINE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|")
 # NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
 _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
 # "key: value" / "key=value", optionally ending in a YAML comment ("num_query_groups: 16 # num_key_value_heads")
 # Megatron-Bridge's configuration summary adds the Megatron-Core default to each non-default value:
 # "  add_bias_linear: False  (Mcore default: True)" (training/config.py, "Non-default values (vs Mcore ...)";
 # as posted in NVIDIA-NeMo/Megatron-Bridge#2974)
-_CONFIG_PAIRS = re.compile(r"^\s*[A-Za-z_]\w*:\s*[\w.]+(?:,\s*[A-Za-z_]\w*:\s*[\w.]+)+\s*$")
+_CONFIG_PAIRS = re.compile(r"^\s*[A-Za-z_]\w*\s*[:=]\s*[\w.]+(?:,\s*[A-Za-z_]\w*\s*[:=]\s*[\w.]+)+\s*$")
+_BULLET = re.compile(r"^\s*[-*]\s+")  # a Markdown list item: "- micro_batch_size=4, global_batch_size=512"
 _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*=\s*(.+)$")
@@ -194,6 +200,7 @@ class LogFacts:
     reserved_only_mib: float | None = None  # a peak reserved figure with no allocated one (Megatron-SWIFT)
     model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
     reported_tflops: list[float] = field(default_factory=list)  # TFLOP/s/GPU printed outside iteration lines
+    table_step_s: float | None = None  # seconds per iteration from a results table's first row (``_tables``)
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
 
 
@@ -235,6 +242,40 @@ def undiff(text: str) -> str:
     return "\n".join(out)
 
 
+_RECORD_FIELD = re.compile(r"\s*(?:learning rate|global batch size|loss scale|lm loss|grad norm|number of (?:skipped|nan) "
+                           r"iterations|consumed samples|throughput per GPU|elapsed time)\b")
+
+
+def _joined_records(lines: Iterable[str]) -> Iterator[str]:
+    """Lines, with an iteration record that a post wraps over several lines ("iteration 5/50 | elapsed time per
+    iteration: 21392.5 ms |" / "learning rate: ... | global batch size: 4096 |", Megatron-Bridge#5306) joined back:
+    a line holding ``iteration N/M |`` that ends in ``|`` takes the lines after it that start with a field of the
+    record (``_RECORD_FIELD``), up to one that does not end in ``|``.
+
+    >>> list(_joined_records(["iteration 5/50 | elapsed time per iteration: 21392.5 ms |", "global batch size: 8 |",
+    ...                       "other"]))
+    ['iteration 5/50 | elapsed time per iteration: 21392.5 ms | global batch size: 8 |', 'other']
+    """
+    record = None
+    for line in lines:
+        if record is not None:
+            if _RECORD_FIELD.match(line):
+                record += " " + line.strip()
+                if record.rstrip().endswith("|"):
+                    continue
+                yield record
+                record = None
+                continue
+            yield record
+            record = None
+        if line.rstrip().endswith("|") and not line.lstrip().startswith("|") and _ITER.search(line):
+            record = line.rstrip()
+            continue
+        yield line
+    if record is not None:
+        yield record
+
+
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``)."""
@@ -242,8 +283,7 @@ def parse_log(text: str) -> LogFacts:
     facts = LogFacts()
     in_args = False
     call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)
-    for raw in text.splitlines():
-        line = strip_prefix(raw)
+    for line in _joined_records(strip_prefix(raw) for raw in text.splitlines()):
         if not line:
             continue
         if call or ("Config(" in line and line.count("(") > line.count(")") and line.rstrip().endswith(("(", ","))):
@@ -277,6 +317,10 @@ def parse_log(text: str) -> LogFacts:
             if sub.strip():
                 _parse_line(sub.strip(), facts)
     _script_args(text, facts)
+    _tables(text, facts)
+    if _SWIFT_ARGS_JSON.search(text) and (m := re.search(r'"max_length"\s*:\s*(\d+)', text)):
+        facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
+        facts.args.setdefault("_launcher", "megatron-swift")
     return facts
 
 
@@ -327,8 +371,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if (m := _ITER.search(line)) and (e := _ELAPSED.search(m.group(3))):
         t = _TFLOPS.search(m.group(3))
         g = _GBS.search(m.group(3))
-        facts.iterations.append((int(m.group(1)), float(e.group(1)) / 1e3, float(t.group(1)) if t else None,
-                                 int(g.group(1)) if g else None))
+        facts.iterations.append((int(m.group(1)), float(e.group(1) or e.group(2)) / 1e3,
+                                 float(t.group(1)) if t else None, int(g.group(1)) if g else None))
         if r := _SWIFT_MEMORY.search(m.group(3)):
             facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
         if q := _ACTUAL_SEQLEN.search(m.group(3)):
@@ -373,6 +417,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         if "allocated" in mem:  # the logging rank is not named: compared with the peak stage
             old = facts.memory.get(UNKNOWN_RANK, (0.0, 0.0))
             facts.memory[UNKNOWN_RANK] = (max(old[0], mem["allocated"]), max(old[1], mem.get("reserved", 0.0)))
+        return
+    if _NEMO_TRAIN_LINE.search(line) and (g := _NEMO_GBS.search(line)):  # a step line without its timing field
+        facts.args.setdefault("global_batch_size", int(g.group(1)))
         return
     if m := _TQDM.search(line):  # tqdm's rate is a running average since the bar started
         it = _NEMO_ITER.search(line)
@@ -437,7 +484,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                 facts.args.setdefault(key, scalar(value.strip("'\"")))
         return
     # several settings on one line, "actor_tp: 2, actor_pp: 1, dp: 4" (a posted summary, verl-project/verl#7203)
-    parts = [line] if not _CONFIG_PAIRS.match(line) else [p.strip() for p in line.split(",")]
+    item = _BULLET.sub("", line)
+    parts = [item] if not _CONFIG_PAIRS.match(item) else [p.strip() for p in item.split(",")]
     for part in parts:
         if m := _CONFIG_LINE.match(part):
             key = m.group(1).replace("-", "_")  # GPT-NeoX configs spell keys with hyphens: "num-layers": 24,
@@ -454,6 +502,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
 _PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipeline)[\w -]*?parallel(?:ism| size)?\s*"
                              r"\((TP|PP|CP|EP|VPP|ETP)\)\s*[:=]\s*(\d+)\b", re.I)
 _COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?![\w.])")
+_COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\w.])", re.I)
+_PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch size)"
+                        r"\s*[:=]?\s*(\d+)\b", re.I)
 _PROSE_SEQ = re.compile(r"\b(?:sequence|seq) length\s*(?:of\s*|[:=]\s*)?(\d{3,})\b", re.I)
 _GPU_COUNT = re.compile(r"\b(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?"
                         r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)(?:[- ]?\d+\s?GB?)?s?\b(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
@@ -466,6 +517,8 @@ PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_par
 # a two-column Markdown table of sizes, "| # Layers | 126 |" (mlcommons/training#799): the row names as people
 # write them -> Megatron's argument names
 _TABLE_ROW = re.compile(r"^\s*\|\s*([^|]+?)\s*\|\s*(\d[\d,]*)\s*\|\s*$")
+# ... and the same names written "hidden size = 3072" / "- Sequence length: 4096" (NVIDIA/Megatron-LM#965)
+_NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")
 TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model dimension": "hidden_size",
               "hidden size": "hidden_size", "model dim": "hidden_size", "d model": "hidden_size",
               "attn heads": "num_attention_heads", "attention heads": "num_attention_heads", "heads": "num_attention_heads",
@@ -477,7 +530,10 @@ TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model
               "pp": "pipeline_model_parallel_size", "pipeline parallel": "pipeline_model_parallel_size",
               "cp": "context_parallel_size", "context parallel": "context_parallel_size",
               "ep": "expert_model_parallel_size", "expert parallel": "expert_model_parallel_size",
-              "experts": "num_experts", "vocab size": "vocab_size", "vocabulary size": "vocab_size"}
+              "experts": "num_experts", "vocab size": "vocab_size", "vocabulary size": "vocab_size",
+              "ffn size": "ffn_hidden_size", "hidden ffn size": "ffn_hidden_size", "ffn hidden": "ffn_hidden_size",
+              "micro batch": "micro_batch_size", "minibatch size": "micro_batch_size",
+              "minibatchsize": "micro_batch_size", "global batch": "global_batch_size"}
 
 
 def _table_key(name: str) -> str | None:
@@ -489,6 +545,85 @@ def _table_key(name: str) -> str | None:
     key = re.sub(r"\(.*?\)|\bnum(?:ber of)?\b|\bsize of\b|[#*`]", " ", name.lower())
     key = " ".join(re.sub(r"[^a-z0-9]+", " ", key).split())
     return TABLE_KEYS.get(key) or TABLE_KEYS.get(key.removesuffix(" size"))
+
+
+# A results table as people post them (Markdown with or without outer pipes), NVIDIA-NeMo/RL#966:
+#   |Nodes|GPUs | Max Seq Length | Global Batch Size | Micro Batch Size | Expert parallelism | ... | s/iter|
+#   |--|--|--|...
+#   | 4 | 8 | 4k | 512 | 8 | 8| 1| **~13** |
+# and alibaba/Pai-Megatron-Patch#658 ("配置 | SeqLen | GlobalBatchSize | GPUNum | TimePerIter (s) | ...", the first cell
+# "tp1, ep8, pp32, vpp3, mbs=4"). Each row is one run: the first data row is read, the others are alternatives.
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)+\|?\s*$")
+TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_table_gpus", "gpu num": "_table_gpus",
+                 "num gpus": "_table_gpus", "max seq length": "seq_length", "seqlen": "seq_length",
+                 "globalbatchsize": "global_batch_size", "gbs": "global_batch_size", "mbs": "micro_batch_size",
+                 "micro batch size": "micro_batch_size", "expert parallelism": "expert_model_parallel_size",
+                 "tensor parallelism": "tensor_model_parallel_size", "pipeline parallelism": "pipeline_model_parallel_size",
+                 "context parallelism": "context_parallel_size"}
+_STEP_COLUMN = re.compile(r"^(?:s\s*/\s*iter|sec(?:onds)?\s*/\s*iter|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
+                          r"iter(?:ation)?\s*time|elapsed time per iteration)\s*\((s|ms)\))$", re.I)
+
+
+def _cell_number(text: str) -> float | None:
+    """A table cell's number: "**~13**" -> 13, "4k" -> 4096, "1,024" -> 1024, "42.537" -> 42.537; else None."""
+    m = re.fullmatch(r"[*~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*([kK])?[*\s]*", text)
+    if not m:
+        return None
+    value = float(m.group(1).replace(",", ""))
+    return value * 1024 if m.group(2) else value
+
+
+def _tables(text: str, facts: LogFacts) -> None:
+    r"""Sizes, GPU count and step time from the first data row of a results table (``_TABLE_SEPARATOR``).
+
+    >>> f = LogFacts(); _tables("|Nodes|GPUs|Max Seq Length|Global Batch Size|s/iter|\n|--|--|--|--|--|\n"
+    ...                         "| 4 | 8 | 4k | 512 | **~13** |", f)
+    >>> f.args, f.table_step_s
+    ({'seq_length': 4096, 'global_batch_size': 512, '_prose_num_gpus': 32}, 13.0)
+    """
+    def cells(line: str, n: int | None = None) -> list[str]:
+        """A row's cells; outer pipes dropped down to the separator's ``n`` columns (a header may open with an
+        empty cell for the row names: "  | global batch size | ...", Megatron-LLaMA#22)."""
+        out = [c.strip() for c in line.split("|")]
+        while out and len(out) > (n or 0) and out[0] == "":
+            out.pop(0)
+        while out and len(out) > (n or 0) and out[-1] == "":
+            out.pop()
+        return out
+
+    lines = text.splitlines()
+    for i in range(1, len(lines) - 1):
+        if not _TABLE_SEPARATOR.match(lines[i]) or "|" not in lines[i - 1]:
+            continue
+        n = len(cells(lines[i]))
+        header, row = cells(lines[i - 1], n), cells(lines[i + 1], n)
+        if not (len(row) == len(header) == n):
+            continue
+        found: dict[str, Any] = {}
+        for name, cell in zip(header, row):
+            sizes = {PROSE_SIZE_ARGS[k.upper()]: int(v) for k, v in _COMPACT_SIZE_ANY.findall(cell)}
+            if len(sizes) >= 2:  # a layout cell: "tp1, ep8, pp32, vpp3, mbs=4, recompute=full"
+                found.update(sizes)
+                continue
+            value = _cell_number(cell)
+            if value is None:
+                continue
+            if step := _STEP_COLUMN.match(name.strip("* ")):
+                found["_step_s"] = value / (1e3 if step.group(1) == "ms" else 1)
+                continue
+            key = TABLE_COLUMNS.get(" ".join(re.sub(r"[^a-z0-9]+", " ", name.lower()).split())) or _table_key(name)
+            if key and value == int(value):
+                found[key] = int(value)
+        if not found:
+            continue
+        nodes, gpus = found.pop("_table_nodes", None), found.pop("_table_gpus", None)
+        if gpus:  # with a nodes column, the GPUs column counts per node (the post's layout of NeMo-RL#966)
+            found["_prose_num_gpus"] = gpus * nodes if nodes else gpus
+        if "_step_s" in found and facts.table_step_s is None:
+            facts.table_step_s = found.pop("_step_s")
+        found.pop("_step_s", None)
+        for key, value in found.items():
+            facts.args.setdefault(key, value)
 
 
 def _prose_sizes(line: str, facts: LogFacts) -> None:
@@ -507,8 +642,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     """
     if line.lstrip().startswith("#"):  # a script's or config's comment: often the alternatives not taken
         return
-    if (row := _TABLE_ROW.match(line)) and (name := _table_key(row.group(1))):  # | # Layers | 126 |
-        facts.args.setdefault(name, int(row.group(2).replace(",", "")))
+    if (row := _TABLE_ROW.match(line) or _NAMED_SIZE.match(line)) and (name := _table_key(row.group(1))):
+        facts.args.setdefault(name, int(row.group(2).replace(",", "")))  # | # Layers | 126 |, hidden size = 3072
         return
     for m in _PROSE_PARALLEL.finditer(line):
         facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
@@ -518,6 +653,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             facts.args.setdefault(PROSE_SIZE_ARGS[name], int(value))
     if m := _PROSE_SEQ.search(line):
         facts.args.setdefault("seq_length", int(m.group(1)))
+    if m := _PROSE_MBS.search(line):  # "batch size per device = 2" (Megatron-LLaMA#22)
+        facts.args.setdefault("micro_batch_size", int(m.group(1)))
     if m := _GPU_COUNT.search(line):
         facts.args.setdefault("_prose_num_gpus", int(m.group(1)))
 
@@ -563,6 +700,8 @@ _VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
 # THUDM/slime#1136) or write overrides in f-strings (f'++policy.megatron_cfg.context_parallel_size=2 ', NeMo-RL#903)
 _LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'`])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(?:[a-z_]+\.)+([a-z_][a-z0-9_]*)=", re.M)
 # Megatron-SWIFT's launcher (modelscope/ms-swift swift/cli/_megatron: "megatron sft|pt|rlhf ...")
+# the args.json ms-swift writes beside a run: its own keys ("model_type", "max_length", "packing") as JSON
+_SWIFT_ARGS_JSON = re.compile(r'^\s*"model_type"\s*:\s*"[\w.-]+",?\s*$', re.M)
 _SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*megatron\s+(?:sft|pt|rlhf)\b", re.M)
 
 
@@ -683,9 +822,15 @@ def _bridge_launcher_args(text: str, facts: LogFacts) -> None:
             facts.gpu_names[name] = facts.gpu_names.get(name, 0) + 1
 
 
+# flags kept in a bash associative array, "declare -A MODEL_CONFIG; MODEL_CONFIG[num-layers]=28" and expanded into
+# the command later (NVIDIA/Megatron-LM#2401)
+_ASSOC_FLAG = re.compile(r"^(\s*)[A-Za-z_]\w*\[([a-z][a-z0-9_-]*)\]=", re.M)
+
+
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     _bridge_launcher_args(text, facts)
+    text = _ASSOC_FLAG.sub(r"\1--\2 ", text)
     if not _is_launch(text):
         return
     env: dict[str, str] = {}

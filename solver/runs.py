@@ -1007,6 +1007,9 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         tfl = _steady(facts.reported_tflops)
         return statistics.median(steady), len(steady), statistics.median(tfl) if tfl else None
     tfl = _steady(facts.reported_tflops)
+    if facts.table_step_s:  # a results table the post gives, its first row (logs.py _tables)
+        notes.append(f"step time {facts.table_step_s:g} s from the first row of the results table in the text")
+        return facts.table_step_s, 1, statistics.median(tfl) if tfl else None
     return None, 0, statistics.median(tfl) if tfl else None
 
 
