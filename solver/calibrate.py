@@ -193,7 +193,11 @@ def _stage(run: Run, est: Estimate) -> int:
 # ---------------------------------------------------------------------------- check
 def check(run: Run, profile: Profile | None = None) -> dict[str, Any]:
     """Prediction vs measurement for one run: step time, tokens/s/GPU, peak allocated memory on the
-    measured rank, each time and memory term, and the term most likely behind each gap."""
+    measured rank, each time and memory term, and the term most likely behind each gap. A layout Megatron
+    would refuse is a ``MegasolveError`` naming the rule (``api.check_layout``), as ``megasolve check`` says it."""
+    from megasolve.solver.api import check_layout
+
+    check_layout(run.spec, run.cluster, run.workload, run.layout, allow_cross_domain_tp=True)
     est = predict(run, profile)
     t = est.time
     stage = _stage(run, est)

@@ -24,6 +24,7 @@ UNKNOWN_RANK = -1  # a memory line that names no rank
 _PREFIX = re.compile(r"^\s*(?:\d+:\s|\[[^\]\s]*(?::\d+|rank\d+|default\d+)\]:\s?|[\w.-]+:\d+:\s"
                      r"|[\w.-]+/\d+\s+\[default\d+\]:\s?|\([\w.]*\s*pid=\d+(?:,\s*ip=[\d.]+)?\)\s?|【[^】]*】\s?)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PREFIX_RANK = re.compile(r"^\s*(?:(\d+):\s|\[rank(\d+)\]:)")  # global ranks: slurm --label, torchrun
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s?(.*?)\s*$")
 # Megatron-LM before 2021 padded names to 32 characters (megatron/arguments.py::_print_args at 94e2ca5, L81:
 # ``dots = '.' * (32 - len(arg))``): a longer name prints no dots, "  name  value" (inside the dump only)
@@ -208,6 +209,26 @@ _DIFF_START = re.compile(r"^\s*(?:```\s*diff\s*$|diff --git |@@ -\d+(?:,\d+)? \+
 _DIFF_HEADER = re.compile(r"^(?:diff --git |index [0-9a-f]+\.\.|--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null)|@@ -\d)")
 
 
+def _plain_diff_blocks(lines: list[str]) -> set[int]:
+    """The opening fences of plain ```` ``` ```` blocks that hold a change: every line starts with ``+`` or ``-``,
+    with at least one of each and no ``--flag`` line (EleutherAI/gpt-neox#903: "-   \"num-layers\": 96," then
+    "+   \"num-layers\": 70,")."""
+    out: set[int] = set()
+    fenced, start = False, None  # inside a fence; where a bare one opened
+    for i, line in enumerate(lines):
+        if not line.strip().startswith("```"):
+            continue
+        if not fenced:
+            fenced, start = True, (i if line.strip() == "```" else None)
+            continue
+        body = [x for x in lines[start + 1:i] if x.strip()] if start is not None else []
+        if body and all(x[:1] in "+-" for x in body) and not any(x.startswith("--") for x in body) \
+                and any(x.startswith("+") for x in body) and any(x.startswith("-") for x in body):
+            out.add(start)
+        fenced, start = False, None
+    return out
+
+
 def undiff(text: str) -> str:
     r"""A change as posted in a pull request or issue (a ```` ```diff ```` block, ``diff --git``, ``@@`` hunks)
     as the file reads after it: added lines without their ``+``, removed lines dropped, context lines as they are,
@@ -217,11 +238,13 @@ def undiff(text: str) -> str:
     >>> undiff("```diff\n+  num_layers: 12\n-  num_layers: 32\n   hidden_size: 768\n```\n- not a diff line")
     '  num_layers: 12\n   hidden_size: 768\n```\n- not a diff line'
     """
-    if not _DIFF_START.search(text) and "```diff" not in text:
+    lines = text.splitlines()
+    plain = _plain_diff_blocks(lines)
+    if not _DIFF_START.search(text) and "```diff" not in text and not plain:
         return text
     out, inside = [], False
-    for line in text.splitlines():
-        if _DIFF_START.match(line):
+    for i, line in enumerate(lines):
+        if _DIFF_START.match(line) or i in plain:
             inside = True
             if line.strip().startswith("```"):
                 continue
@@ -281,6 +304,11 @@ def parse_log(text: str) -> LogFacts:
     file after it, ``undiff``)."""
     text = undiff(text)
     facts = LogFacts()
+    # the rank a launcher prefix names on NeMo's memory lines (which name none): slurm's "0: ", torchrun's "[rank0]:"
+    ranks = {int(m.group(1) or m.group(2)) for raw in text.splitlines() if "max_memory_allocated" in raw
+             and (m := _PREFIX_RANK.match(raw))}
+    if len(ranks) == 1:
+        facts.args["_memory_line_rank"] = ranks.pop()
     in_args = False
     call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)
     for line in _joined_records(strip_prefix(raw) for raw in text.splitlines()):
@@ -414,9 +442,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         if g := _NEMO_GBS.search(line):  # NeMo 2: "... | global_batch_size: 16 | ... | train_step_timing in s: 2.6"
             facts.args.setdefault("global_batch_size", int(g.group(1)))
         mem = {kind: float(value) / 2**20 for kind, value in _NEMO_MEMORY.findall(line)}
-        if "allocated" in mem:  # the logging rank is not named: compared with the peak stage
-            old = facts.memory.get(UNKNOWN_RANK, (0.0, 0.0))
-            facts.memory[UNKNOWN_RANK] = (max(old[0], mem["allocated"]), max(old[1], mem.get("reserved", 0.0)))
+        if "allocated" in mem:  # the logging rank is not named (unless a launcher prefix does): the peak stage
+            rank = facts.args.get("_memory_line_rank", UNKNOWN_RANK)
+            old = facts.memory.get(rank, (0.0, 0.0))
+            facts.memory[rank] = (max(old[0], mem["allocated"]), max(old[1], mem.get("reserved", 0.0)))
         return
     if _NEMO_TRAIN_LINE.search(line) and (g := _NEMO_GBS.search(line)):  # a step line without its timing field
         facts.args.setdefault("global_batch_size", int(g.group(1)))
@@ -501,13 +530,16 @@ def _parse_line(line: str, facts: LogFacts) -> None:
 # "2 nodes, 16 H100s" / "8xB200" (NVIDIA-NeMo/Megatron-Bridge#5098). Flags and config keys, read elsewhere, win.
 _PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipeline)[\w -]*?parallel(?:ism| size)?\s*"
                              r"\((TP|PP|CP|EP|VPP|ETP)\)\s*[:=]\s*(\d+)\b", re.I)
-_COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?![\w.])")
-_COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\w.])", re.I)
+_COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?![\d.]|[a-z])")
+_COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\d.]|[a-z])", re.I)
 _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch size)"
                         r"\s*[:=]?\s*(\d+)\b", re.I)
-_PROSE_SEQ = re.compile(r"\b(?:sequence|seq) length\s*(?:of\s*|[:=]\s*)?(\d{3,})\b", re.I)
+_PROSE_SEQ = re.compile(r"\b(?:sequence length|seq[ _]len(?:gth)?)\s*(?:of\s*|[:=]\s*)?(\d{3,}|\d+[kK])\b", re.I)
 _GPU_COUNT = re.compile(r"\b(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?"
                         r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)(?:[- ]?\d+\s?GB?)?s?\b(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
+# "256-GPU recipes", "trained on 64 GPUs" (not "8 GPUs per node", "8-GPU nodes")
+_GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|hosts?\b|boxes\b))",
+                             re.I)
 PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
                    "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
                    "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size",
@@ -518,6 +550,12 @@ PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_par
 # write them -> Megatron's argument names
 _TABLE_ROW = re.compile(r"^\s*\|\s*([^|]+?)\s*\|\s*(\d[\d,]*)\s*\|\s*$")
 # ... and the same names written "hidden size = 3072" / "- Sequence length: 4096" (NVIDIA/Megatron-LM#965)
+_NAMED_SIZES = re.compile(r"(?:^|[:,;]\s*)([A-Za-z][A-Za-z ]*[A-Za-z])\s*=\s*(\d+)\b(?=\s*(?:,|;|$))")
+# a step time stated in a summary: "14,920.840 ms/step" (Megatron-Bridge#5722), "last_10_steps_step_time_ms_avg: 68588.270"
+# (Bridge verification cards), "Final-10: 2481.140 ms, ..." (#5717), "Iteration time ~0.9 s" (swiss-ai/Megatron-LM#23)
+_STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\b|step_time_ms\w*\s*[:=]\s*(\d[\d.]*)"
+                          r"|\bFinal-\d+:\s*(\d[\d,]*\.?\d*)\s*ms\b|\biteration time\s*[:=~≈]*\s*~?(\d+(?:\.\d+)?)\s*s\b",
+                          re.I)
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")
 TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model dimension": "hidden_size",
               "hidden size": "hidden_size", "model dim": "hidden_size", "d model": "hidden_size",
@@ -527,6 +565,9 @@ TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model
               "intermediate size": "ffn_hidden_size", "sequence length": "seq_length", "seq length": "seq_length",
               "global batch size": "global_batch_size", "micro batch size": "micro_batch_size",
               "tp": "tensor_model_parallel_size", "tensor parallel": "tensor_model_parallel_size",
+              "tensor model parallel": "tensor_model_parallel_size",
+              "pipeline model parallel": "pipeline_model_parallel_size",
+              "expert model parallel": "expert_model_parallel_size",
               "pp": "pipeline_model_parallel_size", "pipeline parallel": "pipeline_model_parallel_size",
               "cp": "context_parallel_size", "context parallel": "context_parallel_size",
               "ep": "expert_model_parallel_size", "expert parallel": "expert_model_parallel_size",
@@ -555,6 +596,7 @@ def _table_key(name: str) -> str | None:
 # "tp1, ep8, pp32, vpp3, mbs=4"). Each row is one run: the first data row is read, the others are alternatives.
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)+\|?\s*$")
 TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_table_gpus", "gpu num": "_table_gpus",
+                 "gpus per node": "_table_gpus",
                  "num gpus": "_table_gpus", "max seq length": "seq_length", "seqlen": "seq_length",
                  "globalbatchsize": "global_batch_size", "gbs": "global_batch_size", "mbs": "micro_batch_size",
                  "micro batch size": "micro_batch_size", "expert parallelism": "expert_model_parallel_size",
@@ -645,17 +687,24 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if (row := _TABLE_ROW.match(line) or _NAMED_SIZE.match(line)) and (name := _table_key(row.group(1))):
         facts.args.setdefault(name, int(row.group(2).replace(",", "")))  # | # Layers | 126 |, hidden size = 3072
         return
+    for m in _NAMED_SIZES.finditer(line):  # "Setup: tensor model parallel size = 4, pipeline model parallel size = 2"
+        if name := _table_key(m.group(1)):
+            facts.args.setdefault(name, int(m.group(2)))
+    if (m := _STATED_STEP.search(line)) and facts.table_step_s is None:  # "GB300: 14,920.840 ms/step" ...
+        value = float((m.group(1) or m.group(2) or m.group(3) or m.group(4)).replace(",", ""))
+        facts.table_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3)) else value
     for m in _PROSE_PARALLEL.finditer(line):
         facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     compact = _COMPACT_SIZE.findall(line)
-    if len(compact) >= 2:
+    if len(compact) >= 2:  # a DP size in prose only stands in for a GPU count the text does not state (runs.py)
         for name, value in compact:
-            facts.args.setdefault(PROSE_SIZE_ARGS[name], int(value))
-    if m := _PROSE_SEQ.search(line):
-        facts.args.setdefault("seq_length", int(m.group(1)))
+            facts.args.setdefault("_prose_data_parallel_size" if name == "DP" else PROSE_SIZE_ARGS[name], int(value))
+    if m := _PROSE_SEQ.search(line):  # "seq_len 4K" (swiss-ai/Megatron-LM#23): K = 1024
+        value = m.group(1)
+        facts.args.setdefault("seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
     if m := _PROSE_MBS.search(line):  # "batch size per device = 2" (Megatron-LLaMA#22)
         facts.args.setdefault("micro_batch_size", int(m.group(1)))
-    if m := _GPU_COUNT.search(line):
+    if m := _GPU_COUNT.search(line) or _GPU_COUNT_WORD.search(line):
         facts.args.setdefault("_prose_num_gpus", int(m.group(1)))
 
 

@@ -674,6 +674,9 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     if isinstance(args.get("_prose_num_gpus"), int) and args["_prose_num_gpus"] > 0:  # "16 H100s" in the text
         notes.append(f"{args['_prose_num_gpus']} GPUs, as the text says (--gpus N to override)")
         return args["_prose_num_gpus"]
+    if isinstance(args.get("_prose_data_parallel_size"), int):  # "TP1PP1DP8" with no GPU count stated
+        notes.append("GPU count from the sizes the text states (TP x PP x CP x DP; --gpus N to override)")
+        return tp * pp * cp * args["_prose_data_parallel_size"]
     missing.append(("world size (GPU count)", "--gpus N"))
     return 0
 
@@ -1001,8 +1004,12 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         return step, len(steady), statistics.median(tfl) if tfl else None
     if facts.nemo_steps:
         values = [s for _, s in facts.nemo_steps]
-        steady = values[WARMUP_ITERATIONS:] if len(values) > WARMUP_ITERATIONS else values
-        if steady is values and len(values) <= WARMUP_ITERATIONS:
+        if all(it is not None and it > WARMUP_ITERATIONS for it, _ in facts.nemo_steps):
+            steady, warm = values, False  # logged from past the warm-up on ("iteration 400/999", NeMo#14850)
+        else:
+            steady = values[WARMUP_ITERATIONS:] if len(values) > WARMUP_ITERATIONS else values
+            warm = len(values) <= WARMUP_ITERATIONS
+        if warm:
             notes.append("only warm-up iterations logged: their time includes start-up")
         tfl = _steady(facts.reported_tflops)
         return statistics.median(steady), len(steady), statistics.median(tfl) if tfl else None
