@@ -602,6 +602,7 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
                  "micro batch size": "micro_batch_size", "expert parallelism": "expert_model_parallel_size",
                  "tensor parallelism": "tensor_model_parallel_size", "pipeline parallelism": "pipeline_model_parallel_size",
                  "context parallelism": "context_parallel_size"}
+_CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:s\s*/\s*iter|sec(?:onds)?\s*/\s*iter|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
                           r"iter(?:ation)?\s*time|elapsed time per iteration)\s*\((s|ms)\))$", re.I)
 
@@ -646,6 +647,11 @@ def _tables(text: str, facts: LogFacts) -> None:
             sizes = {PROSE_SIZE_ARGS[k.upper()]: int(v) for k, v in _COMPACT_SIZE_ANY.findall(cell)}
             if len(sizes) >= 2:  # a layout cell: "tp1, ep8, pp32, vpp3, mbs=4, recompute=full"
                 found.update(sizes)
+                if r := _CELL_RECOMPUTE.search(cell):  # the row's own recompute wins over flags quoted around it
+                    facts.args["recompute_granularity"] = "selective" if r.group(1).lower().startswith("sel") \
+                        else r.group(1).lower()
+                    if facts.args["recompute_granularity"] != "selective":
+                        facts.args.pop("recompute_modules", None)
                 continue
             value = _cell_number(cell)
             if value is None:
