@@ -531,6 +531,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
 _PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipeline)[\w -]*?parallel(?:ism| size)?\s*"
                              r"\((TP|PP|CP|EP|VPP|ETP)\)\s*[:=]\s*(\d+)\b", re.I)
 _COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?![\d.]|[a-z])")
+_COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?![\d.])")  # "tp=4,pp=2"
 _COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\d.]|[a-z])", re.I)
 _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch size)"
                         r"\s*[:=]?\s*(\d+)\b", re.I)
@@ -554,7 +555,8 @@ _NAMED_SIZES = re.compile(r"(?:^|[:,;]\s*)([A-Za-z][A-Za-z ]*[A-Za-z])\s*=\s*(\d
 # a step time stated in a summary: "14,920.840 ms/step" (Megatron-Bridge#5722), "last_10_steps_step_time_ms_avg: 68588.270"
 # (Bridge verification cards), "Final-10: 2481.140 ms, ..." (#5717), "Iteration time ~0.9 s" (swiss-ai/Megatron-LM#23)
 _STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\b|step_time_ms\w*\s*[:=]\s*(\d[\d.]*)"
-                          r"|\bFinal-\d+:\s*(\d[\d,]*\.?\d*)\s*ms\b|\biteration time\s*[:=~≈]*\s*~?(\d+(?:\.\d+)?)\s*s\b",
+                          r"|\bFinal-\d+:\s*(\d[\d,]*\.?\d*)\s*ms\b|\biteration time\s*[:=~≈]*\s*~?(\d+(?:\.\d+)?)\s*s\b"
+                          r"|(\d+(?:\.\d+)?)\s*s\s*/\s*(?:step|iter(?:ation)?)\b",
                           re.I)
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")
 TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model dimension": "hidden_size",
@@ -573,7 +575,7 @@ TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model
               "ep": "expert_model_parallel_size", "expert parallel": "expert_model_parallel_size",
               "experts": "num_experts", "vocab size": "vocab_size", "vocabulary size": "vocab_size",
               "ffn size": "ffn_hidden_size", "hidden ffn size": "ffn_hidden_size", "ffn hidden": "ffn_hidden_size",
-              "micro batch": "micro_batch_size", "minibatch size": "micro_batch_size",
+              "micro batch": "micro_batch_size", "minibatch size": "micro_batch_size", "seqlength": "seq_length",
               "minibatchsize": "micro_batch_size", "global batch": "global_batch_size"}
 
 
@@ -600,10 +602,11 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
                  "num gpus": "_table_gpus", "max seq length": "seq_length", "seqlen": "seq_length",
                  "globalbatchsize": "global_batch_size", "gbs": "global_batch_size", "mbs": "micro_batch_size",
                  "micro batch size": "micro_batch_size", "expert parallelism": "expert_model_parallel_size",
+                 "dp": "_prose_data_parallel_size",
                  "tensor parallelism": "tensor_model_parallel_size", "pipeline parallelism": "pipeline_model_parallel_size",
                  "context parallelism": "context_parallel_size"}
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
-_STEP_COLUMN = re.compile(r"^(?:s\s*/\s*iter|sec(?:onds)?\s*/\s*iter|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
+_STEP_COLUMN = re.compile(r"^(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
                           r"iter(?:ation)?\s*time|elapsed time per iteration)\s*\((s|ms)\))$", re.I)
 
 
@@ -697,11 +700,11 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         if name := _table_key(m.group(1)):
             facts.args.setdefault(name, int(m.group(2)))
     if (m := _STATED_STEP.search(line)) and facts.table_step_s is None:  # "GB300: 14,920.840 ms/step" ...
-        value = float((m.group(1) or m.group(2) or m.group(3) or m.group(4)).replace(",", ""))
+        value = float(next(g for g in m.groups() if g).replace(",", ""))
         facts.table_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3)) else value
     for m in _PROSE_PARALLEL.finditer(line):
         facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
-    compact = _COMPACT_SIZE.findall(line)
+    compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)]
     if len(compact) >= 2:  # a DP size in prose only stands in for a GPU count the text does not state (runs.py)
         for name, value in compact:
             facts.args.setdefault("_prose_data_parallel_size" if name == "DP" else PROSE_SIZE_ARGS[name], int(value))
