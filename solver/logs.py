@@ -201,7 +201,7 @@ class LogFacts:
     reserved_only_mib: float | None = None  # a peak reserved figure with no allocated one (Megatron-SWIFT)
     model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
     reported_tflops: list[float] = field(default_factory=list)  # TFLOP/s/GPU printed outside iteration lines
-    table_step_s: float | None = None  # seconds per iteration from a results table's first row (``_tables``)
+    stated_step_s: float | None = None  # seconds per iteration a results table's first row or a summary states
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
 
 
@@ -624,7 +624,7 @@ def _tables(text: str, facts: LogFacts) -> None:
 
     >>> f = LogFacts(); _tables("|Nodes|GPUs|Max Seq Length|Global Batch Size|s/iter|\n|--|--|--|--|--|\n"
     ...                         "| 4 | 8 | 4k | 512 | **~13** |", f)
-    >>> f.args, f.table_step_s
+    >>> f.args, f.stated_step_s
     ({'seq_length': 4096, 'global_batch_size': 512, '_prose_num_gpus': 32}, 13.0)
     """
     def cells(line: str, n: int | None = None) -> list[str]:
@@ -670,8 +670,8 @@ def _tables(text: str, facts: LogFacts) -> None:
         nodes, gpus = found.pop("_table_nodes", None), found.pop("_table_gpus", None)
         if gpus:  # with a nodes column, the GPUs column counts per node (the post's layout of NeMo-RL#966)
             found["_prose_num_gpus"] = gpus * nodes if nodes else gpus
-        if "_step_s" in found and facts.table_step_s is None:
-            facts.table_step_s = found.pop("_step_s")
+        if "_step_s" in found and facts.stated_step_s is None:
+            facts.stated_step_s = found.pop("_step_s")
         found.pop("_step_s", None)
         for key, value in found.items():
             facts.args.setdefault(key, value)
@@ -699,9 +699,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     for m in _NAMED_SIZES.finditer(line):  # "Setup: tensor model parallel size = 4, pipeline model parallel size = 2"
         if name := _table_key(m.group(1)):
             facts.args.setdefault(name, int(m.group(2)))
-    if (m := _STATED_STEP.search(line)) and facts.table_step_s is None:  # "GB300: 14,920.840 ms/step" ...
+    if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None:  # "GB300: 14,920.840 ms/step" ...
         value = float(next(g for g in m.groups() if g).replace(",", ""))
-        facts.table_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3)) else value
+        facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3)) else value
     for m in _PROSE_PARALLEL.finditer(line):
         facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)]

@@ -1014,9 +1014,10 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         tfl = _steady(facts.reported_tflops)
         return statistics.median(steady), len(steady), statistics.median(tfl) if tfl else None
     tfl = _steady(facts.reported_tflops)
-    if facts.table_step_s:  # a results table the post gives, its first row (logs.py _tables)
-        notes.append(f"step time {facts.table_step_s:g} s from the first row of the results table in the text")
-        return facts.table_step_s, 1, statistics.median(tfl) if tfl else None
+    if facts.stated_step_s:  # a results table's first row, or a summary line (logs.py _tables, _STATED_STEP)
+        notes.append(f"step time {facts.stated_step_s:g} s as the text states it (a results table's first row or a "
+                     "summary line, not iteration lines)")
+        return facts.stated_step_s, 1, statistics.median(tfl) if tfl else None
     return None, 0, statistics.median(tfl) if tfl else None
 
 
