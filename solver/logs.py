@@ -238,6 +238,8 @@ def undiff(text: str) -> str:
     >>> undiff("```diff\n+  num_layers: 12\n-  num_layers: 32\n   hidden_size: 768\n```\n- not a diff line")
     '  num_layers: 12\n   hidden_size: 768\n```\n- not a diff line'
     """
+    if not _DIFF_START.search(text) and "```" not in text:  # no hunk and no fence: nothing to read as a diff
+        return text
     lines = text.splitlines()
     plain = _plain_diff_blocks(lines)
     if not _DIFF_START.search(text) and "```diff" not in text and not plain:
@@ -653,6 +655,7 @@ def _tables(text: str, facts: LogFacts) -> None:
                 if r := _CELL_RECOMPUTE.search(cell):  # the row's own recompute wins over flags quoted around it
                     facts.args["recompute_granularity"] = "selective" if r.group(1).lower().startswith("sel") \
                         else r.group(1).lower()
+                    facts.args["_recompute_from_table"] = True
                     if facts.args["recompute_granularity"] != "selective":
                         facts.args.pop("recompute_modules", None)
                 continue

@@ -365,8 +365,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     """A ``Run`` from one Megatron-LM / NeMo / Megatron-Bridge log or launch script."""
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
     defaults["_name"] = name
-    text = undiff(text)
-    facts = parse_log(text)
+    facts = parse_log(text)  # reads a posted diff as the file after it (logs.undiff)
     args = {CONFIG_ALIASES.get(k, k): v for k, v in facts.args.items()}
     for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
         if printed in facts.world_parts:
@@ -484,6 +483,9 @@ def _swift_defaults(args: dict[str, Any], notes: list[str]) -> None:
 
 def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     """What a launch sets that megasolve does not cost, said rather than ignored."""
+    if args.get("_recompute_from_table"):
+        notes.append(f"recompute {args.get('recompute_granularity')} from the results table's first row (recompute flags "
+                     "quoted around the table, the other rows' settings, are not used)")
     tuner = str(args.get("train_type") or args.get("tuner_type") or args.get("finetuning_type") or "").lower()
     if tuner == "lora" or args.get("lora_rank") not in (None, False) and tuner not in ("full", ""):
         notes.append("LoRA fine-tuning costed as full-parameter training (megasolve models full training: expect "

@@ -375,10 +375,10 @@ class CostTables:
 
         # ---- memory outside the caching allocator (MiB): a constant of the cluster
         add("other", (), lambda: self.other_mib)
-        # TE's userbuffers with the TP overlap (memory.userbuffer_bytes), every rank: on wherever the searched
-        # knob turns the overlap on (``chosen_workload``), else as the workload sets it
+        # TE's userbuffers with the TP overlap (memory.userbuffer_bytes), every rank: the time terms' workload has
+        # the overlap on wherever the searched knob turns it on (``chosen_workload``), else as the workload sets it
         add("other_ub", ("tp", "cp", "mbs", "sp"), lambda tp, cp, mbs, sp: quantise_bytes(userbuffer_bytes(
-            spec, self.time_workload if "tp_comm_overlap" in self.knobs else wl, shape(tp, cp, mbs, sp))))
+            spec, self.time_workload, shape(tp, cp, mbs, sp))))
         if spec.is_moe:  # DeepEP's buffers on stages with MoE layers (flex dispatcher), outside the allocator too
             add("other_comm", ("ep", "etp", "disp"), lambda ep, etp, disp: quantise_bytes(
                 comm_buffer_bytes(spec, self.with_dispatcher[disp], ep, etp)))
