@@ -484,8 +484,8 @@ def _swift_defaults(args: dict[str, Any], notes: list[str]) -> None:
 def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     """What a launch sets that megasolve does not cost, said rather than ignored."""
     if args.get("_recompute_from_table"):
-        notes.append(f"recompute {args.get('recompute_granularity')} from the results table's first row (recompute flags "
-                     "quoted around the table, the other rows' settings, are not used)")
+        notes.append(f"recompute {args.get('recompute_granularity')} from the results table's first row "
+                     "(recompute flags quoted around the table, the other rows' settings, are not used)")
     tuner = str(args.get("train_type") or args.get("tuner_type") or args.get("finetuning_type") or "").lower()
     if tuner == "lora" or args.get("lora_rank") not in (None, False) and tuner not in ("full", ""):
         notes.append("LoRA fine-tuning costed as full-parameter training (megasolve models full training: expect "
