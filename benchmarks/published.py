@@ -424,11 +424,24 @@ def bridge_layout(spec: ModelSpec, pp: int, vpp: int) -> tuple[str | None, tuple
     return (None, (k, r)) if 1 <= r < k else (None, None)
 
 
+# Scale-out bandwidth of the DGX-B300 systems behind Megatron-Bridge's tables. The catalog's B300 default is
+# the ConnectX-8's 800 Gb/s per GPU; the tables do not state the fabric, and their own rows say it carried
+# about half of that: in one release (26.02) and one layout (GPT-OSS 120B, tp1 pp1 ep64, mbs 4, BF16, NCCL
+# all-to-all over 8 nodes: the all-to-all is half of the step), DGX-B300 ran 8,359 tokens/s/GPU and DGX-B200
+# (ConnectX-7, 400 Gb/s) 8,047, 4 % apart where 800 Gb/s would make B300 ~35 % faster. The other B300 rows
+# with traffic across nodes agree (GPT-OSS ep8 DP traffic: +6.5..+7.3 % too fast at 800, -0.7..-1.5 % at 400;
+# table in the README's "Speed"). A user's own B300 fabric is theirs to state (``--nic-gbps``).
+BENCHMARK_NIC_GBIT = {"b300": 400}
+
+
 def cluster_for(gpu: str, num_gpus: int, notes: list[str]) -> Cluster:
     if gpu in ("gb200", "gb300") and num_gpus >= 64 and num_gpus % 64 == 0:
         notes.append("NVL72 job uses NVLink domains of 64 GPUs")
         return Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, nvlink_domain=64)
-    return Cluster.from_flags(num_gpus=num_gpus, gpu=gpu)
+    nic = BENCHMARK_NIC_GBIT.get(gpu)
+    if nic:
+        notes.append(f"{nic} Gb/s per GPU scale-out (BENCHMARK_NIC_GBIT)")
+    return Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, nic_gbit_per_gpu=nic)
 
 
 def map_record(record: dict[str, Any]) -> PublishedRun:
