@@ -42,8 +42,9 @@ RUNS, SKIPPED = published.load_published()  # the shared file and benchmarks/bri
 HOLDOUT_DENSE_TOLERANCE = 0.05  # measured 2.9% (n=37; 2.3% on the shared file's 24 alone)
 HOLDOUT_MOE_TOLERANCE = 0.126  # measured 10.6% (n=54; 10.3% on the shared file's 37 alone, 16.0% on 2026-12-02)
 FIT_DENSE_TOLERANCE = 0.055  # measured 3.2% (n=80)
-# measured 7.3% (n=109; 6.0% on the shared file's 77 alone: each release's recipe -- dispatcher, EP overlap,
-# recompute, full-iteration CUDA graphs -- instead of today's for every release; 12.4% before that)
+# measured 6.7% (n=109; 7.3% before the DGX-B300 rows took 400 Gb/s, published.py BENCHMARK_NIC_GBIT; 6.0% on
+# the shared file's 77 alone: each release's recipe -- dispatcher, EP overlap, recompute, full-iteration CUDA
+# graphs -- instead of today's for every release; 12.4% before that)
 FIT_MOE_TOLERANCE = 0.09
 # measured 19/19; fraction of correctly ordered pairs inside comparison groups, all runs
 RANKING_MIN = 0.85
