@@ -38,6 +38,11 @@ def alias_names() -> list[str]:
     return list(_catalog()["aliases"])
 
 
+def alias_targets() -> dict[str, str]:
+    """Each alias and the preset it resolves to."""
+    return {name: entry["resolves_to"] for name, entry in _catalog()["aliases"].items()}
+
+
 def preset_info(name: str) -> dict[str, Any]:
     return _catalog()["presets"][name]
 

@@ -103,7 +103,8 @@ _SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*([\d.]+)")
 _NEMO_MEMORY = re.compile(r"max_memory_(allocated|reserved)\s*[:=]\s*([\d.e+]+)")
 # NeMo's megatron_init logs every parallel group: "All tensor model parallel group ranks: [[0, 1], [2, 3]]"
 # (nemo/lightning/megatron_init.py L474-530; the NeMo 1 copy in nemo/collections/nlp/modules/common/megatron)
-_NEMO_GROUPS = re.compile(r"All (tensor model|pipeline model|context|data) parallel group ranks: (\[\[[\d,\s\[\]]*\]\])")
+_NEMO_GROUPS = re.compile(r"All (tensor model|pipeline model|context|data) parallel group ranks"
+                          r"( with context parallel combined)?: (\[\[[\d,\s\[\]]*\]\])")
 _NEMO_GROUP_PARTS = {"tensor model": "tensor-model-parallel", "pipeline model": "pipeline-model-parallel",
                      "context": "context-parallel", "data": "data-parallel"}
 _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
@@ -203,6 +204,7 @@ class LogFacts:
     reported_tflops: list[float] = field(default_factory=list)  # TFLOP/s/GPU printed outside iteration lines
     stated_step_s: float | None = None  # seconds per iteration a results table's first row or a summary states
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
+    prose_sizes: dict[str, int] = field(default_factory=dict)  # sizes taken from compact prose ("TP2/PP1/EP16")
 
 
 _DIFF_START = re.compile(r"^\s*(?:```\s*diff\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
@@ -464,10 +466,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
         return
     if m := _NEMO_GROUPS.search(line):
-        groups = [g for g in re.findall(r"\[([\d,\s]*)\]", m.group(2))]
+        groups = [g for g in re.findall(r"\[([\d,\s]*)\]", m.group(3))]
         sizes = [len([r for r in g.split(",") if r.strip()]) for g in groups]
         if sizes and sizes[0]:
-            facts.world_parts[_NEMO_GROUP_PARTS[m.group(1)]] = sizes[0]
+            if not m.group(2):  # the DP x CP groups ("with context parallel combined") are not the DP size
+                facts.world_parts[_NEMO_GROUP_PARTS[m.group(1)]] = sizes[0]
             facts.world_size = max(facts.world_size or 0, sum(sizes))  # each kind of group covers every rank
         return
     if m := _THEORY.search(line):
@@ -535,11 +538,37 @@ _PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipel
 _COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?![\d.]|[a-z])")
 _COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?![\d.])")  # "tp=4,pp=2"
 _COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\d.]|[a-z])", re.I)
-_PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch size)"
-                        r"\s*[:=]?\s*(\d+)\b", re.I)
+_PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch size|"
+                        r"rank[- ]local batch size)\s*[:=]?\s*(\d+)\b", re.I)
+# "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
+_PROSE_GBS = re.compile(r"\bglobal[- _]?batch[- _]?size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)", re.I)
+# one size named with its word: "the pp parallelism is 4" (zero-bubble#24), "(pp size=8, tp size=1)" (zero-bubble#10)
+_PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?(?:size|parallelism|"
+                                   r"degree)\s*(?:is|=|:|of)\s*(\d+)\b", re.I)
+# two sizes paired by "respectively": "The global batch size and the mini batch size of the testing are 256 and 4
+# respectively" (sail-sg/zero-bubble-pipeline-parallelism#10)
+_PROSE_RESPECTIVELY = re.compile(r"\b(?:the\s+)?([A-Za-z][\w -]*?)\s+and\s+(?:the\s+)?([A-Za-z][\w -]*?)\s+(?:of\s+[\w ]+?\s+)?"
+                                 r"(?:are|were|is|was)\s+(\d+)\s+and\s+(\d+),?\s+respectively\b", re.I)
+# a setting changed in words: "only overrides `global_batch_size` to **15360**" (NVIDIA-NeMo/Megatron-Bridge#4330)
+_PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|reduces?)\s+(?:the\s+)?`?([a-z][a-z_]*)`?\s+"
+                           r"to\s+[*`]*(\d+)\b")
+# "world size 8" in a post (the log's own "using world size: 8" is read as the world size)
+_PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")  # not a launcher's WORLD_SIZE (nodes)
+# "tokens/step 131,072": with the global batch, the sequence length (runs.py)
+_PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 _PROSE_SEQ = re.compile(r"\b(?:sequence length|seq[ _]len(?:gth)?)\s*(?:of\s*|[:=]\s*)?(\d{3,}|\d+[kK])\b", re.I)
 _GPU_COUNT = re.compile(r"\b(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?"
                         r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)(?:[- ]?\d+\s?GB?)?s?\b(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
+_GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)"
+# nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
+# "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
+_GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?)\b"
+                       rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)", re.I)
+# "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
+_GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
+_GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b"
+                                rf"(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
+_GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)GPUs?(?![A-Za-z0-9])")
 # "256-GPU recipes", "trained on 64 GPUs" (not "8 GPUs per node", "8-GPU nodes")
 _GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|hosts?\b|boxes\b))",
                              re.I)
@@ -561,6 +590,9 @@ _STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\
                           r"|(\d+(?:\.\d+)?)\s*s\s*/\s*(?:step|iter(?:ation)?)\b",
                           re.I)
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")
+# a printed table's row, symbol, description and value apart by runs of spaces:
+# "       b                                     Global batchsize   1200" (a DataFrame, NVIDIA/Megatron-LM#617)
+_SPACED_ROW = re.compile(r"^\s*(?:\S{1,3}\s{2,})?([A-Za-z][A-Za-z /-]*[A-Za-z])\s{2,}(\d[\d,]*)\s*$")
 TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model dimension": "hidden_size",
               "hidden size": "hidden_size", "model dim": "hidden_size", "d model": "hidden_size",
               "attn heads": "num_attention_heads", "attention heads": "num_attention_heads", "heads": "num_attention_heads",
@@ -578,7 +610,9 @@ TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model
               "experts": "num_experts", "vocab size": "vocab_size", "vocabulary size": "vocab_size",
               "ffn size": "ffn_hidden_size", "hidden ffn size": "ffn_hidden_size", "ffn hidden": "ffn_hidden_size",
               "micro batch": "micro_batch_size", "minibatch size": "micro_batch_size", "seqlength": "seq_length",
-              "minibatchsize": "micro_batch_size", "global batch": "global_batch_size"}
+              "minibatchsize": "micro_batch_size", "global batch": "global_batch_size",
+              "global batchsize": "global_batch_size", "micro batchsize": "micro_batch_size",
+              "mini batch size": "micro_batch_size"}
 
 
 def _table_key(name: str) -> str | None:
@@ -602,19 +636,25 @@ _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)+\|?\
 TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_table_gpus", "gpu num": "_table_gpus",
                  "gpus per node": "_table_gpus",
                  "num gpus": "_table_gpus", "max seq length": "seq_length", "seqlen": "seq_length",
+                 "seq": "seq_length", "seq len": "seq_length",
                  "globalbatchsize": "global_batch_size", "gbs": "global_batch_size", "mbs": "micro_batch_size",
                  "micro batch size": "micro_batch_size", "expert parallelism": "expert_model_parallel_size",
                  "dp": "_prose_data_parallel_size",
                  "tensor parallelism": "tensor_model_parallel_size", "pipeline parallelism": "pipeline_model_parallel_size",
                  "context parallelism": "context_parallel_size"}
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
-_STEP_COLUMN = re.compile(r"^(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
+_STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
                           r"iter(?:ation)?\s*time|elapsed time per iteration)\s*\((s|ms)\))$", re.I)
 
 
 def _cell_number(text: str) -> float | None:
-    """A table cell's number: "**~13**" -> 13, "4k" -> 4096, "1,024" -> 1024, "42.537" -> 42.537; else None."""
-    m = re.fullmatch(r"[*~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*([kK])?[*\s]*", text)
+    """A table cell's number: "**~13**" -> 13, "4k" -> 4096, "1,024" -> 1024, "42.537" -> 42.537, and the first of
+    an annotated cell, "~88  (Qwen3.5) / ~135 incl JIT" -> 88, "28.4 / 35" -> 28.4; else None.
+
+    >>> _cell_number("~88  (Qwen3.5) / ~135 incl JIT (Qwen3.6)"), _cell_number("128K"), _cell_number("2 (full)")
+    (88.0, 131072.0, 2.0)
+    """
+    m = re.fullmatch(r"[*~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*([kK])?[*\s]*(?:(?:\(|/)[^|]*)?", text)
     if not m:
         return None
     value = float(m.group(1).replace(",", ""))
@@ -682,8 +722,8 @@ def _tables(text: str, facts: LogFacts) -> None:
 
 def _prose_sizes(line: str, facts: LogFacts) -> None:
     """Parallel sizes, batch, sequence length and GPU count written as prose (``_PROSE_PARALLEL`` ...); a line
-    must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count; comment lines
-    (``#``) do not.
+    must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count, or one with its word
+    ("the pp parallelism is 4"); comment lines (``#``, not a Markdown heading) do not.
 
     >>> f = LogFacts(); _prose_sizes("- Parallelism: TP1/PP1/CP1/EP8/ETP1", f); f.args["expert_model_parallel_size"]
     8
@@ -693,11 +733,24 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     {'_prose_num_gpus': 16}
     >>> f = LogFacts(); _prose_sizes("on 4 H100 nodes", f); f.args  # nodes, not GPUs
     {}
+    >>> f = LogFacts(); _prose_sizes("## Verified compute (1 × 8 H200, packed)", f); f.args  # a heading is text
+    {'_prose_num_gpus': 8}
+    >>> f = LogFacts(); _prose_sizes("i test llama 13b, the pp parallelism is 4 and global-batch-size = 64", f); f.args
+    {'pipeline_model_parallel_size': 4, 'global_batch_size': 64}
+    >>> f = LogFacts(); _prose_sizes("- `a.yaml`: TP2/PP1/EP16, MBS3", f); _prose_sizes("- `b.yaml`: TP2/PP4, VPP12", f)
+    >>> f.args["pipeline_model_parallel_size"], "virtual_pipeline_model_parallel_size" in f.args  # PP restated
+    (1, False)
+    >>> f = LogFacts(); _prose_sizes("The global batch size and the mini batch size of the testing are 256 and 4 "
+    ...                              "respectively.", f); f.args
+    {'global_batch_size': 256, 'micro_batch_size': 4}
     """
-    if line.lstrip().startswith("#"):  # a script's or config's comment: often the alternatives not taken
-        return
-    if (row := _TABLE_ROW.match(line) or _NAMED_SIZE.match(line)) and (name := _table_key(row.group(1))):
-        facts.args.setdefault(name, int(row.group(2).replace(",", "")))  # | # Layers | 126 |, hidden size = 3072
+    stripped = line.lstrip()
+    if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
+        return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
+    row = _TABLE_ROW.match(line) or _NAMED_SIZE.match(line) or _SPACED_ROW.match(line)
+    names = [_table_key(part) for part in row.group(1).split("/")] if row else []
+    if name := next((n for n in names if n), None):  # | # Layers | 126 |, hidden size = 3072, "h  Hidden size  8192"
+        facts.args.setdefault(name, int(row.group(2).replace(",", "")))
         return
     for m in _NAMED_SIZES.finditer(line):  # "Setup: tensor model parallel size = 4, pipeline model parallel size = 2"
         if name := _table_key(m.group(1)):
@@ -707,17 +760,40 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3)) else value
     for m in _PROSE_PARALLEL.finditer(line):
         facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
+    for m in _PROSE_NAMED_PARALLEL.finditer(line):
+        facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)]
-    if len(compact) >= 2:  # a DP size in prose only stands in for a GPU count the text does not state (runs.py)
-        for name, value in compact:
-            facts.args.setdefault("_prose_data_parallel_size" if name == "DP" else PROSE_SIZE_ARGS[name], int(value))
+    sizes = {("_prose_data_parallel_size" if name == "DP" else PROSE_SIZE_ARGS[name]): int(value)
+             for name, value in compact}
+    # a DP size in prose only stands in for a GPU count the text does not state (runs.py); a line that restates an
+    # earlier line's sizes otherwise describes another setup (a list of recipes): the first one is read
+    if len(compact) >= 2 and not any(facts.prose_sizes.get(k, v) != v for k, v in sizes.items()):
+        for key, value in sizes.items():
+            facts.prose_sizes.setdefault(key, value)
+            facts.args.setdefault(key, value)
     if m := _PROSE_SEQ.search(line):  # "seq_len 4K" (swiss-ai/Megatron-LM#23): K = 1024
         value = m.group(1)
         facts.args.setdefault("seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
     if m := _PROSE_MBS.search(line):  # "batch size per device = 2" (Megatron-LLaMA#22)
         facts.args.setdefault("micro_batch_size", int(m.group(1)))
-    if m := _GPU_COUNT.search(line) or _GPU_COUNT_WORD.search(line):
+    if m := _PROSE_GBS.search(line):
+        facts.args.setdefault("global_batch_size", int(m.group(1)))
+    if (m := _PROSE_SET_TO.search(line)) and m.group(1) in CONFIG_KEYS:
+        facts.args.setdefault(m.group(1), int(m.group(2)))
+    if m := _PROSE_RESPECTIVELY.search(line):
+        for name, value in ((m.group(1), m.group(3)), (m.group(2), m.group(4))):
+            if key := _table_key(name) or PROSE_SIZE_ARGS.get(name.strip().upper()):
+                facts.args.setdefault(key, int(value))
+    if m := _PROSE_TOKENS_PER_STEP.search(line):
+        facts.args.setdefault("_tokens_per_step", int(m.group(1).replace(",", "")))
+    if m := _GPU_GRID.search(line):
+        nodes, per_node = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        facts.args.setdefault("_prose_num_gpus", int(nodes) * int(per_node))
+    elif m := _GPU_COUNT.search(line) or _GPU_COUNT_WORD.search(line) or _GPU_COUNT_TOKEN.search(line) \
+            or _PROSE_WORLD.search(line):
         facts.args.setdefault("_prose_num_gpus", int(m.group(1)))
+    elif m := _GPU_COUNT_SPELLED.search(line):
+        facts.args.setdefault("_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
 
 
 def _peak_memory(facts: LogFacts, rank: int, allocated_mib: float, reserved_mib: float) -> None:
@@ -1134,17 +1210,39 @@ CONFIG_KEYS = {
     "actor_tp", "actor_pp", "actor_num_nodes", "actor_num_gpus_per_node",
 }
 
+
+def _name_body(name: str) -> str:
+    """A preset's name as a pattern: its parts joined by ``-``, ``_`` or a space, and with no separator where a
+    version number follows a word ("llama2-70b", "Qwen3_235B").
+
+    >>> bool(re.fullmatch(_name_body("llama-2-70b"), "llama2-70b", re.I)), _name_body("qwen3-8b").count("?")
+    (True, 0)
+    """
+    parts = name.split("-")
+    body = re.escape(parts[0])
+    for before, part in zip(parts, parts[1:]):
+        optional = before[-1].isalpha() and part[0].isdigit()
+        body += ("[-_ ]?" if optional else "[-_ ]") + re.escape(part)
+    return body
+
+
 @functools.cache
 def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
-    """Every preset's name as a checkpoint / path would spell it ("qwen3-8b": "Qwen3-8B", "qwen3_8b"), not
-    followed by a suffix that names a different model ("-Lite", "-Mini", "-A3B" ...)."""
-    from megasolve.models.presets import preset_names
+    """Every preset's and alias's name as a checkpoint / path / post would spell it ("qwen3-8b": "Qwen3-8B",
+    "qwen3_8b"; "llama-2-70b": "llama2-70b"), not followed by a suffix that names a different model ("-Lite",
+    "-Mini", "-A3B" ...). An MoE name may drop its active-parameter suffix where no other model takes the rest
+    ("qwen3_235b/b300/..." is Qwen3-235B-A22B, NVIDIA/Megatron-LM#5289)."""
+    from megasolve.models.presets import alias_targets, preset_names
 
+    targets = {**{name: name for name in preset_names()}, **alias_targets()}  # an alias names its preset
+    names = list(targets)
     out = []
-    for name in preset_names():
-        body = "[-_ ]".join(re.escape(part) for part in name.split("-"))
-        out.append((re.compile(rf"(?<![A-Za-z0-9.]){body}(?![A-Za-z0-9]|[-_ .]?(?:lite|mini|nano|small|tiny|proxy|"
-                               rf"a\d+b|\d)\b)", re.I), name))
+    for name in names:
+        out.append((re.compile(rf"(?<![A-Za-z0-9.]){_name_body(name)}(?![A-Za-z0-9]|[-_ .]?(?:lite|mini|nano|small|"
+                               rf"tiny|proxy|a\d+b|\d)\b)", re.I), targets[name]))
+        short = re.sub(r"-a\d+b$", "", name)  # the short form only where the name ends ("Qwen3-235B-2507-..." is data)
+        if short != name and short not in names and sum(n.startswith(short + "-") for n in names) == 1:
+            out.append((re.compile(rf"(?<![A-Za-z0-9.]){_name_body(short)}(?![-_.A-Za-z0-9])", re.I), targets[name]))
     return tuple(out)
 
 

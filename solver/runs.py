@@ -798,6 +798,12 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
 
     work: dict[str, Any] = {}
     seq = args.get("seq_length") if isinstance(args.get("seq_length"), int) else defaults.get("seq_length")
+    tokens, gbs_read = args.get("_tokens_per_step"), args.get("global_batch_size")
+    if not isinstance(seq, int) and isinstance(tokens, int) and isinstance(gbs_read, int) and gbs_read > 0 \
+            and tokens % gbs_read == 0:  # "global batch size 32, tokens/step 131,072" (marin-community/marin#5815)
+        seq = tokens // gbs_read
+        notes.append(f"sequence length {seq}: the text's {tokens:,} tokens per step over its global batch of "
+                     f"{gbs_read} (--seq-len N to override)")
     if not isinstance(seq, int):
         missing.append(("sequence length", "--seq-len N"))
     else:
