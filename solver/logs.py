@@ -502,8 +502,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
-    named = {preset for pattern, preset in MODEL_NAMES if pattern.search(line)} | _preset_names_in(line)
-    for preset in named:
+    named = _preset_names_in(line)
+    for pattern, preset in MODEL_NAMES:
+        if m := pattern.search(line):
+            named[preset] = min(named.get(preset, m.start()), m.start())
+    for preset in sorted(named, key=named.__getitem__):  # in the order the line names them
         facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
     if m := _CONTAINER.search(line):
         facts.software.setdefault("container", m.group(1))
@@ -552,6 +555,9 @@ _PROSE_RESPECTIVELY = re.compile(r"\b(?:the\s+)?([A-Za-z][\w -]*?)\s+and\s+(?:th
 # a setting changed in words: "only overrides `global_batch_size` to **15360**" (NVIDIA-NeMo/Megatron-Bridge#4330)
 _PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|reduces?)\s+(?:the\s+)?`?([a-z][a-z_]*)`?\s+"
                            r"to\s+[*`]*(\d+)\b")
+# names and values paired by slashes: "HIDDEN_SIZE / NUM_ATTN_HEADS/ NUM_LAYERS/ BATCHSIZE = 4096/16/50/8"
+# (deepspeedai/DeepSpeedExamples#192)
+_SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]\s*(\d+(?:\s*/\s*\d+)+)\b")
 # "world size 8" in a post (the log's own "using world size: 8" is read as the world size)
 _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")  # not a launcher's WORLD_SIZE (nodes)
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
@@ -569,6 +575,10 @@ _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b"
                                 rf"(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
 _GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)GPUs?(?![A-Za-z0-9])")
+_SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
+# "16 nodes of H100x8GPUs", "16 nodes of 8x H100 80GB" (NVIDIA-NeMo/Megatron-Bridge#3463)
+_NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}|{_GPU_NAMES_RE}\s*"
+                       rf"[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b", re.I)
 # "256-GPU recipes", "trained on 64 GPUs" (not "8 GPUs per node", "8-GPU nodes")
 _GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|hosts?\b|boxes\b))",
                              re.I)
@@ -587,7 +597,9 @@ _NAMED_SIZES = re.compile(r"(?:^|[:,;]\s*)([A-Za-z][A-Za-z ]*[A-Za-z])\s*=\s*(\d
 # (Bridge verification cards), "Final-10: 2481.140 ms, ..." (#5717), "Iteration time ~0.9 s" (swiss-ai/Megatron-LM#23)
 _STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\b|step_time_ms\w*\s*[:=]\s*(\d[\d.]*)"
                           r"|\bFinal-\d+:\s*(\d[\d,]*\.?\d*)\s*ms\b|\biteration time\s*[:=~≈]*\s*~?(\d+(?:\.\d+)?)\s*s\b"
-                          r"|(\d+(?:\.\d+)?)\s*s\s*/\s*(?:step|iter(?:ation)?)\b",
+                          r"|(\d+(?:\.\d+)?)\s*s\s*/\s*(?:step|iter(?:ation)?)\b"
+                          r"|(\d[\d,]*\.?\d*)\s*ms\s+per\s+(?:step|iter(?:ation)?)\b|(\d+(?:\.\d+)?)\s*s(?:ec(?:onds?)?)?\s+per\s+"
+                          r"(?:step|iter(?:ation)?)\b",
                           re.I)
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")
 # a printed table's row, symbol, description and value apart by runs of spaces:
@@ -641,7 +653,7 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
                  "micro batch size": "micro_batch_size", "expert parallelism": "expert_model_parallel_size",
                  "dp": "_prose_data_parallel_size",
                  "tensor parallelism": "tensor_model_parallel_size", "pipeline parallelism": "pipeline_model_parallel_size",
-                 "context parallelism": "context_parallel_size"}
+                 "context parallelism": "context_parallel_size", "model parallel gpus": "tensor_model_parallel_size"}
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
                           r"iter(?:ation)?\s*time|elapsed time per iteration)\s*\((s|ms)\))$", re.I)
@@ -757,7 +769,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             facts.args.setdefault(name, int(m.group(2)))
     if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None:  # "GB300: 14,920.840 ms/step" ...
         value = float(next(g for g in m.groups() if g).replace(",", ""))
-        facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3)) else value
+        facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3) or m.group(6)) else value
     for m in _PROSE_PARALLEL.finditer(line):
         facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _PROSE_NAMED_PARALLEL.finditer(line):
@@ -780,13 +792,20 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.args.setdefault("global_batch_size", int(m.group(1)))
     if (m := _PROSE_SET_TO.search(line)) and m.group(1) in CONFIG_KEYS:
         facts.args.setdefault(m.group(1), int(m.group(2)))
+    if (m := _SLASH_PAIRS.search(line)) and len(names := m.group(1).split("/")) == len(values := m.group(2).split("/")):
+        for name, value in zip(names, values):
+            if found := _script_var_arg(name.strip(), value.strip()) or (
+                    (key := _table_key(name)) and (key, int(value))):
+                facts.args.setdefault(*found)
     if m := _PROSE_RESPECTIVELY.search(line):
         for name, value in ((m.group(1), m.group(3)), (m.group(2), m.group(4))):
             if key := _table_key(name) or PROSE_SIZE_ARGS.get(name.strip().upper()):
                 facts.args.setdefault(key, int(value))
     if m := _PROSE_TOKENS_PER_STEP.search(line):
         facts.args.setdefault("_tokens_per_step", int(m.group(1).replace(",", "")))
-    if m := _GPU_GRID.search(line):
+    if m := _NODES_OF.search(line):
+        facts.args.setdefault("_prose_num_gpus", int(m.group(1)) * int(m.group(2) or m.group(3) or m.group(4)))
+    elif m := _GPU_GRID.search(line):
         nodes, per_node = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
         facts.args.setdefault("_prose_num_gpus", int(nodes) * int(per_node))
     elif m := _GPU_COUNT.search(line) or _GPU_COUNT_WORD.search(line) or _GPU_COUNT_TOKEN.search(line) \
@@ -794,6 +813,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.args.setdefault("_prose_num_gpus", int(m.group(1)))
     elif m := _GPU_COUNT_SPELLED.search(line):
         facts.args.setdefault("_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
+    elif _SINGLE_GPU.search(line):
+        facts.args.setdefault("_prose_num_gpus", 1)
 
 
 def _peak_memory(facts: LogFacts, rank: int, allocated_mib: float, reserved_mib: float) -> None:
@@ -839,7 +860,9 @@ _LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'`])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(
 # Megatron-SWIFT's launcher (modelscope/ms-swift swift/cli/_megatron: "megatron sft|pt|rlhf ...")
 # the args.json ms-swift writes beside a run: its own keys ("model_type", "max_length", "packing") as JSON
 _SWIFT_ARGS_JSON = re.compile(r'^\s*"model_type"\s*:\s*"[\w.-]+",?\s*$', re.M)
-_SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*megatron\s+(?:sft|pt|rlhf)\b", re.M)
+# ... also as torchrun's program, by its path: "/root/miniconda3/envs/xxx/bin/megatron sft \" (QwenLM/Qwen3-VL#2093)
+_SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:torchrun\b[^\n]*?\s)?(?:\S*/)?megatron\s+(?:sft|pt|rlhf)\b",
+                           re.M)
 
 
 # the parallel sizes by their short names -> Megatron-LM argument names (launchers spell them tp, tp_size, actor_tp ...)
@@ -870,7 +893,11 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                "NUM_HEAD": "num_attention_heads", "NUM_QUERY_GROUP": "num_query_groups",
                # verl's recipe scripts name the trainer's sizes actor_* / train_* (the rollout engine's gen_tp /
                # infer_tp are vLLM's and SGLang's, not Megatron's, and are not read)
-               **{f"{role}_{short}": name for role in ("actor", "train") for short, name in SIZE_NAMES.items()}}
+               **{f"{role}_{short}": name for role in ("actor", "train") for short, name in SIZE_NAMES.items()},
+               # SkyRL's Megatron examples (NovaSky-AI/SkyRL#1000): MEGATRON_TP=4 ... MEGATRON_LAST_PIPELINE_STAGE_LAYER
+               **{f"MEGATRON_{short.upper()}": name for short, name in SIZE_NAMES.items()},
+               "MEGATRON_LAST_PIPELINE_STAGE_LAYER": "decoder_last_pipeline_num_layers",
+               "MEGATRON_FIRST_PIPELINE_STAGE_LAYER": "decoder_first_pipeline_num_layers"}
 _SCRIPT_ARG_NAMES = {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
                      "seq_length", "micro_batch_size", "global_batch_size", "num_experts", "moe_router_topk",
                      "moe_ffn_hidden_size", "vocab_file", "tokenizer_model", "tokenizer_type", "vocab_size"}
@@ -1026,8 +1053,11 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 continue  # "--tensor-model-parallel-size $TP" with TP never set: unknown, not a value
             flags.setdefault(*_flag_dest(name.replace("-", "_"), value))
     for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE", "NUM_GPUS", "NODES", "N_PER_NODE"):
-        # Megatron-DeepSpeed's scripts set NUM_GPUS to every GPU of the run (NUM_NODE = NUM_GPUS / NUM_GPUS_PERNODE)
-        name = "_env_world_size" if key == "NUM_GPUS" else "_env_" + key.lower()
+        # Megatron-DeepSpeed's scripts set NUM_GPUS to every GPU of the run (NUM_NODE = NUM_GPUS / NUM_GPUS_PERNODE);
+        # beside a node count above one and at most a node's 8, it counts one node's (SkyRL: NUM_NODES=4, NUM_GPUS=8)
+        nodes = next((scalar(env[k]) for k in ("NNODES", "NUM_NODES", "NODES") if k in env), None)
+        per_node = key == "NUM_GPUS" and isinstance(nodes, int) and nodes > 1 and scalar(env.get(key, "")) in range(1, 9)
+        name = ("_env_gpus_per_node" if per_node else "_env_world_size") if key == "NUM_GPUS" else "_env_" + key.lower()
         if key in env and isinstance(scalar(env[key]), int):
             flags.setdefault(name, scalar(env[key]))
         elif key in ("NNODES", "NUM_NODES", "NODES") and key in env and "$" in env[key]:
@@ -1240,20 +1270,28 @@ def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
     for name in names:
         out.append((re.compile(rf"(?<![A-Za-z0-9.]){_name_body(name)}(?![A-Za-z0-9]|[-_ .]?(?:lite|mini|nano|small|"
                                rf"tiny|proxy|a\d+b|\d)\b)", re.I), targets[name]))
-        short = re.sub(r"-a\d+b$", "", name)  # the short form only where the name ends ("Qwen3-235B-2507-..." is data)
-        if short != name and short not in names and sum(n.startswith(short + "-") for n in names) == 1:
-            out.append((re.compile(rf"(?<![A-Za-z0-9.]){_name_body(short)}(?![-_.A-Za-z0-9])", re.I), targets[name]))
+        # short forms, only where the name ends ("Qwen3-235B-2507-..." is a dataset): without the active-parameter
+        # suffix ("qwen3_235b"), and without the sizes where a qualifier word stays ("the nemotron-3-super model",
+        # NVIDIA-NeMo/Megatron-Bridge#3463), each only where no other model shares it
+        shorts = {re.sub(r"-a\d+b$", "", name), re.sub(r"(?:-a?\d+(?:\.\d+)?b)+$", "", name)}
+        for short in shorts - {name}:
+            qualified = short.count("-") >= 1 and short.rsplit("-", 1)[1].isalpha() or short.endswith(tuple(
+                f"-{part}" for part in name.split("-") if re.fullmatch(r"\d+(?:\.\d+)?b", part)))
+            if qualified and short not in names and sum(n.startswith(short + "-") for n in names) == 1:
+                out.append((re.compile(rf"(?<![A-Za-z0-9.]){_name_body(short)}(?![-_.A-Za-z0-9])", re.I),
+                            targets[name]))
     return tuple(out)
 
 
-def _preset_names_in(line: str) -> set[str]:
-    """Presets named in a line; of names overlapping in the line, the longest ("deepseek-v3-proxy", not
-    "deepseek-v3")."""
-    if not re.search(r"\d", line):
-        return set()
+def _preset_names_in(line: str) -> dict[str, int]:
+    """Presets named in a line, each with where it is first named; of names overlapping in the line, the longest
+    ("deepseek-v3-proxy", not "deepseek-v3")."""
     spans = [(m.start(), m.end(), name) for pattern, name in _preset_patterns() for m in pattern.finditer(line)]
-    return {name for s, e, name in spans
-            if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans)}
+    out: dict[str, int] = {}
+    for s, e, name in spans:
+        if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans):
+            out[name] = min(out.get(name, s), s)
+    return out
 
 
 # NeMo 2 config classes and Megatron-Bridge recipe names that fix a model's shape -> megasolve presets; a recipe

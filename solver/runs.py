@@ -540,9 +540,14 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
                          "--model out to cost the printed shape)")
         return spec
     absent = [k for k in SHAPE_KEYS if not isinstance(args.get(k), int)]
-    if absent and len(facts.model_names) == 1:  # a recipe / config class that fixes the shape
-        preset = next(iter(facts.model_names))
-        notes.append(f"model {preset} from the recipe / config named in the log (--model to override)")
+    if absent and facts.model_names:  # a recipe / config class / model name that fixes the shape
+        # of several, the one named on most lines, then the first named ("Qwen3-30B-A3B on H800 is slow ... any
+        # reports for Qwen3-30B-A3B and Qwen3-235B-A22B?", alibaba/Pai-Megatron-Patch#643)
+        most = max(facts.model_names.values())
+        preset = next(name for name, lines in facts.model_names.items() if lines == most)
+        others = [name for name in facts.model_names if name != preset]
+        also = f"; the text also names {', '.join(others)}" if others else ""
+        notes.append(f"model {preset} as the log names it{also} (--model to override)")
         return _with_printed_shape(resolve_model(preset).spec, args, notes)
     if absent:
         missing.append((f"model shape ({', '.join(absent)})", "--model NAME|config.json"))
@@ -797,6 +802,10 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         layout["account_for_loss"] = True
 
     work: dict[str, Any] = {}
+    if isinstance(args.get("cutoff_len"), int) and not isinstance(args.get("seq_length"), int):
+        # LLaMA-Factory's (and ROLL's mcore_adapter's) --cutoff_len: samples are cut to it (alibaba/ROLL#416)
+        args["seq_length"] = args["cutoff_len"]
+        notes.append(f"sequence length {args['cutoff_len']} from --cutoff_len (samples up to this long)")
     seq = args.get("seq_length") if isinstance(args.get("seq_length"), int) else defaults.get("seq_length")
     tokens, gbs_read = args.get("_tokens_per_step"), args.get("global_batch_size")
     if not isinstance(seq, int) and isinstance(tokens, int) and isinstance(gbs_read, int) and gbs_read > 0 \

@@ -82,7 +82,7 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
         read_runs(LOGS / entry["file"])
     text = str(err.value)
     assert entry["file"] in text and "\n" not in text
-    named = len(parse_log((LOGS / entry["file"]).read_text(encoding="utf-8")).model_names) == 1  # a preset's name
+    named = bool(parse_log((LOGS / entry["file"]).read_text(encoding="utf-8")).model_names)  # a preset's name
     if not entry.get("whole_model") and not named:
         assert "--model" in text or "--vocab-size" in text  # the excerpt does not print the whole model
     counts = {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices", "_env_nproc_per_node", "num_nodes",
@@ -295,7 +295,7 @@ def test_check_runs_on_every_fixture_once_completed(entry):
                 "vocab_size": 32000, "args": {"tensor-model-parallel-size": 1}}
     if facts.oom is False and not facts.iterations and not facts.nemo_steps:
         defaults["step_time_s"] = 10.0
-    if "model" in given or not (len(facts.model_names) == 1 or all(  # the shape printed, or completed by --arg
+    if "model" in given or not (facts.model_names or all(  # the shape printed, or completed by --arg
             isinstance(facts.args.get(k), int) or k.replace("_", "-") in given.get("args", {})
             for k in ("num_layers", "hidden_size", "num_attention_heads"))):
         moe = isinstance(facts.args.get("expert_model_parallel_size"), int) and facts.args["expert_model_parallel_size"] > 1
