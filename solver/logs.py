@@ -546,15 +546,16 @@ _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|
 # "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
 _PROSE_GBS = re.compile(r"\bglobal[- _]?batch[- _]?size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)", re.I)
 # one size named with its word: "the pp parallelism is 4" (zero-bubble#24), "(pp size=8, tp size=1)" (zero-bubble#10)
-_PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?(?:size|parallelism|"
-                                   r"degree)\s*(?:is|=|:|of)\s*(\d+)\b", re.I)
+_PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?"
+                                   r"(?:size|parallelism|degree)\s*(?:is|=|:|of)\s*(\d+)\b", re.I)
 # two sizes paired by "respectively": "The global batch size and the mini batch size of the testing are 256 and 4
 # respectively" (sail-sg/zero-bubble-pipeline-parallelism#10)
-_PROSE_RESPECTIVELY = re.compile(r"\b(?:the\s+)?([A-Za-z][\w -]*?)\s+and\s+(?:the\s+)?([A-Za-z][\w -]*?)\s+(?:of\s+[\w ]+?\s+)?"
-                                 r"(?:are|were|is|was)\s+(\d+)\s+and\s+(\d+),?\s+respectively\b", re.I)
+_PROSE_RESPECTIVELY = re.compile(r"\b(?:the\s+)?([A-Za-z][\w -]*?)\s+and\s+(?:the\s+)?([A-Za-z][\w -]*?)\s+"
+                                 r"(?:of\s+[\w ]+?\s+)?(?:are|were|is|was)\s+(\d+)\s+and\s+(\d+),?\s+respectively\b",
+                                 re.I)
 # a setting changed in words: "only overrides `global_batch_size` to **15360**" (NVIDIA-NeMo/Megatron-Bridge#4330)
-_PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|reduces?)\s+(?:the\s+)?`?([a-z][a-z_]*)`?\s+"
-                           r"to\s+[*`]*(\d+)\b")
+_PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|reduces?)\s+(?:the\s+)?"
+                           r"`?([a-z][a-z_]*)`?\s+to\s+[*`]*(\d+)\b")
 # names and values paired by slashes: "HIDDEN_SIZE / NUM_ATTN_HEADS/ NUM_LAYERS/ BATCHSIZE = 4096/16/50/8"
 # (deepspeedai/DeepSpeedExamples#192)
 _SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]\s*(\d+(?:\s*/\s*\d+)+)\b")
@@ -577,8 +578,9 @@ _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+
 _GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)GPUs?(?![A-Za-z0-9])")
 _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
 # "16 nodes of H100x8GPUs", "16 nodes of 8x H100 80GB" (NVIDIA-NeMo/Megatron-Bridge#3463)
-_NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}|{_GPU_NAMES_RE}\s*"
-                       rf"[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b", re.I)
+_NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}"
+                       rf"|{_GPU_NAMES_RE}\s*[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b",
+                       re.I)
 # "256-GPU recipes", "trained on 64 GPUs" (not "8 GPUs per node", "8-GPU nodes")
 _GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|hosts?\b|boxes\b))",
                              re.I)
@@ -598,8 +600,8 @@ _NAMED_SIZES = re.compile(r"(?:^|[:,;]\s*)([A-Za-z][A-Za-z ]*[A-Za-z])\s*=\s*(\d
 _STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\b|step_time_ms\w*\s*[:=]\s*(\d[\d.]*)"
                           r"|\bFinal-\d+:\s*(\d[\d,]*\.?\d*)\s*ms\b|\biteration time\s*[:=~≈]*\s*~?(\d+(?:\.\d+)?)\s*s\b"
                           r"|(\d+(?:\.\d+)?)\s*s\s*/\s*(?:step|iter(?:ation)?)\b"
-                          r"|(\d[\d,]*\.?\d*)\s*ms\s+per\s+(?:step|iter(?:ation)?)\b|(\d+(?:\.\d+)?)\s*s(?:ec(?:onds?)?)?\s+per\s+"
-                          r"(?:step|iter(?:ation)?)\b",
+                          r"|(\d[\d,]*\.?\d*)\s*ms\s+per\s+(?:step|iter(?:ation)?)\b"
+                          r"|(\d+(?:\.\d+)?)\s*s(?:ec(?:onds?)?)?\s+per\s+(?:step|iter(?:ation)?)\b",
                           re.I)
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")
 # a printed table's row, symbol, description and value apart by runs of spaces:
@@ -653,9 +655,11 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
                  "micro batch size": "micro_batch_size", "expert parallelism": "expert_model_parallel_size",
                  "dp": "_prose_data_parallel_size",
                  "tensor parallelism": "tensor_model_parallel_size", "pipeline parallelism": "pipeline_model_parallel_size",
-                 "context parallelism": "context_parallel_size", "model parallel gpus": "tensor_model_parallel_size"}
+                 "context parallelism": "context_parallel_size",
+                 "model parallel gpus": "tensor_model_parallel_size"}
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
-_STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
+_STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
+                          r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
                           r"iter(?:ation)?\s*time|elapsed time per iteration)\s*\((s|ms)\))$", re.I)
 
 
@@ -861,8 +865,8 @@ _LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'`])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(
 # the args.json ms-swift writes beside a run: its own keys ("model_type", "max_length", "packing") as JSON
 _SWIFT_ARGS_JSON = re.compile(r'^\s*"model_type"\s*:\s*"[\w.-]+",?\s*$', re.M)
 # ... also as torchrun's program, by its path: "/root/miniconda3/envs/xxx/bin/megatron sft \" (QwenLM/Qwen3-VL#2093)
-_SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:torchrun\b[^\n]*?\s)?(?:\S*/)?megatron\s+(?:sft|pt|rlhf)\b",
-                           re.M)
+_SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:torchrun\b[^\n]*?\s)?(?:\S*/)?megatron\s+"
+                           r"(?:sft|pt|rlhf)\b", re.M)
 
 
 # the parallel sizes by their short names -> Megatron-LM argument names (launchers spell them tp, tp_size, actor_tp ...)
@@ -1056,7 +1060,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
         # Megatron-DeepSpeed's scripts set NUM_GPUS to every GPU of the run (NUM_NODE = NUM_GPUS / NUM_GPUS_PERNODE);
         # beside a node count above one and at most a node's 8, it counts one node's (SkyRL: NUM_NODES=4, NUM_GPUS=8)
         nodes = next((scalar(env[k]) for k in ("NNODES", "NUM_NODES", "NODES") if k in env), None)
-        per_node = key == "NUM_GPUS" and isinstance(nodes, int) and nodes > 1 and scalar(env.get(key, "")) in range(1, 9)
+        per_node = key == "NUM_GPUS" and isinstance(nodes, int) and nodes > 1 \
+            and scalar(env.get(key, "")) in range(1, 9)
         name = ("_env_gpus_per_node" if per_node else "_env_world_size") if key == "NUM_GPUS" else "_env_" + key.lower()
         if key in env and isinstance(scalar(env[key]), int):
             flags.setdefault(name, scalar(env[key]))
@@ -1286,6 +1291,8 @@ def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
 def _preset_names_in(line: str) -> dict[str, int]:
     """Presets named in a line, each with where it is first named; of names overlapping in the line, the longest
     ("deepseek-v3-proxy", not "deepseek-v3")."""
+    if not re.search(r"\d", line):  # every preset's name holds a digit
+        return {}
     spans = [(m.start(), m.end(), name) for pattern, name in _preset_patterns() for m in pattern.finditer(line)]
     out: dict[str, int] = {}
     for s, e, name in spans:
