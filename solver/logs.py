@@ -205,6 +205,7 @@ class LogFacts:
     stated_step_s: float | None = None  # seconds per iteration a results table's first row or a summary states
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
     prose_sizes: dict[str, int] = field(default_factory=dict)  # sizes taken from compact prose ("TP2/PP1/EP16")
+    prose_keys: set[str] = field(default_factory=set)  # arguments read from prose, which flags and variables replace
 
 
 _DIFF_START = re.compile(r"^\s*(?:```\s*diff\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
@@ -559,17 +560,44 @@ _PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|r
 # names and values paired by slashes: "HIDDEN_SIZE / NUM_ATTN_HEADS/ NUM_LAYERS/ BATCHSIZE = 4096/16/50/8"
 # (deepspeedai/DeepSpeedExamples#192)
 _SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]\s*(\d+(?:\s*/\s*\d+)+)\b")
+_GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)"
+# an OOM told in words: "keep getting OOM error" (NVIDIA/Megatron-LM#1308), "will meet OOM error", "4 nodes OOMs",
+# "❌ OOM at `optimizer.step`" (NVIDIA-NeMo/Automodel#2546); not where the text avoids or fixes one
+_PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"
+                        r"throws?|threw|fails? with|failed with|dies? with)\s+(?:an?\s+|the\s+)?(?:CUDA\s+)?"
+                        r"(?:OOM|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b", re.I)
+_PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
+                           r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?OOM|✅", re.I)
+# sizes written the other way round or run together: "2pp-1dp-1cp-8ep" (mlc-ai/pith-train#7), "tp2pp1" / "tp2 pp1"
+# (ISEEKYAN/verl_megatron_practice#2); like "TP1/PP1", a line must hold two of them
+_SIZE_FIRST = re.compile(r"(?<![A-Za-z0-9.])(\d+)(tp|pp|vpp|cp|ep|etp|dp)(?![A-Za-z])", re.I)
+_SIZE_ATTACHED = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp)(\d+)(?![\d.]|[A-Za-z])")
+# "2n8g" in a recipe's name: 2 nodes of 8 GPUs (NVIDIA-NeMo/RL#2668); "#GPUs=2" (OpenSparseLLMs/Linear-MoE#6);
+# "one 8×B200 node" (mlc-ai/pith-train#79)
+_NODES_GPUS_TOKEN = re.compile(r"(?<![A-Za-z0-9])(\d+)n(\d+)g(?![A-Za-z0-9])")
+_GPUS_EQ = re.compile(r"#\s*GPUs?\s*[:=]\s*(\d+)\b", re.I)
+_NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
+# a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
+# "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
+_SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?:gth)?)\b", re.I)
+_SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?(\d{3,})(?![\d.])", re.I)
+# a Megatron config key and its value in running text: "num_layers 24, num_heads 16, hidden_size 2048"
+# (bigcode-project/Megatron-LM#41), "with expert_tensor_parallel_size=1 and sequence_parallel=True" (NVIDIA-NeMo/RL#2668)
+_KEY_VALUE_IN_TEXT = re.compile(r"(?<![\w.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?:\s+|\s*=\s*)(\d+)\b(?![.\d])")
+_TEXT_KEY_ALIASES = {"num_heads": "num_attention_heads", "n_heads": "num_attention_heads", "n_layers": "num_layers",
+                     "num_kv_heads": "num_query_groups", "batch_size_per_gpu": "micro_batch_size"}
+# a launcher's rank tags ("[INFO|DP=0|PP=0|TP=0|lm_head]", nanotron) name the rank, not the sizes
+_RANK_TAGS = re.compile(r"\[[^\]\n]*\|(?:DP|PP|TP|CP|EP)=\d+[^\]\n]*\]")
 # "world size 8" in a post (the log's own "using world size: 8" is read as the world size)
 _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")  # not a launcher's WORLD_SIZE (nodes)
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
-_PROSE_SEQ = re.compile(r"\b(?:sequence length|seq[ _]len(?:gth)?)\s*(?:of\s*|[:=]\s*)?(\d{3,}|\d+[kK])\b", re.I)
+_PROSE_SEQ = re.compile(r"\b(?:sequence length|seq[ _-]?len(?:gth)?)\s*(?:of\s*|[:=]\s*)?`?(\d{3,}|\d+[kK])\b", re.I)
 _GPU_COUNT = re.compile(r"\b(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?"
                         r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)(?:[- ]?\d+\s?GB?)?s?\b(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
-_GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)"
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
-_GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?)\b"
+_GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?)\b"
                        rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)", re.I)
 # "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
 _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
@@ -660,7 +688,7 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
-                          r"iter(?:ation)?\s*time|elapsed time per iteration)\s*\((s|ms)\))$", re.I)
+                          r"iter(?:ation)?\s*time|elapsed time per iter(?:ation)?)\s*\((s|ms)\))$", re.I)
 
 
 def _cell_number(text: str) -> float | None:
@@ -736,6 +764,19 @@ def _tables(text: str, facts: LogFacts) -> None:
             facts.args.setdefault(key, value)
 
 
+def _prose_set(facts: LogFacts, key: str, value: Any) -> None:
+    """A value read from prose, unless the text already gave one; a flag or script variable read later replaces it
+    (``_script_args``): "## GPT-3 models use 2K sequence length" above "seq_len=32768" (Megatron-DeepSpeed#415)."""
+    if key not in facts.args:
+        facts.args[key] = value
+        facts.prose_keys.add(key)
+
+
+def _attached_sizes(line: str) -> list[tuple[str, str]]:
+    """Lower-case sizes run together, "tp2pp1" / "tp2 pp1" (upper case is ``_COMPACT_SIZE``'s)."""
+    return [(k.upper(), v) for k, v in _SIZE_ATTACHED.findall(line)]
+
+
 def _prose_sizes(line: str, facts: LogFacts) -> None:
     """Parallel sizes, batch, sequence length and GPU count written as prose (``_PROSE_PARALLEL`` ...); a line
     must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count, or one with its word
@@ -763,22 +804,27 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     stripped = line.lstrip()
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
+    line = _RANK_TAGS.sub(" ", line)
+    if _PROSE_OOM.search(line) and not _PROSE_NO_OOM.search(line):
+        facts.oom = True
+        _prose_set(facts, "_prose_oom", line.strip()[:80])
     row = _TABLE_ROW.match(line) or _NAMED_SIZE.match(line) or _SPACED_ROW.match(line)
     names = [_table_key(part) for part in row.group(1).split("/")] if row else []
     if name := next((n for n in names if n), None):  # | # Layers | 126 |, hidden size = 3072, "h  Hidden size  8192"
-        facts.args.setdefault(name, int(row.group(2).replace(",", "")))
+        _prose_set(facts, name, int(row.group(2).replace(",", "")))
         return
     for m in _NAMED_SIZES.finditer(line):  # "Setup: tensor model parallel size = 4, pipeline model parallel size = 2"
         if name := _table_key(m.group(1)):
-            facts.args.setdefault(name, int(m.group(2)))
+            _prose_set(facts, name, int(m.group(2)))
     if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None:  # "GB300: 14,920.840 ms/step" ...
         value = float(next(g for g in m.groups() if g).replace(",", ""))
         facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3) or m.group(6)) else value
     for m in _PROSE_PARALLEL.finditer(line):
-        facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
+        _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _PROSE_NAMED_PARALLEL.finditer(line):
-        facts.args.setdefault(PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
-    compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)]
+        _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
+    compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)] \
+        or [(k.upper(), v) for v, k in _SIZE_FIRST.findall(line)] or _attached_sizes(line)
     sizes = {("_prose_data_parallel_size" if name == "DP" else PROSE_SIZE_ARGS[name]): int(value)
              for name, value in compact}
     # a DP size in prose only stands in for a GPU count the text does not state (runs.py); a line that restates an
@@ -786,39 +832,50 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if len(compact) >= 2 and not any(facts.prose_sizes.get(k, v) != v for k, v in sizes.items()):
         for key, value in sizes.items():
             facts.prose_sizes.setdefault(key, value)
-            facts.args.setdefault(key, value)
-    if m := _PROSE_SEQ.search(line):  # "seq_len 4K" (swiss-ai/Megatron-LM#23): K = 1024
+            _prose_set(facts, key, value)
+    if m := _PROSE_SEQ.search(line) or _SEQ_AFTER.search(line) or _SEQ_TOKEN.search(line):  # "seq_len 4K": K = 1024
         value = m.group(1)
-        facts.args.setdefault("seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
+        _prose_set(facts, "seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
+    for key, value in _KEY_VALUE_IN_TEXT.findall(line):
+        key = _TEXT_KEY_ALIASES.get(key, key)
+        if key in CONFIG_KEYS and key in _SCRIPT_ARG_NAMES | set(PROSE_SIZE_ARGS.values()) and int(value) > 0:
+            _prose_set(facts, key, int(value))
     if m := _PROSE_MBS.search(line):  # "batch size per device = 2" (Megatron-LLaMA#22)
-        facts.args.setdefault("micro_batch_size", int(m.group(1)))
+        _prose_set(facts, "micro_batch_size", int(m.group(1)))
     if m := _PROSE_GBS.search(line):
-        facts.args.setdefault("global_batch_size", int(m.group(1)))
+        _prose_set(facts, "global_batch_size", int(m.group(1)))
     if (m := _PROSE_SET_TO.search(line)) and m.group(1) in CONFIG_KEYS:
-        facts.args.setdefault(m.group(1), int(m.group(2)))
+        _prose_set(facts, m.group(1), int(m.group(2)))
     if (m := _SLASH_PAIRS.search(line)) and len(names := m.group(1).split("/")) == len(values := m.group(2).split("/")):
         for name, value in zip(names, values):
             if found := _script_var_arg(name.strip(), value.strip()) or (
                     (key := _table_key(name)) and (key, int(value))):
-                facts.args.setdefault(*found)
+                _prose_set(facts, *found)
     if m := _PROSE_RESPECTIVELY.search(line):
         for name, value in ((m.group(1), m.group(3)), (m.group(2), m.group(4))):
             if key := _table_key(name) or PROSE_SIZE_ARGS.get(name.strip().upper()):
-                facts.args.setdefault(key, int(value))
+                _prose_set(facts, key, int(value))
     if m := _PROSE_TOKENS_PER_STEP.search(line):
-        facts.args.setdefault("_tokens_per_step", int(m.group(1).replace(",", "")))
+        _prose_set(facts, "_tokens_per_step", int(m.group(1).replace(",", "")))
     if m := _NODES_OF.search(line):
-        facts.args.setdefault("_prose_num_gpus", int(m.group(1)) * int(m.group(2) or m.group(3) or m.group(4)))
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2) or m.group(3) or m.group(4)))
+    elif m := _NODE_OF_GPUS.search(line):
+        nodes = _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1))
+        _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(2)))
+    elif m := _NODES_GPUS_TOKEN.search(line):
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
+    elif m := _GPUS_EQ.search(line):
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
     elif m := _GPU_GRID.search(line):
         nodes, per_node = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        facts.args.setdefault("_prose_num_gpus", int(nodes) * int(per_node))
+        _prose_set(facts, "_prose_num_gpus", int(nodes) * int(per_node))
     elif m := _GPU_COUNT.search(line) or _GPU_COUNT_WORD.search(line) or _GPU_COUNT_TOKEN.search(line) \
             or _PROSE_WORLD.search(line):
-        facts.args.setdefault("_prose_num_gpus", int(m.group(1)))
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
     elif m := _GPU_COUNT_SPELLED.search(line):
-        facts.args.setdefault("_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
+        _prose_set(facts, "_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
     elif _SINGLE_GPU.search(line):
-        facts.args.setdefault("_prose_num_gpus", 1)
+        _prose_set(facts, "_prose_num_gpus", 1)
 
 
 def _peak_memory(facts: LogFacts, rank: int, allocated_mib: float, reserved_mib: float) -> None:
@@ -1005,6 +1062,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
     body = re.sub(r"\\\r?\n", " ", text)
     lines = []
     for line in _taken_statements(body.splitlines(), env):
+        if line.count("|") >= 2 and "--" not in line and "$" not in line:
+            continue  # a results table's row posted beside the script ("tp=1, pp=4, ep=4 | 8192 | ...", Pai#643)
         rest = line
         # "A=1 B=2 cmd ...": every leading assignment of the command's environment (NPROC_PER_NODE=8 megatron sft)
         while m := _ASSIGN.match(rest):
@@ -1075,7 +1134,11 @@ def _script_args(text: str, facts: LogFacts) -> None:
     elif _MEGATRON_SCRIPT.search(body):  # a Megatron-LM training command: a flag it leaves out takes Megatron's default
         flags.setdefault("_megatron_launch", True)
     for key, value in flags.items():
-        facts.args.setdefault(key, value)
+        if key in facts.prose_keys:  # a script's own flag or variable wins over what its comments or prose say
+            facts.args[key] = value
+            facts.prose_keys.discard(key)
+        else:
+            facts.args.setdefault(key, value)
 
 
 def _arith_end(text: str, start: int) -> int:

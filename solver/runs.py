@@ -802,6 +802,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         layout["account_for_loss"] = True
 
     work: dict[str, Any] = {}
+    if isinstance(args.get("batch_size_per_gpu"), int) and not isinstance(args.get("micro_batch_size"), int):
+        args["micro_batch_size"] = args["batch_size_per_gpu"]  # "--batch_size_per_gpu 36" (SeanNaren/min-LLM#16)
     if isinstance(args.get("cutoff_len"), int) and not isinstance(args.get("seq_length"), int):
         # LLaMA-Factory's (and ROLL's mcore_adapter's) --cutoff_len: samples are cut to it (alibaba/ROLL#416)
         args["seq_length"] = args["cutoff_len"]
@@ -997,7 +999,8 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
                         "a log with iteration lines, or --step-time SECONDS"))
     if facts.oom:
         notes.append("the run ran out of memory" + (f" (GPU capacity {facts.oom_capacity_gib} GiB)"
-                                                     if facts.oom_capacity_gib else ""))
+                                                     if facts.oom_capacity_gib else "")
+                     + (f", as the text says: \"{facts.args['_prose_oom']}\"" if facts.args.get("_prose_oom") else ""))
     return Measured(step_time_s=step, peak_allocated_gb=peak, peak_reserved_gb=reserved, rank=rank, oom=facts.oom,
                     tflops_per_gpu=tflops, iterations=used,
                     theoretical_memory_gb=facts.theoretical_mb * MIB / 1e9 if facts.theoretical_mb else None)
