@@ -805,9 +805,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line)
-    if _PROSE_OOM.search(line) and not _PROSE_NO_OOM.search(line):
+    if (m := _PROSE_OOM.search(line)) and not _PROSE_NO_OOM.search(line):
         facts.oom = True
-        _prose_set(facts, "_prose_oom", line.strip()[:80])
+        _prose_set(facts, "_prose_oom", line[max(0, m.start() - 40):m.end() + 20].strip())
     row = _TABLE_ROW.match(line) or _NAMED_SIZE.match(line) or _SPACED_ROW.match(line)
     names = [_table_key(part) for part in row.group(1).split("/")] if row else []
     if name := next((n for n in names if n), None):  # | # Layers | 126 |, hidden size = 3072, "h  Hidden size  8192"
