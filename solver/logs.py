@@ -545,7 +545,8 @@ _COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s
 _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch size|"
                         r"rank[- ]local batch size)\s*[:=]?\s*(\d+)\b", re.I)
 # "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
-_PROSE_GBS = re.compile(r"\bglobal[- _]?batch[- _]?size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)", re.I)
+_PROSE_GBS = re.compile(r"\bglobal[- _]?batch[- _]?size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)"
+                        r"|(?:^|(?<=[\s,;(`*-]))GBS\s*=\s*(\d+)\b", re.I)  # "- Batch: GBS=16, LBS=1" (Automodel#3827)
 # one size named with its word: "the pp parallelism is 4" (zero-bubble#24), "(pp size=8, tp size=1)" (zero-bubble#10)
 _PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?"
                                    r"(?:size|parallelism|degree)\s*(?:is|=|:|of)\s*(\d+)\b", re.I)
@@ -564,8 +565,8 @@ _GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V1
 # an OOM told in words: "keep getting OOM error" (NVIDIA/Megatron-LM#1308), "will meet OOM error", "4 nodes OOMs",
 # "❌ OOM at `optimizer.step`" (NVIDIA-NeMo/Automodel#2546); not where the text avoids or fixes one
 _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"
-                        r"throws?|threw|fails? with|failed with|dies? with)\s+(?:an?\s+|the\s+)?(?:CUDA\s+)?"
-                        r"(?:OOM|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b", re.I)
+                        r"throws?|threw|fails? with|failed with|dies? with|occurs?|occurred)\s+(?:an?\s+|the\s+)?"
+                        r"(?:CUDA\s+)?(?:OOMs?|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
                            r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?OOM|✅", re.I)
 # sizes written the other way round or run together: "2pp-1dp-1cp-8ep" (mlc-ai/pith-train#7), "tp2pp1" / "tp2 pp1"
@@ -593,7 +594,7 @@ _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b") 
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 _PROSE_SEQ = re.compile(r"\b(?:sequence length|seq[ _-]?len(?:gth)?)\s*(?:of\s*|[:=]\s*)?`?(\d{3,}|\d+[kK])\b", re.I)
-_GPU_COUNT = re.compile(r"\b(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?"
+_GPU_COUNT = re.compile(r"\b(\d+)\s*[x×*]?\s*(?:NVIDIA\s+)?"
                         r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)(?:[- ]?\d+\s?GB?)?s?\b(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
@@ -632,6 +633,19 @@ _STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\
                           r"|(\d+(?:\.\d+)?)\s*s(?:ec(?:onds?)?)?\s+per\s+(?:step|iter(?:ation)?)\b",
                           re.I)
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")
+# more step times stated in words (Megatron-Bridge verification PRs): "Steps 41-50: 20,147.290 ms average" (#5123),
+# "Step time: 18,467.280 ms average" (#5266), "MXFP8 step time improved from 20.1s to 16.9s" (#1760: the after
+# value), "The 52.4021-second median" (marin-community/marin#7668): (pattern, seconds per unit)
+_STATED_STEP_WORDS = (
+    (re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s+(?:average|avg|mean|median)\b", re.I), 1e-3),
+    (re.compile(r"\bstep time:\s*(\d[\d,]*\.?\d*)\s*ms\b", re.I), 1e-3),
+    (re.compile(r"\bstep time improved from \d+(?:\.\d+)?\s*s to (\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
+    (re.compile(r"\b(\d+(?:\.\d+)?)-second (?:median|average|mean)\b", re.I), 1.0),
+)
+# a peak stated in words: "Peak allocated memory: 62.166 GiB/GPU" (#5123), "Peak rank-0 memory: 72.066 GiB allocated
+# / 75.340 GiB reserved" (#5266)
+_PROSE_PEAK = re.compile(r"\bpeak (?:allocated memory|(?:rank[- ](\d+) )?memory)\s*:\s*(\d+(?:\.\d+)?)\s*GiB"
+                         r"(?:\s*allocated\s*/\s*(\d+(?:\.\d+)?)\s*GiB reserved)?", re.I)
 # a printed table's row, symbol, description and value apart by runs of spaces:
 # "       b                                     Global batchsize   1200" (a DataFrame, NVIDIA/Megatron-LM#617)
 _SPACED_ROW = re.compile(r"^\s*(?:\S{1,3}\s{2,})?([A-Za-z][A-Za-z /-]*[A-Za-z])\s{2,}(\d[\d,]*)\s*$")
@@ -689,6 +703,11 @@ _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
                           r"iter(?:ation)?\s*time|elapsed time per iter(?:ation)?)\s*\((s|ms)\))$", re.I)
+# a results table's step columns named by their statistic, the unit in the cell ("| Mean step | Median step |" with
+# "31.05s", NVIDIA-NeMo/Megatron-Bridge#3880: the median wins), and its peak column ("Peak max allocated", "62.036 GB")
+_STAT_STEP_COLUMN = re.compile(r"^(median|mean|avg|average)\s+step(?:\s*time)?$", re.I)
+_PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
+_CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
 
 def _cell_number(text: str) -> float | None:
@@ -743,10 +762,19 @@ def _tables(text: str, facts: LogFacts) -> None:
                     if facts.args["recompute_granularity"] != "selective":
                         facts.args.pop("recompute_modules", None)
                 continue
+            column = name.strip("* ")
+            unit = _CELL_WITH_UNIT.fullmatch(cell)
+            if unit and (stat := _STAT_STEP_COLUMN.match(column)) and unit.group(2) in ("s", "ms"):
+                if stat.group(1).lower() == "median" or "_step_s" not in found:
+                    found["_step_s"] = float(unit.group(1).replace(",", "")) / (1e3 if unit.group(2) == "ms" else 1)
+                continue
+            if unit and _PEAK_COLUMN.match(column) and unit.group(2) in ("GB", "GiB"):
+                found["_peak_mib"] = float(unit.group(1).replace(",", "")) * 1024  # "GB" as torch reports it, 2^30
+                continue
             value = _cell_number(cell)
             if value is None:
                 continue
-            if step := _STEP_COLUMN.match(name.strip("* ")):
+            if step := _STEP_COLUMN.match(column):
                 found["_step_s"] = value / (1e3 if step.group(1) == "ms" else 1)
                 continue
             key = TABLE_COLUMNS.get(" ".join(re.sub(r"[^a-z0-9]+", " ", name.lower()).split())) or _table_key(name)
@@ -760,6 +788,8 @@ def _tables(text: str, facts: LogFacts) -> None:
         if "_step_s" in found and facts.stated_step_s is None:
             facts.stated_step_s = found.pop("_step_s")
         found.pop("_step_s", None)
+        if (peak := found.pop("_peak_mib", None)) and not facts.memory:
+            facts.memory[UNKNOWN_RANK] = (peak, peak)
         for key, value in found.items():
             facts.args.setdefault(key, value)
 
@@ -819,6 +849,13 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None:  # "GB300: 14,920.840 ms/step" ...
         value = float(next(g for g in m.groups() if g).replace(",", ""))
         facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3) or m.group(6)) else value
+    for pattern, unit in _STATED_STEP_WORDS:
+        if facts.stated_step_s is None and (m := pattern.search(line)):
+            facts.stated_step_s = float(m.group(1).replace(",", "")) * unit
+    if (m := _PROSE_PEAK.search(line)) and not facts.memory:
+        rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK
+        allocated = float(m.group(2)) * 1024
+        facts.memory[rank] = (allocated, float(m.group(3)) * 1024 if m.group(3) else allocated)
     for m in _PROSE_PARALLEL.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _PROSE_NAMED_PARALLEL.finditer(line):
@@ -843,7 +880,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if m := _PROSE_MBS.search(line):  # "batch size per device = 2" (Megatron-LLaMA#22)
         _prose_set(facts, "micro_batch_size", int(m.group(1)))
     if m := _PROSE_GBS.search(line):
-        _prose_set(facts, "global_batch_size", int(m.group(1)))
+        _prose_set(facts, "global_batch_size", int(m.group(1) or m.group(2)))
     if (m := _PROSE_SET_TO.search(line)) and m.group(1) in CONFIG_KEYS:
         _prose_set(facts, m.group(1), int(m.group(2)))
     if (m := _SLASH_PAIRS.search(line)) and len(names := m.group(1).split("/")) == len(values := m.group(2).split("/")):
