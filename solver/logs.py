@@ -539,13 +539,14 @@ def _parse_line(line: str, facts: LogFacts) -> None:
 # "2 nodes, 16 H100s" / "8xB200" (NVIDIA-NeMo/Megatron-Bridge#5098). Flags and config keys, read elsewhere, win.
 _PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipeline)[\w -]*?parallel(?:ism| size)?\s*"
                              r"\((TP|PP|CP|EP|VPP|ETP)\)\s*[:=]\s*(\d+)\b", re.I)
-_COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?![\d.]|[a-z])")
-_COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?![\d.])")  # "tp=4,pp=2"
+# (a full stop may end the sentence: "divided using PP=8 and TP=4.", NVIDIA-NeMo/Speech#9031; not "4.5")
+_COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?!\d|\.\d|[a-z])")
+_COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?!\d|\.\d)")  # "tp=4,pp=2"
 _COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\d.]|[a-z])", re.I)
-_PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch size|"
-                        r"rank[- ]local batch size)\s*[:=]?\s*(\d+)\b", re.I)
+_PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch(?: size)?|"
+                        r"rank[- ]local batch size)\s*(?:of\s*|[:=]\s*)?(\d+)\b", re.I)
 # "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
-_PROSE_GBS = re.compile(r"\bglobal[- _]?batch[- _]?size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)"
+_PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)"
                         r"|(?:^|(?<=[\s,;(`*-]))GBS\s*=\s*(\d+)\b", re.I)  # "- Batch: GBS=16, LBS=1" (Automodel#3827)
 # one size named with its word: "the pp parallelism is 4" (zero-bubble#24), "(pp size=8, tp size=1)" (zero-bubble#10)
 _PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?"
@@ -581,7 +582,7 @@ _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NV
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
 _SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?:gth)?)\b", re.I)
-_SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?(\d{3,})(?![\d.])", re.I)
+_SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  # "seq8192", "seq 2048" (trl#6869)
 # a Megatron config key and its value in running text: "num_layers 24, num_heads 16, hidden_size 2048"
 # (bigcode-project/Megatron-LM#41), "with expert_tensor_parallel_size=1 and sequence_parallel=True" (NVIDIA-NeMo/RL#2668)
 _KEY_VALUE_IN_TEXT = re.compile(r"(?<![\w.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?:\s+|\s*=\s*)(\d+)\b(?![.\d])")
@@ -598,7 +599,7 @@ _GPU_COUNT = re.compile(r"\b(\d+)\s*[x×*]?\s*(?:NVIDIA\s+)?"
                         r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)(?:[- ]?\d+\s?GB?)?s?\b(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
-_GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?)\b"
+_GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?|nodes)\b"
                        rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)", re.I)
 # "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
 _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
@@ -959,8 +960,9 @@ _LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'`])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(
 # the args.json ms-swift writes beside a run: its own keys ("model_type", "max_length", "packing") as JSON
 _SWIFT_ARGS_JSON = re.compile(r'^\s*"model_type"\s*:\s*"[\w.-]+",?\s*$', re.M)
 # ... also as torchrun's program, by its path: "/root/miniconda3/envs/xxx/bin/megatron sft \" (QwenLM/Qwen3-VL#2093)
-_SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:torchrun\b[^\n]*?\s)?(?:\S*/)?megatron\s+"
-                           r"(?:sft|pt|rlhf)\b", re.M)
+# ... or its script by path under torch.distributed.run: ".../swift/cli/_megatron/sft.py" (modelscope/ms-swift#9191)
+_SWIFT_LAUNCH = re.compile(r"^\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?:\S*(?:torchrun|python3?\S*\s+-m\s+torch\.distributed\.run)"
+                           r"\b[^\n]*?\s)?(?:\S*/)?(?:megatron\s+(?:sft|pt|rlhf)\b|_megatron/(?:sft|pt|rlhf)\.py\b)", re.M)
 
 
 # the parallel sizes by their short names -> Megatron-LM argument names (launchers spell them tp, tp_size, actor_tp ...)
