@@ -595,16 +595,15 @@ _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b") 
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 _PROSE_SEQ = re.compile(r"\b(?:sequence length|seq[ _-]?len(?:gth)?)\s*(?:of\s*|[:=]\s*)?`?(\d{3,}|\d+[kK])\b", re.I)
-_GPU_COUNT = re.compile(r"\b(\d+)\s*[x×*]?\s*(?:NVIDIA\s+)?"
-                        r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)(?:[- ]?\d+\s?GB?)?s?\b(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
+_NOT_NODES = r"(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)"  # "4 H100 nodes" counts nodes, not GPUs
+_GPU_COUNT = re.compile(rf"\b(\d+)\s*[x×*]?\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?:[- ]?\d+\s?GB?)?s?\b{_NOT_NODES}", re.I)
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
 _GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?|nodes)\b"
                        rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)", re.I)
 # "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
 _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
-_GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b"
-                                rf"(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)", re.I)
+_GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b{_NOT_NODES}", re.I)
 _GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)GPUs?(?![A-Za-z0-9])")
 _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
 # "16 nodes of H100x8GPUs", "16 nodes of 8x H100 80GB" (NVIDIA-NeMo/Megatron-Bridge#3463)
@@ -803,11 +802,6 @@ def _prose_set(facts: LogFacts, key: str, value: Any) -> None:
         facts.prose_keys.add(key)
 
 
-def _attached_sizes(line: str) -> list[tuple[str, str]]:
-    """Lower-case sizes run together, "tp2pp1" / "tp2 pp1" (upper case is ``_COMPACT_SIZE``'s)."""
-    return [(k.upper(), v) for k, v in _SIZE_ATTACHED.findall(line)]
-
-
 def _prose_sizes(line: str, facts: LogFacts) -> None:
     """Parallel sizes, batch, sequence length and GPU count written as prose (``_PROSE_PARALLEL`` ...); a line
     must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count, or one with its word
@@ -862,7 +856,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     for m in _PROSE_NAMED_PARALLEL.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)] \
-        or [(k.upper(), v) for v, k in _SIZE_FIRST.findall(line)] or _attached_sizes(line)
+        or [(k.upper(), v) for v, k in _SIZE_FIRST.findall(line)] \
+        or [(k.upper(), v) for k, v in _SIZE_ATTACHED.findall(line)]
     sizes = {("_prose_data_parallel_size" if name == "DP" else PROSE_SIZE_ARGS[name]): int(value)
              for name, value in compact}
     # a DP size in prose only stands in for a GPU count the text does not state (runs.py); a line that restates an
