@@ -798,16 +798,28 @@ def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationS
 
 # ---------------------------------------------------------------------------- fixed allocations
 MIB = 2**20
-# cuBLAS workspaces inside PyTorch's caching allocator, bytes. PyTorch allocates one per (handle, stream)
-# from the caching allocator (``aten/src/ATen/cuda/CublasHandlePool.cpp``, ``getChosenWorkspaceSize``:
-# default ``CUBLAS_WORKSPACE_CONFIG`` ``:4096:8`` = 32 MiB on sm >= 9.0, ``:4096:2:16:8`` = 8.125 MiB
-# before). Transformer Engine keeps its own (``pytorch/module/base.py::get_workspace``,
-# ``get_cublas_workspace_size_bytes``: 32 MiB on sm >= 9.0, else 4 MiB) and, for grouped GEMMs (MoE
-# experts), one more per compute stream (``get_multi_stream_cublas_workspace``; ``num_streams = 4``,
-# ``common/include/transformer_engine/multi_streams.h``).
-TORCH_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "older": 8.125 * MIB}
-TE_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "older": 4 * MIB}
+# cuBLAS workspaces inside PyTorch's caching allocator, bytes.
+# * PyTorch allocates one per (cuBLAS handle, stream) from the caching allocator, and a handle belongs to a
+#   thread (``aten/src/ATen/cuda/CublasHandlePool.cpp``: the thread-local ``PoolWindow`` of
+#   ``getCurrentCUDABlasHandle``, then ``setWorkspaceForHandle``). Autograd runs CUDA backward ops on its own
+#   device thread, so a rank whose torch GEMMs run forward and backward holds two: the main thread's and
+#   autograd's (the output layer, Megatron's ``ColumnParallelLinear`` with ``torch.matmul``; MoE routers;
+#   unfused attention's ``baddbmm`` / ``bmm``; every GEMM of the local spec). Dense Transformer Engine stages
+#   before the last run no torch GEMM and hold none: counted on every stage (a margin of two workspaces
+#   there). Size (``parseChosenWorkspaceSize``): ``:4096:8`` = 32 MiB on sm 9.0 only (Hopper),
+#   ``:4096:2:16:8`` = 8.125 MiB on every other CUDA GPU (Ampere, Ada, Blackwell); ROCm 128 MiB on gfx94x
+#   (MI300X) plus its separate hipBLASLt pool of 76 MiB per handle and stream (``parseCUDABlasLtWorkspaceSize``;
+#   CUDA's cuBLASLt pool defaults to 1 MiB: not counted).
+# * Transformer Engine keeps one of its own for all threads (``cpp_extensions/gemm.py``
+#   ``get_cublas_workspace``, ``lru_cache`` per device; ``get_cublas_workspace_size_bytes``: 32 MiB + 1 KiB on
+#   sm >= 9.0, else 4 MiB); for grouped GEMMs (MoE experts) one per compute stream (``num_streams = 4``,
+#   ``common/include/transformer_engine/multi_streams.h``); with userbuffers (``--tp-comm-overlap``) one more of
+#   ``_NUM_MAX_UB_STREAMS = 3`` times the size (``get_cublas_workspace(device, ub=True, ...)``).
+TORCH_CUBLAS_WORKSPACE_BYTES = {"hopper": 32 * MIB, "cdna3": (128 + 76) * MIB, "other": 8.125 * MIB}
+TORCH_CUBLAS_THREADS = 2  # the main thread (forward) and autograd's device thread (backward)
+TE_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB + 1024, "older": 4 * MIB}
 TE_GROUPED_GEMM_STREAMS = 4
+TE_USERBUFFER_GEMM_STREAMS = 3
 # Backward of one unfused core attention, per score element, above what the layer keeps (traced: the
 # attention block's ``module_backward`` in tests/data/megatron_activation_golden.json): at its peak the fp32
 # gradient of the softmax output and the fp32 gradient of its input (``_softmax_backward_data``) are
@@ -824,27 +836,59 @@ UNFUSED_BACKWARD_BYTES_PER_SCORE = {"no_dropout": 4 + 4 - 2, "dropout": 4 + 4 - 
 FUSED_SOFTMAX_TRANSIENT_BYTES_PER_SCORE = 2 + 2
 
 
+def torch_workspace_arch(gpu) -> str:
+    """The key of ``TORCH_CUBLAS_WORKSPACE_BYTES`` for a catalog GPU: ``hopper`` (sm 9.0: the chip family of
+    ``calibration.yaml``), ``cdna3`` (MI300X, gfx942), else ``other``.
+
+    >>> from megasolve.topology.cluster import Cluster
+    >>> [torch_workspace_arch(Cluster.from_flags(num_gpus=8, gpu=g).gpu) for g in ("h800", "b200", "mi300x")]
+    ['hopper', 'other', 'cdna3']
+    """
+    if gpu.name.startswith("mi3"):
+        return "cdna3"
+    return "hopper" if calibration()["time"]["chip_family"].get(gpu.name) == "hopper" else "other"
+
+
+def te_workspace_arch(gpu) -> str:
+    """The key of ``TE_CUBLAS_WORKSPACE_BYTES``: ``sm90+`` for Hopper, Blackwell and MI300X (which reports
+    compute capability 9.4 to PyTorch), ``older`` for Ampere, Ada (L40S, sm 8.9) and Volta.
+
+    >>> from megasolve.topology.cluster import Cluster
+    >>> [te_workspace_arch(Cluster.from_flags(num_gpus=8, gpu=g).gpu) for g in ("gb300", "l40s", "a100")]
+    ['sm90+', 'older', 'older']
+    """
+    family = calibration()["time"]["chip_family"].get(gpu.name, "default")
+    sm90_plus = family in ("hopper", "blackwell", "blackwell-ultra") or gpu.name.startswith("mi3")
+    return "sm90+" if sm90_plus else "older"
+
+
 def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> float:
     """Buffers inside the caching allocator that every stage holds once, whatever the number of
-    micro-batches in flight: cuBLAS workspaces (PyTorch's and Transformer Engine's; the grouped-GEMM
-    stream workspaces with MoE); with unfused attention and Transformer Engine's fused softmax kernel, the
+    micro-batches in flight: cuBLAS workspaces (PyTorch's, one per thread that runs torch GEMMs, and
+    Transformer Engine's; its grouped-GEMM stream workspaces with MoE and its userbuffer workspace with
+    ``--tp-comm-overlap``); with unfused attention and Transformer Engine's fused softmax kernel, the
     score-sized transients of one core attention (``FUSED_SOFTMAX_TRANSIENT_BYTES_PER_SCORE``); without the
     kernel, the bf16 ``[b*n/t, s/c, s]`` input of the scores ``baddbmm`` (Megatron's global memory buffer,
     ``parallel_state.get_global_memory_buffer()``, ``dot_product_attention.py`` L188-191, traced:
     ``persistent.global_memory_buffer_total``; TE allocates as much per call) and the backward of one
-    unfused core attention (``UNFUSED_BACKWARD_BYTES_PER_SCORE``). A GPU with FP8 tensor cores (sm >= 8.9) is taken as sm >= 9.0
-    for the workspace sizes (the catalog has no compute capability; the L40-class error is 28 MiB).
+    unfused core attention (``UNFUSED_BACKWARD_BYTES_PER_SCORE``). Workspace sizes follow the GPU's
+    architecture (``torch_workspace_arch``, ``te_workspace_arch``).
 
     >>> from megasolve.models.presets import load_preset
     >>> shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
-    >>> fixed_allocation_bytes(load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100"),
-    ...                        Workload(seq_length=4096), shape) / MIB  # PyTorch 32 + TE 32 MiB
-    64.0
+    >>> round(fixed_allocation_bytes(load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100"),
+    ...                              Workload(seq_length=4096), shape) / MIB, 3)  # PyTorch 2 x 32 + TE 32 MiB
+    96.001
+    >>> round(fixed_allocation_bytes(load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="b200"),
+    ...                              Workload(seq_length=4096), shape) / MIB, 3)  # PyTorch 2 x 8.125 + TE 32 MiB
+    48.251
     """
-    arch = "sm90+" if cluster.gpu.fp8_flops is not None else "older"
-    total = TORCH_CUBLAS_WORKSPACE_BYTES[arch] + TE_CUBLAS_WORKSPACE_BYTES[arch]
+    te = TE_CUBLAS_WORKSPACE_BYTES[te_workspace_arch(cluster.gpu)]
+    total = TORCH_CUBLAS_THREADS * TORCH_CUBLAS_WORKSPACE_BYTES[torch_workspace_arch(cluster.gpu)] + te
     if spec.is_moe:
-        total += TE_GROUPED_GEMM_STREAMS * TE_CUBLAS_WORKSPACE_BYTES[arch]
+        total += TE_GROUPED_GEMM_STREAMS * te
+    if workload.tp_comm_overlap and shape.tp > 1 and shape.sequence_parallel:  # as userbuffer_bytes
+        total += TE_USERBUFFER_GEMM_STREAMS * te
     if workload.attention == "unfused":
         scores = shape.mbs * spec.num_attention_heads / shape.tp * workload.seq_length / shape.cp \
             * workload.seq_length

@@ -427,8 +427,9 @@ class CostTables:
                 spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute="full")))
         add("ma_first", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(first_stage_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
+        # the workspaces follow the TP overlap as the userbuffers do (``other_ub``)
         add("ma_fixed", ("tp", "cp", "mbs", "sp"),
-            lambda tp, cp, mbs, sp: quantise_bytes(fixed_allocation_bytes(spec, self.cluster, wl,
+            lambda tp, cp, mbs, sp: quantise_bytes(fixed_allocation_bytes(spec, self.cluster, self.time_workload,
                                                                           shape(tp, cp, mbs, sp))))
         add("ma_last", ("tp", "cp", "mbs", "sp"),
             lambda tp, cp, mbs, sp: quantise_bytes(last_stage_peak_extra_bytes(spec, wl, shape(tp, cp, mbs, sp))))
