@@ -74,7 +74,7 @@ def memory_plot(path: str, data: dict[str, Any], heading: str = "") -> None:
         bottom = [b + v for b, v in zip(bottom, values)]
     cap = mem["capacity_gb"]
     ax.axhline(cap, color="black", linestyle="--", linewidth=1.2,
-               label=f"usable capacity of a {data['cluster']['gpu']} ({cap:.1f} GB)")
+               label=f"usable capacity of one {data['cluster']['gpu']} ({cap:.1f} GB)")
     peak = next(s for s in stages if s["stage"] == mem["peak_stage"])
     ax.annotate(f"peak {mem['peak_gb']:.1f} GB", (peak["stage"], peak["total_gb"]), textcoords="offset points",
                 xytext=(0, 4), ha="center", fontsize=8)

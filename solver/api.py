@@ -49,7 +49,7 @@ class LayoutReport:
             violations_out.append({
                 "rule": "memory_fits", "source": "cost/memory.py",
                 "message": f"peak {self.estimate.peak_bytes / 1e9:.1f} GB on stage {self.estimate.peak_stage} "
-                           f"exceeds the usable {self.estimate.capacity_bytes / 1e9:.1f} GB of a {self.cluster.gpu.name}",
+                           f"exceeds the usable {self.estimate.capacity_bytes / 1e9:.1f} GB of one {self.cluster.gpu.name}",
                 "fix": "more recompute, more TP/PP/CP/EP, a smaller micro-batch, or GPUs with more memory"})
         return {
             "model": self.spec.name,

@@ -125,7 +125,7 @@ _BULLET = re.compile(r"^\s*[-*]\s+")  # a Markdown list item: "- micro_batch_siz
 _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*=\s*(.+)$")
-_GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100|L40S|MI300X)"
+_GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X)"
                        r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
                       r"(?: version)?\s*[:=]?\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\w-]*)?)", re.I)
@@ -544,13 +544,15 @@ _COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\
 _COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?!\d|\.\d)")  # "tp=4,pp=2"
 _COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\d.]|[a-z])", re.I)
 _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch(?: size)?|"
-                        r"rank[- ]local batch size)\s*(?:of\s*|[:=]\s*)?(\d+)\b", re.I)
+                        r"(?:rank[- ])?local batch size)\s*(?:of\s*|[:=]\s*)?(\d+)\b", re.I)
 # "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
 _PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)"
                         r"|(?:^|(?<=[\s,;(`*-]))GBS\s*=\s*(\d+)\b", re.I)  # "- Batch: GBS=16, LBS=1" (Automodel#3827)
 # one size named with its word: "the pp parallelism is 4" (zero-bubble#24), "(pp size=8, tp size=1)" (zero-bubble#10)
 _PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?"
                                    r"(?:size|parallelism|degree)\s*(?:is|=|:|of)\s*(\d+)\b", re.I)
+# one size after "with" / "using": "on 4 nodes (32 H100s) with EP32 and CI local batch size 16" (NVIDIA-NeMo/Automodel#3483)
+_WITH_SIZE = re.compile(r"\b(?:with|using)\s+(TP|PP|VPP|CP|EP|ETP)\s?=?\s?(\d+)\b(?![./])", re.I)
 # two sizes paired by "respectively": "The global batch size and the mini batch size of the testing are 256 and 4
 # respectively" (sail-sg/zero-bubble-pipeline-parallelism#10)
 _PROSE_RESPECTIVELY = re.compile(r"\b(?:the\s+)?([A-Za-z][\w -]*?)\s+and\s+(?:the\s+)?([A-Za-z][\w -]*?)\s+"
@@ -562,14 +564,16 @@ _PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|r
 # names and values paired by slashes: "HIDDEN_SIZE / NUM_ATTN_HEADS/ NUM_LAYERS/ BATCHSIZE = 4096/16/50/8"
 # (deepspeedai/DeepSpeedExamples#192)
 _SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]\s*(\d+(?:\s*/\s*\d+)+)\b")
-_GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|V100)"
+_GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100)"
 # an OOM told in words: "keep getting OOM error" (NVIDIA/Megatron-LM#1308), "will meet OOM error", "4 nodes OOMs",
 # "❌ OOM at `optimizer.step`" (NVIDIA-NeMo/Automodel#2546); not where the text avoids or fixes one
 _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"
                         r"throws?|threw|fails? with|failed with|dies? with|occurs?|occurred)\s+(?:an?\s+|the\s+)?"
-                        r"(?:CUDA\s+)?(?:OOMs?|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b", re.I)
+                        r"(?:CUDA\s+)?(?:OOMs?|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b"
+                        # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
+                        r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
-                           r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?OOM|✅", re.I)
+                           r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|ran\s+out|exhausted)|✅", re.I)
 # sizes written the other way round or run together: "2pp-1dp-1cp-8ep" (mlc-ai/pith-train#7), "tp2pp1" / "tp2 pp1"
 # (ISEEKYAN/verl_megatron_practice#2); like "TP1/PP1", a line must hold two of them
 _SIZE_FIRST = re.compile(r"(?<![A-Za-z0-9.])(\d+)(tp|pp|vpp|cp|ep|etp|dp)(?![A-Za-z])", re.I)
@@ -579,6 +583,12 @@ _SIZE_ATTACHED = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp)(\d+)(?![\d.]
 _NODES_GPUS_TOKEN = re.compile(r"(?<![A-Za-z0-9])(\d+)n(\d+)g(?![A-Za-z0-9])")
 _GPUS_EQ = re.compile(r"#\s*GPUs?\s*[:=]\s*(\d+)\b", re.I)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
+# a node's GPU count, not the run's: "DGX nodes, each equipped with 8 H100 GPUs" (NVIDIA-NeMo/NeMo#9031), and the
+# node count as a results row writes it: "#nodes=4,    DP=1, GBPT = 2 sec" (the first one stated is read)
+_EACH_NODE_GPUS = re.compile(rf"\b(?:nodes?|servers?|machines?|hosts?)\b[^.\n]{{0,40}}?\beach\s+(?:equipped\s+with|"
+                             rf"with|having|has|containing)\s+(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?"
+                             rf"(?:GPUs?|{_GPU_NAMES_RE}s?)\b", re.I)
+_PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
 _SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?:gth)?)\b", re.I)
@@ -606,6 +616,11 @@ _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b{_NOT_NODES}", re.I)
 _GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)GPUs?(?![A-Za-z0-9])")
 _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
+# multi-query attention: one key-value group ("Some tests with a 1B MQA model", bigcode-project/Megatron-LM#41)
+_PROSE_MQA = re.compile(r"\bMQA\b|\bmulti[- ]query[- ]attention\b", re.I)
+# data parallelism alone: TP = PP = 1 ("and only use data parallelism", NVIDIA/Megatron-LM#1214)
+_PROSE_DP_ONLY = re.compile(r"\b(?:only|just|purely|pure)\s+(?:use\s+|using\s+)?data[- ]parallel(?:ism)?\b|"
+                            r"\bdata[- ]parallel(?:ism)?\s+only\b", re.I)
 # "16 nodes of H100x8GPUs", "16 nodes of 8x H100 80GB" (NVIDIA-NeMo/Megatron-Bridge#3463)
 _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}"
                        rf"|{_GPU_NAMES_RE}\s*[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b",
@@ -817,6 +832,11 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     {}
     >>> f = LogFacts(); _prose_sizes("## Verified compute (1 × 8 H200, packed)", f); f.args  # a heading is text
     {'_prose_num_gpus': 8}
+    >>> f = LogFacts(); _prose_sizes("DGX nodes, each equipped with 8 H100 GPUs.", f); _prose_sizes("#nodes=4, DP=1", f)
+    >>> f.args  # a node's GPU count, and a results row's node count
+    {'_prose_gpus_per_node': 8, '_prose_nodes': 4}
+    >>> f = LogFacts(); _prose_sizes("a 1B MQA model on 2 A40 GPUS, and only use data parallelism", f); f.args
+    {'num_query_groups': 1, 'tensor_model_parallel_size': 1, 'pipeline_model_parallel_size': 1, '_prose_num_gpus': 2}
     >>> f = LogFacts(); _prose_sizes("i test llama 13b, the pp parallelism is 4 and global-batch-size = 64", f); f.args
     {'pipeline_model_parallel_size': 4, 'global_batch_size': 64}
     >>> f = LogFacts(); _prose_sizes("- `a.yaml`: TP2/PP1/EP16, MBS3", f); _prose_sizes("- `b.yaml`: TP2/PP4, VPP12", f)
@@ -827,6 +847,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     {'global_batch_size': 256, 'micro_batch_size': 4}
     """
     stripped = line.lstrip()
+    if (m := _PROSE_NODES_EQ.match(line)) and stripped.startswith("#nodes"):  # a results row, not a comment
+        _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line)
@@ -854,6 +876,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     for m in _PROSE_PARALLEL.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _PROSE_NAMED_PARALLEL.finditer(line):
+        _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
+    for m in _WITH_SIZE.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)] \
         or [(k.upper(), v) for v, k in _SIZE_FIRST.findall(line)] \
@@ -890,7 +914,16 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
                 _prose_set(facts, key, int(value))
     if m := _PROSE_TOKENS_PER_STEP.search(line):
         _prose_set(facts, "_tokens_per_step", int(m.group(1).replace(",", "")))
-    if m := _NODES_OF.search(line):
+    if _PROSE_MQA.search(line):
+        _prose_set(facts, "num_query_groups", 1)
+    if _PROSE_DP_ONLY.search(line):
+        _prose_set(facts, "tensor_model_parallel_size", 1)
+        _prose_set(facts, "pipeline_model_parallel_size", 1)
+    if m := _PROSE_NODES_EQ.search(line):
+        _prose_set(facts, "_prose_nodes", int(m.group(1)))
+    if m := _EACH_NODE_GPUS.search(line):
+        _prose_set(facts, "_prose_gpus_per_node", int(m.group(1)))
+    elif m := _NODES_OF.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2) or m.group(3) or m.group(4)))
     elif m := _NODE_OF_GPUS.search(line):
         nodes = _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1))
@@ -1325,6 +1358,7 @@ CONFIG_KEYS = {
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
     "overlap_grad_reduce", "cp_comm_type", "microbatch_group_size_per_vp_stage", "disable_bias_linear", "group_query_attention", "num_virtual_stages_per_pipeline_rank",
+    "attention_head_type",  # BigCode's Megatron-LM fork: multiquery (one KV group) / multihead
     # CUDA graphs (TransformerConfig cuda_graph_impl / cuda_graph_scope / cuda_graph_modules; Bridge prints them
     # under model:, e.g. its full-iteration perf recipes)
     "cuda_graph_impl", "cuda_graph_scope", "cuda_graph_modules", "enable_cuda_graph", "external_cuda_graph",
@@ -1382,6 +1416,11 @@ def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
             if qualified and short not in names and sum(n.startswith(short + "-") for n in names) == 1:
                 out.append((re.compile(rf"(?<![A-Za-z0-9.]){_name_body(short)}(?![-_.A-Za-z0-9])", re.I),
                             targets[name]))
+        # the size without its "b" where the name ends ("gpt-oss-20", NVIDIA-NeMo/RL#2157), two digits or more and
+        # only where no other model's name begins with it
+        if (m := re.fullmatch(r"(.+-\d{2,})b", name)) and not any(n.startswith(m.group(1)) and n != name for n in names):
+            out.append((re.compile(rf"(?<![A-Za-z0-9.]){_name_body(m.group(1))}(?![-_.A-Za-z0-9]|\.\d)", re.I),
+                        targets[name]))
     return tuple(out)
 
 

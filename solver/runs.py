@@ -561,6 +561,8 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if isinstance(model_args.get("position_embedding_type"), str):
         model_args["position_embedding_type"] = model_args["position_embedding_type"].split(".")[-1].replace(
             "rotary", "rope")
+    if str(model_args.pop("attention_head_type", "")).lower() == "multiquery":  # BigCode's fork: MQA, one KV group
+        model_args.setdefault("num_query_groups", 1)
     if model_args.get("num_query_groups") and model_args.get("num_query_groups") != model_args["num_attention_heads"]:
         model_args.setdefault("group_query_attention", True)
     if model_args.get("group_query_attention") is None:
@@ -678,6 +680,11 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return tp * pp * cp * dp
     if defaults.get("num_gpus"):
         return int(defaults["num_gpus"])
+    if isinstance(args.get("_prose_nodes"), int) and isinstance(args.get("_prose_gpus_per_node"), int):
+        # "#nodes=4" and "nodes, each equipped with 8 H100 GPUs"
+        notes.append(f"{args['_prose_nodes'] * args['_prose_gpus_per_node']} GPUs: {args['_prose_nodes']} nodes of "
+                     f"{args['_prose_gpus_per_node']}, as the text says (--gpus N to override)")
+        return args["_prose_nodes"] * args["_prose_gpus_per_node"]
     if isinstance(args.get("_prose_num_gpus"), int) and args["_prose_num_gpus"] > 0:  # "16 H100s" in the text
         notes.append(f"{args['_prose_num_gpus']} GPUs, as the text says (--gpus N to override)")
         return args["_prose_num_gpus"]
@@ -691,7 +698,8 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
 def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
     per_node = next((args[k] for k in ("devices", "nproc_per_node", "num_gpus_per_node", "n_gpus_per_node",
                                        "num_gpu_per_node", "gpus_per_node", "actor_num_gpus_per_node",
-                                       "_env_gpus_per_node", "_env_nproc_per_node", "_env_n_per_node")
+                                       "_env_gpus_per_node", "_env_nproc_per_node", "_env_n_per_node",
+                                       "_prose_gpus_per_node")
                      if isinstance(args.get(k), int)), None)
     if isinstance(per_node, int) and per_node > 0 and num_gpus % per_node == 0:
         return per_node
@@ -705,7 +713,7 @@ GPU_LOG_NAMES = {"H100": "h100", "H800": "h800", "H200": "h200", "H20": "h20", "
                  # torch.cuda.get_device_name of the superchips names CPU+GPU memory: 480 GB = 96 GB HBM3
                  # + 384 GB LPDDR5X; 624 GB = 144 GB HBM3e + 480 GB LPDDR5X (NVIDIA GH200 datasheet)
                  "GH200-480": "gh200-96g", "GH200-624": "gh200-144g",
-                 "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x"}
+                 "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x", "A40": "a40"}
 
 
 def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: list[tuple[str, str]]) -> str:
