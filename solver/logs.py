@@ -568,6 +568,7 @@ _GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A4
 # an OOM told in words: "keep getting OOM error" (NVIDIA/Megatron-LM#1308), "will meet OOM error", "4 nodes OOMs",
 # "❌ OOM at `optimizer.step`" (NVIDIA-NeMo/Automodel#2546); not where the text avoids or fixes one
 _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"
+                        r"raise[sd]?|raising|"  # "it even raise oom by the table param" (NVIDIA/Megatron-LM#1571)
                         r"throws?|threw|fails? with|failed with|dies? with|occurs?|occurred)\s+(?:an?\s+|the\s+)?"
                         r"(?:CUDA\s+)?(?:OOMs?|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b"
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
@@ -1125,7 +1126,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
     text = _ASSOC_FLAG.sub(r"\1--\2 ", text)
     if not _is_launch(text):
         return
-    env: dict[str, str] = {}
+    env: dict[str, str] = _chain_hints(text)
+    if env:  # said by runs.py: the branch the text names, not one the script decides
+        facts.args["_chain_choice"] = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
     body = re.sub(r"\\\r?\n", " ", text)
     lines = []
     for line in _taken_statements(body.splitlines(), env):
@@ -1180,6 +1183,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
             else:
                 value = True
             if isinstance(value, str) and "$" in value:
+                if name.replace("-", "_") in ("nnodes", "num_nodes"):  # "--nnodes $HOST_NUM": not one node either
+                    flags.setdefault("_env_nodes_unset", True)
                 continue  # "--tensor-model-parallel-size $TP" with TP never set: unknown, not a value
             flags.setdefault(*_flag_dest(name.replace("-", "_"), value))
     for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE", "NUM_GPUS", "NODES", "N_PER_NODE"):
@@ -1262,6 +1267,32 @@ def _arith(text: str, env: dict[str, str]) -> str | None:
 # a test of one variable against a literal: [ ${MODEL_SIZE} == 7 ], [[ "$PR" = "fp8" ]], [ $N -eq 2 ]
 _IF = re.compile(r"^\s*(if|elif)\s+(\[\[?.*?\]\]?)\s*;?\s*then\b\s*(.*)$")
 _TEST = re.compile(r"^\[\[?\s*\"?\$\{?([A-Za-z_]\w*)\}?\"?\s*(==|=|!=|-eq|-ne)\s*\"?([^\"\s\]]*)\"?\s*\]\]?$")
+
+
+def _chain_hints(text: str) -> dict[str, str]:
+    """Values for the variables that a script's ``if / elif`` chains compare but the script never sets, where the
+    text around it names exactly one of the values compared: "I test 70b gpt model" above ``if [[ ${MODEL_SIZE} ==
+    "1.7b" ]]; then ... elif [[ ${MODEL_SIZE} == "70b" ]]`` takes the 70b branch (NVIDIA/Megatron-LM#1571).
+
+    >>> _chain_hints('I test the 70b model\\nif [[ $S == "7b" ]]; then L=32;\\nelif [[ $S == "70b" ]]; then L=80;\\nfi')
+    {'S': '70b'}
+    """
+    compared: dict[str, set[str]] = {}
+    other = []
+    for line in text.splitlines():
+        if m := _IF.match(line):
+            if t := _TEST.match(m.group(2).strip()):
+                compared.setdefault(t.group(1), set()).add(t.group(3))
+        else:
+            other.append(line)
+    assigned = set(re.findall(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=", text, re.M))
+    rest = "\n".join(other)
+    out = {}
+    for name, values in compared.items():
+        named = [v for v in values if v and re.search(rf"(?<![\w.]){re.escape(v)}(?![\w.])", rest, re.I)]
+        if name not in assigned and len(named) == 1:
+            out[name] = named[0]
+    return out
 
 
 def _test(condition: str, env: dict[str, str]) -> bool | None:
