@@ -586,9 +586,9 @@ _GPUS_EQ = re.compile(r"#\s*GPUs?\s*[:=]\s*(\d+)\b", re.I)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
 # a node's GPU count, not the run's: "DGX nodes, each equipped with 8 H100 GPUs" (NVIDIA-NeMo/NeMo#9031), and the
 # node count as a results row writes it: "#nodes=4,    DP=1, GBPT = 2 sec" (the first one stated is read)
-_EACH_NODE_GPUS = re.compile(rf"\b(?:nodes?|servers?|machines?|hosts?)\b[^.\n]{{0,40}}?\beach\s+(?:equipped\s+with|"
-                             rf"with|having|has|containing)\s+(\d+)\s*[x×]?\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?"
-                             rf"(?:GPUs?|{_GPU_NAMES_RE}s?)\b", re.I)
+_EACH_NODE_GPUS = re.compile(rf"\b(?:(\d+|one|two|four|eight)\s+(?:[A-Za-z-]+\s+)?)?(?:nodes?|servers?|machines?|hosts?)\b"
+                             rf"[^.\n]{{0,40}}?\beach\s+(?:equipped\s+with|with|having|has|containing)\s+(\d+)\s*[x×]?\s*"
+                             rf"(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?(?:GPUs?|{_GPU_NAMES_RE}s?)\b", re.I)
 _PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
@@ -836,6 +836,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     >>> f = LogFacts(); _prose_sizes("DGX nodes, each equipped with 8 H100 GPUs.", f); _prose_sizes("#nodes=4, DP=1", f)
     >>> f.args  # a node's GPU count, and a results row's node count
     {'_prose_gpus_per_node': 8, '_prose_nodes': 4}
+    >>> f = LogFacts(); _prose_sizes("on two DGX nodes, each with 8 H100 GPUs", f); f.args
+    {'_prose_gpus_per_node': 8, '_prose_nodes': 2}
     >>> f = LogFacts(); _prose_sizes("a 1B MQA model on 2 A40 GPUS, and only use data parallelism", f); f.args
     {'num_query_groups': 1, 'tensor_model_parallel_size': 1, 'pipeline_model_parallel_size': 1, '_prose_num_gpus': 2}
     >>> f = LogFacts(); _prose_sizes("i test llama 13b, the pp parallelism is 4 and global-batch-size = 64", f); f.args
@@ -922,8 +924,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "pipeline_model_parallel_size", 1)
     if m := _PROSE_NODES_EQ.search(line):
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
-    if m := _EACH_NODE_GPUS.search(line):
-        _prose_set(facts, "_prose_gpus_per_node", int(m.group(1)))
+    if m := _EACH_NODE_GPUS.search(line):  # "4 DGX nodes, each with 8 H100 GPUs": 32
+        _prose_set(facts, "_prose_gpus_per_node", int(m.group(2)))
+        if m.group(1):
+            _prose_set(facts, "_prose_nodes", _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1)))
     elif m := _NODES_OF.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2) or m.group(3) or m.group(4)))
     elif m := _NODE_OF_GPUS.search(line):
