@@ -372,8 +372,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                                "context_parallel_size", "virtual_pipeline_model_parallel_size",
                                "expert_model_parallel_size", "expert_tensor_parallel_size", "micro_batch_size",
                                "global_batch_size"), m.groups()):
-            if value is not None and value != "None":
-                facts.args.setdefault(key, scalar(value))
+            if value is not None and value != "None" and key not in facts.args:
+                facts.args[key] = scalar(value)
+                facts.prose_keys.add(key)  # a name: the run's own flags and logged batch replace it
         return
     if m := _VERL_MEMORY.search(line):
         r = _VERL_RANK.search(line)
@@ -445,6 +446,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         it = _NEMO_ITER.search(line)
         facts.nemo_steps.append((int(it.group(1)) if it else None, float(m.group(1))))
         if g := _NEMO_GBS.search(line):  # NeMo 2: "... | global_batch_size: 16 | ... | train_step_timing in s: 2.6"
+            if "global_batch_size" in facts.prose_keys:  # the batch the run logs, not the one its name or text asked
+                facts.prose_keys.discard("global_batch_size")  # for (NVIDIA-NeMo/NeMo#14857: 512gbs, ran 256)
+                facts.args["global_batch_size"] = int(g.group(1))
             facts.args.setdefault("global_batch_size", int(g.group(1)))
         mem = {kind: float(value) / 2**20 for kind, value in _NEMO_MEMORY.findall(line)}
         if "allocated" in mem:  # the logging rank is not named (unless a launcher prefix does): the peak stage
@@ -551,6 +555,11 @@ _PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*|[:
 # one size named with its word: "the pp parallelism is 4" (zero-bubble#24), "(pp size=8, tp size=1)" (zero-bubble#10)
 _PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?"
                                    r"(?:size|parallelism|degree)\s*(?:is|=|:|of)\s*(\d+)\b", re.I)
+# "model parallelism degree 8": Megatron-LM's and GPT-NeoX's older name for the tensor-parallel size
+# (EleutherAI/gpt-neox#409), not the pipeline's
+_PROSE_MP_DEGREE = re.compile(r"(?<![\w-])(?<!pipeline )(?<!expert )(?<!pipeline_)(?<!expert_)model[- _]parallel(?:ism)?"
+                              r"[- _](?:size|degree)\s*"
+                              r"(?:is\s*|=\s*|:\s*|of\s*)?(\d+)\b", re.I)
 # one size after "with" / "using": "on 4 nodes (32 H100s) with EP32 and CI local batch size 16" (NVIDIA-NeMo/Automodel#3483)
 _WITH_SIZE = re.compile(r"\b(?:with|using)\s+(TP|PP|VPP|CP|EP|ETP)\s?=?\s?(\d+)\b(?![./])", re.I)
 # two sizes paired by "respectively": "The global batch size and the mini batch size of the testing are 256 and 4
@@ -578,7 +587,8 @@ _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|f
 # sizes written the other way round or run together: "2pp-1dp-1cp-8ep" (mlc-ai/pith-train#7), "tp2pp1" / "tp2 pp1"
 # (ISEEKYAN/verl_megatron_practice#2); like "TP1/PP1", a line must hold two of them
 _SIZE_FIRST = re.compile(r"(?<![A-Za-z0-9.])(\d+)(tp|pp|vpp|cp|ep|etp|dp)(?![A-Za-z])", re.I)
-_SIZE_ATTACHED = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp)(\d+)(?![\d.]|[A-Za-z])")
+_SIZE_ATTACHED = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp)(\d+)(?![\d.])"  # run together: "tp2pp8ep8vpp1"
+                            r"(?!(?!(?:tp|pp|vpp|cp|ep|etp|dp)\d)[A-Za-z])")  # (NVIDIA/Megatron-LM#6034's test name)
 # "2n8g" in a recipe's name: 2 nodes of 8 GPUs (NVIDIA-NeMo/RL#2668); "#GPUs=2" (OpenSparseLLMs/Linear-MoE#6);
 # "one 8×B200 node" (mlc-ai/pith-train#79)
 _NODES_GPUS_TOKEN = re.compile(r"(?<![A-Za-z0-9])(\d+)n(\d+)g(?![A-Za-z0-9])")
@@ -607,7 +617,7 @@ _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b") 
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 _PROSE_SEQ = re.compile(r"\b(?:sequence length|seq[ _-]?len(?:gth)?)\s*(?:of\s*|[:=]\s*)?`?(\d{3,}|\d+[kK])\b", re.I)
 _NOT_NODES = r"(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)"  # "4 H100 nodes" counts nodes, not GPUs
-_GPU_COUNT = re.compile(rf"\b(\d+)\s*[x×*]?\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?:[- ]?\d+\s?GB?)?s?\b{_NOT_NODES}", re.I)
+_GPU_COUNT = re.compile(rf"\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?:[- ]?\d+\s?GB?)?s?\b{_NOT_NODES}", re.I)
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
 _GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?|nodes)\b"
@@ -655,8 +665,16 @@ _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]
 _STATED_STEP_WORDS = (
     (re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s+(?:average|avg|mean|median)\b", re.I), 1e-3),
     (re.compile(r"\bstep time:\s*(\d[\d,]*\.?\d*)\s*ms\b", re.I), 1e-3),
-    (re.compile(r"\bstep time improved from \d+(?:\.\d+)?\s*s to (\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
+    # "step time improved from 20.1s to 16.9s"; "reduced Qwen step time from 24.714s to 20.992s" (Megatron-Bridge#5129)
+    (re.compile(r"\bstep time\s+(?:\w+\s+)?from \d+(?:\.\d+)?\s*s to (\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
     (re.compile(r"\b(\d+(?:\.\d+)?)-second (?:median|average|mean)\b", re.I), 1.0),
+    # "With profiler off, the steps take 12secs." (THUDM/slime#1139), "each step took about 3.5 s"
+    (re.compile(r"\b(?:the |each |a )?steps?\s+(?:take|takes|took)\s+(?:about\s+|around\s+|~\s*)?(\d+(?:\.\d+)?)\s*"
+                r"(?:s|secs?|seconds)\b", re.I), 1.0),
+    # a validator's row, the measured value first: "| Median steady-state iteration time | 7.654155 s | 7.020375 s |"
+    # (NVIDIA/Megatron-LM#6034)
+    (re.compile(r"\b(?:median|mean|average)\s+(?:steady[- ]state\s+)?iteration time\s*\|\s*(\d+(?:\.\d+)?)\s*s\b",
+                re.I), 1.0),
 )
 # a peak stated in words: "Peak allocated memory: 62.166 GiB/GPU" (#5123), "Peak rank-0 memory: 72.066 GiB allocated
 # / 75.340 GiB reserved" (#5266)
@@ -855,7 +873,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line)
-    if (m := _PROSE_OOM.search(line)) and not _PROSE_NO_OOM.search(line):
+    # an OOM not denied by the words just before it: "it OOMs at zero2/zero3... does not OOM when using CPU offloading"
+    # (EleutherAI/gpt-neox#892) is one
+    if m := next((m for m in _PROSE_OOM.finditer(line)
+                  if not _PROSE_NO_OOM.search(line[max(0, m.start() - 40):m.end()])), None):
         facts.oom = True
         _prose_set(facts, "_prose_oom", line[max(0, m.start() - 40):m.end() + 20].strip())
     row = _TABLE_ROW.match(line) or _NAMED_SIZE.match(line) or _SPACED_ROW.match(line)
@@ -882,6 +903,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _WITH_SIZE.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
+    if m := _PROSE_MP_DEGREE.search(line):
+        _prose_set(facts, "tensor_model_parallel_size", int(m.group(1)))
     compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)] \
         or [(k.upper(), v) for v, k in _SIZE_FIRST.findall(line)] \
         or [(k.upper(), v) for k, v in _SIZE_ATTACHED.findall(line)]
@@ -1459,12 +1482,50 @@ def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple(out)
 
 
+# a family name with the total (and active) parameter count: "glm4.5-106B-A12B", "Qwen3 235B-A22B"
+_SIZED_NAME = re.compile(r"(?<![A-Za-z0-9.])([A-Za-z][A-Za-z0-9.]*?)[-_ ]?(\d+(?:\.\d+)?)[bB]"
+                         r"(?:[-_ ][aA](\d+(?:\.\d+)?)[bB])?(?![-_.]?[A-Za-z0-9])")  # where the name ends: not
+# "Chinese-Qwen3-235B-2507-Distill-data" (a dataset, modelscope/ms-swift#5737)
+
+
+@functools.cache
+def _preset_sizes() -> tuple[tuple[str, str, float, float], ...]:
+    """``(preset, name without separators, total, active parameters in billions)`` of every preset."""
+    from megasolve.models.params import active_params, total_params
+    from megasolve.models.presets import load_preset, preset_names
+
+    out = []
+    for name in preset_names():
+        spec = load_preset(name)
+        out.append((name, re.sub(r"[-_ ]", "", name), total_params(spec) / 1e9, active_params(spec) / 1e9))
+    return tuple(out)
+
+
+def _sized_preset(family: str, total: float, active: float | None) -> str | None:
+    """The one preset of ``family`` whose parameter counts the name states (total within 10 %, active within 15 %):
+    "glm4.5-106B-A12B" is GLM-4.5-Air, "glm4.5-355B-A32B" GLM-4.5 (THUDM/slime#1139).
+
+    >>> _sized_preset("glm4.5", 106, 12), _sized_preset("glm4.5", 355, 32), _sized_preset("glm4.5", 50, None)
+    ('glm-4.5-air', 'glm-4.5', None)
+    """
+    key = re.sub(r"[-_ ]", "", family.lower())
+    if len(key) < 3:
+        return None
+    found = [name for name, flat, n, a in _preset_sizes() if flat.startswith(key) and abs(n / total - 1) <= 0.10
+             and (active is None or abs(a / active - 1) <= 0.15)]
+    return found[0] if len(found) == 1 else None
+
+
 def _preset_names_in(line: str) -> dict[str, int]:
     """Presets named in a line, each with where it is first named; of names overlapping in the line, the longest
-    ("deepseek-v3-proxy", not "deepseek-v3")."""
+    ("deepseek-v3-proxy", not "deepseek-v3"); a family named with its sizes is the preset of those sizes
+    (``_sized_preset``)."""
     if not re.search(r"\d", line):  # every preset's name holds a digit
         return {}
     spans = [(m.start(), m.end(), name) for pattern, name in _preset_patterns() for m in pattern.finditer(line)]
+    for m in _SIZED_NAME.finditer(line):
+        if name := _sized_preset(m.group(1), float(m.group(2)), float(m.group(3)) if m.group(3) else None):
+            spans.append((m.start(), m.end(), name))
     out: dict[str, int] = {}
     for s, e, name in spans:
         if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in spans):
