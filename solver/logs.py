@@ -627,6 +627,13 @@ _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b{_NOT_NODES}", re.I)
 _GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)GPUs?(?![A-Za-z0-9])")
 _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
+# GPU counts in Chinese posts: "N卡" is N GPUs ("增加资源到8卡", alibaba/Pai-Megatron-Patch#409; "H800 256卡"), "N机M卡" N
+# nodes and M GPUs in all ("单机8卡", flagos-ai/FlagPerf#439), "16机 * A800 80 GB * 8卡" 16 nodes of 8 (alibaba/Megatron-LLaMA#22)
+_CN_COUNT_WORDS = {"单": 1, "一": 1, "两": 2, "二": 2, "四": 4, "八": 8}
+_CN_NODES_TIMES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台|节点)\s*[*x×]\s*(?:[^*x×\n]{0,24}[*x×]\s*)?(\d+)\s*(?:张\s*)?卡")
+_CN_NODES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台机器|台|节点)\s*(\d+)\s*(?:张\s*)?卡")
+_CN_CARDS = re.compile(r"(?<![\d.A-Za-z])(\d+)\s*(?:张\s*)?卡(?!型)")
+_CN_ALTERNATIVES = re.compile(r"卡\s*(?:或者?|or|/)\s*\d")  # "32卡或64卡": either (Pai-Megatron-Patch#643), not read
 # multi-query attention: one key-value group ("Some tests with a 1B MQA model", bigcode-project/Megatron-LM#41)
 _PROSE_MQA = re.compile(r"\bMQA\b|\bmulti[- ]query[- ]attention\b", re.I)
 # data parallelism alone: TP = PP = 1 ("and only use data parallelism", NVIDIA/Megatron-LM#1214)
@@ -856,6 +863,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     {'_prose_gpus_per_node': 8, '_prose_nodes': 4}
     >>> f = LogFacts(); _prose_sizes("on two DGX nodes, each with 8 H100 GPUs", f); f.args
     {'_prose_gpus_per_node': 8, '_prose_nodes': 2}
+    >>> [_prose_sizes(t, f := LogFacts()) or f.args.get("_prose_num_gpus") for t in ("增加资源到8卡", "2机16卡",
+    ...  "在16机 * A800 80 GB * 8卡的机器上", "H800 32卡或64卡")]  # Chinese posts: "N卡" is N GPUs
+    [8, 16, 128, None]
     >>> f = LogFacts(); _prose_sizes("a 1B MQA model on 2 A40 GPUS, and only use data parallelism", f); f.args
     {'num_query_groups': 1, 'tensor_model_parallel_size': 1, 'pipeline_model_parallel_size': 1, '_prose_num_gpus': 2}
     >>> f = LogFacts(); _prose_sizes("i test llama 13b, the pp parallelism is 4 and global-batch-size = 64", f); f.args
@@ -970,6 +980,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
     elif _SINGLE_GPU.search(line):
         _prose_set(facts, "_prose_num_gpus", 1)
+    elif m := _CN_NODES_TIMES_CARDS.search(line):
+        _prose_set(facts, "_prose_num_gpus", (_CN_COUNT_WORDS.get(m.group(1)) or int(m.group(1))) * int(m.group(2)))
+    elif ((m := _CN_NODES_CARDS.search(line)) or (m := _CN_CARDS.search(line))) and not _CN_ALTERNATIVES.search(line):
+        _prose_set(facts, "_prose_num_gpus", int(m.group(m.lastindex)))
 
 
 def _peak_memory(facts: LogFacts, rank: int, allocated_mib: float, reserved_mib: float) -> None:
