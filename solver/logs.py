@@ -583,7 +583,10 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
                         r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
-                           r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|ran\s+out|exhausted)|✅", re.I)
+                           r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|ran\s+out|exhausted)|✅"
+                           r"|(?:不会|没有|没|避免|防止|不)\s*(?:爆显存|显存不足|显存溢出|显存不够)", re.I)
+# an OOM told in Chinese: "爆显存", "显存不足", "每一张卡显存都满了" (alibaba/Pai-Megatron-Patch#409: every card's memory full)
+_PROSE_OOM_CN = re.compile(r"爆显存|显存(?:不足|溢出|不够|爆了|都满了|满了)")
 # sizes written the other way round or run together: "2pp-1dp-1cp-8ep" (mlc-ai/pith-train#7), "tp2pp1" / "tp2 pp1"
 # (ISEEKYAN/verl_megatron_practice#2); like "TP1/PP1", a line must hold two of them
 _SIZE_FIRST = re.compile(r"(?<![A-Za-z0-9.])(\d+)(tp|pp|vpp|cp|ep|etp|dp)(?![A-Za-z])", re.I)
@@ -629,6 +632,10 @@ _GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)GPUs?(?![A-Za-z0-9])")
 _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
 # GPU counts in Chinese posts: "N卡" is N GPUs ("增加资源到8卡", alibaba/Pai-Megatron-Patch#409; "H800 256卡"), "N机M卡" N
 # nodes and M GPUs in all ("单机8卡", flagos-ai/FlagPerf#439), "16机 * A800 80 GB * 8卡" 16 nodes of 8 (alibaba/Megatron-LLaMA#22)
+# a sequence length in Chinese: "序列长度 4096" / "序列长度为8192", "训练32k的上下文" (alibaba/Pai-Megatron-Patch), "8k的长度"
+# (modelscope/ms-swift#9191)
+_CN_SEQ = re.compile(r"(?:序列长度|上下文长度)\s*[:：=]?\s*(?:为|是)?\s*(\d{3,}|\d+[kK])\b|(?<![\d.])(\d+[kK])\s*(?:的)?\s*"
+                     r"(?:上下文|序列长度|长度)")
 _CN_COUNT_WORDS = {"单": 1, "一": 1, "两": 2, "二": 2, "四": 4, "八": 8}
 _CN_NODES_TIMES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台|节点)\s*[*x×]\s*(?:[^*x×\n]{0,24}[*x×]\s*)?(\d+)\s*(?:张\s*)?卡")
 _CN_NODES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台机器|台|节点)\s*(\d+)\s*(?:张\s*)?卡")
@@ -866,6 +873,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     >>> [_prose_sizes(t, f := LogFacts()) or f.args.get("_prose_num_gpus") for t in ("增加资源到8卡", "2机16卡",
     ...  "在16机 * A800 80 GB * 8卡的机器上", "H800 32卡或64卡")]  # Chinese posts: "N卡" is N GPUs
     [8, 16, 128, None]
+    >>> f = LogFacts(); _prose_sizes("训练32k的上下文，每一张卡显存都满了", f); f.args["seq_length"], f.oom
+    (32768, True)
     >>> f = LogFacts(); _prose_sizes("a 1B MQA model on 2 A40 GPUS, and only use data parallelism", f); f.args
     {'num_query_groups': 1, 'tensor_model_parallel_size': 1, 'pipeline_model_parallel_size': 1, '_prose_num_gpus': 2}
     >>> f = LogFacts(); _prose_sizes("i test llama 13b, the pp parallelism is 4 and global-batch-size = 64", f); f.args
@@ -885,7 +894,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     line = _RANK_TAGS.sub(" ", line)
     # an OOM not denied by the words just before it: "it OOMs at zero2/zero3... does not OOM when using CPU offloading"
     # (EleutherAI/gpt-neox#892) is one
-    if m := next((m for m in _PROSE_OOM.finditer(line)
+    if m := next((m for pattern in (_PROSE_OOM, _PROSE_OOM_CN) for m in pattern.finditer(line)
                   if not _PROSE_NO_OOM.search(line[max(0, m.start() - 40):m.end()])), None):
         facts.oom = True
         _prose_set(facts, "_prose_oom", line[max(0, m.start() - 40):m.end() + 20].strip())
@@ -926,8 +935,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         for key, value in sizes.items():
             facts.prose_sizes.setdefault(key, value)
             _prose_set(facts, key, value)
-    if m := _PROSE_SEQ.search(line) or _SEQ_AFTER.search(line) or _SEQ_TOKEN.search(line):  # "seq_len 4K": K = 1024
-        value = m.group(1)
+    if m := _PROSE_SEQ.search(line) or _SEQ_AFTER.search(line) or _SEQ_TOKEN.search(line) or _CN_SEQ.search(line):
+        value = next(g for g in m.groups() if g)  # "seq_len 4K": K = 1024
         _prose_set(facts, "seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
     for key, value in _KEY_VALUE_IN_TEXT.findall(line):
         key = _TEXT_KEY_ALIASES.get(key, key)
