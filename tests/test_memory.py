@@ -454,3 +454,29 @@ def test_uncertainty_band_is_static_and_activation_fractions_wider_for_moe_and_u
                 assert stage.moe == spec.is_moe
                 assert memory_uncertainty_bytes(stage, workload) == pytest.approx(expected, rel=1e-12)
                 assert 0 < memory_uncertainty_bytes(stage, workload) < 0.3 * stage.allocated_bytes
+
+
+# ---------------------------------------------------------------------------- cuBLAS workspaces
+def test_cublas_workspaces_per_thread_architecture_and_tp_overlap():
+    """PyTorch: one workspace per thread that runs torch GEMMs (forward and autograd's backward), 32 MiB on
+    Hopper only, 8.125 MiB elsewhere, 128 + 76 MiB on MI300X; Transformer Engine: one of 32 MiB + 1 KiB (sm >= 9.0),
+    four more for MoE grouped GEMMs, three more for the userbuffer GEMMs of --tp-comm-overlap (TP > 1 with SP)."""
+    mib = 2**20
+    dense, moe = load_preset("llama-3.1-8b"), load_preset("qwen3-30b-a3b")
+    no_sp = memory.ActivationShape(tp=2, cp=1, mbs=1, sequence_parallel=False)
+    sp = memory.ActivationShape(tp=2, cp=1, mbs=1, sequence_parallel=True)
+    wl, overlap = Workload(seq_length=4096), Workload(seq_length=4096, tp_comm_overlap=True)
+
+    def fixed(spec, gpu, workload=wl, shape=no_sp):
+        return memory.fixed_allocation_bytes(spec, Cluster.from_flags(num_gpus=8, gpu=gpu), workload, shape)
+
+    te = 32 * mib + 1024
+    assert fixed(dense, "h100") == 2 * 32 * mib + te
+    assert fixed(dense, "h200") == fixed(dense, "h800") == fixed(dense, "h100")  # the same chip
+    assert fixed(dense, "b200") == fixed(dense, "gb300") == 2 * 8.125 * mib + te
+    assert fixed(dense, "a100-80g") == 2 * 8.125 * mib + 4 * mib
+    assert fixed(dense, "l40s") == 2 * 8.125 * mib + 4 * mib  # Ada, sm 8.9: TE's small workspace
+    assert fixed(dense, "mi300x") == 2 * (128 + 76) * mib + te
+    assert fixed(moe, "h100") - fixed(dense, "h100") == 4 * te
+    assert fixed(dense, "h100", overlap, sp) - fixed(dense, "h100", wl, sp) == 3 * te
+    assert fixed(dense, "h100", overlap, no_sp) == fixed(dense, "h100")  # no userbuffers without SP
