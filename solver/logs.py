@@ -685,6 +685,11 @@ _STATED_STEP_WORDS = (
     # "With profiler off, the steps take 12secs." (THUDM/slime#1139), "each step took about 3.5 s"
     (re.compile(r"\b(?:the |each |a )?steps?\s+(?:take|takes|took)\s+(?:about\s+|around\s+|~\s*)?(\d+(?:\.\d+)?)\s*"
                 r"(?:s|secs?|seconds)\b", re.I), 1.0),
+    # in Chinese: "每个iter耗时60s", "单步耗时 3.2 秒", "每步迭代时间为850ms" (per iteration / step, its time)
+    (re.compile(r"(?:每个?|单)\s*(?:iter(?:ation)?|step|迭代|步)\s*(?:的)?\s*(?:训练|迭代)?\s*(?:耗时|时间|用时|需要|要)\s*"
+                r"(?:是|为|约|大概|大约)?\s*(\d+(?:\.\d+)?)\s*(?:s|秒)(?![A-Za-z])", re.I), 1.0),
+    (re.compile(r"(?:每个?|单)\s*(?:iter(?:ation)?|step|迭代|步)\s*(?:的)?\s*(?:训练|迭代)?\s*(?:耗时|时间|用时|需要|要)\s*"
+                r"(?:是|为|约|大概|大约)?\s*(\d+(?:\.\d+)?)\s*(?:ms|毫秒)", re.I), 1e-3),
     # a validator's row, the measured value first: "| Median steady-state iteration time | 7.654155 s | 7.020375 s |"
     # (NVIDIA/Megatron-LM#6034)
     (re.compile(r"\b(?:median|mean|average)\s+(?:steady[- ]state\s+)?iteration time\s*\|\s*(\d+(?:\.\d+)?)\s*s\b",
@@ -875,6 +880,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     [8, 16, 128, None]
     >>> f = LogFacts(); _prose_sizes("训练32k的上下文，每一张卡显存都满了", f); f.args["seq_length"], f.oom
     (32768, True)
+    >>> f = LogFacts(); _prose_sizes("每个iter耗时60s", f); f.stated_step_s  # a step time in Chinese
+    60.0
     >>> f = LogFacts(); _prose_sizes("a 1B MQA model on 2 A40 GPUS, and only use data parallelism", f); f.args
     {'num_query_groups': 1, 'tensor_model_parallel_size': 1, 'pipeline_model_parallel_size': 1, '_prose_num_gpus': 2}
     >>> f = LogFacts(); _prose_sizes("i test llama 13b, the pp parallelism is 4 and global-batch-size = 64", f); f.args
