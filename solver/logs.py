@@ -98,6 +98,10 @@ _OOM_CAPACITY = re.compile(r"total capacit[yi]? of ([\d.]+) GiB|([\d.]+) GiB tot
 # Megatron-SWIFT's iteration line adds "memory(GiB): X", torch.cuda.max_memory_reserved() / 2**30
 # (modelscope/ms-swift#5194, swift/megatron/init.py training_log)
 _SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*([\d.]+)")
+# ms-swift's trainer logs as a dict: "{'loss': 0.32, ..., 'iteration': '34/107', ..., 'memory(GiB)': 75.71,
+# 'train_speed(s/it)': 233.114145}" (modelscope/ms-swift#8152); the speed is the run's seconds per iteration so far
+_SWIFT_DICT_STEP = re.compile(r"'iteration':\s*'(\d+)/\d+'.*?'train_speed\(s/it\)':\s*([\d.]+)")
+_SWIFT_DICT_MEMORY = re.compile(r"'memory\(GiB\)':\s*([\d.]+)")
 # NeMo 2 MegatronStrategy logs max_memory_reserved / max_memory_allocated in bytes with the step
 # (nemo/lightning/pytorch/strategies/megatron_strategy.py L802-808)
 _NEMO_MEMORY = re.compile(r"max_memory_(allocated|reserved)\s*[:=]\s*([\d.e+]+)")
@@ -125,8 +129,8 @@ _BULLET = re.compile(r"^\s*[-*]\s+")  # a Markdown list item: "- micro_batch_siz
 _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*=\s*(.+)$")
-_GPU_NAME = re.compile(r"\b(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X)"
-                       r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB)?", re.I)
+_GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X)"
+                       r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB?)?", re.I)
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
                       r"(?: version)?\s*[:=]?\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\w-]*)?)", re.I)
 _REPR_PAIR = re.compile(r"\b([a-z_][a-z0-9_]*)=([^,()\s]+)")
@@ -412,6 +416,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         if q := _ACTUAL_SEQLEN.search(m.group(3)):
             facts.args.setdefault("seq_length", int(q.group(1)))
         return
+    if m := _SWIFT_DICT_STEP.search(line):
+        facts.iterations.append((int(m.group(1)), float(m.group(2)), None, None))
+        if r := _SWIFT_DICT_MEMORY.search(line):  # ms-swift's get_max_cuda_memory: the reserved peak
+            facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
+        return
     if m := _BRIDGE_STEP.search(line):
         facts.nemo_steps.append((None, float(m.group(1))))
         if m.group(2):
@@ -502,7 +511,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     _prose_sizes(line, facts)
     for m in _GPU_NAME.finditer(line):
-        if re.search(r"NVIDIA|Tesla|GPU|device|gpu", line) or _GPU_COUNT.search(line):
+        if re.search(r"NVIDIA|Tesla|GPU|device|gpu|显卡|\d\s*卡", line) or _GPU_COUNT.search(line) or _CN_GPU_COUNT.search(line):
             key = m.group(1).upper() + (f"-{m.group(2)}" if m.group(2) else "")
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     for m in _VERSION.finditer(line):
@@ -580,6 +589,7 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         r"raise[sd]?|raising|"  # "it even raise oom by the table param" (NVIDIA/Megatron-LM#1571)
                         r"throws?|threw|fails? with|failed with|dies? with|occurs?|occurred)\s+(?:an?\s+|the\s+)?"
                         r"(?:CUDA\s+)?(?:OOMs?|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b"
+                        r"|^\s*OOM\s+(?:when|while|during|at|in|after)\b"  # "OOM when compute_teacher_logits" (ms-swift#7295)
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
                         r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
@@ -609,9 +619,12 @@ _SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?
 _SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  # "seq8192", "seq 2048" (trl#6869)
 # a Megatron config key and its value in running text: "num_layers 24, num_heads 16, hidden_size 2048"
 # (bigcode-project/Megatron-LM#41), "with expert_tensor_parallel_size=1 and sequence_parallel=True" (NVIDIA-NeMo/RL#2668)
-_KEY_VALUE_IN_TEXT = re.compile(r"(?<![\w.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?:\s+|\s*=\s*)(\d+)\b(?![.\d])")
+_KEY_VALUE_IN_TEXT = re.compile(r"(?<![\w.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?(?:\s+|\s*=\s*)(\d+)\b(?![.\d])")  # "`micro_batch_size` 3"
 _TEXT_KEY_ALIASES = {"num_heads": "num_attention_heads", "n_heads": "num_attention_heads", "n_layers": "num_layers",
-                     "num_kv_heads": "num_query_groups", "batch_size_per_gpu": "micro_batch_size"}
+                     "num_kv_heads": "num_query_groups", "batch_size_per_gpu": "micro_batch_size",
+                     # SkyRL's / verl's SFT trainer: "`train_batch_size=256, max_len=4096, micro_batch_size=8`"
+                     # (NovaSky-AI/SkyRL#1734)
+                     "train_batch_size": "global_batch_size", "max_len": "seq_length"}
 # a launcher's rank tags ("[INFO|DP=0|PP=0|TP=0|lm_head]", nanotron) name the rank, not the sizes
 _RANK_TAGS = re.compile(r"\[[^\]\n]*\|(?:DP|PP|TP|CP|EP)=\d+[^\]\n]*\]")
 # "world size 8" in a post (the log's own "using world size: 8" is read as the world size)
@@ -635,11 +648,21 @@ _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "52
 # a sequence length in Chinese: "序列长度 4096" / "序列长度为8192", "训练32k的上下文" (alibaba/Pai-Megatron-Patch), "8k的长度"
 # (modelscope/ms-swift#9191)
 _CN_SEQ = re.compile(r"(?:序列长度|上下文长度)\s*[:：=]?\s*(?:为|是)?\s*(\d{3,}|\d+[kK])\b|(?<![\d.])(\d+[kK])\s*(?:的)?\s*"
-                     r"(?:上下文|序列长度|长度)")
+                     r"(?:上下文|序列长度|长度)|长度\S{0,6}?(\d{3,})\s*(?:个\s*)?tokens?")  # "长度填充到6000token"
+# parallel sizes in Chinese: "4张量并行" / "张量并行为4" (tensor), 流水线 (pipeline), 专家 (expert), 上下文 (context)
+# (alibaba/Pai-Megatron-Patch#135: "做无数据并行、无模型并行、4张量并行的分布式训练")
+_CN_PARALLEL_KINDS = {"张量": "tensor_model_parallel_size", "流水线": "pipeline_model_parallel_size",
+                      "专家": "expert_model_parallel_size", "上下文": "context_parallel_size"}
+_CN_PARALLEL = re.compile(r"(\d+)\s*(?:路)?\s*(张量|流水线|专家|上下文)并行|(张量|流水线|专家|上下文)并行\s*(?:度|大小|数)?\s*"
+                          r"(?:为|是|=|:|：)?\s*(\d+)")
+# a GPU count with a Chinese counter: "使用4块A800显卡", "8张H100"
+_CN_GPU_COUNT = re.compile(rf"(?<![\d.])(?:(\d+)\s*[*x×]\s*)?(\d+)\s*(?:块|张)\s*(?:\d+\s*GB?\s*)?(?:NVIDIA\s*)?{_GPU_NAMES_RE}",
+                           re.I)  # "16*8 块80G A800" (modelscope/ms-swift#6703): 128; not 台: machines
+# ("4台A800 80G，共32卡训练": 4 machines, 32 GPUs, modelscope/ms-swift#8081)
 _CN_COUNT_WORDS = {"单": 1, "一": 1, "两": 2, "二": 2, "四": 4, "八": 8}
 _CN_NODES_TIMES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台|节点)\s*[*x×]\s*(?:[^*x×\n]{0,24}[*x×]\s*)?(\d+)\s*(?:张\s*)?卡")
 _CN_NODES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台机器|台|节点)\s*(\d+)\s*(?:张\s*)?卡")
-_CN_CARDS = re.compile(r"(?<![\d.A-Za-z])(\d+)\s*(?:张\s*)?卡(?!型)")
+_CN_CARDS = re.compile(r"(?<![\d.A-Za-z])(\d+)\s*(?:张\s*)?卡(?![型住死顿])")  # not 卡住 / 卡死: stuck
 _CN_ALTERNATIVES = re.compile(r"卡\s*(?:或者?|or|/)\s*\d")  # "32卡或64卡": either (Pai-Megatron-Patch#643), not read
 # multi-query attention: one key-value group ("Some tests with a 1B MQA model", bigcode-project/Megatron-LM#41)
 _PROSE_MQA = re.compile(r"\bMQA\b|\bmulti[- ]query[- ]attention\b", re.I)
@@ -679,6 +702,8 @@ _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]
 _STATED_STEP_WORDS = (
     (re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s+(?:average|avg|mean|median)\b", re.I), 1e-3),
     (re.compile(r"\bstep time:\s*(\d[\d,]*\.?\d*)\s*ms\b", re.I), 1e-3),
+    # "- Step time: 1.93 s → 0.70 s (2.75×)": the first run's, as the first setup is the one read (NovaSky-AI/SkyRL#1734)
+    (re.compile(r"\bstep time:\s*(\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
     # "step time improved from 20.1s to 16.9s"; "reduced Qwen step time from 24.714s to 20.992s" (Megatron-Bridge#5129)
     (re.compile(r"\bstep time\s+(?:\w+\s+)?from \d+(?:\.\d+)?\s*s to (\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
     (re.compile(r"\b(\d+(?:\.\d+)?)-second (?:median|average|mean)\b", re.I), 1.0),
@@ -692,8 +717,8 @@ _STATED_STEP_WORDS = (
                 r"(?:是|为|约|大概|大约)?\s*(\d+(?:\.\d+)?)\s*(?:ms|毫秒)", re.I), 1e-3),
     # a validator's row, the measured value first: "| Median steady-state iteration time | 7.654155 s | 7.020375 s |"
     # (NVIDIA/Megatron-LM#6034)
-    (re.compile(r"\b(?:median|mean|average)\s+(?:steady[- ]state\s+)?iteration time\s*\|\s*(\d+(?:\.\d+)?)\s*s\b",
-                re.I), 1.0),
+    (re.compile(r"\b(?:median|mean|average)\s+(?:steady[- ]state\s+)?(?:iteration|step) time\s*\|\s*(\d+(?:\.\d+)?)\s*s\b",
+                re.I), 1.0),  # "| Mean step time | 2.807s |" (NVIDIA-NeMo/RL#2438)
 )
 # a peak stated in words: "Peak allocated memory: 62.166 GiB/GPU" (#5123), "Peak rank-0 memory: 72.066 GiB allocated
 # / 75.340 GiB reserved" (#5266)
@@ -931,6 +956,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     if m := _PROSE_MP_DEGREE.search(line):
         _prose_set(facts, "tensor_model_parallel_size", int(m.group(1)))
+    for m in _CN_PARALLEL.finditer(line):
+        _prose_set(facts, _CN_PARALLEL_KINDS[m.group(2) or m.group(3)], int(m.group(1) or m.group(4)))
     compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)] \
         or [(k.upper(), v) for v, k in _SIZE_FIRST.findall(line)] \
         or [(k.upper(), v) for k, v in _SIZE_ATTACHED.findall(line)]
@@ -996,6 +1023,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
     elif _SINGLE_GPU.search(line):
         _prose_set(facts, "_prose_num_gpus", 1)
+    elif m := _CN_GPU_COUNT.search(line):
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1) or 1) * int(m.group(2)))
     elif m := _CN_NODES_TIMES_CARDS.search(line):
         _prose_set(facts, "_prose_num_gpus", (_CN_COUNT_WORDS.get(m.group(1)) or int(m.group(1))) * int(m.group(2)))
     elif ((m := _CN_NODES_CARDS.search(line)) or (m := _CN_CARDS.search(line))) and not _CN_ALTERNATIVES.search(line):
