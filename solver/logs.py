@@ -130,7 +130,8 @@ _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*=\s*(.+)$")
 _GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X)"
-                       r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?GB?)?", re.I)
+                       r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?", re.I)  # "80GB", "80G";
+# not "A100 40 GPUs"
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
                       r"(?: version)?\s*[:=]?\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\w-]*)?)", re.I)
 _REPR_PAIR = re.compile(r"\b([a-z_][a-z0-9_]*)=([^,()\s]+)")
