@@ -68,43 +68,43 @@ _NEOX_SUFFIX = re.compile(r"(?:\.{2,}|(?<=[\]}'\"]))(?:default|updated)$")
 _DS_TOPOLOGY = re.compile(r"Using topology:\s*(\{.*)")
 _DS_COORD = re.compile(r"ProcessCoord\(([^)]*)\):\s*(\d+)")
 _DS_AXES = {"pipe": "pipeline-model-parallel", "data": "data-parallel", "model": "tensor-model-parallel"}
-_DS_STEP = re.compile(r"^steps:\s*(\d+)\b.*?\biter time \(s\):\s*([\d.]+)")
+_DS_STEP = re.compile(r"^steps:\s*(\d+)\b.*?\biter time \(s\):\s*(\d*\.?\d+)")
 # verl's log_gpu_memory_usage: "... max memory allocated (GB): 52.26, ... max memory reserved (GB): 58.40" and its
 # step metrics "perf/max_memory_allocated_gb:25.921"; verl's GB is bytes / 2**30 (verl/utils/debug/performance.py)
-_VERL_MEMORY = re.compile(r"max memory allocated \(GB\):\s*([\d.]+).*?max memory reserved \(GB\):\s*([\d.]+)")
+_VERL_MEMORY = re.compile(r"max memory allocated \(GB\):\s*(\d*\.?\d+).*?max memory reserved \(GB\):\s*(\d*\.?\d+)")
 # NeMo's / Megatron-Bridge's performance scripts name a run by its layout: "bf16_2nodes_tp1_pp2_cp1_vp24_ep2_etp1_
 # 1mbs_512gbs" (scripts/performance: compute dtype, nodes, sizes, micro and global batch; NVIDIA-NeMo/NeMo#14838)
 _NEMO_PERF_NAME = re.compile(r"(?<![A-Za-z0-9])(?:(bf16|fp16|fp8|fp32|mxfp8)\w*?_)?(\d+)nodes_tp(\d+)_pp(\d+)_cp(\d+)"
                              r"_vp(\d+|None)_ep(\d+)(?:_etp(\d+|None))?_(\d+)mbs_(\d+)gbs(?![A-Za-z0-9])")
 _VERL_RANK = re.compile(r"\[Rank (\d+)\b")
-_VERL_PERF_MEMORY = re.compile(r"perf/max_memory_(allocated|reserved)_gb:\s*([\d.]+)")
+_VERL_PERF_MEMORY = re.compile(r"perf/max_memory_(allocated|reserved)_gb:\s*(\d*\.?\d+)")
 _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
 # training.py::training_log prints "elapsed time per iteration (ms): T"; condensed copies of it in issue
 # threads shorten the label to "elapsed (ms): T" (Megatron-Bridge#5088)
-_ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\(ms\):\s*([\d.]+)|:\s*([\d.]+)\s*ms\b)")
+_ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\(ms\):\s*(\d*\.?\d+)|:\s*(\d*\.?\d+)\s*ms\b)")
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
-                     r"\s*[:=]\s*([\d.]+)", re.I)
+                     r"\s*[:=]\s*(\d*\.?\d+)", re.I)
 _GBS = re.compile(r"global batch size:\s*(\d+)")
 # (Megatron-LM of 2020 printed PyTorch's old names, "cached" / "max cached", for reserved: NVIDIA/Megatron-LM#5)
-_MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|"
-                     r"\s*max allocated:\s*([\d.]+)\s*\|\s*(?:reserved|cached):\s*([\d.]+)\s*\|"
-                     r"\s*max (?:reserved|cached):\s*([\d.]+)")
-_THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=([\d.]+) MB"
-                     r"(?:, activation=([\d.]+) MB, total=([\d.]+) MB)?")
+_MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|\s*allocated:\s*(\d*\.?\d+)\s*\|"
+                     r"\s*max allocated:\s*(\d*\.?\d+)\s*\|\s*(?:reserved|cached):\s*(\d*\.?\d+)\s*\|"
+                     r"\s*max (?:reserved|cached):\s*(\d*\.?\d+)")
+_THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=(\d*\.?\d+) MB"
+                     r"(?:, activation=(\d*\.?\d+) MB, total=(\d*\.?\d+) MB)?")
 # torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
 # (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
-_OOM = re.compile(r"(?:CUDA|NPU|XPU|HPU) out of memory\. Tried to allocate ([\d.]+) ([GM]i?B)")
-_OOM_CAPACITY = re.compile(r"total capacit[yi]? of ([\d.]+) GiB|([\d.]+) GiB total capacity")
+_OOM = re.compile(r"(?:CUDA|NPU|XPU|HPU) out of memory\. Tried to allocate (\d*\.?\d+) ([GM]i?B)")
+_OOM_CAPACITY = re.compile(r"total capacit[yi]? of (\d*\.?\d+) GiB|(\d*\.?\d+) GiB total capacity")
 # Megatron-SWIFT's iteration line adds "memory(GiB): X", torch.cuda.max_memory_reserved() / 2**30
 # (modelscope/ms-swift#5194, swift/megatron/init.py training_log)
-_SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*([\d.]+)")
+_SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*(\d*\.?\d+)")
 # ms-swift's trainer logs as a dict: "{'loss': 0.32, ..., 'iteration': '34/107', ..., 'memory(GiB)': 75.71,
 # 'train_speed(s/it)': 233.114145}" (modelscope/ms-swift#8152); the speed is the run's seconds per iteration so far
-_SWIFT_DICT_STEP = re.compile(r"'iteration':\s*'(\d+)/\d+'.*?'train_speed\(s/it\)':\s*([\d.]+)")
-_SWIFT_DICT_MEMORY = re.compile(r"'memory\(GiB\)':\s*([\d.]+)")
+_SWIFT_DICT_STEP = re.compile(r"'iteration':\s*'(\d+)/\d+'.*?'train_speed\(s/it\)':\s*(\d+(?:\.\d+)?)")
+_SWIFT_DICT_MEMORY = re.compile(r"'memory\(GiB\)':\s*(\d+(?:\.\d+)?)")
 # NeMo 2 MegatronStrategy logs max_memory_reserved / max_memory_allocated in bytes with the step
 # (nemo/lightning/pytorch/strategies/megatron_strategy.py L802-808)
-_NEMO_MEMORY = re.compile(r"max_memory_(allocated|reserved)\s*[:=]\s*([\d.e+]+)")
+_NEMO_MEMORY = re.compile(r"max_memory_(allocated|reserved)\s*[:=]\s*(\d*\.?\d+(?:e\+?\d+)?)")
 # NeMo's megatron_init logs every parallel group: "All tensor model parallel group ranks: [[0, 1], [2, 3]]"
 # (nemo/lightning/megatron_init.py L474-530; the NeMo 1 copy in nemo/collections/nlp/modules/common/megatron)
 _NEMO_GROUPS = re.compile(r"All (tensor model|pipeline model|context|data) parallel group ranks"
@@ -112,14 +112,14 @@ _NEMO_GROUPS = re.compile(r"All (tensor model|pipeline model|context|data) paral
 _NEMO_GROUP_PARTS = {"tensor model": "tensor-model-parallel", "pipeline model": "pipeline-model-parallel",
                      "context": "context-parallel", "data": "data-parallel"}
 _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
-_NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*([\d.]+)")
+_NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*(\d*\.?\d+)")
 _NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
 _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
 # NeMo 2's step line without the timing callback: "Training epoch 0, iteration 0/9 | lr: 0.0006 | consumed_samples: 32 |
 # global_batch_size: 32 | ..." (NVIDIA/NeMo#10128)
 _NEMO_TRAIN_LINE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|")
 # NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
-_TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*([\d.]+)(s/it|it/s)")
+_TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*(\d*\.?\d+)(s/it|it/s)")
 # "key: value" / "key=value", optionally ending in a YAML comment ("num_query_groups: 16 # num_key_value_heads")
 # Megatron-Bridge's configuration summary adds the Megatron-Core default to each non-default value:
 # "  add_bias_linear: False  (Mcore default: True)" (training/config.py, "Non-default values (vs Mcore ...)";
@@ -146,23 +146,23 @@ _DICT_PAIR = re.compile(r"'([a-z_][a-z0-9_]*)':\s*('[^']*'|[^,{}<>]+?)\s*(?=[,}]
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 # Megatron-Bridge's per-step print: "Step Time : 12.78s GPU utilization: 528.1 TFLOP/s/GPU" (Megatron-Bridge#388),
 # later "... 24.7MODEL_TFLOP/s/GPU" (bionemo-recipes#1357): seconds of the step, model TFLOP/s per GPU
-_BRIDGE_STEP = re.compile(r"Step Time\s*:\s*([\d.]+)\s*s\b(?:.*?GPU utilization:\s*([\d.]+)\s*(?:MODEL_)?TFLOP)?")
+_BRIDGE_STEP = re.compile(r"Step Time\s*:\s*(\d*\.?\d+)\s*s\b(?:.*?GPU utilization:\s*(\d*\.?\d+)\s*(?:MODEL_)?TFLOP)?")
 # Megatron-Bridge / Megatron-LM report_memory in decimal GB (bytes / 1e9, training/utils/train_utils.py report_memory):
 # "[Rank 0] (after 1 iterations) memory (GB) | mem-allocated-gigabytes: 13.367 | ... | mem-max-allocated-gigabytes: X"
 _MEMORY_GB = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(after \d+ iterations\) memory \(GB\)(.*)")
-_MEMORY_GB_FIELD = re.compile(r"mem-(max-allocated|max-reserved|reserved)-gigabytes:\s*([\d.]+)")
+_MEMORY_GB_FIELD = re.compile(r"mem-(max-allocated|max-reserved|reserved)-gigabytes:\s*(\d*\.?\d+)")
 # DeepSpeed's flops profiler summary (deepspeed/profiling/flops_profiler/profiler.py print_model_profile):
 # "world size: 128", "data parallel size: 16", "model parallel size: 8", "batch size per GPU: 8"
 _DS_PROFILE = re.compile(r"^(world size|data parallel size|model parallel size|batch size per GPU):\s+(\d+)\s*$")
 # BigScience Megatron-DeepSpeed's parameter print (bigscience-workshop/Megatron-DeepSpeed#202):
 # "[001-003] 13.2894B / 12.5869B" = [tensor rank-pipeline rank] billions with / without embeddings
-_BIG_PARAMS = re.compile(r"^\[(\d{3})-(\d{3})\]\s+([\d.]+)B\s*/\s*[\d.]+B$")
+_BIG_PARAMS = re.compile(r"^\[(\d{3})-(\d{3})\]\s+(\d*\.?\d+)B\s*/\s*[\d.]+B$")
 # swiss-ai/Megatron-LM progress.txt (swiss-ai/Megatron-LM#46): "... # GPUs: 8 ... Job throughput: 364.8 TFLOP/s/GPU"
 _PROGRESS_GPUS = re.compile(r"#\s*GPUs:\s*(\d+)")
-_PROGRESS_TFLOPS = re.compile(r"\bJob throughput:\s*([\d.]+)\s*TFLOP/s/GPU")
+_PROGRESS_TFLOPS = re.compile(r"\bJob throughput:\s*(\d*\.?\d+)\s*TFLOP/s/GPU")
 # slime's timers (slime/utils/timer.py): "Timer train end (elapsed: 3.4s)", one pass of the training loop
 # (THUDM/slime#1450)
-_SLIME_TRAIN = re.compile(r"\bTimer train end \(elapsed:\s*([\d.]+)\s*s\)")
+_SLIME_TRAIN = re.compile(r"\bTimer train end \(elapsed:\s*(\d*\.?\d+)\s*s\)")
 # Megatron-DeepSpeed's iteration line adds the trained sequence length: "| actual seqlen:  2048 |"
 # (microsoft/Megatron-DeepSpeed megatron/training.py training_log, curriculum learning)
 _ACTUAL_SEQLEN = re.compile(r"\|\s*actual seqlen:\s*(\d+)")
@@ -690,7 +690,7 @@ _TABLE_ROW = re.compile(r"^\s*\|\s*([^|]+?)\s*\|\s*(\d[\d,]*)\s*\|\s*$")
 _NAMED_SIZES = re.compile(r"(?:^|[:,;]\s*)([A-Za-z][A-Za-z ]*[A-Za-z])\s*=\s*(\d+)\b(?=\s*(?:,|;|$))")
 # a step time stated in a summary: "14,920.840 ms/step" (Megatron-Bridge#5722), "last_10_steps_step_time_ms_avg: 68588.270"
 # (Bridge verification cards), "Final-10: 2481.140 ms, ..." (#5717), "Iteration time ~0.9 s" (swiss-ai/Megatron-LM#23)
-_STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\b|step_time_ms\w*\s*[:=]\s*(\d[\d.]*)"
+_STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\b|step_time_ms\w*\s*[:=]\s*(\d+(?:\.\d+)?)"
                           r"|\bFinal-\d+:\s*(\d[\d,]*\.?\d*)\s*ms\b|\biteration time\s*[:=~≈]*\s*~?(\d+(?:\.\d+)?)\s*s\b"
                           r"|(\d+(?:\.\d+)?)\s*s\s*/\s*(?:step|iter(?:ation)?)\b"
                           r"|(\d[\d,]*\.?\d*)\s*ms\s+per\s+(?:step|iter(?:ation)?)\b"
@@ -1569,7 +1569,7 @@ def _sized_preset(family: str, total: float, active: float | None) -> str | None
     ('glm-4.5-air', 'glm-4.5', None)
     """
     key = re.sub(r"[-_ ]", "", family.lower())
-    if len(key) < 3:
+    if len(key) < 3 or total <= 0 or active == 0:  # "Qwen3-0B": no model
         return None
     found = [name for name, flat, n, a in _preset_sizes() if flat.startswith(key) and abs(n / total - 1) <= 0.10
              and (active is None or abs(a / active - 1) <= 0.15)]

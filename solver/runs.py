@@ -750,7 +750,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     per_chunk = args.get("num_layers_per_virtual_pipeline_stage")
     if isinstance(vpp, int) and vpp > 1:
         layout["vpp"] = vpp
-    elif isinstance(per_chunk, int) and isinstance(args.get("num_layers"), int) and pp > 1:
+    elif isinstance(per_chunk, int) and per_chunk > 0 and isinstance(args.get("num_layers"), int) and pp > 1:
         layout["vpp"] = max(1, args["num_layers"] // (pp * per_chunk))
     text = args.get("pipeline_model_parallel_layout")
     if isinstance(text, str) and text.strip():  # --pipeline-model-parallel-layout "Et*2|(tt|)*22t|(tt|)*7mL"

@@ -42,7 +42,8 @@ def damaged_logs(draw):
         lines = lines[:cut] + [lines[cut][:draw(st.integers(0, len(lines[cut])))]]
     ops = draw(st.lists(st.tuples(st.sampled_from(["drop", "dup", "prefix", "number", "swap"]),
                                   st.integers(0, 10_000), st.sampled_from(PREFIXES),
-                                  st.sampled_from(["0", "1", "-3", "7", "999999999", "1e400", "nan", "0.0"])),
+                                  st.sampled_from(["0", "1", "-3", "7", "999999999", "1e400", "nan", "0.0",
+                                                   "...", "1.2.3", "", "0B"])),  # elided, garbled, gone
                         max_size=12))
     for op, at, prefix, number in ops:
         if not lines:
@@ -57,7 +58,7 @@ def damaged_logs(draw):
         elif op == "swap":
             j = (at // 7) % len(lines)
             lines[i], lines[j] = lines[j], lines[i]
-        else:  # a number replaced (a size of 0, a negative one, an absurd one)
+        else:  # a number replaced (a size of 0, a negative one, an absurd one, an elided "...")
             lines[i] = re.sub(r"\d+(?:\.\d+)?", number, lines[i], count=1)
     return "\n".join(lines)
 
