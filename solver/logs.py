@@ -909,7 +909,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     >>> f = LogFacts(); _prose_sizes("每个iter耗时60s", f); f.stated_step_s  # a step time in Chinese
     60.0
     >>> f = LogFacts(); _prose_sizes("a 1B MQA model on 2 A40 GPUS, and only use data parallelism", f); f.args
-    {'num_query_groups': 1, 'tensor_model_parallel_size': 1, 'pipeline_model_parallel_size': 1, '_prose_num_gpus': 2}
+    {'_prose_mqa': True, 'tensor_model_parallel_size': 1, 'pipeline_model_parallel_size': 1, '_prose_num_gpus': 2}
     >>> f = LogFacts(); _prose_sizes("i test llama 13b, the pp parallelism is 4 and global-batch-size = 64", f); f.args
     {'pipeline_model_parallel_size': 4, 'global_batch_size': 64}
     >>> f = LogFacts(); _prose_sizes("- `a.yaml`: TP2/PP1/EP16, MBS3", f); _prose_sizes("- `b.yaml`: TP2/PP4, VPP12", f)
@@ -994,8 +994,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
                 _prose_set(facts, key, int(value))
     if m := _PROSE_TOKENS_PER_STEP.search(line):
         _prose_set(facts, "_tokens_per_step", int(m.group(1).replace(",", "")))
-    if _PROSE_MQA.search(line):
-        _prose_set(facts, "num_query_groups", 1)
+    if _PROSE_MQA.search(line):  # only for a shape the text prints (runs.py): "is MQA supported?" beside a named
+        _prose_set(facts, "_prose_mqa", True)  # model leaves that model's groups alone
     if _PROSE_DP_ONLY.search(line):
         _prose_set(facts, "tensor_model_parallel_size", 1)
         _prose_set(facts, "pipeline_model_parallel_size", 1)

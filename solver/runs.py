@@ -564,8 +564,8 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if isinstance(model_args.get("position_embedding_type"), str):
         model_args["position_embedding_type"] = model_args["position_embedding_type"].split(".")[-1].replace(
             "rotary", "rope")
-    if str(model_args.pop("attention_head_type", "")).lower() == "multiquery":  # BigCode's fork: MQA, one KV group
-        model_args.setdefault("num_query_groups", 1)
+    if str(model_args.pop("attention_head_type", "")).lower() == "multiquery" or model_args.get("_prose_mqa"):
+        model_args.setdefault("num_query_groups", 1)  # BigCode's fork's flag, or "a 1B MQA model": one KV group
     if model_args.get("num_query_groups") and model_args.get("num_query_groups") != model_args["num_attention_heads"]:
         model_args.setdefault("group_query_attention", True)
     if model_args.get("group_query_attention") is None:
