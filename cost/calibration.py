@@ -220,3 +220,9 @@ def load_profile(ref: str | Path | Profile | None) -> Profile | None:
         overrides, name=str(raw.get("profile") or path.stem), source=str(raw.get("source") or path),
         gpu=raw.get("gpu"), software=tuple(raw.get("software") or ()), runs=tuple(raw.get("runs") or ()),
         fitted=raw.get("fitted") or {}, report=raw.get("report") or {})
+
+
+def chip_family(gpu: Any) -> str:
+    """The silicon a GPU SKU (a ``GpuSpec``) is built on (``calibration.yaml`` ``time.chip_family``; ``default`` for
+    SKUs not listed): compute efficiency is a property of the chip, the network of the system."""
+    return calibration()["time"]["chip_family"].get(gpu.name, "default")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from megasolve.cost import hybrid
-from megasolve.cost.calibration import calibration
+from megasolve.cost.calibration import calibration, chip_family
 from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind
 from megasolve.cost.memory import ActivationShape
 from megasolve.cost.moe_routing import routed_rows
@@ -338,12 +338,6 @@ def gemm_efficiency(gpu: GpuSpec, precision: str, width: float) -> float:
     family = table.get(chip_family(gpu), table["default"])
     e_max = family.get(precision, table["default"][precision])
     return e_max * width / (width + cal["gemm_half_width"])
-
-
-def chip_family(gpu: GpuSpec) -> str:
-    """The silicon a GPU SKU is built on (``calibration.yaml`` ``time.chip_family``; ``default`` for
-    SKUs not listed): compute efficiency is a property of the chip, the network of the system."""
-    return calibration()["time"]["chip_family"].get(gpu.name, "default")
 
 
 def attention_efficiency(gpu: GpuSpec) -> float:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from megasolve.cost import combine
-from megasolve.cost.calibration import calibration
+from megasolve.cost.calibration import calibration, chip_family
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.cost import hybrid
 from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, stage_layers
@@ -846,7 +846,7 @@ def torch_workspace_arch(gpu) -> str:
     """
     if gpu.name.startswith("mi3"):
         return "cdna3"
-    return "hopper" if calibration()["time"]["chip_family"].get(gpu.name) == "hopper" else "other"
+    return "hopper" if chip_family(gpu) == "hopper" else "other"
 
 
 def te_workspace_arch(gpu) -> str:
@@ -857,8 +857,7 @@ def te_workspace_arch(gpu) -> str:
     >>> [te_workspace_arch(Cluster.from_flags(num_gpus=8, gpu=g).gpu) for g in ("gb300", "l40s", "a100")]
     ['sm90+', 'older', 'older']
     """
-    family = calibration()["time"]["chip_family"].get(gpu.name, "default")
-    sm90_plus = family in ("hopper", "blackwell", "blackwell-ultra") or gpu.name.startswith("mi3")
+    sm90_plus = chip_family(gpu) in ("hopper", "blackwell", "blackwell-ultra") or gpu.name.startswith("mi3")
     return "sm90+" if sm90_plus else "older"
 
 
@@ -887,7 +886,7 @@ def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload
     total = TORCH_CUBLAS_THREADS * TORCH_CUBLAS_WORKSPACE_BYTES[torch_workspace_arch(cluster.gpu)] + te
     if spec.is_moe:
         total += TE_GROUPED_GEMM_STREAMS * te
-    if workload.tp_comm_overlap and shape.tp > 1 and shape.sequence_parallel:  # as userbuffer_bytes
+    if uses_userbuffers(workload, shape):
         total += TE_USERBUFFER_GEMM_STREAMS * te
     if workload.attention == "unfused":
         scores = shape.mbs * spec.num_attention_heads / shape.tp * workload.seq_length / shape.cp \
@@ -981,6 +980,12 @@ USERBUFFER_ALL_GATHER_GEMMS = ("qkv_fprop", "qkv_dgrad", "proj_dgrad", "proj_wgr
 USERBUFFER_REDUCE_SCATTER_GEMMS = ("proj_fprop", "fc2_fprop", "qkv_wgrad", "fc1_wgrad")
 
 
+def uses_userbuffers(workload: Workload, shape: ActivationShape) -> bool:
+    """Whether a rank runs Transformer Engine's userbuffers: ``--tp-comm-overlap`` with TP > 1 and sequence
+    parallelism (Megatron launches TP overlap only with SP; a layout without either does not initialise it)."""
+    return workload.tp_comm_overlap and shape.tp > 1 and shape.sequence_parallel
+
+
 def userbuffer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
     """Transformer Engine's userbuffers with ``--tp-comm-overlap`` (outside the caching allocator, every
     rank); 0 without it, with TP 1 or without sequence parallelism (Megatron launches TP overlap only with
@@ -995,7 +1000,7 @@ def userbuffer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape
     >>> round(userbuffer_bytes(spec, Workload(seq_length=8192, precision="fp8", tp_comm_overlap=True), shape) / 2**20)
     1024
     """
-    if not (workload.tp_comm_overlap and shape.tp > 1 and shape.sequence_parallel):
+    if not uses_userbuffers(workload, shape):
         return 0.0
     elements = shape.tokens(workload) * spec.hidden_size
     all_gather = 1 if workload.precision == "fp8" else BF16

@@ -382,6 +382,9 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         args["global_batch_size"] = statistics.mode(batches)
     missing: list[str] = []
     _training_notes(args, notes)
+    if isinstance(args.get("_chain_choice"), str):
+        notes.append(f"the script's if/elif chain taken at {args['_chain_choice']}, the value the text names "
+                     "(the script does not set it)")
 
     spec = _spec(args, facts, defaults, notes, missing)
     num_gpus = _world(args, facts, defaults, notes, missing)
@@ -530,9 +533,6 @@ def cuda_graph_impl(args: dict[str, Any]) -> str:
 
 def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
           missing: list[tuple[str, str]]) -> ModelSpec:
-    if isinstance(args.get("_chain_choice"), str):
-        notes.append(f"the script's if/elif chain taken at {args['_chain_choice']}, the value the text names "
-                     "(the script does not set it)")
     if defaults.get("model"):
         spec = resolve_model(str(defaults["model"])).spec
         printed = {k: args[k] for k in SHAPE_KEYS + ("ffn_hidden_size",)
