@@ -251,9 +251,10 @@ def cp_comm_problem(spec: ModelSpec, cluster: Cluster, comm_type: str, tp: int, 
 def resolve_cp_comm_type(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> str:
     """The ``--cp-comm-type`` a layer of ``shape`` runs: the workload's; its default (None:
     ``default_cp_comm_type``); or, with ``CP_COMM_FASTEST`` (``solve`` searching it, ``solver/knobs.py``),
-    the allowed type with the least exposed CP time over the model's attention layers at no recompute
-    (the default on ties, then ``CP_COMM_TYPES`` order). One type for every layer, as the exports write it.
-    The type changes only the CP time term: memory is the same (each type saves the local Q, K, V and
+    the allowed type with the least exposed CP time (+ the KV ring's extra HBM traffic,
+    ``cp_ring_extra_bytes``) over the model's attention layers at no recompute (the default on ties, then
+    ``CP_COMM_TYPES`` order). One type for every layer, as the exports write it. The type changes only
+    time: memory is the same (each type saves the local Q, K, V and
     output; the transient gathered K / V of all_gather and the all-to-all buffers are not modelled)."""
     if workload.cp_comm_type != CP_COMM_FASTEST:
         return workload.cp_comm_type or default_cp_comm_type(spec)
@@ -281,8 +282,10 @@ def _fastest_cp_comm_type(spec: ModelSpec, cluster: Cluster, workload: Workload,
     kinds = _attention_kind_counts(spec)
 
     def exposed(comm_type: str) -> float:
-        return sum(n * cp_type_comm_s(comm_type, spec, cluster, workload, shape, _attention_s(
-            spec, cluster, workload, shape, kind), forwards=1) for kind, n in kinds)
+        ring = _ring_of(comm_type, spec, cluster, shape)
+        extra = cp_ring_extra_bytes(spec, workload, shape, ring) / cluster.gpu.hbm_bytes_per_s
+        return sum(n * (cp_type_comm_s(comm_type, spec, cluster, workload, shape, _attention_s(
+            spec, cluster, workload, shape, kind), forwards=1) + extra) for kind, n in kinds)
 
     return min(allowed, key=exposed)
 
@@ -326,6 +329,60 @@ def _cp_qkv_o_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape)
     else:
         q, o = heads * (spec.mla.qk_head_dim + spec.mla.qk_pos_emb_head_dim), heads * spec.mla.v_head_dim
     return BF16 * tokens * q + _cp_kv_bytes(spec, workload, shape), BF16 * tokens * o
+
+
+def cp_ring_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, ring: int, *,
+                        forwards: int = 1) -> float:
+    """HBM traffic Transformer Engine's KV ring adds to one attention layer beyond its attention kernels,
+    ``forwards`` forward passes + the backward, on the ring's last rank (the most: it corrects every
+    step's whole output). TE ``context_parallel.py`` @d0067d0, ``AttnFuncWithCPAndKVP2P``, causal, sbhd, bf16;
+    ``O``, ``dQ``, ``KV``: a rank's output, query-gradient and K + V elements, ``L = T * n/t`` its fp32
+    softmax LSE (a ring of ``a2a+p2p`` sees ``A`` times the tokens and ``1/A`` of the heads: the same counts):
+
+    * forward ``4 KV + 4 O + 16 L + (c-1)(6 O + 20 L)`` bytes: K and V joined into the first send buffer
+      (L1690), the LSE cloned (L1938) and corrected per step (L1945), and after the last step the output
+      rebuilt from every step's partial output, bf16 (L1985 once, L1993 per further step);
+    * backward ``(6c-2) dQ + (3c+6) KV``: K and V copied into the buffer that carries dK, dV back (L2401),
+      each step's fresh dQ copied or added into the running one (L2665-2693) and its dK, dV into the send
+      buffer (L2757-2802).
+
+    For Llama-3.1-405B at seq 8192, TP 8, CP 2, mbs 1: 187 MB per layer and micro-batch, about 0.5 % of its
+    compute on an H100. Not counted: ``all_gather`` (two steps of its own) and ``a2a`` (one attention).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> shape = ActivationShape(tp=8, cp=2, mbs=1, sequence_parallel=True)
+    >>> round(cp_ring_extra_bytes(load_preset("llama-3.1-405b"), Workload(seq_length=8192), shape, 2) / 1e6, 1)
+    186.9
+    """
+    if ring <= 1:
+        return 0.0
+    tokens = shape.tokens(workload)
+    heads, _ = _cp_heads_per_rank(spec, shape.tp)
+    if spec.mla is None:
+        q = o = heads * spec.kv_channels
+    else:
+        q, o = heads * (spec.mla.qk_head_dim + spec.mla.qk_pos_emb_head_dim), heads * spec.mla.v_head_dim
+    kv = _cp_kv_bytes(spec, workload, shape) / BF16  # K + V elements
+    lse, c = tokens * heads, ring
+    forward = 4 * kv + 4 * o * tokens + 16 * lse + (c - 1) * (6 * o * tokens + 20 * lse)
+    backward = (6 * c - 2) * q * tokens + (3 * c + 6) * kv
+    return forwards * forward + backward
+
+
+def cp_ring_size(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape) -> int:
+    """Ranks in the KV ring of the ``--cp-comm-type`` a layer runs: ``cp`` for ``p2p``, ``cp / A`` for
+    ``a2a+p2p``, 1 (no ring) for ``a2a`` and ``all_gather``."""
+    if shape.cp == 1:
+        return 1
+    return _ring_of(resolve_cp_comm_type(spec, cluster, workload, shape), spec, cluster, shape)
+
+
+def _ring_of(comm_type: str, spec: ModelSpec, cluster: Cluster, shape: ActivationShape) -> int:
+    if comm_type == "p2p":
+        return shape.cp
+    if comm_type == "a2a+p2p":
+        return shape.cp // (cp_a2a_size(spec, cluster, shape.tp, shape.cp) or 1)
+    return 1
 
 
 def cp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, attention_s: float,
@@ -668,6 +725,9 @@ def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload,
         cp_s = mixer_cp_comm_s(spec, cluster, workload, shape, kind, recompute)
     else:
         cp_s = cp_comm_s(spec, cluster, workload, shape, attention_s, recompute)
+        # the KV ring's output / gradient corrections; recompute runs the attention forward again
+        compute += cp_ring_extra_bytes(spec, workload, shape, cp_ring_size(spec, cluster, workload, shape),
+                                       forwards=1 if recompute == "none" else 2) / gpu.hbm_bytes_per_s
     return LayerTime(
         compute=compute,
         tp_comm=tp_comm_s(spec, cluster, workload, shape, moe=moe, recompute=recompute, kind=kind),

@@ -24,7 +24,8 @@ def test_top_10_holds_no_two_layouts_with_equal_step_and_memory(model, gpus, gpu
     result = solve(spec, cluster, Workload(seq_length=seq, global_batch_size=gbs), top_k=10)
     pairs = _steps_and_memory(result)
     assert len(result.layouts) == 10 and len(set(pairs)) == 10
-    assert any(result.equivalents)  # the CP spellings are kept, listed under their plan
+    if model == "moonlight-16b-a3b":  # its uneven split also written as a --pipeline-layout: kept under its plan
+        assert any(result.equivalents)
     for report, others in zip(result.layouts, result.equivalents):
         for other in others:
             assert other != report.layout
@@ -196,14 +197,12 @@ def test_fix_fsdp_pins_it_and_the_export_carries_its_flags(capsys):
 
 def test_plans_sharing_a_respelling_are_named_on_one_line():
     """The solve table prints one line per distinct respelling, listing every plan it applies to."""
-    import json
-    from pathlib import Path
-
     from megasolve.cli.solve_cmd import equivalent_label, equivalent_lines
 
-    data = json.loads((Path(__file__).parent / "golden_cli" / "solve_llama-3.1-8b_json.txt").read_text())
-    entries = [e for e in data["layouts"] if e.get("equivalent_layouts")]
-    assert entries, "the golden solve has plans with other spellings"
+    result = solve(load_preset("moonlight-16b-a3b"), Cluster.from_flags(num_gpus=64, gpu="a100-80g"),
+                   Workload(seq_length=4096, global_batch_size=1024), top_k=10)
+    entries = [e for e in result.as_dict()["layouts"] if e.get("equivalent_layouts")]
+    assert entries, "the solve has plans with other spellings"
     twin = {**entries[0], "rank": 99}  # a second plan with exactly the first one's respelling
     lines = equivalent_lines([entries[0], twin, *entries[1:]])
     label = equivalent_label(entries[0])
