@@ -501,7 +501,14 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
                      "last stage; the time it saves (the output layer's wgrad GEMMs moved into the pipeline "
                      "flush) is not modelled")
     optimizer = args.get("optimizer")
-    if isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # dist_muon, sgd, ...
+    if isinstance(optimizer, str) and "muon" in optimizer.lower():
+        # emerging_optimizers.py L140-147, L584-593 @d98e8a6: 2-D weights but the word embedding and output
+        # layer go to Muon (fp32 master + one fp32 momentum); the rest to Adam
+        notes.append(f"optimizer {optimizer} costed as Adam: Muon keeps one fp32 momentum per 2-D weight, not two "
+                     "moments (4 B per such parameter less, sharded whole tensors per DP rank under the layer-wise "
+                     "distributed optimizer), and its Newton-Schulz step holds about 14 B per element of the "
+                     "largest matrix a rank owns; neither is modelled")
+    elif isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # sgd, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
     graphs = cuda_graph_note(cuda_graph_impl(args))
     if graphs:
