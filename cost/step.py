@@ -323,12 +323,17 @@ def _cp_qkv_o_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape)
     """One rank's (Q + K + V, O) of one attention layer, bf16: what ``a2a`` exchanges (fwd: Q, K, V
     then O; bwd: dO then dQ, dK, dV of the same sizes)."""
     tokens = shape.tokens(workload)
-    heads, _ = _cp_heads_per_rank(spec, shape.tp)
-    if spec.mla is None:
-        q = o = heads * spec.kv_channels
-    else:
-        q, o = heads * (spec.mla.qk_head_dim + spec.mla.qk_pos_emb_head_dim), heads * spec.mla.v_head_dim
+    q, o = _cp_q_o_width(spec, shape.tp)
     return BF16 * tokens * q + _cp_kv_bytes(spec, workload, shape), BF16 * tokens * o
+
+
+def _cp_q_o_width(spec: ModelSpec, tp: int) -> tuple[int, int]:
+    """Elements per token of one TP rank's query and attention output (MLA: the query's nope + rope
+    dims, the output's value dim)."""
+    heads, _ = _cp_heads_per_rank(spec, tp)
+    if spec.mla is None:
+        return heads * spec.kv_channels, heads * spec.kv_channels
+    return heads * (spec.mla.qk_head_dim + spec.mla.qk_pos_emb_head_dim), heads * spec.mla.v_head_dim
 
 
 def cp_ring_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, ring: int, *,
@@ -358,10 +363,7 @@ def cp_ring_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationSh
         return 0.0
     tokens = shape.tokens(workload)
     heads, _ = _cp_heads_per_rank(spec, shape.tp)
-    if spec.mla is None:
-        q = o = heads * spec.kv_channels
-    else:
-        q, o = heads * (spec.mla.qk_head_dim + spec.mla.qk_pos_emb_head_dim), heads * spec.mla.v_head_dim
+    q, o = _cp_q_o_width(spec, shape.tp)
     kv = _cp_kv_bytes(spec, workload, shape) / BF16  # K + V elements
     lse, c = tokens * heads, ring
     forward = 4 * kv + 4 * o * tokens + 16 * lse + (c - 1) * (6 * o * tokens + 20 * lse)

@@ -9,8 +9,8 @@ import pytest
 from megasolve.cli.launch import launch_text, megatron_flags
 from megasolve.cost.comm import all_to_all_time_s, collective_time_s
 from megasolve.cost.memory import ActivationShape
-from megasolve.cost.step import (_cp_kv_bytes, _cp_qkv_o_bytes, cp_a2a_size, cp_comm_problem, cp_type_comm_s,
-                                 resolve_cp_comm_type, step_time)
+from megasolve.cost.step import (_cp_kv_bytes, _cp_qkv_o_bytes, cp_a2a_size, cp_comm_problem, cp_ring_extra_bytes,
+                                 cp_ring_size, cp_type_comm_s, resolve_cp_comm_type, step_time)
 from megasolve.models import Layout, Workload, load_preset
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import CP_COMM_FASTEST, CP_COMM_TYPES
@@ -178,3 +178,42 @@ def test_exports_carry_the_type_and_the_hierarchical_sizes():
     plain = megatron_flags(spec, c, Workload(seq_length=131072, global_batch_size=16, cp_comm_type="a2a"),
                            Layout(cp=8, dp=4))
     assert "--cp-comm-type a2a" in plain and not any("hierarchical" in f for f in plain)
+
+
+# ---------------------------------------------------------------------------- the ring's extra kernels
+def test_ring_corrections_match_the_kernel_count_at_cp2():
+    """Transformer Engine's p2p ring at c = 2, last rank, counted kernel by kernel from ``context_parallel.py``:
+    forward 8 E_kv (K, V joined) + 10 E_q + 36 L (LSE clone and correction, output rebuilt), backward 10 E_q +
+    24 E_kv (K, V copied, dQ / dK / dV accumulated): 20 E_q + 32 E_kv + 36 L bytes, E_q = T n d, E_kv = T g d,
+    L = T n. Llama-3-70B at seq 8192, TP 4, CP 2: 203.7 MB per layer and micro-batch."""
+    spec = load_preset("llama-3.1-70b")
+    shape = ActivationShape(tp=4, cp=2, mbs=1, sequence_parallel=True)
+    tokens, n, g, d = 4096, 64 // 4, 8 // 4, 128
+    e_q, e_kv, lse = tokens * n * d, tokens * g * d, tokens * n
+    got = cp_ring_extra_bytes(spec, Workload(seq_length=8192), shape, 2)
+    assert got == 20 * e_q + 32 * e_kv + 36 * lse
+    assert round(got / 1e6, 1) == 203.7
+    # recompute runs the forward corrections again; no ring, nothing
+    twice = cp_ring_extra_bytes(spec, Workload(seq_length=8192), shape, 2, forwards=2)
+    assert twice - got == 8 * e_kv + 10 * e_q + 36 * lse  # the forward part once more
+    assert cp_ring_extra_bytes(spec, Workload(seq_length=8192), shape, 1) == 0.0
+
+
+def test_only_a_ring_pays_the_corrections(monkeypatch):
+    """p2p rings over all of CP, a2a+p2p over CP / A, a2a and all_gather not at all; a layer's compute
+    carries the ring's bytes at HBM bandwidth (twice the forward part with core attention recomputed)."""
+    from megasolve.cost import step
+
+    spec, cluster = load_preset("llama-3.1-8b"), h100(32)
+    shape = ActivationShape(tp=1, cp=16, mbs=1, sequence_parallel=False)
+    sizes = {t: cp_ring_size(spec, cluster, Workload(seq_length=131072, cp_comm_type=t), shape)
+             for t in CP_COMM_TYPES}
+    assert sizes == {"p2p": 16, "a2a": 1, "all_gather": 1, "a2a+p2p": 16 // cp_a2a_size(spec, cluster, 1, 16)}
+    small, w = ActivationShape(tp=1, cp=2, mbs=1, sequence_parallel=False), Workload(seq_length=8192, cp_comm_type="p2p")
+    for recompute, forwards in (("none", 1), ("selective", 2)):
+        with_ring = step.layer_time_without_ep(spec, h100(8), w, small, ep=1, moe=False, recompute=recompute).compute
+        ring = cp_ring_extra_bytes(spec, w, small, 2, forwards=forwards)
+        with monkeypatch.context() as m:
+            m.setattr(step, "cp_ring_extra_bytes", lambda *a, **k: 0.0)
+            without = step.layer_time_without_ep(spec, h100(8), w, small, ep=1, moe=False, recompute=recompute).compute
+        assert with_ring - without == pytest.approx(ring / h100(8).gpu.hbm_bytes_per_s, rel=1e-9)
