@@ -23,6 +23,16 @@ UNKNOWN_RANK = -1  # a memory line that names no rank
 # and a platform's "【2025-02-20 23:16:43】" stamp (verl-project/verl#330)
 _PREFIX = re.compile(r"^\s*(?:\d+:\s|\[[^\]\s]*(?::\d+|rank\d+|default\d+)\]:\s?|[\w.-]+:\d+:\s"
                      r"|[\w.-]+/\d+\s+\[default\d+\]:\s?|\([\w.]*\s*pid=\d+(?:,\s*ip=[\d.]+)?\)\s?|【[^】]*】\s?)")
+# what log collectors put before each line: an ISO-8601 or Python-logging time stamp (``kubectl logs --timestamps``,
+# ``%(asctime)s - %(levelname)s - ``), a bracketed stamp, level or dotted logger name, NeMo's "[NeMo I 2025-01-01
+# 10:00:00 nemo_logging:393]", Open MPI's ``--tag-output`` "[1,0]<stdout>:", docker compose's "trainer-1  | " and
+# ``kubectl logs --prefix``'s "[pod/name/container]"
+_LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
+_COLLECTOR_PREFIX = re.compile(
+    r"^\s*(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s+-)?\s+"
+    r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]\s*"
+    rf"|\[{_LEVEL}\]\s*|(?:[\w.]+\s+-\s+)?{_LEVEL}\s+-\s+|\[[a-z_]\w*(?:\.\w+)+\]\s*"
+    r"|\[NeMo [DIWEC] [^\]]*\]\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|[\w.-]+[-_]\d+\s+\|\s|\[pod/[^\]]+\]\s)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIX_RANK = re.compile(r"^\s*(?:(\d+):\s|\[rank(\d+)\]:)")  # global ranks: slurm --label, torchrun
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s?(.*?)\s*$")
@@ -176,10 +186,16 @@ def strip_prefix(line: str) -> str:
     'iteration 5/ 10 |'
     >>> strip_prefix("0:  [Rank 0] (after 10 iterations)")
     '[Rank 0] (after 10 iterations)'
+    >>> strip_prefix("2025-01-01T10:00:00.123456789Z   tensor_model_parallel_size ...... 8")
+    'tensor_model_parallel_size ...... 8'
+    >>> strip_prefix("trainer-1  | 2025-01-01 10:00:00,123 - megatron - INFO - iteration 5/ 10 |")
+    'iteration 5/ 10 |'
+    >>> strip_prefix("[2025-01-01 10:00:00,123] [INFO] [megatron.training.utils] iteration 5/ 10 |")
+    'iteration 5/ 10 |'
     """
     line = _ANSI.sub("", line)
-    for _ in range(3):
-        stripped = _PREFIX.sub("", line, count=1)
+    for _ in range(6):
+        stripped = _COLLECTOR_PREFIX.sub("", _PREFIX.sub("", line, count=1), count=1)
         if stripped == line:
             break
         line = stripped

@@ -192,7 +192,7 @@ def test_args_dump_with_slurm_prefixes_and_interleaved_ranks():
 def test_prefixes():
     assert strip_prefix("[rank3]: iteration 5/ 10 |") == "iteration 5/ 10 |"
     assert strip_prefix("[default7]: iteration 2/ 25 |") == "iteration 2/ 25 |"
-    assert strip_prefix("3:  [2026-05-29 03:52:45] iteration 300/ 300 |") == "[2026-05-29 03:52:45] iteration 300/ 300 |"
+    assert strip_prefix("3:  [2026-05-29 03:52:45] iteration 300/ 300 |") == "iteration 300/ 300 |"  # stamp too
     assert strip_prefix("\x1b[32mtrain\x1b[0m") == "train"
 
 
@@ -678,3 +678,23 @@ def test_an_optimizer_other_than_adam_is_named_with_what_it_changes(optimizer, n
     run = run_from_log("\n".join(dump.splitlines() + [_iteration(i, 1000.0) for i in range(1, 6)]), "opt",
                        {"gpu": "h100"})
     assert any(note in n for n in run.notes), run.notes
+
+
+@pytest.mark.parametrize("prefix", [
+    "2025-01-01T10:00:00.123456789Z ",                       # kubectl logs --timestamps
+    "trainer-1  | ",                                          # docker compose
+    "[1,0]<stdout>:",                                         # Open MPI --tag-output
+    "[NeMo I 2025-01-01 10:00:00 nemo_logging:393] ",          # NeMo's logger
+    "2025-01-01 10:00:00,123 - INFO - ",                       # Python logging, %(asctime)s - %(levelname)s
+    "2025-01-01 10:00:00,123 - megatron.training - INFO - ",   # ... with %(name)s
+    "[2025-01-01 10:00:00,123] [INFO] [megatron.training.utils] ",
+    "[pod/trainer-0/pytorch] ",                                # kubectl logs --prefix
+])
+def test_a_log_collector_prefix_on_every_line_reads_the_same(prefix):
+    """The argument dump and the iteration lines read the same with what a log collector puts before each line."""
+    lines = ARGS_DUMP.splitlines() + [_iteration(i, 1000.0 + i) for i in range(1, 8)]
+    plain = run_from_log("\n".join(lines), "plain", {"gpu": "h100"})
+    run = run_from_log("\n".join(prefix + line for line in lines), "prefixed", {"gpu": "h100"})
+    assert (run.spec, run.layout, run.workload, run.cluster.num_gpus) == (plain.spec, plain.layout, plain.workload,
+                                                                           plain.cluster.num_gpus)
+    assert run.measured.step_time_s == plain.measured.step_time_s == pytest.approx(1005.5 / 1e3)
