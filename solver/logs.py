@@ -26,14 +26,19 @@ _PREFIX = re.compile(r"^\s*(?:\d+:\s|\[[^\]\s]*(?::\d+|rank\d+|default\d+)\]:\s?
 # what log collectors put before each line: an ISO-8601 or Python-logging time stamp (``kubectl logs --timestamps``,
 # ``%(asctime)s - %(levelname)s - ``), a bracketed stamp, level or dotted logger name, NeMo's "[NeMo I 2025-01-01
 # 10:00:00 nemo_logging:393]", Open MPI's ``--tag-output`` "[1,0]<stdout>:", docker compose's "trainer-1  | " and
-# ``kubectl logs --prefix``'s "[pod/name/container]"
+# ``kubectl logs --prefix``'s "[pod/name/container]"; and a reply's Markdown / e-mail quote marks ("> ")
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 _COLLECTOR_PREFIX = re.compile(
     r"^\s*(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s+-)?\s+"
     r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]\s*"
     rf"|\[{_LEVEL}\]\s*|(?:[\w.]+\s+-\s+)?{_LEVEL}\s+-\s+|\[[a-z_]\w*(?:\.\w+)+\]\s*"
-    r"|\[NeMo [DIWEC] [^\]]*\]\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|[\w.-]+[-_]\d+\s+\|\s|\[pod/[^\]]+\]\s)")
+    r"|\[NeMo [DIWEC] [^\]]*\]\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|[\w.-]+[-_]\d+\s+\|\s|\[pod/[^\]]+\]\s"
+    r"|(?:>[ \t]?)+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# spaces a web page or chat client puts in copied text: no-break, narrow no-break, figure and thin spaces as spaces,
+# zero-width ones removed
+_SPACES = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u2007": " ", "\u2009": " ", "\u200b": None,
+                         "\ufeff": None})
 _PREFIX_RANK = re.compile(r"^\s*(?:(\d+):\s|\[rank(\d+)\]:)")  # global ranks: slurm --label, torchrun
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s?(.*?)\s*$")
 # Megatron-LM before 2021 padded names to 32 characters (megatron/arguments.py::_print_args at 94e2ca5, L81:
@@ -328,7 +333,7 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``)."""
-    text = undiff(text)
+    text = undiff(text.translate(_SPACES))
     facts = LogFacts()
     # the rank a launcher prefix names on NeMo's memory lines (which name none): slurm's "0: ", torchrun's "[rank0]:"
     ranks = {int(m.group(1) or m.group(2)) for raw in text.splitlines() if "max_memory_allocated" in raw

@@ -689,6 +689,7 @@ def test_an_optimizer_other_than_adam_is_named_with_what_it_changes(optimizer, n
     "2025-01-01 10:00:00,123 - megatron.training - INFO - ",   # ... with %(name)s
     "[2025-01-01 10:00:00,123] [INFO] [megatron.training.utils] ",
     "[pod/trainer-0/pytorch] ",                                # kubectl logs --prefix
+    "> ", ">> ",                                               # a reply quoting the log
 ])
 def test_a_log_collector_prefix_on_every_line_reads_the_same(prefix):
     """The argument dump and the iteration lines read the same with what a log collector puts before each line."""
@@ -698,3 +699,13 @@ def test_a_log_collector_prefix_on_every_line_reads_the_same(prefix):
     assert (run.spec, run.layout, run.workload, run.cluster.num_gpus) == (plain.spec, plain.layout, plain.workload,
                                                                            plain.cluster.num_gpus)
     assert run.measured.step_time_s == plain.measured.step_time_s == pytest.approx(1005.5 / 1e3)
+
+
+def test_spaces_a_web_page_puts_in_copied_text_read_as_spaces():
+    """A log copied from a web page or chat carries no-break spaces (and zero-width ones): read as the plain text."""
+    lines = ARGS_DUMP.splitlines() + [_iteration(i, 1000.0 + i) for i in range(1, 8)]
+    text = "\n".join(lines)
+    plain = run_from_log(text, "plain", {"gpu": "h100"})
+    copied = run_from_log("\ufeff" + text.replace(" ", "\u00a0").replace("|", "\u200b|"), "copied", {"gpu": "h100"})
+    assert (copied.spec, copied.layout, copied.workload) == (plain.spec, plain.layout, plain.workload)
+    assert copied.measured.step_time_s == plain.measured.step_time_s
