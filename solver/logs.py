@@ -156,8 +156,9 @@ _RANK_PARAMS = re.compile(r"number of parameters on \(tensor, pipeline\) model p
 # Megatron-LM before pipeline parallelism (megatron/training.py at 73af129, L146): "... on model parallel rank R: N"
 _RANK_PARAMS_OLD = re.compile(r"number of parameters on model parallel rank (\d+): (\d+)")
 # a Python dict of TransformerConfig keyword arguments, as RL frameworks print it before building the model
-# (verl#1467: "{'num_layers': 94, 'hidden_size': 4096, ..., 'tensor_model_parallel_size': 2, ...}")
-_DICT_PAIR = re.compile(r"'([a-z_][a-z0-9_]*)':\s*('[^']*'|[^,{}<>]+?)\s*(?=[,}])")
+# (verl#1467: "{'num_layers': 94, 'hidden_size': 4096, ..., 'tensor_model_parallel_size': 2, ...}"), or the same as
+# one line of JSON (a wandb / args.json config: '{"num_layers": 94, ...}')
+_DICT_PAIR = re.compile(r"""(['"])([a-z_][a-z0-9_]*)\1:\s*('[^']*'|"[^"]*"|[^,{}<>]+?)\s*(?=[,}])""")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 # Megatron-Bridge's per-step print: "Step Time : 12.78s GPU utilization: 528.1 TFLOP/s/GPU" (Megatron-Bridge#388),
 # later "... 24.7MODEL_TFLOP/s/GPU" (bionemo-recipes#1357): seconds of the step, model TFLOP/s per GPU
@@ -546,10 +547,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
     if m := _CONTAINER.search(line):
         facts.software.setdefault("container", m.group(1))
-    if "{'" in line or re.match(r"'[a-z_][a-z0-9_]*':", line):  # a printed dict, or one line of a pprint of it
-        for key, value in _DICT_PAIR.findall(line):
+    if "{'" in line or re.match(r"'[a-z_][a-z0-9_]*':", line) \
+            or ('{"' in line and len(_DICT_PAIR.findall(line)) > 1):  # a printed dict or JSON, or one line of a pprint
+        for _, key, value in _DICT_PAIR.findall(line):
             if key in CONFIG_KEYS or key in REPR_KEYS:
-                facts.args.setdefault(key, scalar(value.strip().strip("'")))
+                facts.args.setdefault(key, scalar(value.strip().strip("'\"")))
         return
     if "Config(" in line:  # NeMo 2 / Bridge print dataclass reprs: OptimizerConfig(..., bf16=True, ...)
         for key, value in _REPR_PAIR.findall(line):

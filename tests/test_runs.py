@@ -709,3 +709,13 @@ def test_spaces_a_web_page_puts_in_copied_text_read_as_spaces():
     copied = run_from_log("\ufeff" + text.replace(" ", "\u00a0").replace("|", "\u200b|"), "copied", {"gpu": "h100"})
     assert (copied.spec, copied.layout, copied.workload) == (plain.spec, plain.layout, plain.workload)
     assert copied.measured.step_time_s == plain.measured.step_time_s
+
+
+def test_a_config_printed_as_one_line_of_json_is_read_like_a_python_dict():
+    """wandb / args.json configs print as one JSON line: the same keys as verl's printed Python dict."""
+    as_json = parse_log('config: {"num_layers": 94, "hidden_size": 4096, "tensor_model_parallel_size": 2, '
+                        '"name": "qwen3, moe", "fp8": null}').args
+    as_dict = parse_log("{'num_layers': 94, 'hidden_size': 4096, 'tensor_model_parallel_size': 2, "
+                        "'name': 'qwen3, moe', 'fp8': None}").args
+    assert as_json == as_dict
+    assert (as_json["num_layers"], as_json["hidden_size"], as_json["tensor_model_parallel_size"]) == (94, 4096, 2)
