@@ -52,12 +52,7 @@ def model_spec(name: str) -> ModelSpec:
             num_experts=8, top_k=2, expert_ffn_hidden_size=llama.ffn_hidden_size,
             layer_pattern=(1,) * llama.num_layers))
     if name == "qwen2-57b-a14b":
-        return ModelSpec(name=name, num_layers=28, hidden_size=3584, ffn_hidden_size=18944, num_attention_heads=28,
-                         num_query_groups=4, kv_channels=128, vocab_size=151936, add_qkv_bias=True,
-                         moe=MoESpec(num_experts=64, top_k=8, expert_ffn_hidden_size=2560,
-                                     shared_expert_ffn_hidden_size=20480, shared_expert_gate=True,
-                                     layer_pattern=(1,) * 28),
-                         source="Qwen/Qwen2-57B-A14B config.json")
+        return load_preset("qwen2-57b-a14b")
     raise KeyError(name)
 
 
