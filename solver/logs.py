@@ -145,8 +145,24 @@ _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*=\s*(.+)$")
 _GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X)"
-                       r"(?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?", re.I)  # "80GB", "80G";
+                       r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
+                       r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
+
+
+def gpu_key(m: re.Match[str]) -> str:
+    """A ``_GPU_NAME`` match as a ``GPU_LOG_NAMES`` key: the chip, a PCIe or NVL board (a catalog GPU of its own: its
+    peak, memory bandwidth and missing NVSwitch differ from the SXM part's), then the memory size.
+
+    >>> [gpu_key(_GPU_NAME.search(t)) for t in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "A100-PCIE-40GB", "H100 NVL",
+    ...                                         "NVIDIA A100 80GB PCIe")]
+    ['H100-80', 'H100-PCIE', 'A100-PCIE-40', 'H100-NVL', 'A100-PCIE-80']
+    """
+    board = (m.group(2) + m.group(4)).upper()
+    form = "-PCIE" if "PCIE" in board else "-NVL" if "NVL" in board else ""
+    return m.group(1).upper() + form + (f"-{m.group(3)}" if m.group(3) else "")
+
+
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
                       r"(?: version)?\s*[:=]?\s*v?(\d+\.\d+(?:\.\d+)?(?:[.+\w-]*)?)", re.I)
 _REPR_PAIR = re.compile(r"\b([a-z_][a-z0-9_]*)=([^,()\s]+)")
@@ -535,7 +551,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     _prose_sizes(line, facts)
     for m in _GPU_NAME.finditer(line):
         if re.search(r"NVIDIA|Tesla|GPU|device|gpu|显卡|\d\s*卡", line) or _GPU_COUNT.search(line) or _CN_GPU_COUNT.search(line):
-            key = m.group(1).upper() + (f"-{m.group(2)}" if m.group(2) else "")
+            key = gpu_key(m)
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))

@@ -723,7 +723,10 @@ GPU_LOG_NAMES = {"H100": "h100", "H800": "h800", "H200": "h200", "H20": "h20", "
                  # torch.cuda.get_device_name of the superchips names CPU+GPU memory: 480 GB = 96 GB HBM3
                  # + 384 GB LPDDR5X; 624 GB = 144 GB HBM3e + 480 GB LPDDR5X (NVIDIA GH200 datasheet)
                  "GH200-480": "gh200-96g", "GH200-624": "gh200-144g",
-                 "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x", "A40": "a40"}
+                 "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x", "A40": "a40",
+                 # PCIe / NVL boards (NVIDIA A100 / H100 datasheets): their own catalog entries
+                 "A100-PCIE-40": "a100-pcie-40g", "A100-PCIE-80": "a100-pcie-80g", "A100-PCIE": "a100-pcie-80g",
+                 "H100-PCIE": "h100-pcie", "H100-NVL": "h100-nvl"}
 
 
 def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: list[tuple[str, str]]) -> str:
@@ -731,7 +734,9 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
         return str(defaults["gpu"])
     if facts.gpu_names:
         seen = max(facts.gpu_names, key=facts.gpu_names.get)
-        name = GPU_LOG_NAMES.get(seen) or GPU_LOG_NAMES.get(seen.split("-")[0])
+        # the name with its memory size, without it ("H100-PCIE-80" -> "H100-PCIE"), the chip alone
+        name = next((GPU_LOG_NAMES[k] for k in (seen, re.sub(r"-\d+$", "", seen), seen.split("-")[0])
+                     if k in GPU_LOG_NAMES), None)
         if name:
             notes.append(f"GPU {name} from the log ({seen})")
             return name

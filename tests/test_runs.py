@@ -719,3 +719,15 @@ def test_a_config_printed_as_one_line_of_json_is_read_like_a_python_dict():
                         "'name': 'qwen3, moe', 'fp8': None}").args
     assert as_json == as_dict
     assert (as_json["num_layers"], as_json["hidden_size"], as_json["tensor_model_parallel_size"]) == (94, 4096, 2)
+
+
+@pytest.mark.parametrize("printed,gpu", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", "h100-nvl"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80g"), ("NVIDIA A100 80GB PCIe", "a100-pcie-80g"), ("A100-PCIE-40GB", "a100-pcie-40g"),
+])
+def test_a_pcie_or_nvl_board_is_its_own_gpu(printed, gpu):
+    """torch.cuda.get_device_name of a PCIe or NVL board names it: its peak, memory bandwidth and missing NVSwitch are
+    not the SXM part's (NVIDIA A100 / H100 datasheets), so it maps to its own catalog entry."""
+    text = "\n".join(ARGS_DUMP.splitlines() + [f"GPU: {printed}"] + [_iteration(i, 1000.0 + i) for i in range(1, 8)])
+    run = run_from_log(text, "board", {})
+    assert run.cluster.gpu.name == gpu
