@@ -154,8 +154,8 @@ def gpu_key(m: re.Match[str]) -> str:
     """A ``_GPU_NAME`` match as a ``GPU_LOG_NAMES`` key: the chip, a PCIe or NVL board (a catalog GPU of its own: its
     peak, memory bandwidth and missing NVSwitch differ from the SXM part's), then the memory size.
 
-    >>> [gpu_key(_GPU_NAME.search(t)) for t in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "A100-PCIE-40GB", "H100 NVL",
-    ...                                         "NVIDIA A100 80GB PCIe")]
+    >>> [gpu_key(_GPU_NAME.search(t)) for t in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "A100-PCIE-40GB",
+    ...                                         "H100 NVL", "NVIDIA A100 80GB PCIe")]
     ['H100-80', 'H100-PCIE', 'A100-PCIE-40', 'H100-NVL', 'A100-PCIE-80']
     """
     board = (m.group(2) + m.group(4)).upper()

@@ -3,11 +3,12 @@
 An uneven pipeline split written as ``--decoder-first/last-pipeline-num-layers`` and the same split
 written as a ``--pipeline-model-parallel-layout`` string predict the same step and the same memory: one
 plan written two ways. (CP spellings were too, ``tp1 mbs2`` and ``tp1 cp2 mbs4``, until the KV ring's
-output and gradient corrections were costed: ``cost/step.py`` ``cp_ring_extra_bytes``.) Two layouts are one plan when every component of their canonical cost --
-step, pipeline time, the slowest stage's time and compute, optimizer time, peak memory -- is equal
-within ``PLAN_TOLERANCE`` (plus one quantum, 1 us or 1 MiB). The plan is shown by its first layout
-in rank order (``exhaustive.Ranked.order``: faster, then more headroom, then fewer parallel
-dimensions), followed by the others (``= cp2 dp32 mbs4``).
+output and gradient corrections were costed: ``cost/step.py`` ``cp_ring_extra_bytes``.) Two layouts
+are one plan when every component of their canonical cost -- step, pipeline time, the slowest stage's
+time and compute, optimizer time, peak memory -- is equal within ``PLAN_TOLERANCE`` (plus one quantum,
+1 us or 1 MiB). The plan is shown by its first layout in rank order (``exhaustive.Ranked.order``:
+faster, then more headroom, then fewer parallel dimensions), followed by the others
+(``= ppl:Et*5|(t*5|)*4t*2L``).
 """
 
 from __future__ import annotations

@@ -723,7 +723,8 @@ def test_a_config_printed_as_one_line_of_json_is_read_like_a_python_dict():
 
 @pytest.mark.parametrize("printed,gpu", [
     ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H100 NVL", "h100-nvl"),
-    ("NVIDIA A100-SXM4-80GB", "a100-80g"), ("NVIDIA A100 80GB PCIe", "a100-pcie-80g"), ("A100-PCIE-40GB", "a100-pcie-40g"),
+    ("NVIDIA A100-SXM4-80GB", "a100-80g"), ("NVIDIA A100 80GB PCIe", "a100-pcie-80g"),
+    ("A100-PCIE-40GB", "a100-pcie-40g"),
 ])
 def test_a_pcie_or_nvl_board_is_its_own_gpu(printed, gpu):
     """torch.cuda.get_device_name of a PCIe or NVL board names it: its peak, memory bandwidth and missing NVSwitch are
