@@ -125,8 +125,6 @@ UNMODELLED = {
     "audio_config": "the audio tower (audio_config) is not counted",
     "num_mtp_modules": "MiniMax multi-token-prediction modules are not counted (not an MTP layer Megatron-Core "
                        "builds)",
-    "mtp_num_hidden_layers": "the Qwen3-Next / Qwen3.5 multi-token-prediction layer (mtp.* weights, which "
-                             "transformers skips on load) is neither counted nor planned",
     "qk_norm_type": "QK norm over all heads of a layer (per_layer): its n*d + g*d weights per layer are counted "
                     "as per-head norms (2*d)",
     "mlp_intermediate_size": "mlp_intermediate_size is unused by the MiniMax-M2 layers (all MoE) and not read",
@@ -609,6 +607,12 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         max_pos = 4096
         notes.append("max_position_embeddings not set: assumed 4096 (only limits --seq-len)")
     mtp = _opt_int(cfg, "num_nextn_predict_layers", model_type, 0) or 0
+    if model_type in QWEN3_NEXT_TYPES:
+        # Qwen3-Next / Qwen3.5 name their MTP layers mtp_num_hidden_layers (mtp.* weights, which transformers skips
+        # on load); Megatron-Bridge maps it to mtp_num_layers (models/conversion/model_bridge.py CONFIG_MAPPING) and
+        # Megatron-LM builds each as the last decoder layer's kind (gpt_builders.py: the block's layer_specs[-1]),
+        # here a gated-attention layer
+        mtp = mtp or _opt_int(cfg, "mtp_num_hidden_layers", model_type, 0) or 0
     return ModelSpec(
         name=name, num_layers=layers, hidden_size=hidden, ffn_hidden_size=ffn,
         num_attention_heads=heads, num_query_groups=kv_heads if mla is None else heads,

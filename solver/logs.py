@@ -144,7 +144,14 @@ _BULLET = re.compile(r"^\s*[-*]\s+")  # a Markdown list item: "- micro_batch_siz
 _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*=\s*(.+)$")
-_GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X)"
+# workstation, consumer and inference boards (topology/gpus.yaml): "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000",
+# "NVIDIA L20", "NVIDIA A10"; GeForce boards also bare where a counter or "GPU" says so, as Chinese posts write them
+# ("4卡4090", "8张3090", "4090显卡"), not a bare number ("iteration 4090/ 10000 | ... per GPU")
+_BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])|(?<=[卡张块])\s?(?:4090|3090)(?![\dA-Za-z.])"
+                   r"|(?<![\d.])(?:4090|3090)(?=\s*(?:显卡|卡|GPUs?\b))"
+                   r"|L40(?![\dA-Za-z])|L20(?![\dA-Za-z])|L4(?![\dA-Za-z])|A10(?![\dA-Za-z])|A30(?![\dA-Za-z])")
+_GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X|"
+                       + _BOARD_NAMES_RE + r")"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
@@ -157,10 +164,16 @@ def gpu_key(m: re.Match[str]) -> str:
     >>> [gpu_key(_GPU_NAME.search(t)) for t in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "A100-PCIE-40GB",
     ...                                         "H100 NVL", "NVIDIA A100 80GB PCIe")]
     ['H100-80', 'H100-PCIE', 'A100-PCIE-40', 'H100-NVL', 'A100-PCIE-80']
+    >>> [gpu_key(_GPU_NAME.search(t)) for t in ("NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000", "4卡4090",
+    ...                                         "NVIDIA GeForce RTX 2080 Ti", "NVIDIA L20", "NVIDIA A10")]
+    ['RTX4090', 'RTXA6000', 'RTX4090', 'RTX2080TI', 'L20', 'A10']
+    >>> [_GPU_NAME.search(t) for t in ("iteration 4090/ 100000 | per GPU", "Qwen3.5-122B-A10B", "NVIDIA L20C")]
+    [None, None, None]
     """
     board = (m.group(2) + m.group(4)).upper()
     form = "-PCIE" if "PCIE" in board else "-NVL" if "NVL" in board else ""
-    return m.group(1).upper() + form + (f"-{m.group(3)}" if m.group(3) else "")
+    chip = re.sub(r"[ -]", "", m.group(1).upper())
+    return ("RTX" + chip if chip in ("4090", "3090") else chip) + form + (f"-{m.group(3)}" if m.group(3) else "")
 
 
 _VERSION = re.compile(r"\b(megatron[-_ ]core|megatron[-_ ]bridge|nemo|transformer[-_ ]engine|torch|pytorch)"
@@ -622,7 +635,7 @@ _PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|r
 # names and values paired by slashes: "HIDDEN_SIZE / NUM_ATTN_HEADS/ NUM_LAYERS/ BATCHSIZE = 4096/16/50/8"
 # (deepspeedai/DeepSpeedExamples#192)
 _SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]\s*(\d+(?:\s*/\s*\d+)+)\b")
-_GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100)"
+_GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|" + _BOARD_NAMES_RE + ")"
 # an OOM told in words: "keep getting OOM error" (NVIDIA/Megatron-LM#1308), "will meet OOM error", "4 nodes OOMs",
 # "❌ OOM at `optimizer.step`" (NVIDIA-NeMo/Automodel#2546); not where the text avoids or fixes one
 _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"
@@ -1535,17 +1548,23 @@ CONFIG_KEYS = {
 
 
 def _name_body(name: str) -> str:
-    """A preset's name as a pattern: its parts joined by ``-``, ``_`` or a space, and with no separator where a
-    version number follows a word ("llama2-70b", "Qwen3_235B").
+    """A preset's name as a pattern: its parts joined by ``-``, ``_`` or a space, with no separator where a
+    version number follows a word ("llama2-70b", "Qwen3_235B"), and a version's dot optional, as recipe and script
+    names drop it (Megatron-Bridge's ``qwen35_vl``, ``llama31_8b``; "Qwen35-35B-A3B", modelscope/ms-swift#8314).
 
     >>> bool(re.fullmatch(_name_body("llama-2-70b"), "llama2-70b", re.I)), _name_body("qwen3-8b").count("?")
     (True, 0)
+    >>> [bool(re.fullmatch(_name_body("qwen3.5-35b-a3b"), t, re.I)) for t in ("Qwen3.5-35B-A3B", "qwen35_35b_a3b")]
+    [True, True]
     """
+    def escaped(part: str) -> str:
+        return re.sub(r"(?<=\d)\\\.(?=\d)", r"\\.?", re.escape(part))
+
     parts = name.split("-")
-    body = re.escape(parts[0])
+    body = escaped(parts[0])
     for before, part in zip(parts, parts[1:]):
         optional = before[-1].isalpha() and part[0].isdigit()
-        body += ("[-_ ]?" if optional else "[-_ ]") + re.escape(part)
+        body += ("[-_ ]?" if optional else "[-_ ]") + escaped(part)
     return body
 
 

@@ -726,7 +726,10 @@ GPU_LOG_NAMES = {"H100": "h100", "H800": "h800", "H200": "h200", "H20": "h20", "
                  "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x", "A40": "a40",
                  # PCIe / NVL boards (NVIDIA A100 / H100 datasheets): their own catalog entries
                  "A100-PCIE-40": "a100-pcie-40g", "A100-PCIE-80": "a100-pcie-80g", "A100-PCIE": "a100-pcie-80g",
-                 "H100-PCIE": "h100-pcie", "H100-NVL": "h100-nvl"}
+                 "H100-PCIE": "h100-pcie", "H100-NVL": "h100-nvl",
+                 # workstation, consumer and inference boards (topology/gpus.yaml sources)
+                 "RTX4090": "rtx-4090", "RTX3090": "rtx-3090", "RTXA6000": "rtx-a6000", "RTX2080TI": "rtx-2080-ti",
+                 "L40": "l40", "L20": "l20", "L4": "l4", "A10": "a10", "A30": "a30"}
 
 
 def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: list[tuple[str, str]]) -> str:

@@ -14,7 +14,7 @@ from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.models import ConfigError, Layout, Workload, load_preset
 from megasolve.models.hf import spec_from_hf_config
 from megasolve.models.megatron_args import spec_from_megatron_args
-from megasolve.models.params import attention_params, model_params, stage_params
+from megasolve.models.params import attention_params, model_params, stage_params, total_params
 from megasolve.models.presets import preset_info, preset_names, resolve_model
 
 from conftest import DATA
@@ -77,9 +77,15 @@ def test_qwen3_5_is_the_qwen3_next_decoder_inside_a_vl_wrapper():
     dense_spec = spec_from_hf_config(dense)
     assert model_params(dense_spec)["params_total"] == 9_407_453_936 and dense_spec.moe is None
     assert any("full_attention_interval not set" in n for n in dense_spec.notes)
-    # the MTP layer a released config declares is said, never silently dropped
+    # the MTP layer a released config declares is built as Megatron builds it: the last decoder layer's kind (a
+    # gated-attention MoE layer) behind enorm, hnorm, eh_proj and a final norm. By hand: attention 2048*2*16*256
+    # (q and its gate) + 2*2048*2*256 (k, v) + 16*256*2048 (o) + 2*256 (q/k norms) + 2048 (input norm) = 27,265,536;
+    # MoE 256*2048 (router) + 256*3*2048*512 (experts) + 3*2048*512 + 2048 (shared expert and its gate) + 2048
+    # (pre-MLP norm) = 808,980,480; eh_proj 2*2048*2048 + three norms 3*2048 = 8,394,752
     raw["text_config"]["mtp_num_hidden_layers"] = 1
-    assert any(f.startswith("mtp_num_hidden_layers") for f in spec_from_hf_config(raw).ignored_features)
+    with_mtp = spec_from_hf_config(raw)
+    assert with_mtp.mtp_num_layers == 1 and not with_mtp.ignored_features
+    assert total_params(with_mtp, include_mtp=True) - total_params(with_mtp) == 27_265_536 + 808_980_480 + 8_394_752
 
 
 def test_nemotron_h_is_read_as_megatron_core_builds_it():

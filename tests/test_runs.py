@@ -732,3 +732,19 @@ def test_a_pcie_or_nvl_board_is_its_own_gpu(printed, gpu):
     text = "\n".join(ARGS_DUMP.splitlines() + [f"GPU: {printed}"] + [_iteration(i, 1000.0 + i) for i in range(1, 8)])
     run = run_from_log(text, "board", {})
     assert run.cluster.gpu.name == gpu
+
+
+@pytest.mark.parametrize("printed,gpu,peak", [
+    ("NVIDIA GeForce RTX 4090", "rtx-4090", 165.2), ("NVIDIA GeForce RTX 3090", "rtx-3090", 71),
+    ("NVIDIA RTX A6000", "rtx-a6000", 154.8), ("NVIDIA GeForce RTX 2080 Ti", "rtx-2080-ti", 53.8),
+    ("NVIDIA L40", "l40", 181.05), ("NVIDIA L20", "l20", 119.5), ("NVIDIA L4", "l4", 121), ("NVIDIA A10", "a10", 125),
+    ("NVIDIA A30", "a30", 165), ("8卡4090", "rtx-4090", 165.2),
+])
+def test_a_workstation_or_consumer_board_is_read_with_its_own_peak(printed, gpu, peak):
+    """The boards public threads train on (torch.cuda.get_device_name, or a post's "8卡4090") map to catalog entries
+    with their datasheet peaks (BF16 with FP32 accumulate), not to a data-centre part or to nothing."""
+    text = "\n".join(ARGS_DUMP.splitlines() + [f"GPU: {printed}"] + [_iteration(i, 1000.0 + i) for i in range(1, 8)])
+    run = run_from_log(text, "board", {})
+    assert run.cluster.gpu.name == gpu
+    assert run.cluster.gpu.bf16_flops == pytest.approx(peak * 1e12)
+    assert run.cluster.gpu.nvlink_domain == 1  # no NVSwitch: TP beyond one board crosses PCIe
