@@ -58,13 +58,13 @@ def test_gdn_golden_covers_tp_pp_ep_and_dense():
 @pytest.mark.parametrize("case", [c for c in GDN_CASES if c["model"].get("num_moe_experts")],
                          ids=lambda c: c["name"])
 def test_gdn_golden_model_is_the_qwen3_next_preset_cut(case):
-    """The gated-DeltaNet golden model is Qwen3-Next-80B-A3B itself, cut in depth and experts only: the
-    spec megasolve reads from the Megatron arguments equals the preset's with those two cuts."""
+    """The gated-DeltaNet golden model is Qwen3-Next-80B-A3B itself, cut in depth and experts only, and built
+    without its MTP layer: the spec megasolve reads from the Megatron arguments equals the preset's with those cuts."""
     ours = spec_from_megatron_args(case["model"])
     preset = load_preset("qwen3-next-80b-a3b")
     layers = case["model"]["num_layers"]
     cut = dataclasses.replace(
-        preset, name=ours.name, source=ours.source, num_layers=layers,
+        preset, name=ours.name, source=ours.source, num_layers=layers, mtp_num_layers=0,
         linear_attention_pattern=preset.linear_attention_pattern[:layers],
         moe=dataclasses.replace(preset.moe, num_experts=case["model"]["num_moe_experts"],
                                 top_k=case["model"]["moe_router_topk"],
