@@ -360,6 +360,23 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
         yield record
 
 
+def _without_dump_prefix(lines: list[str]) -> list[str]:
+    """Lines without a prefix no known collector writes, found where the argument dump opens: what stands before
+    ``---- arguments ----`` (a bare pod or host name, ``pytorchjob-worker-0``; stern's ``pod container``) is taken
+    off every line that starts with it.
+
+    >>> _without_dump_prefix(["job-worker-0 ------ arguments ------", "job-worker-0   num_layers ..... 32", "other"])
+    ['------ arguments ------', 'num_layers ..... 32', 'other']
+    """
+    for line in lines:
+        if (m := _ARGS_START.search(line)) and "end of" not in line:
+            prefix = line[:m.start()].rstrip()
+            if not prefix or len(prefix) > 80 or not re.fullmatch(r"[\w.:/@-]+(?: [\w.:/@-]+)?", prefix):
+                return lines
+            return [x[len(prefix):].strip() if x.startswith(prefix + " ") or x == prefix else x for x in lines]
+    return lines
+
+
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``)."""
@@ -372,7 +389,7 @@ def parse_log(text: str) -> LogFacts:
         facts.args["_memory_line_rank"] = ranks.pop()
     in_args = False
     call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)
-    for line in _joined_records(strip_prefix(raw) for raw in text.splitlines()):
+    for line in _joined_records(_without_dump_prefix([strip_prefix(raw) for raw in text.splitlines()])):
         if not line:
             continue
         if call or ("Config(" in line and line.count("(") > line.count(")") and line.rstrip().endswith(("(", ","))):

@@ -690,6 +690,8 @@ def test_an_optimizer_other_than_adam_is_named_with_what_it_changes(optimizer, n
     "[2025-01-01 10:00:00,123] [INFO] [megatron.training.utils] ",
     "[pod/trainer-0/pytorch] ",                                # kubectl logs --prefix
     "> ", ">> ",                                               # a reply quoting the log
+    "pytorchjob-worker-0 ",                                    # a bare pod name (a log aggregator's export)
+    "llama-pretrain-worker-0 pytorch ",                        # stern: pod and container
 ])
 def test_a_log_collector_prefix_on_every_line_reads_the_same(prefix):
     """The argument dump and the iteration lines read the same with what a log collector puts before each line."""
