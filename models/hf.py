@@ -31,6 +31,10 @@ MODEL_TYPES = {
     # Qwen3.5 (transformers models/qwen3_5*): the Qwen3-Next decoder (gated DeltaNet + gated attention),
     # dense or with every layer MoE, inside a VL wrapper
     "qwen3_5_text": "llama", "qwen3_5_moe_text": "qwen_moe",
+    # Qwen3-VL (transformers models/qwen3_vl*): the Qwen3 / Qwen3-MoE decoder (QK-norm, interleaved MRoPE: the
+    # same FLOPs) inside a VL wrapper; DeepStack adds the vision features to the first layers' hidden states
+    # (an elementwise add, no parameters in the language model)
+    "qwen3_vl_text": "llama", "qwen3_vl_moe_text": "qwen_moe",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "glm4_moe": "deepseek",
     "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2", "nemotron_h": "nemotron_h",
 }
@@ -50,7 +54,8 @@ ARCHITECTURES = {
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
                 "qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text",
-                "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+                "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
+                "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
 # Architectures megasolve cannot plan yet, with what is missing. Never point these at the Megatron
 # YAML input: it describes GPTModel stacks (attention + MLP/MoE layers) only.
 UNSUPPORTED = {
@@ -70,7 +75,7 @@ UNSUPPORTED = {
 _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text")
 # the Qwen3-Next decoder: gated DeltaNet layers, gated attention (q_proj doubled for the output gate), QK-norm
 QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
-_QK_NORM_TYPES = ("qwen3", "qwen3_moe", *QWEN3_NEXT_TYPES, "gemma3_text", "deepseek_v2", "deepseek_v3", "kimi_k2")
+_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text", "deepseek_v2", "deepseek_v3", "kimi_k2")
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2", "ernie4_5", "ernie4_5_moe")
 # transformers' documented class defaults that released configs rely on (filled with a note).
 DOCUMENTED_DEFAULTS = {

@@ -118,6 +118,26 @@ def qwen3_5_vision(vision: dict[str, Any]) -> int:
     return embed + blocks + merger
 
 
+def qwen3_vl_vision(vision: dict[str, Any]) -> int:
+    """Qwen3-VL vision tower (transformers ``qwen3_vl/modeling_qwen3_vl.py``): the Qwen3.5 tower above (which
+    inherits it and drops DeepStack) plus one ``Qwen3VLVisionPatchMerger(use_postshuffle_norm=True)`` per
+    ``deepstack_visual_indexes`` entry (default ``[8, 16, 24]``): a LayerNorm over ``h*m^2`` and the same two
+    biased linears.
+
+    >>> m2 = 1152 * 4  # three DeepStack mergers: 3 * (2 m2 + m2 * m2 + m2 + m2 * 2048 + 2048)
+    >>> qwen3_vl_vision({"out_hidden_size": 2048}) - qwen3_5_vision({"out_hidden_size": 2048})
+    92060160
+    """
+    indexes = vision.get("deepstack_visual_indexes", [8, 16, 24])
+    if not isinstance(indexes, list):
+        raise ConfigError(field="vision_config.deepstack_visual_indexes", value=repr(indexes)[:40],
+                          rule="must be a list of layer indexes", fix="pass the model's full config.json")
+    h, merge = _int(vision, "hidden_size", 1152), _int(vision, "spatial_merge_size", 2)
+    out, merged = _int(vision, "out_hidden_size", 3584), h * merge * merge
+    deepstack = 2 * merged + merged * merged + merged + merged * out + out
+    return qwen3_5_vision(vision) + len(indexes) * deepstack
+
+
 def vision_params(model_type: str, vision: dict[str, Any] | None, text_hidden: int) -> tuple[int, str]:
     """(parameters, what was counted) of the vision tower of a ``model_type`` wrapper config."""
     if not isinstance(vision, dict):
@@ -130,4 +150,6 @@ def vision_params(model_type: str, vision: dict[str, Any] | None, text_hidden: i
         return qwen2_5_vl_vision(vision), "Qwen2.5-VL vision encoder + merger"
     if model_type in ("qwen3_5_text", "qwen3_5_moe_text"):
         return qwen3_5_vision(vision), "Qwen3.5 vision encoder + merger"
+    if model_type in ("qwen3_vl_text", "qwen3_vl_moe_text"):
+        return qwen3_vl_vision(vision), "Qwen3-VL vision encoder + merger + DeepStack mergers"
     return 0, ""

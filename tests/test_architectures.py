@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -86,6 +87,18 @@ def test_qwen3_5_is_the_qwen3_next_decoder_inside_a_vl_wrapper():
     with_mtp = spec_from_hf_config(raw)
     assert with_mtp.mtp_num_layers == 1 and not with_mtp.ignored_features
     assert total_params(with_mtp, include_mtp=True) - total_params(with_mtp) == 27_265_536 + 808_980_480 + 8_394_752
+
+
+def test_qwen3_vl_is_the_qwen3_decoder_inside_a_vl_wrapper():
+    """Qwen3-VL-30B-A3B's language model is Qwen3-30B-A3B's (every field but the context length); its vision tower is
+    the Qwen3.5 one plus three DeepStack mergers, counted and not planned: 31.07B in all, the card's 31.1B."""
+    spec = load("qwen3-vl-30b-a3b")
+    base = load_preset("qwen3-30b-a3b")
+    differ = {f.name for f in dataclasses.fields(spec) if getattr(spec, f.name) != getattr(base, f.name)}
+    assert differ == {"name", "source", "notes", "max_position_embeddings", "vision_params"}
+    counts = model_params(spec)
+    assert (counts["params_total"], counts["params_vision"]) == (31_070_754_032, 538_631_408)
+    assert counts["params_total"] - counts["params_vision"] == model_params(base)["params_total"]
 
 
 def test_nemotron_h_is_read_as_megatron_core_builds_it():
