@@ -75,7 +75,8 @@ UNSUPPORTED = {
 _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text")
 # the Qwen3-Next decoder: gated DeltaNet layers, gated attention (q_proj doubled for the output gate), QK-norm
 QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
-_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text", "deepseek_v2", "deepseek_v3", "kimi_k2")
+_QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text",
+                  "deepseek_v2", "deepseek_v3", "kimi_k2")
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2", "ernie4_5", "ernie4_5_moe")
 # transformers' documented class defaults that released configs rely on (filled with a note).
 DOCUMENTED_DEFAULTS = {

@@ -124,9 +124,10 @@ def qwen3_vl_vision(vision: dict[str, Any]) -> int:
     ``deepstack_visual_indexes`` entry (default ``[8, 16, 24]``): a LayerNorm over ``h*m^2`` and the same two
     biased linears.
 
-    >>> m2 = 1152 * 4  # three DeepStack mergers: 3 * (2 m2 + m2 * m2 + m2 + m2 * 2048 + 2048)
-    >>> qwen3_vl_vision({"out_hidden_size": 2048}) - qwen3_5_vision({"out_hidden_size": 2048})
-    92060160
+    >>> m2 = 1152 * 2 * 2  # the merged width h * m^2; three mergers of 2 m2 (norm) + m2^2 + m2 + m2 * 2048 + 2048
+    >>> deepstack = qwen3_vl_vision({"out_hidden_size": 2048}) - qwen3_5_vision({"out_hidden_size": 2048})
+    >>> deepstack == 3 * (2 * m2 + m2 * m2 + m2 + m2 * 2048 + 2048) == 92_060_160
+    True
     """
     indexes = vision.get("deepstack_visual_indexes", [8, 16, 24])
     if not isinstance(indexes, list):

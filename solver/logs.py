@@ -147,11 +147,11 @@ _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*
 # workstation, consumer and inference boards (topology/gpus.yaml): "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000",
 # "NVIDIA L20", "NVIDIA A10"; GeForce boards also bare where a counter or "GPU" says so, as Chinese posts write them
 # ("4卡4090", "8张3090", "4090显卡"), not a bare number ("iteration 4090/ 10000 | ... per GPU")
-_BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])|(?<=[卡张块])\s?(?:4090|3090)(?![\dA-Za-z.])"
-                   r"|(?<![\d.])(?:4090|3090)(?=\s*(?:显卡|卡|GPUs?\b))"
+_BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
+                   r"|(?<=[卡张块])\s?(?:4090|3090)(?![\dA-Za-z.])|(?<![\d.])(?:4090|3090)(?=\s*(?:显卡|卡|GPUs?\b))"
                    r"|L40(?![\dA-Za-z])|L20(?![\dA-Za-z])|L4(?![\dA-Za-z])|A10(?![\dA-Za-z])|A30(?![\dA-Za-z])")
-_GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X|"
-                       + _BOARD_NAMES_RE + r")"
+_GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|"
+                       r"L40S|MI300X|" + _BOARD_NAMES_RE + r")"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
