@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import click
@@ -23,10 +24,22 @@ def _stack(*decorators: F) -> F:
     return apply
 
 
+def _remember_mtp_layers(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    if value is not None:
+        ctx.meta["mtp_layers"] = value
+
+
 def model_option(func: F) -> F:
-    return click.option("--model", "-m", "model_ref", required=True, metavar="NAME|PATH",
-                        help="Preset name (see `megasolve models`), a preset's HF id, a config.json "
-                             "(or its folder), or a YAML of Megatron argument names.")(func)
+    return _stack(
+        click.option("--model", "-m", "model_ref", required=True, metavar="NAME|PATH",
+                     help="Preset name (see `megasolve models`), a preset's HF id, a config.json "
+                          "(or its folder), or a YAML of Megatron argument names."),
+        click.option("--mtp-layers", type=click.IntRange(0, 16), default=None, expose_value=False,
+                     callback=_remember_mtp_layers, metavar="N",
+                     help="Multi-token-prediction layers to train (Megatron --mtp-num-layers), replacing the "
+                          "model's: presets keep their released MTP layers (DeepSeek-V3, GLM-4.5, Qwen3-Next, "
+                          "Qwen3.5, as Megatron-Bridge trains them); 0 plans without them."),
+    )(func)
 
 
 def cluster_options(multi_gpus: bool = False) -> Callable[[F], F]:
@@ -334,4 +347,14 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
 
 
 def load_model(ref: str) -> ResolvedModel:
-    return resolve_model(ref)
+    """``--model``, with ``--mtp-layers`` applied: each MTP layer is the last decoder layer's kind, as Megatron-LM
+    builds it (``gpt_builders.py``: the block's ``layer_specs[-1]``)."""
+    resolved = resolve_model(ref)
+    ctx = click.get_current_context(silent=True)
+    layers = ctx.meta.get("mtp_layers") if ctx is not None else None
+    if layers is None or layers == resolved.spec.mtp_num_layers:
+        return resolved
+    spec = dataclasses.replace(resolved.spec, mtp_num_layers=layers,
+                               mtp_use_repeated_layer=resolved.spec.mtp_use_repeated_layer and layers > 0)
+    said = f"--mtp-layers {layers}: {resolved.spec.mtp_num_layers} MTP layer(s) of {spec.name} replaced"
+    return ResolvedModel(spec, note=f"{resolved.note}; {said}" if resolved.note else said)

@@ -159,3 +159,22 @@ def test_recipe_workload_flags_reach_json_and_launch_settings():
                                                 "-o", "json"]).output)
     te_peak = data["memory"]["peak_gb"]
     assert plain["workload"]["fp8_recipe"] is None and plain["memory"]["peak_gb"] > te_peak
+
+
+def test_mtp_layers_replace_the_models():
+    """``--mtp-layers`` sets what Megatron's --mtp-num-layers trains: 0 drops a preset's released MTP layer (a
+    framework that trains without it), N > 0 adds layers of the last decoder layer's kind; a note says so."""
+    base = ["estimate", "-m", "qwen3-next-80b-a3b", "-n", "32", "-g", "h100", "--tp", "1", "--pp", "4", "--ep", "8",
+            "--format", "json"]
+    runner = CliRunner()
+    with_mtp, without = (runner.invoke(cli, base + extra) for extra in ([], ["--mtp-layers", "0"]))
+    assert with_mtp.exit_code in (0, 1) and without.exit_code in (0, 1), (with_mtp.output, without.output)
+    kept, dropped = json.loads(with_mtp.stdout), json.loads(without.stdout)
+    assert dropped["time"]["step_s"] < kept["time"]["step_s"]
+    assert dropped["memory"]["stages"][-1]["total_gb"] < kept["memory"]["stages"][-1]["total_gb"]  # the MTP stage
+    assert "--mtp-layers 0: 1 MTP layer(s) of qwen3-next-80b-a3b replaced" in without.stderr
+    added = runner.invoke(cli, ["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "2",
+                                "--mtp-layers", "1", "--format", "megatron"])
+    assert added.exit_code == 0 and "--mtp-num-layers 1" in added.stdout, added.output
+    bad = runner.invoke(cli, ["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--mtp-layers", "-1"])
+    assert bad.exit_code == 2
