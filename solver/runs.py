@@ -548,7 +548,7 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         if differ:  # the model given wins, but a log that prints another shape is said, not ignored
             notes.append(f"the log prints {', '.join(differ)}: costed as {spec.name}, as --model says (leave "
                          "--model out to cost the printed shape)")
-        return spec
+        return _with_printed_mtp(spec, args, notes)
     absent = [k for k in SHAPE_KEYS if not isinstance(args.get(k), int)]
     if absent and facts.model_names:  # a recipe / config class / model name that fixes the shape
         # of several, the one named on most lines, then the first named ("Qwen3-30B-A3B on H800 is slow ... any
@@ -558,7 +558,7 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         others = [name for name in facts.model_names if name != preset]
         also = f"; the text also names {', '.join(others)}" if others else ""
         notes.append(f"model {preset} as the log names it{also} (--model to override)")
-        return _with_printed_shape(resolve_model(preset).spec, args, notes)
+        return _with_printed_mtp(_with_printed_shape(resolve_model(preset).spec, args, notes), args, notes)
     if absent:
         missing.append((f"model shape ({', '.join(absent)})", "--model NAME|config.json"))
         return None  # type: ignore[return-value]
@@ -613,6 +613,20 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
 # the sizes a log may print beside a recipe name; what it prints wins over the named preset (NVIDIA-NeMo/NeMo#12103:
 # a Mixtral 8x7B recipe edited to 8 layers)
 PRINTED_SIZE_KEYS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups")
+
+
+def _with_printed_mtp(spec: ModelSpec, args: dict[str, Any], notes: list[str]) -> ModelSpec:
+    """``spec`` with the MTP layers the run trained: a printed ``mtp_num_layers`` (``None``, Megatron's unset, is
+    none) replaces the model's (a preset keeps its released MTP layers, which a framework may not train)."""
+    if "mtp_num_layers" not in args:
+        return spec
+    value = args["mtp_num_layers"]
+    layers = 0 if value is None else value
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers < 0 or layers == spec.mtp_num_layers:
+        return spec
+    notes.append(f"the log prints mtp_num_layers {value}: {spec.name} costed with {layers} MTP layer(s), not "
+                 f"{spec.mtp_num_layers}")
+    return replace(spec, mtp_num_layers=layers, mtp_use_repeated_layer=spec.mtp_use_repeated_layer and layers > 0)
 
 
 def _with_printed_shape(spec: ModelSpec, args: dict[str, Any], notes: list[str]) -> ModelSpec:

@@ -763,3 +763,16 @@ def test_a_workstation_or_consumer_board_is_read_with_its_own_peak(printed, gpu,
 def test_model_names_posts_write_resolve_to_their_presets(written, preset):
     """Hugging Face ids and the spellings scripts use (a version's dot dropped, as Megatron-Bridge's ``qwen35``)."""
     assert parse_log(written).model_names == {preset: 1}
+
+
+@pytest.mark.parametrize("printed,layers", [(None, 1), ("None", 0), ("0", 0), ("1", 1)])
+def test_a_printed_mtp_setting_replaces_the_presets(printed, layers):
+    """A preset keeps its released MTP layer (Qwen3-Next's, as Megatron-Bridge trains it); a run that prints
+    ``mtp_num_layers`` (Megatron's ``None``: unset) is costed with what it trained."""
+    lines = ["--model Qwen/Qwen3-Next-80B-A3B-Instruct --tensor-model-parallel-size 1 --expert-model-parallel-size 8"]
+    if printed is not None:
+        lines.append(f"  mtp_num_layers ........................................ {printed}")
+    text = "\n".join(lines + [_iteration(i, 1000.0 + i) for i in range(1, 8)])
+    run = run_from_log(text, "mtp", {"gpu": "h100", "num_gpus": 8, "seq_length": 4096, "global_batch_size": 64})
+    assert run.spec.name == "qwen3-next-80b-a3b" and run.spec.mtp_num_layers == layers
+    assert any("mtp_num_layers" in n for n in run.notes) == (printed is not None and layers == 0)
