@@ -363,17 +363,19 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
 def _without_dump_prefix(lines: list[str]) -> list[str]:
     """Lines without a prefix no known collector writes, found where the argument dump opens: what stands before
     ``---- arguments ----`` (a bare pod or host name, ``pytorchjob-worker-0``; stern's ``pod container``) is taken
-    off every line that starts with it.
+    off every line that starts with it, its numbers any numbers (the other pods' lines: ``...-worker-1``).
 
-    >>> _without_dump_prefix(["job-worker-0 ------ arguments ------", "job-worker-0   num_layers ..... 32", "other"])
-    ['------ arguments ------', 'num_layers ..... 32', 'other']
+    >>> _without_dump_prefix(["job-worker-0 ------ arguments ------", "job-worker-0   num_layers ..... 32",
+    ...                       "job-worker-12 iteration 5/ 10 |", "other"])
+    ['------ arguments ------', 'num_layers ..... 32', 'iteration 5/ 10 |', 'other']
     """
     for line in lines:
         if (m := _ARGS_START.search(line)) and "end of" not in line:
             prefix = line[:m.start()].rstrip()
             if not prefix or len(prefix) > 80 or not re.fullmatch(r"[\w.:/@-]+(?: [\w.:/@-]+)?", prefix):
                 return lines
-            return [x[len(prefix):].strip() if x.startswith(prefix + " ") or x == prefix else x for x in lines]
+            pattern = re.compile(r"\d+".join(re.escape(part) for part in re.split(r"\d+", prefix)) + r"(?:\s+|$)")
+            return [pattern.sub("", x, count=1) if pattern.match(x) else x for x in lines]
     return lines
 
 
