@@ -24,6 +24,9 @@ from megasolve.models.vision import vision_params
 # model_type -> family. Families share field names and defaults.
 MODEL_TYPES = {
     "llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama", "phi3": "llama",
+    # InternLM2 / 2.5 (internlm/internlm2_5-7b modeling_internlm2.py, remote code): Llama's layer with q, k, v fused
+    # into one wqkv (the same weights) and w1 / w3 / w2 for the SwiGLU; ``bias`` false
+    "internlm2": "llama",
     "gemma": "llama", "gemma2": "llama", "gemma3_text": "llama", "ernie4_5": "llama",
     "qwen2_5_vl": "llama", "qwen2_5_vl_text": "llama", "qwen2_vl": "llama", "qwen2_vl_text": "llama",
     "mixtral": "mixtral", "minimax_m2": "mixtral", "gpt_oss": "mixtral",
@@ -44,6 +47,7 @@ MODEL_TYPES = {
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "MixtralForCausalLM": "mixtral",
+    "InternLM2ForCausalLM": "internlm2",
     "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe",
     "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
     "Glm4MoeForCausalLM": "glm4_moe", "GptOssForCausalLM": "gpt_oss", "MiniMaxM2ForCausalLM": "minimax_m2",
@@ -544,6 +548,8 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         tied = model_type in _TIED_BY_DEFAULT
     attention_bias = bool(cfg.get("attention_bias", False))
     use_bias = bool(cfg.get("use_bias", False))  # ERNIE 4.5: every linear layer
+    if model_type == "internlm2":  # InternLM2Attention / InternLM2MLP: one ``bias`` for wqkv, wo, w1, w2, w3
+        use_bias = bool(cfg.get("bias", False))
     if model_type == "gpt_oss":  # GptOssAttention / GptOssExperts / GptOssTopKRouter: all biased
         bias_linear, qkv_bias = attention_bias, attention_bias
     elif model_type in ("glm4_moe", "minimax_m2"):  # Glm4MoeAttention: q/k/v bias only, o_proj bias=False

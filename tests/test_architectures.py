@@ -101,6 +101,17 @@ def test_qwen3_vl_is_the_qwen3_decoder_inside_a_vl_wrapper():
     assert counts["params_total"] - counts["params_vision"] == model_params(base)["params_total"]
 
 
+def test_internlm2_is_llamas_layer_with_one_bias_flag():
+    """InternLM2 (remote code ``modeling_internlm2.py``): wqkv, wo, w1, w3, w2 of Llama's shapes; its one ``bias``
+    key puts a bias on all five: 2 * (4096 + 2 * 1024) + 4096 + 2 * 14336 + 4096 = 43,008 per layer more."""
+    plain = load_preset("internlm2.5-7b")
+    assert model_params(plain)["params_total"] == 7_737_708_544  # the card's 7.74B
+    cfg = dict(preset_info("internlm2.5-7b")["hf"], bias=True)
+    biased = spec_from_hf_config(cfg)
+    assert biased.add_bias_linear and biased.add_qkv_bias and not biased.ignored_features
+    assert model_params(biased)["params_total"] - model_params(plain)["params_total"] == 32 * 43_008
+
+
 def test_nemotron_h_is_read_as_megatron_core_builds_it():
     spec = load("nemotron-h-8b")
     assert spec.hybrid_pattern.count("M") == 24 and spec.position_embedding_type == "none" and not spec.swiglu
