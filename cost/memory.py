@@ -838,7 +838,8 @@ FUSED_SOFTMAX_TRANSIENT_BYTES_PER_SCORE = 2 + 2
 
 def torch_workspace_arch(gpu) -> str:
     """The key of ``TORCH_CUBLAS_WORKSPACE_BYTES`` for a catalog GPU: ``hopper`` (sm 9.0: the chip family of
-    ``calibration.yaml``), ``cdna3`` (MI300X, gfx942), else ``other``.
+    ``calibration.yaml``), ``cdna3`` (MI300X / MI325X, gfx942; MI355X, gfx950, whose default PyTorch sizes the same
+    as gfx94x), else ``other``.
 
     >>> from megasolve.topology.cluster import Cluster
     >>> [torch_workspace_arch(Cluster.from_flags(num_gpus=8, gpu=g).gpu) for g in ("h800", "b200", "mi300x")]

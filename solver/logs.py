@@ -151,7 +151,7 @@ _BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
                    r"|(?<=[卡张块])\s?(?:4090|3090)(?![\dA-Za-z.])|(?<![\d.])(?:4090|3090)(?=\s*(?:显卡|卡|GPUs?\b))"
                    r"|L40(?![\dA-Za-z])|L20(?![\dA-Za-z])|L4(?![\dA-Za-z])|A10(?![\dA-Za-z])|A30(?![\dA-Za-z])")
 _GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|"
-                       r"L40S|MI300X|" + _BOARD_NAMES_RE + r")"
+                       r"L40S|MI300X|MI325X|MI355X|" + _BOARD_NAMES_RE + r")"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
@@ -582,7 +582,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     _prose_sizes(line, facts)
     for m in _GPU_NAME.finditer(line):
-        if re.search(r"NVIDIA|Tesla|GPU|device|gpu|显卡|\d\s*卡", line) or _GPU_COUNT.search(line) or _CN_GPU_COUNT.search(line):
+        if re.search(r"NVIDIA|Tesla|Instinct|GPU|device|gpu|显卡|\d\s*卡", line) or _GPU_COUNT.search(line) or _CN_GPU_COUNT.search(line):
             key = gpu_key(m)
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     for m in _VERSION.finditer(line):

@@ -737,7 +737,8 @@ GPU_LOG_NAMES = {"H100": "h100", "H800": "h800", "H200": "h200", "H20": "h20", "
                  # torch.cuda.get_device_name of the superchips names CPU+GPU memory: 480 GB = 96 GB HBM3
                  # + 384 GB LPDDR5X; 624 GB = 144 GB HBM3e + 480 GB LPDDR5X (NVIDIA GH200 datasheet)
                  "GH200-480": "gh200-96g", "GH200-624": "gh200-144g",
-                 "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x", "A40": "a40",
+                 "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x",
+                 "MI325X": "mi325x", "MI355X": "mi355x", "A40": "a40",
                  # PCIe / NVL boards (NVIDIA A100 / H100 datasheets): their own catalog entries
                  "A100-PCIE-40": "a100-pcie-40g", "A100-PCIE-80": "a100-pcie-80g", "A100-PCIE": "a100-pcie-80g",
                  "H100-PCIE": "h100-pcie", "H100-NVL": "h100-nvl",

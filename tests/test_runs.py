@@ -776,3 +776,14 @@ def test_a_printed_mtp_setting_replaces_the_presets(printed, layers):
     run = run_from_log(text, "mtp", {"gpu": "h100", "num_gpus": 8, "seq_length": 4096, "global_batch_size": 64})
     assert run.spec.name == "qwen3-next-80b-a3b" and run.spec.mtp_num_layers == layers
     assert any("mtp_num_layers" in n for n in run.notes) == (printed is not None and layers == 0)
+
+
+@pytest.mark.parametrize("printed,gpu,memory_gb", [("AMD Instinct MI325X", "mi325x", 256),
+                                                    ("AMD Instinct MI355X", "mi355x", 288),
+                                                    ("AMD Instinct MI300X", "mi300x", 192)])
+def test_amd_instinct_parts_are_read_with_their_memory(printed, gpu, memory_gb):
+    """torch.cuda.get_device_name on ROCm prints "AMD Instinct MI3x5X": each maps to its own catalog part."""
+    text = "\n".join(ARGS_DUMP.splitlines() + [f"Card Series: {printed}"] + [_iteration(i, 1000.0 + i)
+                                                                               for i in range(1, 8)])  # rocm-smi
+    run = run_from_log(text, "amd", {})
+    assert run.cluster.gpu.name == gpu and run.cluster.gpu.memory_bytes == memory_gb * 1e9
