@@ -24,6 +24,10 @@ from megasolve.models.vision import vision_params
 # model_type -> family. Families share field names and defaults.
 MODEL_TYPES = {
     "llama": "llama", "mistral": "llama", "qwen2": "llama", "qwen3": "llama", "phi3": "llama",
+    # ChatGLM / GLM-4 (THUDM/glm-4-9b modeling_chatglm.py, remote code): Megatron's own GPT layer (the config keeps
+    # Megatron's names, translated by ``_chatglm_as_llama``): fused qkv with bias, RMSNorm, SwiGLU, RoPE on half of
+    # each head
+    "chatglm": "llama",
     # InternLM2 / 2.5 (internlm/internlm2_5-7b modeling_internlm2.py, remote code): Llama's layer with q, k, v fused
     # into one wqkv (the same weights) and w1 / w3 / w2 for the SwiGLU; ``bias`` false
     "internlm2": "llama",
@@ -47,7 +51,7 @@ MODEL_TYPES = {
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3", "Phi3ForCausalLM": "phi3", "MixtralForCausalLM": "mixtral",
-    "InternLM2ForCausalLM": "internlm2",
+    "InternLM2ForCausalLM": "internlm2", "ChatGLMModel": "chatglm", "ChatGLMForConditionalGeneration": "chatglm",
     "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe",
     "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
     "Glm4MoeForCausalLM": "glm4_moe", "GptOssForCausalLM": "gpt_oss", "MiniMaxM2ForCausalLM": "minimax_m2",
@@ -102,6 +106,9 @@ NO_EFFECT = frozenset({
     "bos_token_id", "eos_token_id", "pad_token_id", "image_token_id", "video_token_id", "vision_start_token_id",
     "vision_end_token_id", "vision_token_id", "image_token_index", "boi_token_index", "eoi_token_index",
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps", "initializer_range",
+    # ChatGLM's numerics and RoPE variants: same FLOPs and bytes (modeling_chatglm.py)
+    "layernorm_epsilon", "apply_query_key_layer_scaling", "attention_softmax_in_fp32", "bias_dropout_fusion",
+    "original_rope", "rope_ratio",
     "initializer_factor", "rope_theta", "rope_scaling", "rope_local_base_freq", "rope_parameters", "rope_type",
     "use_cache", "cache_implementation", "output_router_logits", "router_aux_loss_coef", "router_z_loss_coef",
     "router_jitter_noise", "attention_dropout", "hidden_dropout", "embd_pdrop", "resid_pdrop", "attn_pdrop",
@@ -386,6 +393,8 @@ def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str
     notes: list[str] = []
     raw = _flatten(cfg, notes)
     model_type = _resolve_type(raw, notes)
+    if model_type == "chatglm":
+        raw = _chatglm_as_llama(raw)
     cfg = _Config(raw)
     for key, value in DOCUMENTED_DEFAULTS.get(model_type, {}).items():
         if key == "vocab_size" and cfg.get(key) is None:
@@ -409,6 +418,43 @@ def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str
     notes += [f"{key}: {text}" for key, text in INFORMATIONAL.items() if dict.get(cfg, key)]
     notes += [f"ignored: {item}" for item in ignored]
     return _with(spec, ignored_features=tuple(ignored), notes=tuple(notes))
+
+
+# ChatGLM keys -> the Llama reader's (modeling_chatglm.py ``ChatGLMConfig``); and the values of the ChatGLM keys
+# that change the layer, as GLM-4 sets them: anything else is a layer megasolve does not build
+_CHATGLM_NAMES = {"num_layers": "num_hidden_layers", "ffn_hidden_size": "intermediate_size", "kv_channels": "head_dim",
+                  "padded_vocab_size": "vocab_size", "seq_length": "max_position_embeddings",
+                  "add_qkv_bias": "attention_bias"}
+_CHATGLM_FIXED = {"rmsnorm": True, "post_layer_norm": True, "apply_residual_connection_post_layernorm": False,
+                  "add_bias_linear": False, "fp32_residual_connection": False}
+
+
+def _chatglm_as_llama(raw: dict[str, Any]) -> dict[str, Any]:
+    """A ChatGLM / GLM-4 config (Megatron's argument names) in the Llama reader's keys: ``multi_query_group_num``
+    KV heads when ``multi_query_attention``, RoPE on half of each head (``RotaryEmbedding(rotary_dim // 2)`` of
+    ``kv_channels``: ``partial_rotary_factor`` 0.5), the output layer untied unless said.
+
+    >>> out = _chatglm_as_llama({"model_type": "chatglm", "num_layers": 40, "hidden_size": 4096,
+    ...     "ffn_hidden_size": 13696, "kv_channels": 128, "num_attention_heads": 32, "multi_query_attention": True,
+    ...     "multi_query_group_num": 2, "padded_vocab_size": 151552, "add_qkv_bias": True, "rmsnorm": True})
+    >>> out["num_hidden_layers"], out["num_key_value_heads"], out["partial_rotary_factor"], out["attention_bias"]
+    (40, 2, 0.5, True)
+    """
+    for key, value in _CHATGLM_FIXED.items():
+        if key in raw and bool(raw[key]) != value:
+            raise ConfigError(field=key, value=raw[key], rule=f"megasolve builds ChatGLM layers with {key}={value} "
+                              "(GLM-4's): this layer is another", fix="describe the model with Megatron argument "
+                              "names in a YAML file (see README, --model)")
+    out = {k: v for k, v in raw.items() if k not in _CHATGLM_FIXED and k not in ("multi_query_attention",
+                                                                               "multi_query_group_num")}
+    for old, new in _CHATGLM_NAMES.items():
+        if old in out:
+            out[new] = out.pop(old)
+    heads = raw.get("num_attention_heads")
+    out["num_key_value_heads"] = raw.get("multi_query_group_num") if raw.get("multi_query_attention") else heads
+    out.setdefault("partial_rotary_factor", 0.5)
+    out.setdefault("tie_word_embeddings", False)
+    return out
 
 
 def _with(spec: ModelSpec, **changes: Any) -> ModelSpec:

@@ -112,6 +112,22 @@ def test_internlm2_is_llamas_layer_with_one_bias_flag():
     assert model_params(biased)["params_total"] - model_params(plain)["params_total"] == 32 * 43_008
 
 
+def test_chatglm_is_megatrons_gpt_layer_under_megatrons_names():
+    """GLM-4-9B's config keeps Megatron's argument names (num_layers, ffn_hidden_size, multi_query_group_num, ...):
+    read as the layer they name, 9.40B as the card says; a layer ChatGLM can switch to and megasolve does not build
+    (post-LN residuals, LayerNorm) is refused, not planned as something else."""
+    spec = load_preset("glm-4-9b")
+    assert (spec.num_layers, spec.num_query_groups, spec.kv_channels, spec.rotary_percent) == (40, 2, 128, 0.5)
+    assert spec.add_qkv_bias and not spec.add_bias_linear and not spec.ignored_features
+    # 40 x (4096 x (4096 + 2 x 2 x 128) + 4608 qkv bias + 4096 x 4096 + 3 x 4096 x 13696 + 2 x 4096 norms) + 4096
+    # (final norm) + 2 x 151552 x 4096 (untied embedding and output)
+    layer = 4096 * (4096 + 512) + 4608 + 4096 * 4096 + 3 * 4096 * 13696 + 2 * 4096
+    assert model_params(spec)["params_total"] == 40 * layer + 4096 + 2 * 151552 * 4096 == 9_399_951_360
+    for key, value in (("apply_residual_connection_post_layernorm", True), ("rmsnorm", False)):
+        with pytest.raises(ConfigError, match=key):
+            spec_from_hf_config(dict(preset_info("glm-4-9b")["hf"], **{key: value}))
+
+
 def test_nemotron_h_is_read_as_megatron_core_builds_it():
     spec = load("nemotron-h-8b")
     assert spec.hybrid_pattern.count("M") == 24 and spec.position_embedding_type == "none" and not spec.swiglu
