@@ -660,6 +660,10 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
             raise ConfigError(field="attn_type_list", value="contains 0",
                               rule=UNSUPPORTED["minimax"], fix="no megasolve input can describe this model yet")
     sinks = model_type == "gpt_oss"  # GptOssAttention.sinks: one learned logit per head
+    if sinks:  # TE common/fused_attn/fused_attn.cpp @d0067d0 (softmax type: "9.13.1+: vanilla, off-by-one, learnable")
+        notes.append("attention sinks run in Transformer Engine's fused (cuDNN) attention only with cuDNN 9.13.1 or "
+                     "newer (FlashAttention never); with an older cuDNN TE falls back to unfused attention, s x s "
+                     "scores per head: memory and time here assume the fused kernel")
     max_pos = _opt_int(cfg, "max_position_embeddings", model_type, None)
     if max_pos is None:
         max_pos = 4096
