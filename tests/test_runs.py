@@ -760,7 +760,7 @@ def test_a_workstation_or_consumer_board_is_read_with_its_own_peak(printed, gpu,
     ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo-12b"), ("01-ai/Yi-1.5-34B-Chat", "yi-1.5-34b"),
     ("Yi-1.5-9B", "yi-1.5-9b"), ("--model internlm/internlm2_5-7b-chat", "internlm2.5-7b"),
     ("microsoft/Phi-3-mini-4k-instruct", "phi-3-mini-4k"), ("--model THUDM/glm-4-9b-chat", "glm-4-9b"),
-    ("zai-org/GLM-4.5-Air", "glm-4.5-air"),
+    ("zai-org/GLM-4.5-Air", "glm-4.5-air"), ("zai-org/GLM-4.6", "glm-4.7"),
 ])
 def test_model_names_posts_write_resolve_to_their_presets(written, preset):
     """Hugging Face ids and the spellings scripts use (a version's dot dropped, as Megatron-Bridge's ``qwen35``)."""
