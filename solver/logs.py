@@ -588,6 +588,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
     named = _preset_names_in(line)
+    if _UNMODELLED_VARIANT.search(line):  # a variant read as its base preset, whose difference the reader must say
+        facts.args.setdefault("_variant_deepseek_v32", True)
     for pattern, preset in MODEL_NAMES:
         if m := pattern.search(line):
             named[preset] = min(named.get(preset, m.start()), m.start())
@@ -1564,6 +1566,11 @@ CONFIG_KEYS = {
     "model_parallel_size", "pipe_parallel_size", "global_num_gpus", *(f"{short}_size" for short in SIZE_NAMES),
     "actor_tp", "actor_pp", "actor_num_nodes", "actor_num_gpus_per_node",
 }
+
+
+# DeepSeek-V3.2 keeps DeepSeek-V3's shape (read as it) and adds DSA, a lightning indexer that picks 2,048 keys per
+# query (deepseek-ai/DeepSeek-V3.2-Exp model card): not modelled, so the run says so
+_UNMODELLED_VARIANT = re.compile(r"deepseek[-_ ]?v3[._]?2(?![\d])|deepseek_v32\b", re.I)
 
 
 def _name_body(name: str) -> str:

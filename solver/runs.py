@@ -558,6 +558,9 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         others = [name for name in facts.model_names if name != preset]
         also = f"; the text also names {', '.join(others)}" if others else ""
         notes.append(f"model {preset} as the log names it{also} (--model to override)")
+        if preset == "deepseek-v3" and args.get("_variant_deepseek_v32"):
+            notes.append("DeepSeek-V3.2 read as DeepSeek-V3 (the same layers): its sparse attention (DSA, a lightning "
+                         "indexer choosing 2,048 keys per query) is not modelled; attention is costed dense")
         return _with_printed_mtp(_with_printed_shape(resolve_model(preset).spec, args, notes), args, notes)
     if absent:
         missing.append((f"model shape ({', '.join(absent)})", "--model NAME|config.json"))

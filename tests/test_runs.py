@@ -789,3 +789,13 @@ def test_amd_instinct_parts_are_read_with_their_memory(printed, gpu, memory_gb):
                                                                                for i in range(1, 8)])  # rocm-smi
     run = run_from_log(text, "amd", {})
     assert run.cluster.gpu.name == gpu and run.cluster.gpu.memory_bytes == memory_gb * 1e9
+
+
+@pytest.mark.parametrize("name,said", [("deepseek-ai/DeepSeek-V3.2-Exp", True), ("deepseek-ai/DeepSeek-V3.1", False)])
+def test_deepseek_v32_is_read_as_v3_and_says_what_is_not_modelled(name, said):
+    """DeepSeek-V3.1 is V3's architecture; V3.2 keeps its layers and adds DSA sparse attention, which the run names."""
+    text = "\n".join([f"--model {name}"] + [_iteration(i, 10000.0) for i in range(1, 8)])
+    run = run_from_log(text, "v3", {"gpu": "h100", "num_gpus": 256, "seq_length": 4096, "global_batch_size": 64,
+                                    "args": {"tensor-model-parallel-size": "1", "expert-model-parallel-size": "32"}})
+    assert run.spec.name == "deepseek-v3"
+    assert any("DSA" in n for n in run.notes) == said
