@@ -89,6 +89,16 @@ def test_qwen3_5_is_the_qwen3_next_decoder_inside_a_vl_wrapper():
     assert total_params(with_mtp, include_mtp=True) - total_params(with_mtp) == 27_265_536 + 808_980_480 + 8_394_752
 
 
+def test_qwen3_5_35b_a3b_preset_counts_the_checkpoint_to_the_parameter():
+    """NVIDIA-NeMo/Automodel#3827 loads the whole Qwen3.5-35B-A3B checkpoint and prints "35,951,822,704
+    parameters": the preset's language model, vision tower and MTP layer, counted apart, sum to exactly that."""
+    spec = load_preset("qwen3.5-35b-a3b")
+    counts = model_params(spec)
+    mtp = total_params(spec, include_mtp=True) - total_params(spec)
+    assert (counts["params_vision"], mtp) == (446_571_248, 844_640_768)
+    assert counts["params_total"] + mtp == 35_951_822_704
+
+
 def test_qwen3_vl_is_the_qwen3_decoder_inside_a_vl_wrapper():
     """Qwen3-VL-30B-A3B's language model is Qwen3-30B-A3B's (every field but the context length); its vision tower is
     the Qwen3.5 one plus three DeepStack mergers, counted and not planned: 31.07B in all, the card's 31.1B."""
