@@ -90,6 +90,18 @@ def test_qwen3_5_is_the_qwen3_next_decoder_inside_a_vl_wrapper():
 
 
 @pytest.mark.parametrize("name,checkpoint", [
+    ("qwen3-coder-480b-a35b", 480_154_875_392), ("mistral-nemo-12b", 12_247_782_400), ("yi-1.5-6b", 6_061_035_520),
+    ("yi-1.5-9b", 8_829_407_232), ("yi-1.5-34b", 34_388_917_248), ("internlm2.5-7b", 7_737_708_544),
+    ("internlm2.5-20b", 19_861_149_696), ("phi-3-mini-4k", 3_821_079_552), ("phi-3-medium-4k", 13_960_238_080),
+    ("glm-4-9b", 9_399_951_360),
+])
+def test_recalled_presets_count_their_checkpoints_to_the_parameter(name, checkpoint):
+    """Presets whose config.json was written from memory: each counts the released checkpoint's parameters exactly
+    (safetensors metadata as public pages quote it; GLM-4-9B's own demo prints "9399951360 (9.4B) parameters")."""
+    assert total_params(load_preset(name)) == checkpoint
+
+
+@pytest.mark.parametrize("name,checkpoint", [
     # the whole checkpoint's parameter count (the Hugging Face model API's safetensors total, as public write-ups
     # quote it; the 35B-A3B's also as NVIDIA-NeMo/Automodel#3827 prints it after loading it)
     ("qwen3.5-9b", 9_653_104_368), ("qwen3.5-27b", 27_781_427_952), ("qwen3.5-35b-a3b", 35_951_822_704),
