@@ -120,7 +120,8 @@ def test_qwen_hybrid_presets_count_their_checkpoints_to_the_parameter(name, chec
 
 def test_qwen3_vl_is_the_qwen3_decoder_inside_a_vl_wrapper():
     """Qwen3-VL-30B-A3B's language model is Qwen3-30B-A3B's (every field but the context length); its vision tower is
-    the Qwen3.5 one plus three DeepStack mergers, counted and not planned: 31.07B in all, the card's 31.1B."""
+    the Qwen3.5 one plus three DeepStack mergers, counted and not planned: 31,070,754,032 in all, the released
+    checkpoint's count exactly (its 13 safetensors files, as a public model report lists them with this config)."""
     spec = load("qwen3-vl-30b-a3b")
     base = load_preset("qwen3-30b-a3b")
     differ = {f.name for f in dataclasses.fields(spec) if getattr(spec, f.name) != getattr(base, f.name)}
