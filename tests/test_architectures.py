@@ -104,6 +104,7 @@ def test_recalled_presets_count_their_checkpoints_to_the_parameter(name, checkpo
 @pytest.mark.parametrize("name,checkpoint", [
     # the whole checkpoint's parameter count (the Hugging Face model API's safetensors total, as public write-ups
     # quote it; the 35B-A3B's also as NVIDIA-NeMo/Automodel#3827 prints it after loading it)
+    ("qwen3.5-0.8b", 873_438_784), ("qwen3.5-2b", 2_274_069_824), ("qwen3.5-4b", 4_659_865_088),
     ("qwen3.5-9b", 9_653_104_368), ("qwen3.5-27b", 27_781_427_952), ("qwen3.5-35b-a3b", 35_951_822_704),
     ("qwen3.5-122b-a10b", 125_086_497_008), ("qwen3.5-397b-a17b", 403_397_928_944),
     ("qwen3-next-80b-a3b", 81_324_862_720),
