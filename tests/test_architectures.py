@@ -89,6 +89,43 @@ def test_qwen3_5_is_the_qwen3_next_decoder_inside_a_vl_wrapper():
     assert total_params(with_mtp, include_mtp=True) - total_params(with_mtp) == 27_265_536 + 808_980_480 + 8_394_752
 
 
+@pytest.mark.parametrize("name,checkpoint,with_mtp", [
+    ("llama-3.1-8b", 8_030_261_248, False), ("llama-3.1-70b", 70_553_706_496, False),
+    ("llama-3.1-405b", 405_853_388_800, False), ("qwen3-32b", 32_762_123_264, False),
+    ("qwen3-30b-a3b", 30_532_122_624, False), ("qwen3-235b-a22b", 235_093_634_560, False),
+    ("gpt-oss-20b", 20_914_757_184, False), ("gpt-oss-120b", 116_829_156_672, False),
+    ("kimi-k2", 1_026_408_209_408, False), ("glm-4.7", 356_785_884_416, True),
+])
+def test_presets_count_their_released_checkpoints(name, checkpoint, with_mtp):
+    """Each preset counts the released checkpoint's parameters exactly (safetensors metadata as public pages quote
+    it), its MTP layer included where the checkpoint ships one (GLM-4.7)."""
+    assert total_params(load_preset(name), include_mtp=with_mtp) == checkpoint
+
+
+def test_deepseek_v3_checkpoint_count_decomposes_exactly():
+    """DeepSeek-V3's safetensors hold 684,531,386,000 values: the 671.03 B model and its MTP layer as counted here;
+    the MTP module's own copies of the shared embedding and output head (2 x 129,280 x 7,168, stored again); the
+    FP32 ``weight_scale_inv`` of every FP8 linear, one per 128 x 128 block; and the routers' FP32
+    ``e_score_correction_bias`` (256 per MoE layer; Megatron keeps it as a buffer, not a parameter). The two FP32
+    kinds come to 41,555,600, the published dtype split's "F32: 41M"."""
+    spec = load_preset("deepseek-v3")
+
+    def blocks(rows: int, cols: int) -> int:
+        return -(-rows // 128) * -(-cols // 128)
+
+    attention = (blocks(1536, 7168) + blocks(128 * 192, 1536) + blocks(512 + 64, 7168) + blocks(128 * 256, 512)
+                 + blocks(7168, 128 * 128))
+    expert = 2 * blocks(2048, 7168) + blocks(7168, 2048)
+    dense_mlp = 2 * blocks(18432, 7168) + blocks(7168, 18432)
+    moe_layers = 58 + 1  # and the MTP layer, an MoE layer; eh_proj is stored in BF16
+    scales = 62 * attention + 3 * dense_mlp + moe_layers * (256 + 1) * expert
+    fp32 = scales + moe_layers * 256
+    assert fp32 == 41_555_600
+    stored_again = 2 * 129_280 * 7_168
+    assert total_params(spec) == 671_026_404_352
+    assert total_params(spec, include_mtp=True) + stored_again + fp32 == 684_531_386_000
+
+
 @pytest.mark.parametrize("name,checkpoint", [
     ("qwen3-coder-480b-a35b", 480_154_875_392), ("mistral-nemo-12b", 12_247_782_400), ("yi-1.5-6b", 6_061_035_520),
     ("yi-1.5-9b", 8_829_407_232), ("yi-1.5-34b", 34_388_917_248), ("internlm2.5-7b", 7_737_708_544),
