@@ -95,11 +95,17 @@ def test_qwen3_5_is_the_qwen3_next_decoder_inside_a_vl_wrapper():
     ("qwen3-30b-a3b", 30_532_122_624, False), ("qwen3-235b-a22b", 235_093_634_560, False),
     ("gpt-oss-20b", 20_914_757_184, False), ("gpt-oss-120b", 116_829_156_672, False),
     ("kimi-k2", 1_026_408_209_408, False), ("glm-4.7", 356_785_884_416, True),
+    ("mixtral-8x7b", 46_702_792_704, False), ("mixtral-8x22b", 140_620_634_112, False),
+    ("qwen2.5-72b", 72_706_203_648, False), ("qwen2.5-7b", 7_615_616_512, False), ("phi-4", 14_659_507_200, False),
+    ("llama-4-scout", 108_641_793_536, False), ("llama-4-maverick", 401_583_781_376, False),
 ])
 def test_presets_count_their_released_checkpoints(name, checkpoint, with_mtp):
     """Each preset counts the released checkpoint's parameters exactly (safetensors metadata as public pages quote
-    it), its MTP layer included where the checkpoint ships one (GLM-4.7)."""
-    assert total_params(load_preset(name), include_mtp=with_mtp) == checkpoint
+    it), its MTP layer included where the checkpoint ships one (GLM-4.7) and its vision tower where it has one
+    (Llama 4: 871,932,416 of encoder, adapter and projector)."""
+    spec = load_preset(name)
+    mtp = total_params(spec, include_mtp=True) - total_params(spec) if with_mtp else 0
+    assert model_params(spec)["params_total"] + mtp == checkpoint
 
 
 def test_deepseek_v3_checkpoint_count_decomposes_exactly():
