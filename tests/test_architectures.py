@@ -108,6 +108,12 @@ def test_presets_count_their_released_checkpoints(name, checkpoint, with_mtp):
     assert model_params(spec)["params_total"] + mtp == checkpoint
 
 
+def test_deepseek_v2_lite_is_its_checkpoint_plus_megatrons_q_norm():
+    """DeepSeek-V2-Lite's checkpoint holds 15,706,484,224 parameters; Megatron-Core (>= 0.19, without query LoRA)
+    fuses one more norm over h into linear_q_proj, 2,048 per layer, which is what a Megatron run allocates."""
+    assert total_params(load_preset("deepseek-v2-lite")) == 15_706_484_224 + 27 * 2048
+
+
 def test_deepseek_v3_checkpoint_count_decomposes_exactly():
     """DeepSeek-V3's safetensors hold 684,531,386,000 values: the 671.03 B model and its MTP layer as counted here;
     the MTP module's own copies of the shared embedding and output head (2 x 129,280 x 7,168, stored again); the
