@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable
 
 import click
@@ -354,7 +353,6 @@ def load_model(ref: str) -> ResolvedModel:
     layers = ctx.meta.get("mtp_layers") if ctx is not None else None
     if layers is None or layers == resolved.spec.mtp_num_layers:
         return resolved
-    spec = dataclasses.replace(resolved.spec, mtp_num_layers=layers,
-                               mtp_use_repeated_layer=resolved.spec.mtp_use_repeated_layer and layers > 0)
+    spec = resolved.spec.with_mtp_layers(layers)
     said = f"--mtp-layers {layers}: {resolved.spec.mtp_num_layers} MTP layer(s) of {spec.name} replaced"
     return ResolvedModel(spec, note=f"{resolved.note}; {said}" if resolved.note else said)

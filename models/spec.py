@@ -7,7 +7,7 @@ launch flag (``hidden_size`` -> ``--hidden-size``). Sources for the meaning of e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from megasolve.models.errors import ConfigError
 
@@ -355,6 +355,11 @@ class ModelSpec:
     def mtp_built_layers(self) -> int:
         """MTP layers that hold weights: one with ``mtp_use_repeated_layer``, else one per depth."""
         return min(1, self.mtp_num_layers) if self.mtp_use_repeated_layer else self.mtp_num_layers
+
+    def with_mtp_layers(self, layers: int) -> ModelSpec:
+        """This model trained with ``layers`` MTP layers (Megatron's ``--mtp-num-layers``; each the last decoder
+        layer's kind), a repeated MTP layer kept only while there is one."""
+        return replace(self, mtp_num_layers=layers, mtp_use_repeated_layer=self.mtp_use_repeated_layer and layers > 0)
 
     @property
     def expert_hidden_size(self) -> int:

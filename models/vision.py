@@ -113,9 +113,13 @@ def qwen3_5_vision(vision: dict[str, Any]) -> int:
     out, positions = _int(vision, "out_hidden_size", 3584), _int(vision, "num_position_embeddings", 2304)
     embed = channels * temporal * patch * patch * h + h + positions * h
     blocks = depth * _encoder_layer(h, inner, bias=True, norm_params=2)
-    merged = h * merge * merge
-    merger = 2 * h + merged * merged + merged + merged * out + out
-    return embed + blocks + merger
+    return embed + blocks + _patch_merger(h, h * merge * merge, out)
+
+
+def _patch_merger(norm_width: int, merged: int, out: int) -> int:
+    """A Qwen vision ``PatchMerger``: a LayerNorm over ``norm_width`` (the patch width, or the merged width after
+    the shuffle), then ``Linear(merged, merged) -> Linear(merged, out)``, all biased."""
+    return 2 * norm_width + merged * merged + merged + merged * out + out
 
 
 def qwen3_vl_vision(vision: dict[str, Any]) -> int:
@@ -134,9 +138,8 @@ def qwen3_vl_vision(vision: dict[str, Any]) -> int:
         raise ConfigError(field="vision_config.deepstack_visual_indexes", value=repr(indexes)[:40],
                           rule="must be a list of layer indexes", fix="pass the model's full config.json")
     h, merge = _int(vision, "hidden_size", 1152), _int(vision, "spatial_merge_size", 2)
-    out, merged = _int(vision, "out_hidden_size", 3584), h * merge * merge
-    deepstack = 2 * merged + merged * merged + merged + merged * out + out
-    return qwen3_5_vision(vision) + len(indexes) * deepstack
+    merged = h * merge * merge
+    return qwen3_5_vision(vision) + len(indexes) * _patch_merger(merged, merged, _int(vision, "out_hidden_size", 3584))
 
 
 def vision_params(model_type: str, vision: dict[str, Any] | None, text_hidden: int) -> tuple[int, str]:

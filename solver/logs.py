@@ -257,6 +257,7 @@ class LogFacts:
     rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
     reserved_only_mib: float | None = None  # a peak reserved figure with no allocated one (Megatron-SWIFT)
     model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
+    variant_notes: dict[str, str] = field(default_factory=dict)  # preset -> what a variant named adds, unmodelled
     reported_tflops: list[float] = field(default_factory=list)  # TFLOP/s/GPU printed outside iteration lines
     stated_step_s: float | None = None  # seconds per iteration a results table's first row or a summary states
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
@@ -588,8 +589,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
     named = _preset_names_in(line)
-    if _UNMODELLED_VARIANT.search(line):  # a variant read as its base preset, whose difference the reader must say
-        facts.args.setdefault("_variant_deepseek_v32", True)
+    for pattern, preset, text in UNMODELLED_VARIANTS:
+        if pattern.search(line):
+            facts.variant_notes.setdefault(preset, text)
     for pattern, preset in MODEL_NAMES:
         if m := pattern.search(line):
             named[preset] = min(named.get(preset, m.start()), m.start())
@@ -1568,9 +1570,13 @@ CONFIG_KEYS = {
 }
 
 
-# DeepSeek-V3.2 keeps DeepSeek-V3's shape (read as it) and adds DSA, a lightning indexer that picks 2,048 keys per
-# query (deepseek-ai/DeepSeek-V3.2-Exp model card): not modelled, so the run says so
-_UNMODELLED_VARIANT = re.compile(r"deepseek[-_ ]?v3[._]?2(?![\d])|deepseek_v32\b", re.I)
+# Variants the name matcher reads as a preset of the same layers, with what they add that is not modelled (the run
+# says it): DeepSeek-V3.2's DSA, a lightning indexer that picks 2,048 keys per query (DeepSeek-V3.2-Exp model card)
+UNMODELLED_VARIANTS = (
+    (re.compile(r"deepseek[-_ ]?v3[._]?2(?![\d])|deepseek_v32\b", re.I), "deepseek-v3",
+     "DeepSeek-V3.2 read as DeepSeek-V3 (the same layers): its sparse attention (DSA, a lightning indexer choosing "
+     "2,048 keys per query) is not modelled; attention is costed dense"),
+)
 
 
 def _name_body(name: str) -> str:

@@ -558,9 +558,8 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         others = [name for name in facts.model_names if name != preset]
         also = f"; the text also names {', '.join(others)}" if others else ""
         notes.append(f"model {preset} as the log names it{also} (--model to override)")
-        if preset == "deepseek-v3" and args.get("_variant_deepseek_v32"):
-            notes.append("DeepSeek-V3.2 read as DeepSeek-V3 (the same layers): its sparse attention (DSA, a lightning "
-                         "indexer choosing 2,048 keys per query) is not modelled; attention is costed dense")
+        if preset in facts.variant_notes:  # a variant read as this preset, whose difference is not modelled
+            notes.append(facts.variant_notes[preset])
         return _with_printed_mtp(_with_printed_shape(resolve_model(preset).spec, args, notes), args, notes)
     if absent:
         missing.append((f"model shape ({', '.join(absent)})", "--model NAME|config.json"))
@@ -629,7 +628,7 @@ def _with_printed_mtp(spec: ModelSpec, args: dict[str, Any], notes: list[str]) -
         return spec
     notes.append(f"the log prints mtp_num_layers {value}: {spec.name} costed with {layers} MTP layer(s), not "
                  f"{spec.mtp_num_layers}")
-    return replace(spec, mtp_num_layers=layers, mtp_use_repeated_layer=spec.mtp_use_repeated_layer and layers > 0)
+    return spec.with_mtp_layers(layers)
 
 
 def _with_printed_shape(spec: ModelSpec, args: dict[str, Any], notes: list[str]) -> ModelSpec:
