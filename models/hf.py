@@ -18,7 +18,7 @@ from typing import Any
 
 from megasolve.models.errors import ConfigError
 from megasolve.models.megatron_args import check_num_layers
-from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec
+from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec, softmax_type_notes
 from megasolve.models.vision import vision_params
 
 # model_type -> family. Families share field names and defaults.
@@ -660,10 +660,7 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
             raise ConfigError(field="attn_type_list", value="contains 0",
                               rule=UNSUPPORTED["minimax"], fix="no megasolve input can describe this model yet")
     sinks = model_type == "gpt_oss"  # GptOssAttention.sinks: one learned logit per head
-    if sinks:  # TE common/fused_attn/fused_attn.cpp @d0067d0 (softmax type: "9.13.1+: vanilla, off-by-one, learnable")
-        notes.append("attention sinks run in Transformer Engine's fused (cuDNN) attention only with cuDNN 9.13.1 or "
-                     "newer (FlashAttention never); with an older cuDNN TE falls back to unfused attention, s x s "
-                     "scores per head: memory and time here assume the fused kernel")
+    notes.extend(softmax_type_notes("learnable" if sinks else "vanilla"))
     max_pos = _opt_int(cfg, "max_position_embeddings", model_type, None)
     if max_pos is None:
         max_pos = 4096

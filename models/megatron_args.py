@@ -28,7 +28,7 @@ import dataclasses
 from typing import Any
 
 from megasolve.models.errors import ConfigError
-from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec
+from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec, softmax_type_notes
 
 REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
 # Every key the reader understands: the ones it reads, and Megatron-LM arguments that change neither
@@ -361,11 +361,12 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
     if isinstance(rotary, bool) or not isinstance(rotary, (int, float)):
         raise ConfigError(field="rotary_percent", value=repr(rotary), rule="must be a number in (0, 1]",
                           fix="e.g. 0.5")
+    softmax_type = _typed(args, "softmax_type", str, "vanilla")
     return ModelSpec(
         hybrid_pattern=pattern, mamba=mamba, linear_attention_pattern=linear_pattern, gated_delta_net=gdn,
         attention_output_gate=_typed(args, "attention_output_gate", bool, False),
         window_size=window, window_pattern=window_pattern, no_rope_pattern=_no_rope(args, num_layers),
-        rotary_percent=float(rotary), softmax_type=_typed(args, "softmax_type", str, "vanilla"),
+        rotary_percent=float(rotary), softmax_type=softmax_type, notes=softmax_type_notes(softmax_type),
         qk_l2_norm=_typed(args, "qk_l2_norm", bool, False),
         name=_typed(args, "name", str, name), num_layers=num_layers, hidden_size=h, ffn_hidden_size=ffn,
         num_attention_heads=n, num_query_groups=groups, kv_channels=_typed(args, "kv_channels", int),

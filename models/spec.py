@@ -80,6 +80,18 @@ class GatedDeltaNetSpec:
 HYBRID_SYMBOLS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}  # mamba_hybrid_layer_allocation.py L25-32
 
 
+def softmax_type_notes(softmax_type: str) -> tuple[str, ...]:
+    """What a non-vanilla softmax (attention sinks ``learnable``, ``off-by-one``) needs to run as costed, for every
+    reader of a model: Transformer Engine runs it fused only in cuDNN 9.13.1 or newer, never in FlashAttention
+    (TE ``common/fused_attn/fused_attn.cpp`` @d0067d0: "9.13.1+: vanilla, off-by-one, learnable";
+    ``dot_product_attention/utils.py`` disables FlashAttention for ``softmax_type != "vanilla"``)."""
+    if softmax_type == "vanilla":
+        return ()
+    return (f"attention softmax '{softmax_type}' (sinks) runs in Transformer Engine's fused (cuDNN) attention only "
+            "with cuDNN 9.13.1 or newer (FlashAttention never); with an older cuDNN TE falls back to unfused "
+            "attention, s x s scores per head: memory and time here assume the fused kernel",)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
     """A decoder-only transformer, as Megatron-Core's ``GPTModel`` sees it.

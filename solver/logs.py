@@ -150,15 +150,17 @@ _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*
 _BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
                    r"|(?<=[卡张块])\s?(?:4090|3090)(?![\dA-Za-z.])|(?<![\d.])(?:4090|3090)(?=\s*(?:显卡|卡|GPUs?\b))"
                    r"|L40(?![\dA-Za-z])|L20(?![\dA-Za-z])|L4(?![\dA-Za-z])|A10(?![\dA-Za-z])|A30(?![\dA-Za-z])")
-_GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|"
-                       r"L40S|MI300X|MI325X|MI355X|" + _BOARD_NAMES_RE + r")"
+# every GPU a post may name (topology/gpus.yaml): the names a count ("8 L40S", "16x MI300X") and a device line both use
+_GPU_NAMES_RE = (r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X|MI325X|MI355X|"
+                 + _BOARD_NAMES_RE + ")")
+_GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(" + _GPU_NAMES_RE + r")"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
 
 
 def gpu_key(m: re.Match[str]) -> str:
-    """A ``_GPU_NAME`` match as a ``GPU_LOG_NAMES`` key: the chip, a PCIe or NVL board (a catalog GPU of its own: its
+    """A ``_GPU_NAME`` match as ``runs.log_gpu`` reads it: the chip, a PCIe or NVL board (a catalog GPU of its own: its
     peak, memory bandwidth and missing NVSwitch differ from the SXM part's), then the memory size.
 
     >>> [gpu_key(_GPU_NAME.search(t)) for t in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "A100-PCIE-40GB",
@@ -658,7 +660,6 @@ _PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|r
 # names and values paired by slashes: "HIDDEN_SIZE / NUM_ATTN_HEADS/ NUM_LAYERS/ BATCHSIZE = 4096/16/50/8"
 # (deepspeedai/DeepSpeedExamples#192)
 _SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]\s*(\d+(?:\s*/\s*\d+)+)\b")
-_GPU_NAMES_RE = r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|" + _BOARD_NAMES_RE + ")"
 # an OOM told in words: "keep getting OOM error" (NVIDIA/Megatron-LM#1308), "will meet OOM error", "4 nodes OOMs",
 # "❌ OOM at `optimizer.step`" (NVIDIA-NeMo/Automodel#2546); not where the text avoids or fixes one
 _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"

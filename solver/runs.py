@@ -54,6 +54,7 @@ from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.logs import NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar, undiff
 from megasolve.topology.cluster import Cluster
+from megasolve.topology.gpus import get_gpu
 
 MIB = 2**20
 GIB = 2**30
@@ -732,21 +733,21 @@ def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
     return None
 
 
-# GPU names as logs print them (nvidia-smi, torch.cuda.get_device_name) -> catalog names
-GPU_LOG_NAMES = {"H100": "h100", "H800": "h800", "H200": "h200", "H20": "h20", "A800": "a800", "A100-40": "a100-40g",
-                 "A100-80": "a100-80g", "A100": "a100-80g", "V100-16": "v100-16g", "V100-32": "v100-32g",
-                 "V100": "v100-32g", "GH200-96": "gh200-96g", "GH200-144": "gh200-144g", "GH200": "gh200-96g",
-                 # torch.cuda.get_device_name of the superchips names CPU+GPU memory: 480 GB = 96 GB HBM3
-                 # + 384 GB LPDDR5X; 624 GB = 144 GB HBM3e + 480 GB LPDDR5X (NVIDIA GH200 datasheet)
-                 "GH200-480": "gh200-96g", "GH200-624": "gh200-144g",
-                 "B200": "b200", "B300": "b300", "GB200": "gb200", "GB300": "gb300", "L40S": "l40s", "MI300X": "mi300x",
-                 "MI325X": "mi325x", "MI355X": "mi355x", "A40": "a40",
-                 # PCIe / NVL boards (NVIDIA A100 / H100 datasheets): their own catalog entries
-                 "A100-PCIE-40": "a100-pcie-40g", "A100-PCIE-80": "a100-pcie-80g", "A100-PCIE": "a100-pcie-80g",
-                 "H100-PCIE": "h100-pcie", "H100-NVL": "h100-nvl",
-                 # workstation, consumer and inference boards (topology/gpus.yaml sources)
-                 "RTX4090": "rtx-4090", "RTX3090": "rtx-3090", "RTXA6000": "rtx-a6000", "RTX2080TI": "rtx-2080-ti",
-                 "L40": "l40", "L20": "l20", "L4": "l4", "A10": "a10", "A30": "a30"}
+def log_gpu(seen: str) -> str | None:
+    """A GPU name as ``logs.gpu_key`` spells it (``H100-80``, ``A100-PCIE-40``, ``RTX4090``, ``GH200-480``) -> its
+    catalog entry (``topology/gpus.yaml``, by name or alias): with its memory size, without it, the chip alone.
+
+    >>> [log_gpu(k) for k in ("H100-80", "A100-40", "A100", "A100-PCIE", "H100-NVL-94", "GH200-624", "RTX2080TI", "X9")]
+    ['h100', 'a100-40g', 'a100-80g', 'a100-pcie-80g', 'h100-nvl', 'gh200-144g', 'rtx-2080-ti', None]
+    """
+    key = seen.lower()
+    sized = key + "g" if re.search(r"-\d+$", key) else key
+    for name in dict.fromkeys((sized, re.sub(r"-\d+$", "", key), key.split("-")[0])):
+        try:
+            return get_gpu(name).name
+        except MegasolveError:
+            continue
+    return None
 
 
 def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: list[tuple[str, str]]) -> str:
@@ -754,9 +755,7 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
         return str(defaults["gpu"])
     if facts.gpu_names:
         seen = max(facts.gpu_names, key=facts.gpu_names.get)
-        # the name with its memory size, without it ("H100-PCIE-80" -> "H100-PCIE"), the chip alone
-        name = next((GPU_LOG_NAMES[k] for k in (seen, re.sub(r"-\d+$", "", seen), seen.split("-")[0])
-                     if k in GPU_LOG_NAMES), None)
+        name = log_gpu(seen)
         if name:
             notes.append(f"GPU {name} from the log ({seen})")
             return name

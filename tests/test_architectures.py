@@ -318,6 +318,8 @@ def test_megatron_yaml_window_flags_match_the_hf_reader():
     assert yaml_spec.window_pattern == hf.window_pattern and yaml_spec.window_size == hf.window_size
     assert [s.total for s in stage_params(yaml_spec, Layout(tp=2, pp=2, etp=1))] == \
         [s.total for s in stage_params(hf, Layout(tp=2, pp=2, etp=1))]
+    # both readers say what the sinks need to run as costed (cuDNN >= 9.13.1, else TE's unfused attention)
+    assert [n for n in yaml_spec.notes if "cuDNN 9.13.1" in n] == [n for n in hf.notes if "cuDNN 9.13.1" in n] != []
 
 
 def test_launch_flags_carry_the_attention_variants():

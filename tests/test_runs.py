@@ -781,6 +781,14 @@ def test_a_printed_mtp_setting_replaces_the_presets(printed, layers):
     assert any("mtp_num_layers" in n for n in run.notes) == (printed is not None and layers == 0)
 
 
+@pytest.mark.parametrize("written,count,gpu", [("We train on 8 L40S GPUs", 8, "L40S"), ("running on 16x MI300X", 16, "MI300X"),
+                                               ("2 nodes of 8x MI355X", 16, "MI355X"), ("4卡4090", 4, "RTX4090")])
+def test_every_catalog_gpu_a_post_names_also_counts(written, count, gpu):
+    """The GPU-count patterns use the same names as the GPU-name pattern: "8 L40S" counts 8, not only names the part."""
+    facts = parse_log(written)
+    assert facts.args["_prose_num_gpus"] == count and facts.gpu_names == {gpu: 1}
+
+
 @pytest.mark.parametrize("printed,gpu,memory_gb", [("AMD Instinct MI325X", "mi325x", 256),
                                                     ("AMD Instinct MI355X", "mi355x", 288),
                                                     ("AMD Instinct MI300X", "mi300x", 192)])
