@@ -209,7 +209,7 @@ def _repairs(spec: ModelSpec, cluster: Cluster, workload: Workload, rules: Searc
             except (TimeoutError, MegasolveError):
                 continue
         if fitting:
-            repairs.append(f"or {n} GPUs with more memory: {', '.join(fitting)}")
+            repairs.append(f"or {n} GPU{'s' if n != 1 else ''} with more memory: {', '.join(fitting)}")
         seq = workload.seq_length
         for _ in range(3):
             seq //= 2
