@@ -135,6 +135,11 @@ _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
 _NEMO_TRAIN_LINE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|")
 # NeMo 1 / Lightning progress bar: "795/77225 [9:07:58<878:01:48, 41.36s/it, ..., global_step=794.0, ...]"
 _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*(\d*\.?\d+)(s/it|it/s)")
+# a bar of another phase than the training steps: an RL job's "Update weights: 98%|...| 112/114 [00:14<00:00, 15.93it/s]"
+# (weight sync to the rollout engine, THUDM/slime#953), rollout generation, checkpoint loading, evaluation
+_NOT_TRAINING_BAR = re.compile(r"\b(?:update weights|weights? (?:sync|update)|rollout|generat\w*|load\w*|sav\w*|"
+                               r"eval\w*|validat\w*|download\w*|tokeniz\w*|convert\w*|prefill|decod\w*|sampl\w*|"
+                               r"infer\w*|preprocess\w*|map(?:ping)?|build\w*)\b", re.I)
 # "key: value" / "key=value", optionally ending in a YAML comment ("num_query_groups: 16 # num_key_value_heads")
 # Megatron-Bridge's configuration summary adds the Megatron-Core default to each non-default value:
 # "  add_bias_linear: False  (Mcore default: True)" (training/config.py, "Non-default values (vs Mcore ...)";
@@ -157,6 +162,11 @@ _GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(" + _GPU_NAMES_RE + r")"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
+
+
+# parts no other word is spelled like, named without "GPU" ("verified GB300 MXFP8 performance", Megatron-Bridge#5718;
+# "16x8 H200 nodes", radixark/miles#968); a board name (A10, L4, L20) or a bare number needs "GPU" or a count
+_DATACENTER_GPU = re.compile(r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A100|A800|MI300X|MI325X|MI355X|L40S", re.I)
 
 
 def gpu_key(m: re.Match[str]) -> str:
@@ -206,6 +216,9 @@ _DS_PROFILE = re.compile(r"^(world size|data parallel size|model parallel size|b
 _BIG_PARAMS = re.compile(r"^\[(\d{3})-(\d{3})\]\s+(\d*\.?\d+)B\s*/\s*[\d.]+B$")
 # swiss-ai/Megatron-LM progress.txt (swiss-ai/Megatron-LM#46): "... # GPUs: 8 ... Job throughput: 364.8 TFLOP/s/GPU"
 _PROGRESS_GPUS = re.compile(r"#\s*GPUs:\s*(\d+)")
+# the number first, on a summary line: "Final-10: 12455.140 ms, 937.770 TFLOP/s/GPU, 42094.107 tokens/s/GPU"
+# (NVIDIA-NeMo/Megatron-Bridge#5718)
+_SUMMARY_TFLOPS = re.compile(r"\bFinal-\d+:.*?\b(\d[\d,]*\.?\d*)\s*TFLOP/s/GPU\b")
 _PROGRESS_TFLOPS = re.compile(r"\bJob throughput:\s*(\d*\.?\d+)\s*TFLOP/s/GPU")
 # slime's timers (slime/utils/timer.py): "Timer train end (elapsed: 3.4s)", one pass of the training loop
 # (THUDM/slime#1450)
@@ -542,7 +555,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if _NEMO_TRAIN_LINE.search(line) and (g := _NEMO_GBS.search(line)):  # a step line without its timing field
         facts.args.setdefault("global_batch_size", int(g.group(1)))
         return
-    if m := _TQDM.search(line):  # tqdm's rate is a running average since the bar started
+    if (m := _TQDM.search(line)) and not _NOT_TRAINING_BAR.search(line[:m.start()]):  # tqdm's rate: a running average
         it = _NEMO_ITER.search(line)
         value = float(m.group(1))
         facts.nemo_steps.append((int(it.group(1)) if it else None, value if m.group(2) == "s/it" else 1 / value))
@@ -566,8 +579,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     # NCCL's own allocation failure is an OOM too: "NCCL WARN Cuda failure 2 'out of memory'" (CUDA error 2,
     # cudaErrorMemoryAllocation; NVIDIA-NeMo/Megatron-Bridge#771)
+    # and the driver API's: "[torch_memory_saver.cpp] CUresult error: 2 (out of memory)" (THUDM/slime#274)
     if _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError|Cuda failure 2 'out of "
-                                      r"memory'|cudaErrorMemoryAllocation", line, re.I):
+                                      r"memory'|cudaErrorMemoryAllocation|CUresult error: 2 \(out of memory\)",
+                                      line, re.I):
         facts.oom = True  # the message cut before "Tried to allocate", or quoted in the post
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
@@ -585,7 +600,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     _prose_sizes(line, facts)
     for m in _GPU_NAME.finditer(line):
-        if re.search(r"NVIDIA|Tesla|Instinct|GPU|device|gpu|显卡|\d\s*卡", line) or _GPU_COUNT.search(line) or _CN_GPU_COUNT.search(line):
+        if re.search(r"NVIDIA|Tesla|Instinct|GPU|device|gpu|显卡|\d\s*卡", line) or _GPU_COUNT.search(line) \
+                or _CN_GPU_COUNT.search(line) or _GPU_GRID.search(line) or _DATACENTER_GPU.fullmatch(m.group(1)):
             key = gpu_key(m)
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     for m in _VERSION.finditer(line):
@@ -635,7 +651,7 @@ _COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\
 _COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?!\d|\.\d)")  # "tp=4,pp=2"
 _COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\d.]|[a-z])", re.I)
 _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch(?: size)?|"
-                        r"(?:rank[- ])?local batch size)\s*(?:of\s*|[:=]\s*)?(\d+)\b", re.I)
+                        r"(?:rank[- ])?local batch size)(?:\s*\([^)]*\))?\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b", re.I)
 # "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
 _PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)"
                         r"|(?:^|(?<=[\s,;(`*-]))GBS\s*=\s*(\d+)\b", re.I)  # "- Batch: GBS=16, LBS=1" (Automodel#3827)
@@ -658,8 +674,8 @@ _PROSE_RESPECTIVELY = re.compile(r"\b(?:the\s+)?([A-Za-z][\w -]*?)\s+and\s+(?:th
 _PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|reduces?)\s+(?:the\s+)?"
                            r"`?([a-z][a-z_]*)`?\s+to\s+[*`]*(\d+)\b")
 # names and values paired by slashes: "HIDDEN_SIZE / NUM_ATTN_HEADS/ NUM_LAYERS/ BATCHSIZE = 4096/16/50/8"
-# (deepspeedai/DeepSpeedExamples#192)
-_SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]\s*(\d+(?:\s*/\s*\d+)+)\b")
+# (deepspeedai/DeepSpeedExamples#192), or with a space: "GBS/MBS 512/2" (NVIDIA-NeMo/Megatron-Bridge#5124)
+_SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]?\s*(\d+(?:\s*/\s*\d+)+)\b")
 # an OOM told in words: "keep getting OOM error" (NVIDIA/Megatron-LM#1308), "will meet OOM error", "4 nodes OOMs",
 # "❌ OOM at `optimizer.step`" (NVIDIA-NeMo/Automodel#2546); not where the text avoids or fixes one
 _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"
@@ -667,6 +683,10 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         r"throws?|threw|fails? with|failed with|dies? with|occurs?|occurred)\s+(?:an?\s+|the\s+)?"
                         r"(?:CUDA\s+)?(?:OOMs?|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b"
                         r"|^\s*OOM\s+(?:when|while|during|at|in|after)\b"  # "OOM when compute_teacher_logits" (ms-swift#7295)
+                        # the verb after it: "GPU OOM always occur after only 3~4 rollout steps" (THUDM/slime#1022),
+                        # "the CUDA OOM error consistently occurs" (THUDM/slime#274)
+                        r"|\bOOM\s+(?:errors?\s+)?(?:always\s+|consistently\s+|still\s+|often\s+|sometimes\s+|"
+                        r"randomly\s+)?(?:occurs?|occurred|happens?|happened)\b"
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
                         r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
@@ -683,6 +703,7 @@ _SIZE_ATTACHED = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp)(\d+)(?![\d.]
 # "one 8×B200 node" (mlc-ai/pith-train#79)
 _NODES_GPUS_TOKEN = re.compile(r"(?<![A-Za-z0-9])(\d+)n(\d+)g(?![A-Za-z0-9])")
 _GPUS_EQ = re.compile(r"#\s*GPUs?\s*[:=]\s*(\d+)\b", re.I)
+_GPUS_TO = re.compile(r"\bGPUs\s+to\s+(\d+)\b", re.I)  # "reduce minimum gpus to 96 for deepseek-v3" (verl-project/verl#3019)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
 # a node's GPU count, not the run's: "DGX nodes, each equipped with 8 H100 GPUs" (NVIDIA-NeMo/NeMo#9031), and the
 # node count as a results row writes it: "#nodes=4,    DP=1, GBPT = 2 sec" (the first one stated is read)
@@ -708,13 +729,16 @@ _RANK_TAGS = re.compile(r"\[[^\]\n]*\|(?:DP|PP|TP|CP|EP)=\d+[^\]\n]*\]")
 _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")  # not a launcher's WORLD_SIZE (nodes)
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
-_PROSE_SEQ = re.compile(r"\b(?:sequence length|seq[ _-]?len(?:gth)?)\s*(?:of\s*|[:=]\s*)?`?(\d{3,}|\d+[kK])\b", re.I)
+_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth)?|seq(?=\s*=))\s*(?:of\s*|[:=-]\s*)?`?"
+                        r"(\d{1,3}(?:,\d{3})+|\d{3,}|\d+[kK])\b", re.I)
 _NOT_NODES = r"(?!\s*(?:nodes?|servers?|machines?|hosts?|boxes|systems?)\b)"  # "4 H100 nodes" counts nodes, not GPUs
 _GPU_COUNT = re.compile(rf"\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?:[- ]?\d+\s?GB?)?s?\b{_NOT_NODES}", re.I)
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
+# (a vendor's part the catalog lacks too: "config_C500x1x8.py", MetaX, flagos-ai/FlagPerf#670; "config_R300x10x8.py")
 _GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?|nodes)\b"
-                       rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)", re.I)
+                       rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)"
+                       r"|\bconfig_[A-Za-z]+\d*[A-Za-z]*x(\d+)x(\d+)\.py\b", re.I)
 # "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
 _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b{_NOT_NODES}", re.I)
@@ -751,8 +775,10 @@ _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?
                        rf"|{_GPU_NAMES_RE}\s*[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b",
                        re.I)
 # "256-GPU recipes", "trained on 64 GPUs" (not "8 GPUs per node", "8-GPU nodes")
-_GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|hosts?\b|boxes\b))",
-                             re.I)
+# a job's rank count: "a valid 128-rank topology" (NVIDIA-NeMo/Megatron-Bridge#5008); a count the text sets aside
+# is not the run's: "derived on 128 GPUs instead of the 64 its own command allocates" (#5596)
+_GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|-rank\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|"
+                             r"hosts?\b|boxes\b|instead\b))", re.I)
 PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
                    "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
                    "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size",
@@ -772,13 +798,15 @@ _STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\
                           r"|(\d[\d,]*\.?\d*)\s*ms\s+per\s+(?:step|iter(?:ation)?)\b"
                           r"|(\d+(?:\.\d+)?)\s*s(?:ec(?:onds?)?)?\s+per\s+(?:step|iter(?:ation)?)\b",
                           re.I)
-_NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z /#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")
+_NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z _/#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")  # FlagPerf's
+# "tensor_parallel = 1" too (flagos-ai/FlagPerf#670)
 # more step times stated in words (Megatron-Bridge verification PRs): "Steps 41-50: 20,147.290 ms average" (#5123),
 # "Step time: 18,467.280 ms average" (#5266), "MXFP8 step time improved from 20.1s to 16.9s" (#1760: the after
 # value), "The 52.4021-second median" (marin-community/marin#7668): (pattern, seconds per unit)
 _STATED_STEP_WORDS = (
     (re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s+(?:average|avg|mean|median)\b", re.I), 1e-3),
-    (re.compile(r"\bstep time:\s*(\d[\d,]*\.?\d*)\s*ms\b", re.I), 1e-3),
+    # "step time: 18,467.280 ms", "the leaf records step_time 9926.350 ms" (Megatron-Bridge#5596)
+    (re.compile(r"\bstep[ _]time\s*[:=]?\s*(\d[\d,]*\.?\d*)\s*ms\b", re.I), 1e-3),
     # "- Step time: 1.93 s → 0.70 s (2.75×)": the first run's, as the first setup is the one read (NovaSky-AI/SkyRL#1734)
     (re.compile(r"\bstep time:\s*(\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
     # "step time improved from 20.1s to 16.9s"; "reduced Qwen step time from 24.714s to 20.992s" (Megatron-Bridge#5129)
@@ -799,6 +827,9 @@ _STATED_STEP_WORDS = (
 )
 # a peak stated in words: "Peak allocated memory: 62.166 GiB/GPU" (#5123), "Peak rank-0 memory: 72.066 GiB allocated
 # / 75.340 GiB reserved" (#5266)
+# a Megatron-Bridge verification card's keys: "peak_allocated_memory_gib: 158.220", "peak_reserved_memory_gib: 162.290"
+# (NVIDIA-NeMo/Megatron-Bridge#5124)
+_CARD_PEAK = re.compile(r"\bpeak_(allocated|reserved)_memory_gib\s*:\s*(\d+(?:\.\d+)?)\b")
 _PROSE_PEAK = re.compile(r"\bpeak (?:allocated memory|(?:rank[- ](\d+) )?memory)\s*:\s*(\d+(?:\.\d+)?)\s*GiB"
                          r"(?:\s*allocated\s*/\s*(\d+(?:\.\d+)?)\s*GiB reserved)?", re.I)
 # a printed table's row, symbol, description and value apart by runs of spaces:
@@ -1000,7 +1031,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
-    line = _RANK_TAGS.sub(" ", line)
+    line = _RANK_TAGS.sub(" ", line).replace("\\*", "*")  # Markdown's escaped "4\*H200" (THUDM/slime#1022)
     # an OOM not denied by the words just before it: "it OOMs at zero2/zero3... does not OOM when using CPU offloading"
     # (EleutherAI/gpt-neox#892) is one
     if m := next((m for pattern in (_PROSE_OOM, _PROSE_OOM_CN) for m in pattern.finditer(line)
@@ -1015,12 +1046,18 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     for m in _NAMED_SIZES.finditer(line):  # "Setup: tensor model parallel size = 4, pipeline model parallel size = 2"
         if name := _table_key(m.group(1)):
             _prose_set(facts, name, int(m.group(2)))
+    if m := _SUMMARY_TFLOPS.search(line):
+        facts.reported_tflops.append(float(m.group(1).replace(",", "")))
     if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None:  # "GB300: 14,920.840 ms/step" ...
         value = float(next(g for g in m.groups() if g).replace(",", ""))
         facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3) or m.group(6)) else value
     for pattern, unit in _STATED_STEP_WORDS:
         if facts.stated_step_s is None and (m := pattern.search(line)):
             facts.stated_step_s = float(m.group(1).replace(",", "")) * unit
+    if (m := _CARD_PEAK.search(line)) and set(facts.memory) <= {UNKNOWN_RANK}:
+        allocated, reserved = facts.memory.get(UNKNOWN_RANK, (0.0, 0.0))
+        value = float(m.group(2)) * 1024
+        facts.memory[UNKNOWN_RANK] = (value, max(reserved, value)) if m.group(1) == "allocated" else (allocated, value)
     if (m := _PROSE_PEAK.search(line)) and not facts.memory:
         rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK
         allocated = float(m.group(2)) * 1024
@@ -1038,6 +1075,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)] \
         or [(k.upper(), v) for v, k in _SIZE_FIRST.findall(line)] \
         or [(k.upper(), v) for k, v in _SIZE_ATTACHED.findall(line)]
+    # a size 0 names a rank, not a size: SGLang's "[2025-11-25 08:01:52 TP0 EP0]" tag (THUDM/slime#953)
+    compact = [(name, value) for name, value in compact if int(value) > 0]
     sizes = {("_prose_data_parallel_size" if name == "DP" else PROSE_SIZE_ARGS[name]): int(value)
              for name, value in compact}
     # a DP size in prose only stands in for a GPU count the text does not state (runs.py); a line that restates an
@@ -1047,7 +1086,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             facts.prose_sizes.setdefault(key, value)
             _prose_set(facts, key, value)
     if m := _PROSE_SEQ.search(line) or _SEQ_AFTER.search(line) or _SEQ_TOKEN.search(line) or _CN_SEQ.search(line):
-        value = next(g for g in m.groups() if g)  # "seq_len 4K": K = 1024
+        value = next(g for g in m.groups() if g).replace(",", "")  # "seq_len 4K": K = 1024
         _prose_set(facts, "seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
     for key, value in _KEY_VALUE_IN_TEXT.findall(line):
         key = _TEXT_KEY_ALIASES.get(key, key)
@@ -1088,10 +1127,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(2)))
     elif m := _NODES_GPUS_TOKEN.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
-    elif m := _GPUS_EQ.search(line):
+    elif m := _GPUS_EQ.search(line) or _GPUS_TO.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
     elif m := _GPU_GRID.search(line):
-        nodes, per_node = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        nodes, per_node = m.group(m.lastindex - 1), m.group(m.lastindex)
         _prose_set(facts, "_prose_num_gpus", int(nodes) * int(per_node))
     elif m := _GPU_COUNT.search(line) or _GPU_COUNT_WORD.search(line) or _GPU_COUNT_TOKEN.search(line) \
             or _PROSE_WORLD.search(line):
@@ -1697,6 +1736,7 @@ MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
     (r"\bLlama2Config70B\b|\bllama2_70b(?![A-Za-z0-9])|Llama-2-70b\b", "llama-2-70b"),
     (r"\bMixtralConfig8x7B\b|\bmixtral_8x7b(?![A-Za-z0-9])|Mixtral-8x7B\b", "mixtral-8x7b"),
     (r"\bMixtralConfig8x22B\b|\bmixtral_8x22b(?![A-Za-z0-9])|Mixtral-8x22B\b", "mixtral-8x22b"),
+    (r"\bQwen-?next\b(?![-_.]?\d)", "qwen3-next-80b-a3b"),  # "Qwen-next lora" (modelscope/ms-swift#7371): one model of the name
     (r"\bQwen3MoEConfig30B_A3B\b|\bqwen3_30b_a3b(?![A-Za-z0-9])|Qwen3-30B-A3B\b", "qwen3-30b-a3b"),
     (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b(?![A-Za-z0-9])|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
     (r"\bDeepSeekV3Config\b|\bdeepseek_v3(?![A-Za-z0-9])|DeepSeek-V3\b", "deepseek-v3"),

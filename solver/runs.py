@@ -682,9 +682,9 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
                                        "gpus_per_node", "actor_num_gpus_per_node", "_env_gpus_per_node",
                                        "_env_nproc_per_node", "_env_n_per_node")
                      if isinstance(args.get(k), int)), None)
-    nodes = next((args[k] for k in ("nnodes", "num_nodes", "actor_num_nodes", "_env_nnodes", "_env_num_nodes",
-                                    "_env_nodes")
-                  if isinstance(args.get(k), int)), 1)
+    # "nodes": NeMo-Run / Megatron-Bridge launchers (``--nodes 16 --gpus-per-node 4``, NVIDIA-NeMo/Megatron-Bridge#5596)
+    node_keys = ("nnodes", "num_nodes", "actor_num_nodes", "nodes", "_env_nnodes", "_env_num_nodes", "_env_nodes")
+    nodes = next((args[k] for k in node_keys if isinstance(args.get(k), int)), 1)
     if isinstance(args.get("nproc_per_node"), int) and isinstance(args.get("_env_world_size"), int) \
             and args.get("nnodes", 1) == args["_env_world_size"] != per_node * nodes:
         # torchrun's own flags win over a WORLD_SIZE variable that the script passes as --nnodes
@@ -694,10 +694,10 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return per_node * nodes
     if isinstance(args.get("_env_world_size"), int):
         return args["_env_world_size"]
-    if isinstance(per_node, int) and isinstance(nodes, int) and not (
-            args.get("_env_nodes_unset") and not any(isinstance(args.get(k), int)
-                                                     for k in ("nnodes", "num_nodes", "actor_num_nodes", "_env_nnodes",
-                                                               "_env_num_nodes", "_env_nodes"))):
+    # GPUs per node and no node count: the launchers' default of one node, unless the script leaves the count to a
+    # variable it never sets or the user gives --gpus
+    nodes_stated = any(isinstance(args.get(k), int) for k in node_keys)
+    if isinstance(per_node, int) and (nodes_stated or not (args.get("_env_nodes_unset") or defaults.get("num_gpus"))):
         notes.append(f"world size {per_node * nodes} from the launcher ({nodes} nodes x {per_node} GPUs)")
         return per_node * nodes
     tp, pp, cp = (_int(args, k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -756,7 +756,11 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
     if facts.gpu_names:
         seen = max(facts.gpu_names, key=facts.gpu_names.get)
         name = log_gpu(seen)
-        if name:
+        # a text that names two parts equally often ("hybridEP for NVL8 systems (H100, B200, and B300)") names no run's
+        tied = {log_gpu(k) for k, n in facts.gpu_names.items() if n == facts.gpu_names[seen]} - {None}
+        if name and len(tied) > 1:
+            notes.append(f"the log names {', '.join(sorted(tied))} equally often: no GPU taken from it")
+        elif name:
             notes.append(f"GPU {name} from the log ({seen})")
             return name
     missing.append(("GPU type", "--gpu TYPE"))

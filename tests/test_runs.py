@@ -781,6 +781,30 @@ def test_a_printed_mtp_setting_replaces_the_presets(printed, layers):
     assert any("mtp_num_layers" in n for n in run.notes) == (printed is not None and layers == 0)
 
 
+def test_a_text_naming_two_gpus_equally_names_none():
+    """"hybridEP for NVL8 systems (H100, B200, and B300)" is no run's GPU: the count of each name decides, a tie
+    leaves the GPU to --gpu."""
+    text = "\n".join(ARGS_DUMP.splitlines() + ["We need this on H100 and B200 systems."]
+                     + [_iteration(i, 1000.0 + i) for i in range(1, 8)])
+    with pytest.raises(MegasolveError, match="--gpu TYPE"):
+        run_from_log(text, "tie", {})
+    assert run_from_log(text + "\nthe B200 run", "tie", {}).cluster.gpu.name == "b200"
+
+
+def test_gpus_per_node_alone_yields_to_the_users_gpu_count():
+    """A launcher that states GPUs per node but no node count runs one node by default; a --gpus the user gives
+    wins over that default (not over a node count the launcher states: ``--nodes 16 --gpus-per-node 4`` is 64)."""
+    from megasolve.solver.runs import _world
+
+    def world(text: str, **defaults) -> int:
+        facts = parse_log(text)
+        return _world(facts.args, facts, defaults, [], [])
+
+    assert world("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2") == 8
+    assert world("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2", num_gpus=32) == 32
+    assert world("the command allocates `--nodes 16 --gpus-per-node 4` = 64", num_gpus=8) == 64
+
+
 @pytest.mark.parametrize("written,count,gpu", [("We train on 8 L40S GPUs", 8, "L40S"), ("running on 16x MI300X", 16, "MI300X"),
                                                ("2 nodes of 8x MI355X", 16, "MI355X"), ("4卡4090", 4, "RTX4090")])
 def test_every_catalog_gpu_a_post_names_also_counts(written, count, gpu):
