@@ -225,18 +225,20 @@ def pipeline_relaxations(m: int, vpp: int, pp: int, tau_stage: Any, total: Any) 
     return out + [((m * vpp - 1 + pp) * total, vpp * pp)]
 
 
-def scaled_stage_memory(fixed: Any, activation: Any, first: Any, live: int, vpp: int) -> Any:
-    """``v`` x one stage's memory (sections 3.6-3.7): ``v*fixed + live*activation +
-    v*ceil(live/v)*first``. ``live``: chunk-units of activations in flight (``inflight x v``, an
-    integer; ``memory.inflight_microbatches``); ``activation``: one micro-batch's bytes of all the
-    stage's layers; ``first``: the first stage's per-micro-batch inputs (token ids), held for every
-    micro-batch that has a chunk in flight; ``fixed``: everything else (static bytes, transients,
-    the last stage's loss path, the reserve). The stage fits iff the result is ``<= v*capacity``.
+def scaled_stage_memory(fixed: Any, inflight: Any, first: Any, live: int, vpp: int) -> Any:
+    """``v`` x one stage's memory (sections 3.6-3.7): ``v*fixed + inflight + v*ceil(live/v)*first``.
+    ``inflight``: ``v`` x the activations in flight at the stage's peak, ``v * sum_c n_c * a_c`` over its
+    virtual chunks (``n_c`` micro-batches of chunk ``c`` in flight, ``memory.chunk_inflight``; ``a_c`` one
+    micro-batch's bytes of the chunk's layers): ``live * a`` when the chunks are alike (``a`` all the
+    stage's layers, ``live = sum_c n_c``); ``live``: chunk-units in flight (an integer); ``first``: the
+    first stage's per-micro-batch inputs (token ids), held for every micro-batch that has a chunk in
+    flight; ``fixed``: everything else (static bytes, transients, the last stage's loss path, the
+    reserve). The stage fits iff the result is ``<= v*capacity``.
 
-    >>> scaled_stage_memory(10, 3, 1, 11, 2)  # v = 2, 5.5 micro-batches in flight: 20 + 33 + 12
+    >>> scaled_stage_memory(10, 11 * 3, 1, 11, 2)  # v = 2, 5.5 micro-batches in flight: 20 + 33 + 12
     65
     """
-    return vpp * fixed + live * activation + vpp * math.ceil(live / vpp) * first
+    return vpp * fixed + inflight + vpp * math.ceil(live / vpp) * first
 
 
 BAND_SCALE = 200  # the band's fractions in parts per 200 (0.5 % = 1 part): integral for every engine
@@ -263,22 +265,22 @@ def band(parts: Band, static: Any, activation: Any) -> Any:
     return parts.static * static + parts.activation * activation
 
 
-def banded_stage_memory(static: Any, fixed_activation: Any, exact: Any, activation: Any, first: Any, live: int,
+def banded_stage_memory(static: Any, fixed_activation: Any, exact: Any, inflight: Any, first: Any, live: int,
                         vpp: int, parts: Band) -> Any:
     """``BAND_SCALE * v`` x (one stage's memory + its band): ``scaled_stage_memory`` of all the parts,
     plus the band of its static bytes (``static``: weights, grads, optimizer; alive once) and of its
-    activations (``fixed_activation``: transients and the loss path, once; ``activation`` per chunk-unit
-    in flight; ``first`` per micro-batch in flight); ``exact``: fixed allocations and the reserve. The
-    stage fits with its band iff the result is ``<= BAND_SCALE * v * capacity``; with ``NO_BAND`` this is
-    ``BAND_SCALE * scaled_stage_memory``.
+    activations (``fixed_activation``: transients and the loss path, once; ``inflight``: ``v`` x those
+    of the micro-batches in flight; ``first`` per micro-batch in flight); ``exact``: fixed allocations
+    and the reserve. The stage fits with its band iff the result is ``<= BAND_SCALE * v * capacity``;
+    with ``NO_BAND`` this is ``BAND_SCALE * scaled_stage_memory``.
 
-    >>> banded_stage_memory(6, 2, 2, 3, 1, 11, 2, NO_BAND) == BAND_SCALE * scaled_stage_memory(10, 3, 1, 11, 2)
+    >>> banded_stage_memory(6, 2, 2, 33, 1, 11, 2, NO_BAND) == BAND_SCALE * scaled_stage_memory(10, 33, 1, 11, 2)
     True
-    >>> banded_stage_memory(6, 2, 2, 3, 1, 11, 2, Band(1, 10))  # 200*65 + 1*(2*6) + 10*(4 + 33 + 12)
+    >>> banded_stage_memory(6, 2, 2, 33, 1, 11, 2, Band(1, 10))  # 200*65 + 1*(2*6) + 10*(4 + 33 + 12)
     13502
     """
-    whole = scaled_stage_memory(static + fixed_activation + exact, activation, first, live, vpp)
-    return BAND_SCALE * whole + band(parts, vpp * static, scaled_stage_memory(fixed_activation, activation, first,
+    whole = scaled_stage_memory(static + fixed_activation + exact, inflight, first, live, vpp)
+    return BAND_SCALE * whole + band(parts, vpp * static, scaled_stage_memory(fixed_activation, inflight, first,
                                                                               live, vpp))
 
 

@@ -157,10 +157,17 @@ class StageLayers:
     layer_ids: tuple[int, ...]
     base: tuple[tuple[LayerKind, int], ...]
     recomputed: tuple[tuple[LayerKind, int], ...]
+    # per virtual chunk, in the schedule's chunk order: ``(kind, recomputed, count)`` as ``counts()`` (the
+    # chunks' activations peak unevenly when their sizes differ: ``memory.chunk_inflight``)
+    chunks: tuple[tuple[tuple[LayerKind, bool, int], ...], ...] = ()
 
     def counts(self) -> tuple[tuple[LayerKind, bool, int], ...]:
         """``(kind, recomputed, count)`` for every non-empty group: what a stage sum runs over."""
         return tuple((k, False, n) for k, n in self.base) + tuple((k, True, n) for k, n in self.recomputed)
+
+    def chunk_sizes(self) -> tuple[int, ...]:
+        """Decoder layers of each virtual chunk."""
+        return tuple(sum(n for _, _, n in chunk) for chunk in self.chunks)
 
     def count(self, *, moe: bool | None = None, recomputed: bool | None = None) -> int:
         """Layers of the stage, optionally only MoE / dense ones and only recomputed / stored ones."""
@@ -199,11 +206,18 @@ def stage_layers(spec: ModelSpec, layout: Layout) -> list[StageLayers]:
         ids = tuple(i for chunk in chunks for i in chunk)
         base: dict[LayerKind, int] = {}
         rc: dict[LayerKind, int] = {}
-        for i in ids:
-            kind = layer_kind(spec, i)
-            target = rc if i in stored else base
-            target[kind] = target.get(kind, 0) + 1
+        per_chunk = []
+        for chunk in chunks:
+            here: dict[tuple[LayerKind, bool], int] = {}
+            for i in chunk:
+                kind = layer_kind(spec, i)
+                target = rc if i in stored else base
+                target[kind] = target.get(kind, 0) + 1
+                here[(kind, i in stored)] = here.get((kind, i in stored), 0) + 1
+            per_chunk.append(tuple((k, r, n) for (k, r), n in sorted(here.items(), key=lambda kv: (kv[0][1],
+                                                                                                  order[kv[0][0]]))))
         out.append(StageLayers(stage=stage, layer_ids=ids,
                                base=tuple(sorted(base.items(), key=lambda kv: order[kv[0]])),
-                               recomputed=tuple(sorted(rc.items(), key=lambda kv: order[kv[0]]))))
+                               recomputed=tuple(sorted(rc.items(), key=lambda kv: order[kv[0]])),
+                               chunks=tuple(per_chunk)))
     return out

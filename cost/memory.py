@@ -11,9 +11,10 @@ Notation: ``T = s*b/c`` tokens per CP rank, ``sigma = t`` with sequence parallel
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration, chip_family
@@ -1137,6 +1138,71 @@ class Offloaded:
     in_transit: float = 0.0  # on the GPU while a layer's activations are copied out / back
 
 
+def _forward_states(pp: int, vpp: int, m: int, stage: int, group: int | None) -> Iterator[tuple[int, ...]]:
+    """Micro-batches in flight per chunk of ``stage`` after each forward of the interleaved schedule (SCH
+    ``get_schedule_table`` L989-1016, ``get_model_chunk_id`` L1244-1249, warm-up L964-965 @d98e8a6): forwards
+    in groups of ``G`` micro-batches per chunk (chunk 0 for micro-batches ``0..G-1``, then chunk 1, ..., then
+    the next group; a last group of fewer), backwards in the same order with the chunks reversed;
+    ``2(p-r-1) + (v-1)G`` warm-up forwards, then a forward and a backward at a time. The steady state repeats
+    every ``vG`` steps: its first two periods are followed."""
+    size = group or pp
+    g = min(size, m)  # a group of more than m micro-batches is the last group, of m
+    full = -(-m // g) - 1  # groups of g before the last group (the one that reaches m: L995)
+    last = m - full * g
+
+    def chunk(k: int) -> int:  # the forward's chunk of virtual micro-batch k
+        return (k // g) % vpp if k < full * g * vpp else (k - full * g * vpp) // last
+
+    total = m * vpp
+    warmup = min(2 * (pp - stage - 1) + (vpp - 1) * size, total)
+    live = [0] * vpp
+    for k in range(warmup):
+        live[chunk(k)] += 1
+        yield tuple(live)
+    for i in range(min(total - warmup, 2 * vpp * g)):
+        live[chunk(warmup + i)] += 1
+        yield tuple(live)
+        live[vpp - 1 - chunk(i)] -= 1
+
+
+@functools.lru_cache(maxsize=4096)
+def chunk_inflight(pp: int, vpp: int, num_microbatches: int, stage: int, group: int | None = None,
+                   chunk_layers: tuple[int, ...] | None = None,
+                   loss_chunk: bool = False) -> tuple[tuple[tuple[int, ...], bool], ...]:
+    """Micro-batches whose activations ``stage`` holds, per model chunk, at its activation peak: the states to
+    cost, each ``(in flight per chunk, whether the loss chunk is among them)``.
+
+    1F1B: ``min(p - r, m)`` micro-batches. Interleaved (``_forward_states``): the state after a forward with
+    the most layers in flight, the earliest of equals; ``chunk_layers``: each chunk's decoder layers (None: the
+    same in every chunk, where any state with the most chunk-units is the peak). Chunks of unequal size
+    (``--account-for-embedding-in-pipeline-split``, ``--account-for-loss-in-pipeline-split``, a
+    ``--pipeline-model-parallel-layout``) make it differ from the even share: with a loss-only last chunk the
+    last stage holds ``(v - 1)G`` micro-batches of all its layers, not ``((v - 1)G + 1)/v`` of them.
+    ``loss_chunk`` (the last stage): its last chunk holds the output layer, loss and MTP, alive only while one
+    of its micro-batches is in flight: the peak with it and the peak without it are both states to cost.
+
+    >>> chunk_inflight(4, 1, 64, 0), chunk_inflight(4, 2, 64, 3), chunk_inflight(4, 2, 64, 0)
+    ((((4,), False),), (((4, 1), False),), (((7, 4), False),))
+    >>> chunk_inflight(4, 2, 4, 3, chunk_layers=(1, 0), loss_chunk=True)  # one layer, then the loss chunk
+    (((4, 1), True),)
+    >>> chunk_inflight(2, 4, 4, 1, chunk_layers=(2, 2, 2, 1), loss_chunk=True)  # "Et*3|(tt|)*6tmL", last stage
+    (((2, 2, 2, 1), True), ((3, 2, 2, 0), False))
+    """
+    m = num_microbatches
+    if vpp == 1:
+        return (((min(pp - stage, m),), loss_chunk),)
+    weights = chunk_layers if chunk_layers is not None else (1,) * vpp
+    best: dict[bool, tuple[int, tuple[int, ...]]] = {}
+    for live in _forward_states(pp, vpp, m, stage, group):
+        key = loss_chunk and live[-1] > 0
+        weight = sum(n * w for n, w in zip(live, weights))
+        if key not in best or weight > best[key][0]:
+            best[key] = (weight, live)
+    if True in best and False in best and all(a >= b for a, b in zip(best[True][1], best[False][1])):
+        del best[False]  # never more than the state with the loss chunk: not a peak
+    return tuple((best[key][1], key) for key in (True, False) if key in best)
+
+
 def offloaded_activation_bytes(spec: ModelSpec, offload_layers: int, layer_ids: Iterable[int],
                                layer_bytes: dict[bool, float]) -> Offloaded:
     """Activation offloading (``--cpu-offloading-num-layers N``, activations only; PP = 1 and no
@@ -1205,8 +1271,11 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout)):
         layer_ids = list(layers.layer_ids)
         counts = layers.counts()  # the stage sum (layers.py, as the solver's tables)
-        per_microbatch = sum(n * (input_only if recomputed else full_layer[key(kind)]) for kind, recomputed, n in counts)
+        # one micro-batch's saved activations per virtual chunk; offloading (PP 1: one chunk) moves some to the host
+        chunk_bytes = [sum(n * (input_only if recomputed else full_layer[key(kind)]) for kind, recomputed, n in chunk)
+                       for chunk in layers.chunks]
         offloaded = offloaded_activation_bytes(spec, layout.cpu_offload_layers, layer_ids, by_mlp)
+        chunk_bytes[0] -= offloaded.saved
         transient = 0.0
         if layers.count(recomputed=True):  # backward re-materialises one recomputed layer at a time
             transient = largest if largest is not None else max(
@@ -1220,16 +1289,19 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         # DeepEP's buffer exists on ranks whose stage has MoE layers (its MTP block's included)
         comm_stage = any(spec.is_moe_layer(i) for i in layer_ids) or (
             params.has_mtp and spec.is_moe_layer(spec.num_layers - 1))
-        live = round(inflight_microbatches(layout.pp, layout.vpp, m, stage, workload.microbatch_group_size)
-                     * layout.vpp)  # chunk-units
         fixed = offloaded.in_transit + transient + offload_resident
+        loss = 0.0  # the loss chunk's: logits and loss, the MTP block, alive while a micro-batch of it is in flight
         if params.has_output:
-            fixed += last_stage_peak_extra_bytes(spec, workload, shape)
-            fixed += deferred_wgrad_bytes(spec, workload, shape, m)
-            fixed += mtp_activation_bytes(spec, workload, shape, layer_kind, modules)
+            fixed += deferred_wgrad_bytes(spec, workload, shape, m)  # kept across the step's micro-batches
+            loss = last_stage_peak_extra_bytes(spec, workload, shape) + mtp_activation_bytes(spec, workload, shape,
+                                                                                             layer_kind, modules)
         first = first_stage_extra_bytes(spec, workload, shape) if params.has_embedding else 0.0
-        activations = combine.scaled_stage_memory(fixed, per_microbatch - offloaded.saved, first, live,
-                                                  layout.vpp) / layout.vpp
+        # the peak states (micro-batches in flight per chunk; with or without the loss chunk's), the largest
+        activations = max(combine.scaled_stage_memory(
+            fixed + (loss if with_loss else 0.0), layout.vpp * sum(n * b for n, b in zip(in_chunks, chunk_bytes)),
+            first, sum(in_chunks), layout.vpp)
+            for in_chunks, with_loss in chunk_inflight(layout.pp, layout.vpp, m, stage, workload.microbatch_group_size,
+                                                       layers.chunk_sizes(), params.has_output)) / layout.vpp
         if layout.fsdp:
             static = fsdp_static_bytes(params.params, params.layers, params.largest_layer,
                                        dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,

@@ -114,8 +114,8 @@ def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
                 fsdps.append(with_fsdp)
                 fsdp_den = den * tau_den
             opts.append(_merge((1, o_form)))
-            live = tables.live_units(row, slot, m)
-            mems.append({t: c for c, t in tables.memory_form(row.pp, v, row.split, row.rc, j, live)})
+            for state in tables.live_units(row, slot, m):  # each peak state's memory is a lower bound
+                mems.append({t: c for c, t in tables.memory_form(row.pp, v, row.split, row.rc, j, state)})
         time_forms.append(_coefwise_min(times))
         if fsdp:
             fsdp_forms.append(_coefwise_min(fsdps))

@@ -392,20 +392,28 @@ class _Builder:
                 for kind in SLOT_KINDS:
                     _equal(model, self.slot_vars[kind][k], forms[kind], y, r)
                 base_live = tables.live_units(row, slot, 10**9)
-                small = [mv for mv in self.m_values if tables.live_units(row, slot, mv) < base_live]
-                large = [mv for mv in self.m_values if mv not in small]
+                # the m values from which on the in-flight micro-batches are those of any larger m share one
+                # constraint; each smaller m has its own
+                large = []
+                for mv in reversed(self.m_values):
+                    if tables.live_units(row, slot, mv) != base_live:
+                        break
+                    large.insert(0, mv)
+                small = [mv for mv in self.m_values if mv not in large]
 
-                def fits(live: int, k=k, row=row, v=v):
-                    lhs = _linear(tables.memory_form(row.pp, v, row.split, row.rc, k, live), y)
+                def fits(state: tuple, k=k, row=row, v=v):
+                    lhs = _linear(tables.memory_form(row.pp, v, row.split, row.rc, k, state), y)
                     if excess is not None:
                         return lhs - v * excess <= v * capacity
                     return lhs <= v * capacity
 
-                for mv in small:
-                    model.Add(fits(tables.live_units(row, slot, mv))).OnlyEnforceIf([r, self.m_lit[mv]])
+                for mv in small:  # every peak state of the slot fits
+                    for state in tables.live_units(row, slot, mv):
+                        model.Add(fits(state)).OnlyEnforceIf([r, self.m_lit[mv]])
                 if large:
                     guard = [r] if not small else [r, self.m_at_least(min(large))]
-                    model.Add(fits(base_live)).OnlyEnforceIf(guard)
+                    for state in base_live:
+                        model.Add(fits(state)).OnlyEnforceIf(guard)
             for k in range(len(row.slots), self.num_slots):  # unused slots are zero: all variables determined
                 for kind in SLOT_KINDS:
                     model.Add(self.slot_vars[kind][k] == 0).OnlyEnforceIf(r)

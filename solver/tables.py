@@ -22,9 +22,9 @@ from typing import Any, Callable
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, mtp_layer_kind, stage_layers
-from megasolve.cost.memory import (ActivationShape, band_parts, comm_buffer_bytes, deferred_wgrad_bytes,
-                                   first_stage_extra_bytes, fixed_allocation_bytes,
-                                   fp8_weight_bytes_per_param, fsdp_static_bytes, inflight_microbatches,
+from megasolve.cost.memory import (ActivationShape, band_parts, chunk_inflight, comm_buffer_bytes,
+                                   deferred_wgrad_bytes, first_stage_extra_bytes, fixed_allocation_bytes,
+                                   fp8_weight_bytes_per_param, fsdp_static_bytes,
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
                                    selective_transient_bytes, static_bytes, userbuffer_bytes)
@@ -78,6 +78,9 @@ class Slot:
     stages: tuple[int, ...]  # the stages with this composition, lowest first
     dense_off: int = 0  # of the dense layers keeping activations: those offloaded to host memory
     moe_off: int = 0
+    # per virtual chunk ``(kind, recomputed, count)`` (``layers.StageLayers.chunks``): what is in flight at the
+    # stage's activation peak (``memory.chunk_inflight``)
+    chunks: tuple[tuple[tuple[LayerKind, bool, int], ...], ...] = ()
 
     @property
     def stage(self) -> int:
@@ -645,10 +648,10 @@ class CostTables:
             off = [i for i in layers.layer_ids if i < layout.cpu_offload_layers]  # memory.offloaded_activation_bytes
             dense_off = sum(1 for i in off if not spec.is_moe_layer(i))
             key = (layers.base, layers.recomputed, stage == 0, last, last and spec.mtp_num_layers > 0,
-                   dense_off, len(off) - dense_off)
+                   dense_off, len(off) - dense_off, layers.chunks)
             groups.setdefault(key, []).append(stage)
         slots = tuple(Slot(base=k[0], recomputed=k[1], first=k[2], last=k[3], mtp=k[4], stages=tuple(stages),
-                           dense_off=k[5], moe_off=k[6])
+                           dense_off=k[5], moe_off=k[6], chunks=k[7])
                       for k, stages in sorted(groups.items(), key=lambda kv: min(kv[1])))
         return PipelineRow(pp=pp, vpp=vpp, split=split, rc=rc, slots=slots)
 
@@ -731,6 +734,20 @@ class CostTables:
             counts[term] = counts.get(term, 0) + n
         return [(c, t) for t, c in counts.items() if c]
 
+    def chunk_forms(self, slot: Slot) -> tuple[list[tuple[int, str]], ...]:
+        """``activation_form`` of each virtual chunk of the slot (one chunk: the slot's own, offloading
+        included: it needs PP 1)."""
+        if len(slot.chunks) <= 1:
+            return (self.activation_form(slot),)
+        out = []
+        for chunk in slot.chunks:
+            counts: dict[str, int] = {}
+            for kind, recomputed, n in chunk:
+                term = "ma_input" if recomputed else f"ma_{kind.memory_name}"
+                counts[term] = counts.get(term, 0) + n
+            out.append([(c, t) for t, c in counts.items() if c])
+        return tuple(out)
+
     def moe_permit(self, pp: int, vpp: int, rc: tuple) -> tuple[bool, bool]:
         """The MoE overlaps Megatron allows on a row (``knobs.row_permit``)."""
         return knobs_.row_permit(self.moe_available, pp, vpp, rc)
@@ -768,10 +785,12 @@ class CostTables:
         """The time term of one layer of ``kind``: ``t_dense``, ``t_moe_w128_full``, ..."""
         return f"{part}_{kind.name}{'_full' if recomputed else ''}"
 
-    def fixed_memory_parts(self, row: PipelineRow, slot: Slot) -> tuple[list[tuple[int, str]], ...]:
+    def fixed_memory_parts(self, row: PipelineRow, slot: Slot,
+                           with_loss: bool = True) -> tuple[list[tuple[int, str]], ...]:
         """Memory that does not scale with micro-batches in flight, by band class (``combine.band``):
-        (static bytes, activation transients and the last stage's loss path, exact: fixed allocations
-        and the reserve)."""
+        (static bytes, activation transients and the last stage's loss path -- with ``with_loss``, the
+        state of ``memory.chunk_inflight`` whose loss chunk is in flight --, exact: fixed allocations and
+        the reserve)."""
         dense, expert = self.param_form(row, slot, "ms_")
         static = dense + expert + _one_layer("ms_unit_", slot.dense or (slot.mtp and not self.mtp_moe),
                                              slot.moe or (slot.mtp and self.mtp_moe))
@@ -794,11 +813,12 @@ class CostTables:
         if slot.moe:
             activation.append((1, "ma_dispatch"))
         if slot.last:
-            activation.append((1, "ma_last"))
+            if with_loss:
+                activation.append((1, "ma_last"))
+                if slot.mtp:
+                    activation.append((1, "ma_mtp"))
             if self.workload.defer_embedding_wgrad:
                 activation.append((1, "ma_defer"))
-            if slot.mtp:
-                activation.append((1, "ma_mtp"))
         # workspaces and persistent buffers inside the allocator (every stage), memory outside it
         exact = [(1, "ma_fixed"), (1, "other"), (1, "other_ub")]
         if slot.moe or (slot.mtp and self.mtp_moe):
@@ -810,25 +830,30 @@ class CostTables:
         return [pair for part in self.fixed_memory_parts(row, slot) for pair in part]
 
     @functools.cache
-    def memory_form(self, pp: int, vpp: int, split: tuple, rc: tuple, index: int, live: int,
-                    band: bool | None = None) -> tuple:
-        """``combine.banded_stage_memory`` of slot ``index`` of a row with ``live`` chunk-units in
-        flight, as ``((coefficient, term), ...)`` in MiB / ``combine.BAND_SCALE``: the slot fits iff its
-        value is ``<= vpp * capacity_units``. ``band`` (None: the tables' own setting): with the stage's
-        uncertainty band (``cost/memory.py`` ``band_parts``: its MoE layers widen it), else without."""
+    def memory_form(self, pp: int, vpp: int, split: tuple, rc: tuple, index: int,
+                    state: tuple[tuple[int, ...], bool], band: bool | None = None) -> tuple:
+        """``combine.banded_stage_memory`` of slot ``index`` of a row in ``state`` (``live_units``: ``live[c]``
+        micro-batches of chunk ``c`` in flight, and whether the loss chunk's are), as ``((coefficient, term),
+        ...)`` in MiB / ``combine.BAND_SCALE``: the slot fits iff its value is ``<= vpp * capacity_units``
+        in every state. ``band`` (None: the tables' own setting): with the stage's uncertainty band
+        (``cost/memory.py`` ``band_parts``: its MoE layers widen it), else without."""
         row = self.row(pp, vpp, split, rc)
         slot = row.slots[index]
-        static, activation, exact = (combine.LinearForm.of(part) for part in self.fixed_memory_parts(row, slot))
+        live, with_loss = state
+        static, activation, exact = (combine.LinearForm.of(part)
+                                     for part in self.fixed_memory_parts(row, slot, with_loss))
         first = combine.LinearForm.of([(1, "ma_first")]) if slot.first else 0
         parts = band_parts(self.workload, slot.moe > 0) if (self.band if band is None else band) else combine.NO_BAND
-        form = combine.banded_stage_memory(static, activation, exact, combine.LinearForm.of(self.activation_form(slot)),
-                                           first, live, vpp, parts)
+        inflight = sum(((vpp * n) * combine.LinearForm.of(form) for n, form in zip(live, self.chunk_forms(slot))),
+                       combine.LinearForm())
+        form = combine.banded_stage_memory(static, activation, exact, inflight, first, sum(live), vpp, parts)
         return tuple(form.pairs())
 
-    def live_units(self, row: PipelineRow, slot: Slot, m: int) -> int:
-        """Chunk-units of activations in flight (``inflight x vpp``, an integer)."""
-        return int(round(inflight_microbatches(row.pp, row.vpp, m, slot.stage, self.workload.microbatch_group_size)
-                         * row.vpp))
+    def live_units(self, row: PipelineRow, slot: Slot, m: int) -> tuple[tuple[tuple[int, ...], bool], ...]:
+        """The slot's peak states: micro-batches of each virtual chunk in flight, with or without the loss
+        chunk's (``memory.chunk_inflight``, as ``stage_memory`` costs them)."""
+        return chunk_inflight(row.pp, row.vpp, m, slot.stage, self.workload.microbatch_group_size,
+                              tuple(sum(n for _, _, n in chunk) for chunk in slot.chunks) or None, slot.last)
 
     # ------------------------------------------------------------------ canonical evaluation
     @functools.cache
@@ -871,13 +896,13 @@ class CostTables:
                                            grad=form_value(g_form), param=form_value(p_form),
                                            optimizer=form_value(o_form), fsdp=form_value(f_form),
                                            multiplicity=slot.multiplicity))
-            live = self.live_units(row, slot, m)
-            checked = form_value(self.memory_form(row.pp, v, row.split, row.rc, index, live))
-            over = ceil_div(checked - v * self.capacity_units, v)
-            excess = over if excess is None else max(excess, over)
-            unbanded = checked if not self.band else form_value(
-                self.memory_form(row.pp, v, row.split, row.rc, index, live, False))
-            peak = max(peak, unbanded / (v * combine.BAND_SCALE))
+            for state in self.live_units(row, slot, m):
+                checked = form_value(self.memory_form(row.pp, v, row.split, row.rc, index, state))
+                over = ceil_div(checked - v * self.capacity_units, v)
+                excess = over if excess is None else max(excess, over)
+                unbanded = checked if not self.band else form_value(
+                    self.memory_form(row.pp, v, row.split, row.rc, index, state, False))
+                peak = max(peak, unbanded / (v * combine.BAND_SCALE))
         step, pipeline = combine.step(combine.INTEGER, costs, m, v, self.overlap_pct, self.overhead_us,
                                       fsdp_overlap=self.fsdp_overlap, dp_contention=self.dp_contention)
         slowest = max(costs, key=lambda c: c.tau)
