@@ -158,7 +158,7 @@ _BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
 # every GPU a post may name (topology/gpus.yaml): the names a count ("8 L40S", "16x MI300X") and a device line both use
 _GPU_NAMES_RE = (r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X|MI325X|MI355X|"
                  + _BOARD_NAMES_RE + ")")
-_GPU_NAME = re.compile(r"(?<![A-Za-z0-9_])(" + _GPU_NAMES_RE + r")"
+_GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×]))(" + _GPU_NAMES_RE + r")"  # "on 8xH800" (THUDM/slime#1305)
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
@@ -718,6 +718,9 @@ _SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  
 # a Megatron config key and its value in running text: "num_layers 24, num_heads 16, hidden_size 2048"
 # (bigcode-project/Megatron-LM#41), "with expert_tensor_parallel_size=1 and sequence_parallel=True" (NVIDIA-NeMo/RL#2668)
 _KEY_VALUE_IN_TEXT = re.compile(r"(?<![\w.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?(?:\s+|\s*=\s*)(\d+)\b(?![.\d])")  # "`micro_batch_size` 3"
+# a config object's attribute set in Python: "model_provider.tensor_model_parallel_size = 4" (Megatron-Bridge#546),
+# "cfg.model.expert_model_parallel_size = 8" (Bridge recipes); not an inference engine's (``_ENGINE_SECTIONS``)
+_ATTR_SET = re.compile(r"\b((?:[A-Za-z_]\w*\.)+)([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\s*=\s*(\d+)\b(?![.\d])")
 _TEXT_KEY_ALIASES = {"num_heads": "num_attention_heads", "n_heads": "num_attention_heads", "n_layers": "num_layers",
                      "num_kv_heads": "num_query_groups", "batch_size_per_gpu": "micro_batch_size",
                      # SkyRL's / verl's SFT trainer: "`train_batch_size=256, max_len=4096, micro_batch_size=8`"
@@ -736,7 +739,8 @@ _GPU_COUNT = re.compile(rf"\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?{_GPU_NAM
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
 # (a vendor's part the catalog lacks too: "config_C500x1x8.py", MetaX, flagos-ai/FlagPerf#670; "config_R300x10x8.py")
-_GPU_GRID = re.compile(rf"\b(\d+)\s*[x×]\s*(\d+)\s*(?:\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?|nodes)\b"
+# "2 * 8 H20" (modelscope/ms-swift#7992), "4*8*80GB nodes" (verl-project/verl#1649)
+_GPU_GRID = re.compile(rf"\b(\d+)\s*[x×*]\s*(\d+)\s*(?:[x×*]?\s*\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?|nodes)\b"
                        rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)"
                        r"|\bconfig_[A-Za-z]+\d*[A-Za-z]*x(\d+)x(\d+)\.py\b", re.I)
 # "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
@@ -1088,6 +1092,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if m := _PROSE_SEQ.search(line) or _SEQ_AFTER.search(line) or _SEQ_TOKEN.search(line) or _CN_SEQ.search(line):
         value = next(g for g in m.groups() if g).replace(",", "")  # "seq_len 4K": K = 1024
         _prose_set(facts, "seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
+    for owner, key, value in _ATTR_SET.findall(line):
+        if key in CONFIG_KEYS and int(value) > 0 and not _ENGINE_SECTIONS & set(owner.lower().split(".")):
+            _prose_set(facts, key, int(value))
     for key, value in _KEY_VALUE_IN_TEXT.findall(line):
         key = _TEXT_KEY_ALIASES.get(key, key)
         if key in CONFIG_KEYS and key in _SCRIPT_ARG_NAMES | set(PROSE_SIZE_ARGS.values()) and int(value) > 0:
@@ -1176,6 +1183,10 @@ def scalar(text: str) -> Any:
 
 
 # ---------------------------------------------------------------------------- launch scripts
+# words that follow a flag named in prose, never a flag's value (THUDM/slime#148: "update `--num-gpus` and
+# `--actor-num-gpus-per-node` from 8 to 4")
+_PROSE_WORDS = {"and", "or", "from", "to", "the", "a", "an", "with", "in", "is", "are", "was", "for", "of", "on", "at",
+                "by", "as", "but", "if", "when", "which", "that", "this", "it", "not", "also", "then", "so", "than"}
 _HYDRA = re.compile(r"^(?:\+?[a-z_]+\.)+([a-z_][a-z0-9_]*)=(\S+)$")
 _ENGINE_SECTIONS = {"rollout", "generation", "vllm_cfg", "sglang_cfg", "vllm", "sglang"}
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|\S*)")
@@ -1374,6 +1385,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
             if not token.startswith("--") or len(token) < 4:
                 continue
             name, eq, inline = token[2:].partition("=")
+            if not name.strip("-_"):  # a rule of dashes ("----------") is not a flag
+                continue
             if eq:
                 value: Any = scalar(inline)
             elif name.replace("-", "_") in LIST_FLAGS:  # nargs='*': every word up to the next flag
@@ -1382,6 +1395,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 value = " ".join(words) if words else True
             elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--") and tokens[i + 1] not in (")", "\\"):
                 value = scalar(tokens[i + 1].strip("()"))
+                if isinstance(value, str) and value.lower() in _PROSE_WORDS:
+                    continue  # a flag named in a sentence: "update `--num-gpus` and `--actor-num-gpus-per-node`"
             else:
                 value = True
             if isinstance(value, str) and "$" in value:
@@ -1736,7 +1751,10 @@ MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
     (r"\bLlama2Config70B\b|\bllama2_70b(?![A-Za-z0-9])|Llama-2-70b\b", "llama-2-70b"),
     (r"\bMixtralConfig8x7B\b|\bmixtral_8x7b(?![A-Za-z0-9])|Mixtral-8x7B\b", "mixtral-8x7b"),
     (r"\bMixtralConfig8x22B\b|\bmixtral_8x22b(?![A-Za-z0-9])|Mixtral-8x22B\b", "mixtral-8x22b"),
-    (r"\bQwen-?next\b(?![-_.]?\d)", "qwen3-next-80b-a3b"),  # "Qwen-next lora" (modelscope/ms-swift#7371): one model of the name
+    (r"\bQwen-?next\b(?![-_.]?\d)", "qwen3-next-80b-a3b"),
+    # verl's example scripts: "run_qwen3moe-30b_megatron.sh" (verl-project/verl#1649)
+    (r"(?<![A-Za-z0-9])qwen3[-_]?moe[-_]30b(?![A-Za-z0-9])", "qwen3-30b-a3b"),
+    (r"(?<![A-Za-z0-9])qwen3[-_]?moe[-_]235b(?![A-Za-z0-9])", "qwen3-235b-a22b"),  # "Qwen-next lora" (modelscope/ms-swift#7371): one model of the name
     (r"\bQwen3MoEConfig30B_A3B\b|\bqwen3_30b_a3b(?![A-Za-z0-9])|Qwen3-30B-A3B\b", "qwen3-30b-a3b"),
     (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b(?![A-Za-z0-9])|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
     (r"\bDeepSeekV3Config\b|\bdeepseek_v3(?![A-Za-z0-9])|DeepSeek-V3\b", "deepseek-v3"),

@@ -781,6 +781,20 @@ def test_a_printed_mtp_setting_replaces_the_presets(printed, layers):
     assert any("mtp_num_layers" in n for n in run.notes) == (printed is not None and layers == 0)
 
 
+@pytest.mark.parametrize("written,args,gpus", [
+    ("I used 2 * 8 H20 to train the Qwen3-30B-A3B", {"_prose_num_gpus": 16}, {"H20": 1}),
+    ("on 8xH800 with the official example", {"_prose_num_gpus": 8}, {"H800": 1}),
+    ("I have 4*8*80GB nodes", {"_prose_num_gpus": 32}, {}),
+    ("model_provider.tensor_model_parallel_size = 4", {"tensor_model_parallel_size": 4}, {}),
+    ("actor_rollout_ref.rollout.tensor_model_parallel_size = 8", {}, {}),  # the inference engine's TP
+    ("I did not update `--num-gpus` and `--actor-num-gpus-per-node` from 8 to 4", {}, {}),  # flags named, no values
+    ("--------------------------------------- Job failed", {}, {}),
+])
+def test_counts_names_and_settings_as_posts_write_them(written, args, gpus):
+    facts = parse_log(written)
+    assert facts.args == args and facts.gpu_names == gpus
+
+
 def test_a_text_naming_two_gpus_equally_names_none():
     """"hybridEP for NVL8 systems (H100, B200, and B300)" is no run's GPU: the count of each name decides, a tie
     leaves the GPU to --gpu."""
