@@ -1189,8 +1189,8 @@ def chunk_inflight(pp: int, vpp: int, num_microbatches: int, stage: int, group: 
     (((2, 2, 2, 1), True), ((3, 2, 2, 0), False))
     """
     m = num_microbatches
-    if vpp == 1:
-        return (((min(pp - stage, m),), loss_chunk),)
+    if vpp == 1 or m < 1:  # (no micro-batch: nothing in flight; the solver's bounds ask)
+        return (((min(pp - stage, m),) if vpp == 1 else (0,) * vpp, loss_chunk),)
     weights = chunk_layers if chunk_layers is not None else (1,) * vpp
     best: dict[bool, tuple[int, tuple[int, ...]]] = {}
     for live in _forward_states(pp, vpp, m, stage, group):

@@ -170,6 +170,24 @@ def test_llama3_70b_worked_example_per_layer_and_stage0(llama8b):
                                                      rel=CLOSED_FORM_TOLERANCE)
 
 
+def test_chunk_inflight_per_chunk_sizes():
+    """Interleaved stages hold G micro-batches of a chunk before the next chunk starts (Megatron's schedule table):
+    with equal chunks the count is the even share's; a loss-only last chunk leaves (v-1)G micro-batches of the
+    stage's layers; a layout string's last stage peaks with and without its loss chunk; no micro-batch, nothing."""
+    from megasolve.cost.memory import chunk_inflight
+
+    for p, v, m, r in ((4, 2, 64, 0), (8, 3, 64, 7), (4, 4, 5, 1), (2, 4, 4, 1)):
+        (state, _), = chunk_inflight(p, v, m, r)
+        assert sum(state) == inflight_microbatches(p, v, m, r) * v
+    # the last stage of 126 layers + embedding + loss at pp 16 x vpp 8: 16 micro-batches of each layer chunk at the
+    # end of warm-up, then a forward of chunk 0 before the backward that frees one: 113 layer-units, where the even
+    # share counted 113 chunk-units of 7/8 of a layer (98.9)
+    assert chunk_inflight(16, 8, 10**9, 15, chunk_layers=(1,) * 7 + (0,)) == (((17,) + (16,) * 6 + (0,), False),)
+    assert chunk_inflight(2, 4, 4, 1, chunk_layers=(2, 2, 2, 1), loss_chunk=True) == (
+        ((2, 2, 2, 1), True), ((3, 2, 2, 0), False))
+    assert chunk_inflight(4, 2, 0, 0) == (((0, 0), False),) and chunk_inflight(4, 1, 0, 0) == (((0,), False),)
+
+
 def test_inflight_microbatches_follow_megatron_schedule():
     # SCH get_pp_rank_microbatches: 1F1B min(p - r, m); interleaved min(2(p-r-1) + (v-1)p + 1, m*v) / v
     assert [inflight_microbatches(4, 1, 64, r) for r in range(4)] == [4, 3, 2, 1]
