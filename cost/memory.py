@@ -1054,7 +1054,9 @@ def band_parts(workload: Workload, moe_stage: bool) -> combine.Band:
 # ---------------------------------------------------------------------------- pipeline schedule
 def inflight_microbatches(pp: int, vpp: int, num_microbatches: int, stage: int, group: int | None = None) -> float:
     """Activation sets live on ``stage``, in units of "all the stage's layers for one micro-batch"
-    (section 3.6, SCH ``get_pp_rank_microbatches`` L929-986).
+    (section 3.6, SCH ``get_pp_rank_microbatches`` L929-986): the closed form of the chunk-units in flight,
+    ``sum(chunk_inflight(...))`` / ``v``, exact where the stage's chunks are alike (``stage_memory`` costs the
+    chunks apart, ``chunk_inflight``).
 
     1F1B: ``min(p - r, m)``. Interleaved: ``min(2(p - r - 1) + (v - 1)G + 1, m*v)`` chunk units of
     ``L_r/v`` layers, i.e. that count divided by ``v``, with ``G`` the micro-batch group size per model chunk

@@ -1751,10 +1751,11 @@ MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
     (r"\bLlama2Config70B\b|\bllama2_70b(?![A-Za-z0-9])|Llama-2-70b\b", "llama-2-70b"),
     (r"\bMixtralConfig8x7B\b|\bmixtral_8x7b(?![A-Za-z0-9])|Mixtral-8x7B\b", "mixtral-8x7b"),
     (r"\bMixtralConfig8x22B\b|\bmixtral_8x22b(?![A-Za-z0-9])|Mixtral-8x22B\b", "mixtral-8x22b"),
+    # "Qwen-next lora" (modelscope/ms-swift#7371): one model of the name
     (r"\bQwen-?next\b(?![-_.]?\d)", "qwen3-next-80b-a3b"),
     # verl's example scripts: "run_qwen3moe-30b_megatron.sh" (verl-project/verl#1649)
     (r"(?<![A-Za-z0-9])qwen3[-_]?moe[-_]30b(?![A-Za-z0-9])", "qwen3-30b-a3b"),
-    (r"(?<![A-Za-z0-9])qwen3[-_]?moe[-_]235b(?![A-Za-z0-9])", "qwen3-235b-a22b"),  # "Qwen-next lora" (modelscope/ms-swift#7371): one model of the name
+    (r"(?<![A-Za-z0-9])qwen3[-_]?moe[-_]235b(?![A-Za-z0-9])", "qwen3-235b-a22b"),
     (r"\bQwen3MoEConfig30B_A3B\b|\bqwen3_30b_a3b(?![A-Za-z0-9])|Qwen3-30B-A3B\b", "qwen3-30b-a3b"),
     (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b(?![A-Za-z0-9])|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
     (r"\bDeepSeekV3Config\b|\bdeepseek_v3(?![A-Za-z0-9])|DeepSeek-V3\b", "deepseek-v3"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
@@ -62,6 +62,17 @@ class Term:
     name: str
     axes: tuple[str, ...]
     fn: Callable[..., int]
+
+
+def _activation_terms(layers: Iterable[tuple[LayerKind, bool, int]],
+                      counts: dict[str, int] | None = None) -> list[tuple[int, str]]:
+    """``(count, term)`` of one micro-batch's saved activations of ``layers`` (``(kind, recomputed, count)``):
+    ``ma_<kind>`` per stored layer, ``ma_input`` per recomputed one; ``counts`` starts the sums."""
+    counts = dict(counts or {})
+    for kind, recomputed, n in layers:
+        term = "ma_input" if recomputed else f"ma_{kind.memory_name}"
+        counts[term] = counts.get(term, 0) + n
+    return [(c, t) for t, c in counts.items() if c]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -728,25 +739,14 @@ class CostTables:
     def activation_form(self, slot: Slot) -> list[tuple[int, str]]:
         """Saved activations of one micro-batch on the slot: per layer kind (``LayerKind.memory_name``),
         inputs only for recomputed layers; offloaded layers' activations are in host memory."""
-        counts: dict[str, int] = {"ma_dense": -slot.dense_off, "ma_moe": -slot.moe_off}
-        for kind, recomputed, n in slot.layers():
-            term = "ma_input" if recomputed else f"ma_{kind.memory_name}"
-            counts[term] = counts.get(term, 0) + n
-        return [(c, t) for t, c in counts.items() if c]
+        return _activation_terms(slot.layers(), {"ma_dense": -slot.dense_off, "ma_moe": -slot.moe_off})
 
     def chunk_forms(self, slot: Slot) -> tuple[list[tuple[int, str]], ...]:
         """``activation_form`` of each virtual chunk of the slot (one chunk: the slot's own, offloading
         included: it needs PP 1)."""
         if len(slot.chunks) <= 1:
             return (self.activation_form(slot),)
-        out = []
-        for chunk in slot.chunks:
-            counts: dict[str, int] = {}
-            for kind, recomputed, n in chunk:
-                term = "ma_input" if recomputed else f"ma_{kind.memory_name}"
-                counts[term] = counts.get(term, 0) + n
-            out.append([(c, t) for t, c in counts.items() if c])
-        return tuple(out)
+        return tuple(_activation_terms(chunk) for chunk in slot.chunks)
 
     def moe_permit(self, pp: int, vpp: int, rc: tuple) -> tuple[bool, bool]:
         """The MoE overlaps Megatron allows on a row (``knobs.row_permit``)."""
