@@ -8,6 +8,8 @@ in ``../shared/data/calibration_runs.yaml`` so the tests never read ../shared at
 
 from __future__ import annotations
 
+import itertools
+
 import doctest
 
 import pytest
@@ -176,9 +178,10 @@ def test_chunk_inflight_per_chunk_sizes():
     stage's layers; a layout string's last stage peaks with and without its loss chunk; no micro-batch, nothing."""
     from megasolve.cost.memory import chunk_inflight
 
-    for p, v, m, r in ((4, 2, 64, 0), (8, 3, 64, 7), (4, 4, 5, 1), (2, 4, 4, 1)):
-        (state, _), = chunk_inflight(p, v, m, r)
-        assert sum(state) == inflight_microbatches(p, v, m, r) * v
+    for p, v, m, g in itertools.product((2, 4, 8), (2, 3, 4), (1, 2, 3, 5, 8, 10, 16, 64, 1000), (None, 5)):
+        for r in range(p) if g is None or g <= m else ():  # equal chunks: the closed form's count
+            (state, _), = chunk_inflight(p, v, m, r, g)
+            assert sum(state) == pytest.approx(inflight_microbatches(p, v, m, r, g) * v)
     # the last stage of 126 layers + embedding + loss at pp 16 x vpp 8: 16 micro-batches of each layer chunk at the
     # end of warm-up, then a forward of chunk 0 before the backward that frees one: 113 layer-units, where the even
     # share counted 113 chunk-units of 7/8 of a layer (98.9)
