@@ -704,6 +704,9 @@ _SIZE_ATTACHED = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp)(\d+)(?![\d.]
 _NODES_GPUS_TOKEN = re.compile(r"(?<![A-Za-z0-9])(\d+)n(\d+)g(?![A-Za-z0-9])")
 _GPUS_EQ = re.compile(r"#\s*GPUs?\s*[:=]\s*(\d+)\b", re.I)
 _GPUS_TO = re.compile(r"\bGPUs\s+to\s+(\d+)\b", re.I)  # "reduce minimum gpus to 96 for deepseek-v3" (verl-project/verl#3019)
+# nodes of k GPUs: "two complete four-GPU GB200 nodes" (NVIDIA-NeMo/Megatron-Bridge#5124), "4 8-GPU nodes"
+_NODES_OF_K_GPUS = re.compile(rf"\b(an?|single|one|two|four|eight|sixteen|\d+)\s+(?:[a-z]+\s+)?(one|two|four|eight|\d+)-GPU\s+"
+                              rf"(?:NVIDIA\s+)?(?:(?:DGX-?)?{_GPU_NAMES_RE}\s+)?(?:nodes?|servers?|machines?|hosts?)\b", re.I)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
 # a node's GPU count, not the run's: "DGX nodes, each equipped with 8 H100 GPUs" (NVIDIA-NeMo/NeMo#9031), and the
 # node count as a results row writes it: "#nodes=4,    DP=1, GBPT = 2 sec" (the first one stated is read)
@@ -1133,6 +1136,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     elif m := _NODE_OF_GPUS.search(line):
         nodes = _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1))
         _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(2)))
+    elif m := _NODES_OF_K_GPUS.search(line):
+        nodes, per_node = ({"a": 1, "an": 1, "single": 1, **_GPU_COUNT_WORDS}.get(g.lower()) or int(g) for g in m.groups())
+        _prose_set(facts, "_prose_num_gpus", nodes * per_node)
     elif m := _NODES_GPUS_TOKEN.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
     elif m := _GPUS_EQ.search(line) or _GPUS_TO.search(line):

@@ -787,6 +787,8 @@ def test_a_printed_mtp_setting_replaces_the_presets(printed, layers):
     ("on 8xH800 with the official example", {"_prose_num_gpus": 8}, {"H800": 1}),
     ("I started a fresh 4xH100 machine", {"_prose_num_gpus": 4}, {"H100": 1}),  # one machine of 4
     ("on 4 H100 nodes", {}, {"H100": 1}),  # four nodes: no GPU count
+    ("On two complete four-GPU GB200 nodes in one segment", {"_prose_num_gpus": 8}, {"GB200": 1}),
+    ("a single 8-GPU node", {"_prose_num_gpus": 8}, {}), ("the 8-GPU nodes", {}, {}),
     ("I have 4*8*80GB nodes", {"_prose_num_gpus": 32}, {}),
     ("model_provider.tensor_model_parallel_size = 4", {"tensor_model_parallel_size": 4}, {}),
     ("actor_rollout_ref.rollout.tensor_model_parallel_size = 8", {}, {}),  # the inference engine's TP
