@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, mtp_layer_kind, stage_layers
-from megasolve.cost.memory import (ActivationShape, band_parts, chunk_inflight, comm_buffer_bytes,
+from megasolve.cost.memory import (ActivationShape, band_parts, chunk_inflight, chunk_weights, comm_buffer_bytes,
                                    deferred_wgrad_bytes, first_stage_extra_bytes, fixed_allocation_bytes,
                                    fp8_weight_bytes_per_param, fsdp_static_bytes,
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
@@ -853,7 +853,15 @@ class CostTables:
         """The slot's peak states: micro-batches of each virtual chunk in flight, with or without the loss
         chunk's (``memory.chunk_inflight``, as ``stage_memory`` costs them)."""
         return chunk_inflight(row.pp, row.vpp, m, slot.stage, self.workload.microbatch_group_size,
-                              tuple(sum(n for _, _, n in chunk) for chunk in slot.chunks) or None, slot.last)
+                              self.chunk_weights(row.rc, slot.chunks), slot.last)
+
+    @functools.cache
+    def chunk_weights(self, rc: tuple, chunks: tuple) -> tuple[int, ...] | None:
+        """``memory.chunk_weights`` of a slot's chunks under the row's recompute (as ``stage_memory`` weighs them)."""
+        if not chunks:
+            return None
+        fields = rc_fields(rc)
+        return chunk_weights(self.spec, self.workload, chunks, fields["recompute"], fields["recompute_modules"])
 
     # ------------------------------------------------------------------ canonical evaluation
     @functools.cache

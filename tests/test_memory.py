@@ -191,6 +191,22 @@ def test_chunk_inflight_per_chunk_sizes():
     assert chunk_inflight(4, 2, 0, 0) == (((0, 0), False),) and chunk_inflight(4, 1, 0, 0) == (((0,), False),)
 
 
+def test_chunks_of_different_kinds_are_weighed_by_their_bytes():
+    """Nemotron-H 8B at pp 4 x vpp 13 holds one layer per chunk (Mamba, MLP or attention): of the states with the
+    most chunk-units, the peak is the one with the fewest (light) attention chunks, not the first one reached."""
+    from megasolve.cost.layers import stage_layers
+    from megasolve.cost.memory import _forward_states, chunk_inflight, chunk_weights
+
+    spec = load_preset("nemotron-h-8b")
+    chunks = stage_layers(spec, Layout(pp=4, vpp=13))[0].chunks
+    weights = chunk_weights(spec, Workload(seq_length=4096), chunks, "none", None)
+    (state, _), = chunk_inflight(4, 13, 16, 0, None, weights)
+    by_bytes = max(sum(n * w for n, w in zip(s, weights)) for s in _forward_states(4, 13, 16, 0, None))
+    (by_count, _), = chunk_inflight(4, 13, 16, 0, None, tuple(1 for _ in chunks))
+    assert sum(n * w for n, w in zip(state, weights)) == by_bytes
+    assert sum(state) == sum(by_count) and sum(n * w for n, w in zip(by_count, weights)) < by_bytes * 0.96
+
+
 def test_inflight_microbatches_follow_megatron_schedule():
     # SCH get_pp_rank_microbatches: 1F1B min(p - r, m); interleaved min(2(p-r-1) + (v-1)p + 1, m*v) / v
     assert [inflight_microbatches(4, 1, 64, r) for r in range(4)] == [4, 3, 2, 1]
