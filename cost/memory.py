@@ -1169,13 +1169,13 @@ def _forward_states(pp: int, vpp: int, m: int, stage: int, group: int | None) ->
 
 @functools.lru_cache(maxsize=4096)
 def chunk_inflight(pp: int, vpp: int, num_microbatches: int, stage: int, group: int | None = None,
-                   chunk_layers: tuple[int, ...] | None = None,
+                   weights: tuple[int, ...] | None = None,
                    loss_chunk: bool = False) -> tuple[tuple[tuple[int, ...], bool], ...]:
     """Micro-batches whose activations ``stage`` holds, per model chunk, at its activation peak: the states to
     cost, each ``(in flight per chunk, whether the loss chunk is among them)``.
 
     1F1B: ``min(p - r, m)`` micro-batches. Interleaved (``_forward_states``): the state after a forward with
-    the most in flight, the earliest of equals; ``chunk_layers``: each chunk's weight (``chunk_weights``: its bytes
+    the most in flight, the earliest of equals; ``weights``: each chunk's weight (``chunk_weights``: its bytes
     at a reference shape; or its decoder layers; None: the same in every chunk, where any state with the most
     chunk-units is the peak). Chunks of unequal size
     (``--account-for-embedding-in-pipeline-split``, ``--account-for-loss-in-pipeline-split``, a
@@ -1186,15 +1186,16 @@ def chunk_inflight(pp: int, vpp: int, num_microbatches: int, stage: int, group: 
 
     >>> chunk_inflight(4, 1, 64, 0), chunk_inflight(4, 2, 64, 3), chunk_inflight(4, 2, 64, 0)
     ((((4,), False),), (((4, 1), False),), (((7, 4), False),))
-    >>> chunk_inflight(4, 2, 4, 3, chunk_layers=(1, 0), loss_chunk=True)  # one layer, then the loss chunk
+    >>> chunk_inflight(4, 2, 4, 3, weights=(1, 0), loss_chunk=True)  # one layer, then the loss chunk
     (((4, 1), True),)
-    >>> chunk_inflight(2, 4, 4, 1, chunk_layers=(2, 2, 2, 1), loss_chunk=True)  # "Et*3|(tt|)*6tmL", last stage
+    >>> chunk_inflight(2, 4, 4, 1, weights=(2, 2, 2, 1), loss_chunk=True)  # "Et*3|(tt|)*6tmL", last stage
     (((2, 2, 2, 1), True), ((3, 2, 2, 0), False))
     """
     m = num_microbatches
-    if vpp == 1 or m < 1:  # (no micro-batch: nothing in flight; the solver's bounds ask)
+    if vpp == 1 or m < 1:  # (no micro-batch: nothing in flight; the solver's infeasibility explanation asks)
         return (((min(pp - stage, m),) if vpp == 1 else (0,) * vpp, loss_chunk),)
-    weights = chunk_layers if chunk_layers is not None else (1,) * vpp
+    if weights is None:
+        weights = (1,) * vpp
     best: dict[bool, tuple[int, tuple[int, ...]]] = {}
     for live in _forward_states(pp, vpp, m, stage, group):
         key = loss_chunk and live[-1] > 0

@@ -185,8 +185,8 @@ def test_chunk_inflight_per_chunk_sizes():
     # the last stage of 126 layers + embedding + loss at pp 16 x vpp 8: 16 micro-batches of each layer chunk at the
     # end of warm-up, then a forward of chunk 0 before the backward that frees one: 113 layer-units, where the even
     # share counted 113 chunk-units of 7/8 of a layer (98.9)
-    assert chunk_inflight(16, 8, 10**9, 15, chunk_layers=(1,) * 7 + (0,)) == (((17,) + (16,) * 6 + (0,), False),)
-    assert chunk_inflight(2, 4, 4, 1, chunk_layers=(2, 2, 2, 1), loss_chunk=True) == (
+    assert chunk_inflight(16, 8, 10**9, 15, weights=(1,) * 7 + (0,)) == (((17,) + (16,) * 6 + (0,), False),)
+    assert chunk_inflight(2, 4, 4, 1, weights=(2, 2, 2, 1), loss_chunk=True) == (
         ((2, 2, 2, 1), True), ((3, 2, 2, 0), False))
     assert chunk_inflight(4, 2, 0, 0) == (((0, 0), False),) and chunk_inflight(4, 1, 0, 0) == (((0,), False),)
 
