@@ -156,17 +156,18 @@ _BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
                    r"|(?<=[卡张块])\s?(?:4090|3090)(?![\dA-Za-z.])|(?<![\d.])(?:4090|3090)(?=\s*(?:显卡|卡|GPUs?\b))"
                    r"|L40(?![\dA-Za-z])|L20(?![\dA-Za-z])|L4(?![\dA-Za-z])|A10(?![\dA-Za-z])|A30(?![\dA-Za-z])")
 # every GPU a post may name (topology/gpus.yaml): the names a count ("8 L40S", "16x MI300X") and a device line both use
-_GPU_NAMES_RE = (r"(?:GH200|GB200|GB300|B200|B300|H200|H100|H800|H20|A800|A100|A40(?!\d)|V100|L40S|MI300X|MI325X|MI355X|"
-                 + _BOARD_NAMES_RE + ")")
+# of them, the parts no other word is spelled like: named without "GPU" too ("verified GB300 MXFP8 performance",
+# Megatron-Bridge#5718; "16x8 H200 nodes", radixark/miles#968); a board name (A10, L4, L20) or a bare number needs
+# "GPU" or a count
+_DATACENTER_NAMES_RE = r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A800|A100|MI300X|MI325X|MI355X|L40S"
+_GPU_NAMES_RE = "(?:" + _DATACENTER_NAMES_RE + r"|H20|A40(?!\d)|V100|" + _BOARD_NAMES_RE + ")"
 _GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×]))(" + _GPU_NAMES_RE + r")"  # "on 8xH800" (THUDM/slime#1305)
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
 
 
-# parts no other word is spelled like, named without "GPU" ("verified GB300 MXFP8 performance", Megatron-Bridge#5718;
-# "16x8 H200 nodes", radixark/miles#968); a board name (A10, L4, L20) or a bare number needs "GPU" or a count
-_DATACENTER_GPU = re.compile(r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A100|A800|MI300X|MI325X|MI355X|L40S", re.I)
+_DATACENTER_GPU = re.compile(_DATACENTER_NAMES_RE, re.I)
 
 
 def gpu_key(m: re.Match[str]) -> str:
