@@ -95,7 +95,8 @@ def recipe_options(func: F) -> F:
                           "more quantisation work."),
         click.option("--fp8-output-proj", "fp8_output_proj", is_flag=True,
                      help="Run the output layer in MXFP8 too (needs --fp8-recipe mxfp8); default bf16."),
-        click.option("--moe-dispatcher", type=click.Choice(list(MOE_DISPATCHERS)), default="flex", show_default=True,
+        click.option("--moe-dispatcher", "--moe-token-dispatcher-type", "moe_dispatcher",
+                     type=click.Choice(list(MOE_DISPATCHERS)), default="flex", show_default=True,
                      help="MoE token dispatcher: flex (DeepEP: one copy of a token per remote NVLink domain), "
                           "plain all-to-all (one copy per chosen expert) or allgather."),
         click.option("--cp-comm-type", "cp_comm_type", type=click.Choice(list(CP_COMM_TYPES)), default=None,
@@ -119,7 +120,7 @@ def recipe_options(func: F) -> F:
         click.option("--no-overlap-p2p-communication", "overlap_p2p_comm", flag_value=False, default=True,
                      help="Do not overlap pipeline p2p with compute in the interleaved schedule (Megatron's "
                           "default overlaps it; 1F1B never does)."),
-        click.option("--moe-ep-overlap", "moe_ep_overlap", is_flag=True,
+        click.option("--moe-ep-overlap", "--overlap-moe-expert-parallel-comm", "moe_ep_overlap", is_flag=True,
                      help="Hide the EP all-to-all behind another micro-batch's compute (Megatron "
                           "--overlap-moe-expert-parallel-comm: ep > 1, --vpp > 1 when --pp > 1, no full recompute). "
                           "solve chooses it per layout unless given."),
@@ -331,18 +332,39 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
     cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
     built = build_workload(**workload)
-    if not resolved.spec.is_moe:  # token dropping / padding knobs mean nothing without experts: say so
-        for flag, value, default in (("--moe-expert-capacity-factor", built.moe_expert_capacity_factor, None),
-                                     ("--moe-pad-expert-input-to-capacity", built.moe_pad_expert_input_to_capacity,
-                                      False),
-                                     ("--moe-router-padding-for-fp8", built.moe_router_padding_for_fp8, False)):
-            if value != default:
-                raise MegasolveError(field=flag, value=value, rule=f"{resolved.spec.name} has no MoE layers",
-                                     fix=f"drop {flag} or pick an MoE model")
+    reject_moe_knobs(resolved.spec, {f: getattr(built, f) for f in MOE_KNOBS})
     graphs = cuda_graph_note(built.cuda_graph_impl)
     if graphs:
         render.note(graphs)
     return resolved, cluster, built
+
+
+# Workload fields that only an MoE model uses -> the value that means "not asked for" (_CHOSEN: a choice
+# with a default, asked for when the command line set it)
+_CHOSEN = object()
+MOE_KNOBS = {"moe_expert_capacity_factor": None, "moe_pad_expert_input_to_capacity": False,
+             "moe_router_padding_for_fp8": False, "moe_ep_overlap": False, "moe_shared_expert_overlap": False,
+             "moe_dispatcher": _CHOSEN, "moe_token_drop_policy": _CHOSEN}
+
+
+def reject_moe_knobs(spec: Any, values: dict[str, Any]) -> None:
+    """An MoE knob asked for on a model without experts is an error, not silently ignored."""
+    if spec.is_moe:
+        return
+    for field, unset in MOE_KNOBS.items():
+        if field not in values:
+            continue
+        if _set_on_command_line(field) if unset is _CHOSEN else values[field] != unset:
+            flag = "--" + field.replace("_", "-")
+            raise MegasolveError(field=flag, value=values[field], rule=f"{spec.name} has no MoE layers",
+                                 fix=f"drop {flag} or pick an MoE model")
+
+
+def _set_on_command_line(param: str) -> bool:
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(param) not in (None, ParameterSource.DEFAULT)
 
 
 def load_model(ref: str) -> ResolvedModel:

@@ -13,7 +13,7 @@ import click
 from megasolve.cli import render
 from megasolve.cli.app import register
 from megasolve.cli.options import (cluster_options, format_option, load_model, load_profile_option, model_option,
-                                   recipe_fields, recipe_options)
+                                   recipe_fields, recipe_options, reject_moe_knobs)
 from megasolve.cli.plot import plot_option
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import ATTENTION_KINDS, PRECISION_CHOICES
@@ -78,6 +78,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
     resolved = load_model(model_ref)
     if resolved.note:
         render.note(resolved.note)
+    reject_moe_knobs(resolved.spec, recipe)
     seqs = parse_int_list("--seq-len", seq_lens)
     batches = parse_int_list("--gbs", gbs) if gbs is not None else None
     sizes = sizes if sizes is not None else parse_gpu_counts(gpus)

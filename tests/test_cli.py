@@ -71,6 +71,13 @@ def test_estimate_json_contract():
      "Megatron-FSDP requires the distributed optimizer"),
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "2", "--cpu-offload-layers", "4"],
      "no support for Pipeline parallelism with CPU offloading"),
+    # an MoE knob on a dense model is an error, not silently ignored; Megatron's flag names are accepted
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--moe-token-dispatcher-type", "flex"],
+     "--moe-dispatcher=flex: llama-3.1-8b has no MoE layers"),
+    (["whatif", "-m", "llama-3.1-8b", "--gpus", "8", "-g", "h100", "--overlap-moe-expert-parallel-comm"],
+     "--moe-ep-overlap=True: llama-3.1-8b has no MoE layers"),
+    (["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--moe-expert-capacity-factor", "1.0"],
+     "--moe-expert-capacity-factor=1.0: llama-3.1-8b has no MoE layers"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
     code, out, err = run(args)
