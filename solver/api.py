@@ -117,10 +117,16 @@ def check_layout(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     found = violations(ctx, layout)
     hard = [v for v in found if v.rule not in SOFT_RULES]
     if hard:
-        first = hard[0]
-        raise MegasolveError(field=_RULE_FIELDS.get(first.rule, "layout"), value=_rule_value(first.rule, layout),
-                             rule=f"{first.message} ({first.source})", fix=first.fix)
+        raise rule_error(hard[0], layout, workload)
     return [v for v in found if v.rule in SOFT_RULES]
+
+
+def rule_error(broken: Violation, layout: Layout | None, workload: Workload) -> MegasolveError:
+    """The input error for a broken Megatron rule: the flag it concerns and that flag's value."""
+    name = _RULE_FIELDS.get(broken.rule, "layout").lstrip("-").replace("-", "_")
+    value = getattr(layout, name, getattr(workload, name, "see message"))
+    return MegasolveError(field=_RULE_FIELDS.get(broken.rule, "layout"), value=value,
+                          rule=f"{broken.message} ({broken.source})", fix=broken.fix)
 
 
 _RULE_FIELDS = {
@@ -130,13 +136,11 @@ _RULE_FIELDS = {
     "sp_seq_divisible_by_tp": "--seq-len", "sp_needs_tp": "--sequence-parallel", "moe_tp_needs_sp": "--sequence-parallel",
     "gbs_divisible_by_mbs_dp": "--gbs", "vpp_microbatches": "--vpp", "recompute_layers_fit_chunk": "--recompute-num-layers",
     "world_size_divisible_by_expert_parallel": "--ep", "position_embeddings_cover_seq": "--seq-len",
-    "fp8_needs_hardware": "--precision", "world_size_divisible_by_model_parallel": "--gpus",
+    "fp8_needs_hardware": "--precision", "fp8_recipe_needs_hardware": "--fp8-recipe",
+    "latent_moe_without_shared_expert_overlap": "--moe-shared-expert-overlap",
+    "world_size_divisible_by_model_parallel": "--gpus",
 }
 
-
-def _rule_value(rule: str, layout: Layout) -> Any:
-    name = _RULE_FIELDS.get(rule, "layout").lstrip("-").replace("-", "_")
-    return getattr(layout, name, "see message")
 
 
 def estimate(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,

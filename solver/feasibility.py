@@ -14,7 +14,8 @@ from typing import Any
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Workload
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.space import SearchSpace, build_space
+from megasolve.solver.rules import RuleContext
+from megasolve.solver.space import SearchSpace, build_space, refusal
 from megasolve.solver.tables import CostTables
 from megasolve.topology.cluster import Cluster
 from megasolve.topology.gpus import GpuSpec, get_gpu
@@ -190,6 +191,11 @@ def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, tim
             unsettled.append(size)
             return False
 
+    series = dict(gpu=kind.name, seq_length=workload.seq_length, global_batch_size=workload.global_batch_size)
+    refused = refusal(RuleContext(spec=spec, cluster=kind.at(node), workload=workload))
+    if refused is not None:  # no size helps
+        return MinGpus(**series, num_gpus=None, largest_not_fitting=None, exact=True, solves=0,
+                       note=f"no cluster size fits: {refused.rule}")
     sizes = [s for s in (1 << k for k in range(32)) if s < node] + \
             [node << k for k in range(32) if node << k <= max_gpus]
     low: int | None = None
@@ -202,7 +208,6 @@ def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, tim
             high = size
             break
         low = size
-    series = dict(gpu=kind.name, seq_length=workload.seq_length, global_batch_size=workload.global_batch_size)
     if high is None:
         return MinGpus(**series, num_gpus=None, largest_not_fitting=low, exact=not unsettled, solves=solves,
                        note=f"no cluster of up to {sizes[-1] if sizes else max_gpus:,} x {kind.name} fits")

@@ -245,7 +245,26 @@ RULES: tuple[Rule, ...] = (
          check=lambda c, a: c.workload.precision != "fp8" or c.cluster.gpu.fp8_flops is not None,
          message=lambda c, a: f"{c.cluster.gpu.name} has no FP8 tensor cores",
          fix="use --precision bf16", source="reference/gpus.yaml (Ampere has no FP8)"),
+    Rule(name="fp8_recipe_needs_hardware", axes=(),
+         check=lambda c, a: _fp8_recipe_problem(c.cluster.gpu, c.workload) is None,
+         message=lambda c, a: str(_fp8_recipe_problem(c.cluster.gpu, c.workload)),
+         fix="use --fp8-recipe tensorwise or delayed, or a GPU that supports the recipe",
+         source="TE pytorch/quantization.py _compute_mxfp8_support / _compute_fp8_block_scaling_support"),
 )
+
+
+def _fp8_recipe_problem(gpu: Any, workload: Any) -> str | None:
+    """What Transformer Engine's ``check_recipe_support`` says of the FP8 recipe on this GPU: MXFP8 needs
+    compute capability 10.x (not 12.0+), block-scaled FP8 9.0 or higher. None when it runs, when the
+    run is not FP8, or when the GPU's capability is not known (AMD parts, a custom GPU)."""
+    cc = gpu.compute_capability
+    if workload.precision != "fp8" or cc is None:
+        return None
+    if workload.fp8_recipe == "mxfp8" and not 10.0 <= cc < 12.0:
+        return f"{gpu.name} (compute capability {cc}) cannot run MXFP8: it needs compute capability 10.x (Blackwell)"
+    if workload.fp8_recipe == "blockwise" and cc < 9.0:
+        return f"{gpu.name} (compute capability {cc}) cannot run block-scaled FP8: it needs 9.0 or higher"
+    return None
 
 
 # The memory-side knobs the search varies (issue 11): activation offloading (one of the ``rc`` values),

@@ -23,7 +23,7 @@ from megasolve.cost.offload import OPTIMIZER_OFFLOAD_FRACTIONS
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.rules import Rule, RuleContext, model_rules, split_counts
+from megasolve.solver.rules import Rule, RuleContext, Violation, model_rules, split_counts
 from megasolve.topology.cluster import Cluster
 
 AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp", "oo", "disp")
@@ -327,6 +327,17 @@ def layout_candidates(spec: ModelSpec, pp: int) -> tuple[str, ...]:
     return tuple(out)
 
 
+def refusal(ctx: RuleContext) -> MegasolveError | None:
+    """The error of a rule on no axis (GPU vs precision, sequence vs position embeddings, ...) that the
+    model, GPU and workload break: it refuses every layout on every cluster size."""
+    for rule in model_rules(ctx.spec, ctx.workload):
+        if not rule.axes and not rule.check(ctx, {}):
+            from megasolve.solver.api import rule_error
+
+            return rule_error(Violation(rule.name, rule.message(ctx, {}), rule.fix, rule.source), None, ctx.workload)
+    return None
+
+
 def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed: dict[str, Any] | None = None,
                 allow_cross_domain_tp: bool = False, uneven_splits: bool = True,
                 block_recompute: Iterable[int] = BLOCK_RECOMPUTE, requires: Iterable[str] = (),
@@ -346,6 +357,9 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
                              fix=f"pin one of {', '.join(sorted(set(FIX_NAMES)))}")
     fixed = {FIX_NAMES[k]: v for k, v in fixed.items()}
     ctx = RuleContext(spec=spec, cluster=cluster, workload=workload, allow_cross_domain_tp=allow_cross_domain_tp)
+    refused = refusal(ctx)
+    if refused is not None:
+        raise refused
     n = cluster.num_gpus
     L = spec.num_layers
     powers = [d for d in divisors(n)]

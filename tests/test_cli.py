@@ -71,6 +71,11 @@ def test_estimate_json_contract():
      "Megatron-FSDP requires the distributed optimizer"),
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "2", "--cpu-offload-layers", "4"],
      "no support for Pipeline parallelism with CPU offloading"),
+    # Transformer Engine's recipe support by compute capability
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--precision", "fp8", "--fp8-recipe", "mxfp8"],
+     "--fp8-recipe=mxfp8: h100 (compute capability 9.0) cannot run MXFP8"),
+    (["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "l40s", "--precision", "fp8", "--fp8-recipe", "blockwise"],
+     "--fp8-recipe=blockwise: l40s (compute capability 8.9) cannot run block-scaled FP8"),
     # an MoE knob on a dense model is an error, not silently ignored; Megatron's flag names are accepted
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--moe-token-dispatcher-type", "flex"],
      "--moe-dispatcher=flex: llama-3.1-8b has no MoE layers"),

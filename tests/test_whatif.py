@@ -125,6 +125,23 @@ def test_min_gpus_is_where_solve_starts_finding_layouts():
     assert solve(spec, kind.at(found.num_gpus - 2), workload, top_k=1, explain=False).status == "infeasible"
 
 
+def test_min_gpus_when_no_size_can_run_the_precision():
+    """A rule on no axis (FP8 on Ampere, MXFP8 on Hopper) refuses every size: no minimum, the rule named,
+    no feasibility solve run; solve refuses it as an input error before searching."""
+    from megasolve.models.errors import MegasolveError
+    from megasolve.solver.solve import solve
+
+    spec = load_preset("llama-3.1-8b")
+    for gpu, workload, needle in (("a100-80g", Workload(precision="fp8"), "has no FP8 tensor cores"),
+                                  ("h100", Workload(precision="fp8", fp8_recipe="mxfp8"), "cannot run MXFP8")):
+        found = find_min_gpus(spec, ClusterKind(gpu=gpu), workload)
+        assert found.num_gpus is None and found.solves == 0 and needle in found.note
+        with pytest.raises(MegasolveError, match=needle):
+            solve(spec, ClusterKind(gpu=gpu).at(8), workload, top_k=1)
+    ok = find_min_gpus(spec, ClusterKind(gpu="b200"), Workload(precision="fp8", fp8_recipe="mxfp8"))
+    assert ok.num_gpus == 1
+
+
 def test_min_gpus_below_one_node(dense_sweep):
     """The sweep's minimum is where solve (same default headroom) returns a layout that leaves the
     margin; half of it returns none, or only layouts marked tight."""

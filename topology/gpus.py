@@ -38,6 +38,8 @@ class GpuSpec:
     gpus_per_node: int = 8
     nic_bytes_per_s: float = 50e9
     aliases: tuple[str, ...] = ()
+    # CUDA compute capability (e.g. 9.0 Hopper, 10.0 B200, 10.3 B300); None: not an NVIDIA part or not stated
+    compute_capability: float | None = None
 
     def __post_init__(self) -> None:
         for field in ("memory_bytes", "usable_memory_bytes", "bf16_flops", "hbm_bytes_per_s", "nic_bytes_per_s"):
@@ -108,7 +110,7 @@ def gpu_from_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
         host_memory_bytes_per_s=host_mem * 1e9 if host_mem else None, host_memory_bytes=host_capacity * 1e9,
         nvlink_domain=integer("nvlink_domain", 8), gpus_per_node=integer("gpus_per_node", 8),
         nic_bytes_per_s=number("nic_gbit_per_gpu", 400) * 1e9 / 8,
-        aliases=tuple(aliases))
+        aliases=tuple(aliases), compute_capability=number("compute_capability", required=False))
 
 
 @functools.cache
