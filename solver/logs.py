@@ -91,19 +91,27 @@ _VERL_MEMORY = re.compile(r"max memory allocated \(GB\):\s*(\d*\.?\d+).*?max mem
 # 1mbs_512gbs" (scripts/performance: compute dtype, nodes, sizes, micro and global batch; NVIDIA-NeMo/NeMo#14838)
 _NEMO_PERF_NAME = re.compile(r"(?<![A-Za-z0-9])(?:(bf16|fp16|fp8|fp32|mxfp8)\w*?_)?(\d+)nodes_tp(\d+)_pp(\d+)_cp(\d+)"
                              r"_vp(\d+|None)_ep(\d+)(?:_etp(\d+|None))?_(\d+)mbs_(\d+)gbs(?![A-Za-z0-9])")
+# NVIDIA's dgxc-benchmarking (llmb-run) names an experiment "pretrain_llama3_8b_bf16_gpus8_tp1_pp1_cp1_vpNone_ep1_mbs4_
+# gbs128" (llama3.1/README.md): precision, GPUs, sizes, micro and global batch
+_LLMB_NAME = re.compile(r"(?<![A-Za-z0-9])(?:(bf16|fp16|fp8|fp32|mxfp8)\w*?_)?gpus(\d+)_tp(\d+)_pp(\d+)_cp(\d+)"
+                        r"_vp(\d+|None)_ep(\d+)(?:_etp(\d+|None))?_mbs(\d+)_gbs(\d+)(?![A-Za-z0-9])")
 _VERL_RANK = re.compile(r"\[Rank (\d+)\b")
 _VERL_PERF_MEMORY = re.compile(r"perf/max_memory_(allocated|reserved)_gb:\s*(\d*\.?\d+)")
 _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
 # training.py::training_log prints "elapsed time per iteration (ms): T"; condensed copies of it in issue
-# threads shorten the label to "elapsed (ms): T" (Megatron-Bridge#5088)
-_ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\(ms\):\s*(\d*\.?\d+)|:\s*(\d*\.?\d+)\s*ms\b)")
+# threads shorten the label to "elapsed (ms): T" (Megatron-Bridge#5088); BigScience's Megatron-DeepSpeed prints
+# seconds, "elapsed time per iteration (s): 106.46" (bigscience-workshop/bigscience tr11-176B chronicles)
+_ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\((ms|s)\):\s*(\d*\.?\d+)|:\s*(\d*\.?\d+)\s*(ms)\b)")
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
-                     r"\s*[:=]\s*(\d*\.?\d+)", re.I)
+                     r"\s*[:=]\s*(\d*\.?\d+(?:e[+-]?\d+)?)", re.I)  # NeMo 2 may print "TFLOPS_per_GPU: 1.249e+03"
 _GBS = re.compile(r"global batch size:\s*(\d+)")
 # (Megatron-LM of 2020 printed PyTorch's old names, "cached" / "max cached", for reserved: NVIDIA/Megatron-LM#5)
 _MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|\s*allocated:\s*(\d*\.?\d+)\s*\|"
                      r"\s*max allocated:\s*(\d*\.?\d+)\s*\|\s*(?:reserved|cached):\s*(\d*\.?\d+)\s*\|"
                      r"\s*max (?:reserved|cached):\s*(\d*\.?\d+)")
+# DeepSpeed's ThroughputTimer line: "... CurrSamplesPerSec=61.35, MemAllocated=6.01GB, MaxMemAllocated=19.52GB"
+# (deepspeed/utils/timer.py: memory_allocated() / 1024**3; argonne-lcf/Megatron-DeepSpeed ALCF/README.md)
+_DS_TIMER_MEMORY = re.compile(r"\bMaxMemAllocated=(\d*\.?\d+)GB\b")
 _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=(\d*\.?\d+) MB"
                      r"(?:, activation=(\d*\.?\d+) MB, total=(\d*\.?\d+) MB)?")
 # torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
@@ -129,6 +137,7 @@ _NEMO_GROUP_PARTS = {"tensor model": "tensor-model-parallel", "pipeline model": 
 _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
 _NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*(\d*\.?\d+)")
 _NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
+_NEMO_CONSUMED = re.compile(r"consumed_samples\s*[:=]\s*(\d+(?:\.0+)?)\b")
 _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
 # NeMo 2's step line without the timing callback: "Training epoch 0, iteration 0/9 | lr: 0.0006 | consumed_samples: 32 |
 # global_batch_size: 32 | ..." (NVIDIA/NeMo#10128)
@@ -277,6 +286,8 @@ class LogFacts:
     reported_tflops: list[float] = field(default_factory=list)  # TFLOP/s/GPU printed outside iteration lines
     stated_step_s: float | None = None  # seconds per iteration a results table's first row or a summary states
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
+    whole_dump: bool = False  # the dump's start and end lines were both read
+    ds_timer_memory: bool = False  # a peak read from DeepSpeed's timer line (no rank)
     prose_sizes: dict[str, int] = field(default_factory=dict)  # sizes taken from compact prose ("TP2/PP1/EP16")
     prose_keys: set[str] = field(default_factory=set)  # arguments read from prose, which flags and variables replace
 
@@ -348,17 +359,38 @@ _RECORD_FIELD = re.compile(r"\s*(?:learning rate|global batch size|loss scale|lm
 
 
 def _joined_records(lines: Iterable[str]) -> Iterator[str]:
-    """Lines, with an iteration record that a post wraps over several lines ("iteration 5/50 | elapsed time per
-    iteration: 21392.5 ms |" / "learning rate: ... | global batch size: 4096 |", Megatron-Bridge#5306) joined back:
-    a line holding ``iteration N/M |`` that ends in ``|`` takes the lines after it that start with a field of the
-    record (``_RECORD_FIELD``), up to one that does not end in ``|``.
+    """Lines, with an iteration record that a post wraps over several lines joined back:
+
+    * at a field boundary ("iteration 5/50 | elapsed time per iteration: 21392.5 ms |" / "learning rate: ... |
+      global batch size: 4096 |", Megatron-Bridge#5306): a line holding ``iteration N/M |`` that ends in ``|``
+      takes the lines after it that start with a field of the record (``_RECORD_FIELD``), up to one that does
+      not end in ``|``;
+    * inside a field, as a terminal wraps at its width ("... (s): 105.16 | learning" / " rate: 4.475E-05 | ... |
+      number of nan" / "iterations:  0 | ... | TFLOPs: 149.10 |", bigscience-workshop/bigscience tr11-176B
+      chronicles): a record line that does not end in ``|`` takes up to ``_MAX_WRAPPED`` lines, none of them a
+      record or a prefixed log line of its own, up to one that ends in ``|``; if none does, nothing is joined.
 
     >>> list(_joined_records(["iteration 5/50 | elapsed time per iteration: 21392.5 ms |", "global batch size: 8 |",
     ...                       "other"]))
     ['iteration 5/50 | elapsed time per iteration: 21392.5 ms | global batch size: 8 |', 'other']
+    >>> list(_joined_records(["iteration 5/50 | elapsed time per iteration (ms): 3.5 | learning", " rate: 1E-4 |"]))
+    ['iteration 5/50 | elapsed time per iteration (ms): 3.5 | learning rate: 1E-4 |']
+    >>> list(_joined_records(["iteration 5/50 | elapsed time per iteration (ms): 3.5", "done", "next"]))
+    ['iteration 5/50 | elapsed time per iteration (ms): 3.5', 'done', 'next']
     """
     record = None
+    wrapped: list[str] = []
     for line in lines:
+        if wrapped:
+            if _ITER.search(line) or _LOG_LINE_START.match(line) or len(wrapped) > _MAX_WRAPPED:
+                yield from wrapped  # not a wrapped record after all
+                wrapped = []
+            else:
+                wrapped.append(line)
+                if line.rstrip().endswith("|"):
+                    yield wrapped[0].rstrip() + " " + " ".join(part.strip() for part in wrapped[1:])
+                    wrapped = []
+                continue
         if record is not None:
             if _RECORD_FIELD.match(line):
                 record += " " + line.strip()
@@ -369,12 +401,24 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
                 continue
             yield record
             record = None
-        if line.rstrip().endswith("|") and not line.lstrip().startswith("|") and _ITER.search(line):
-            record = line.rstrip()
-            continue
+        if not line.lstrip().startswith("|") and _ITER.search(line):
+            if line.rstrip().endswith("|"):
+                record = line.rstrip()
+                continue
+            if not _ELAPSED_END.search(line):  # cut inside a field
+                wrapped = [line]
+                continue
         yield line
     if record is not None:
         yield record
+    yield from wrapped
+
+
+_MAX_WRAPPED = 3
+# a line that opens a log record of its own: a launcher's rank tag or a timestamp
+_LOG_LINE_START = re.compile(r"\s*(?:\[[\w.:-]+\]:?|\d{4}-\d\d-\d\d|\d+:\s)")
+# a record that ends right after its timing (a condensed quote, "... | elapsed time per iteration (ms): 3.5"): whole
+_ELAPSED_END = re.compile(r"elapsed[^|]*\d\s*(?:ms)?\s*$")
 
 
 def _without_dump_prefix(lines: list[str]) -> list[str]:
@@ -420,6 +464,8 @@ def parse_log(text: str) -> LogFacts:
             in_args = True
             continue
         if _ARGS_END.search(line):
+            if in_args:  # the whole dump, start to end: an argument it lacks did not exist in that Megatron
+                facts.whole_dump = True
             in_args = False
             continue
         m = _ARG_LINE.match(line)
@@ -446,7 +492,18 @@ def parse_log(text: str) -> LogFacts:
     if _SWIFT_ARGS_JSON.search(text) and (m := re.search(r'"max_length"\s*:\s*(\d+)', text)):
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
+    if facts.ds_timer_memory and any(rank >= 0 for rank in facts.memory):  # Megatron's own report names the rank
+        facts.memory.pop(UNKNOWN_RANK, None)  # that DeepSpeed's timer line (rank 0's) repeats
+    if facts.whole_dump:  # the Megatron that ran had no such argument: a script's variable for it
+        for key in _LATER_SIZES - facts.dump_keys:  # ("+ PP_SIZE=16" in a set -x trace) set nothing
+            facts.args.pop(key, None)
     return facts
+
+
+# parallel sizes an old Megatron-LM lacked (v1.x: only --model-parallel-size; bigscience-workshop/bigscience
+# meg_ds_zero_gpt2_perf_n16 runs DeepSpeedExamples' Megatron-LM v1.1.5)
+_LATER_SIZES = {"pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size", "context_parallel_size",
+                "expert_model_parallel_size", "expert_tensor_parallel_size"}
 
 
 _EMBEDDED_CONFIG = re.compile(r"config_files\s*\.*\s*(\{.*\\n.*)$", re.M)
@@ -459,15 +516,17 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _DS_STEP.match(line):
         facts.nemo_steps.append((int(m.group(1)), float(m.group(2))))
         return
-    if m := _NEMO_PERF_NAME.search(line):
-        for key, value in zip(("precision", "num_nodes", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+    if m := _NEMO_PERF_NAME.search(line) or _LLMB_NAME.search(line):
+        count = "num_nodes" if m.re is _NEMO_PERF_NAME else "_prose_num_gpus"
+        for key, value in zip(("precision", count, "tensor_model_parallel_size", "pipeline_model_parallel_size",
                                "context_parallel_size", "virtual_pipeline_model_parallel_size",
                                "expert_model_parallel_size", "expert_tensor_parallel_size", "micro_batch_size",
                                "global_batch_size"), m.groups()):
             if value is not None and value != "None" and key not in facts.args:
                 facts.args[key] = scalar(value)
                 facts.prose_keys.add(key)  # a name: the run's own flags and logged batch replace it
-        return
+        if m.re is _NEMO_PERF_NAME:
+            return  # (an llmb-run name sits in a path whose other parts, the model's name, count too)
     if m := _VERL_MEMORY.search(line):
         r = _VERL_RANK.search(line)
         _peak_memory(facts, int(r.group(1)) if r else UNKNOWN_RANK, float(m.group(1)) * 1024, float(m.group(2)) * 1024)
@@ -497,7 +556,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if (m := _ITER.search(line)) and (e := _ELAPSED.search(m.group(3))):
         t = _TFLOPS.search(m.group(3))
         g = _GBS.search(m.group(3))
-        facts.iterations.append((int(m.group(1)), float(e.group(1) or e.group(2)) / 1e3,
+        seconds = float(e.group(2) or e.group(3)) / (1.0 if e.group(1) == "s" else 1e3)
+        facts.iterations.append((int(m.group(1)), seconds,
                                  float(t.group(1)) if t else None, int(g.group(1)) if g else None))
         if r := _SWIFT_MEMORY.search(m.group(3)):
             facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
@@ -542,11 +602,17 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _NEMO_STEP.search(line):
         it = _NEMO_ITER.search(line)
         facts.nemo_steps.append((int(it.group(1)) if it else None, float(m.group(1))))
+        if t := _TFLOPS.search(line):  # NeMo 2's FLOPs callback: "... | TFLOPS_per_GPU: 865.7 | ..."
+            facts.reported_tflops.append(float(t.group(1)))
         if g := _NEMO_GBS.search(line):  # NeMo 2: "... | global_batch_size: 16 | ... | train_step_timing in s: 2.6"
             if "global_batch_size" in facts.prose_keys:  # the batch the run logs, not the one its name or text asked
                 facts.prose_keys.discard("global_batch_size")  # for (NVIDIA-NeMo/NeMo#14857: 512gbs, ran 256)
                 facts.args["global_batch_size"] = int(g.group(1))
             facts.args.setdefault("global_batch_size", int(g.group(1)))
+        elif it and (c := _NEMO_CONSUMED.search(line)) and float(c.group(1)) % (int(it.group(1)) + 1) == 0:
+            # NeMo 1's bar prints no batch: "global_step=49.00, consumed_samples=51200.0" is 50 steps of 1024 (a
+            # batch ramp-up divides unevenly and is left alone; NGC DGX Cloud benchmarking recipes)
+            facts.args.setdefault("global_batch_size", round(float(c.group(1))) // (int(it.group(1)) + 1))
         mem = {kind: float(value) / 2**20 for kind, value in _NEMO_MEMORY.findall(line)}
         if "allocated" in mem:  # the logging rank is not named (unless a launcher prefix does): the peak stage
             rank = facts.args.get("_memory_line_rank", UNKNOWN_RANK)
@@ -561,11 +627,16 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         value = float(m.group(1))
         facts.nemo_steps.append((int(it.group(1)) if it else None, value if m.group(2) == "s/it" else 1 / value))
         return
-    if m := _MEMORY.search(line):
-        rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK  # GPT-NeoX / old Megatron: no rank
-        alloc, reserved = float(m.group(4)), float(m.group(6))
-        old = facts.memory.get(rank, (0.0, 0.0))
-        facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
+    if m := _DS_TIMER_MEMORY.search(line):  # DeepSpeed's step timer: this rank's peak allocated, GiB (no reserved)
+        _peak_memory(facts, UNKNOWN_RANK, float(m.group(1)) * 1024, 0.0)
+        facts.ds_timer_memory = True
+        return
+    if found := list(_MEMORY.finditer(line)):  # several ranks' reports written into one line (unflushed prints)
+        for m in found:
+            rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK  # GPT-NeoX / old Megatron: no rank
+            alloc, reserved = float(m.group(4)), float(m.group(6))
+            old = facts.memory.get(rank, (0.0, 0.0))
+            facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
         return
     if m := _NEMO_GROUPS.search(line):
         groups = [g for g in re.findall(r"\[([\d,\s]*)\]", m.group(3))]
@@ -587,8 +658,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.oom = True  # the message cut before "Tried to allocate", or quoted in the post
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
-    if m := _RANK_PARAMS.search(line):
-        facts.rank_params[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
+    if found := list(_RANK_PARAMS.finditer(line)):
+        for m in found:
+            facts.rank_params[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
         return
     if m := _RANK_PARAMS_OLD.search(line):  # no pipeline parallelism then: every rank is stage 0
         facts.rank_params[(int(m.group(1)), 0)] = int(m.group(2))
@@ -656,6 +728,9 @@ _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|
 # "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
 _PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)"
                         r"|(?:^|(?<=[\s,;(`*-]))GBS\s*=\s*(\d+)\b", re.I)  # "- Batch: GBS=16, LBS=1" (Automodel#3827)
+# a unit the text computes with, not the run's batch: "The model flops for NeMoTron4 15b for GBS=1 is 434.5e12"
+# (NGC DGX Cloud benchmarking recipes' MFU example)
+_PER_SAMPLE_FLOPS = re.compile(r"\bflops\b.*\bfor\s+GBS\s*=\s*1\b", re.I)
 # one size named with its word: "the pp parallelism is 4" (zero-bubble#24), "(pp size=8, tp size=1)" (zero-bubble#10)
 _PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?"
                                    r"(?:size|parallelism|degree)\s*(?:is|=|:|of)\s*(\d+)\b", re.I)
@@ -748,6 +823,9 @@ _GPU_COUNT = re.compile(rf"\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?{_GPU_NAM
 _GPU_GRID = re.compile(rf"\b(\d+)\s*[x×*]\s*(\d+)\s*(?:[x×*]?\s*\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?|nodes)\b"
                        rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)"
                        r"|\bconfig_[A-Za-z]+\d*[A-Za-z]*x(\d+)x(\d+)\.py\b", re.I)
+# a bound on the GPU count, not the run's (NGC DGX Cloud benchmarking READMEs: "At least 128 GPUs with at least 80 GB")
+_BOUND_COUNT = re.compile(rf"\b(?:at least|at most|a minimum of|minimum of|up to|no fewer than|more than|fewer than)\s+"
+                          rf"\d+\s*[x×]?\s*(?:NVIDIA\s+)?(?:GPUs?|{_GPU_NAMES_RE})\b|\b\d+\s+(?:GPUs?\s+)?or more GPUs\b", re.I)
 # "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
 _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b{_NOT_NODES}", re.I)
@@ -807,6 +885,13 @@ _STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\
                           r"|(\d[\d,]*\.?\d*)\s*ms\s+per\s+(?:step|iter(?:ation)?)\b"
                           r"|(\d+(?:\.\d+)?)\s*s(?:ec(?:onds?)?)?\s+per\s+(?:step|iter(?:ation)?)\b",
                           re.I)
+# NGC DGX Cloud benchmarking READMEs: "(sequence length) * (global batch size) / (training_step_timing) = (throughput in
+# tokens per second)", then their run's numbers, "E.g. 4096 * 256 / 3.59 = 292082"
+_THROUGHPUT_FORMULA = re.compile(r"\(sequence length\)\s*\*\s*\(global batch size\)\s*/", re.I)
+_THROUGHPUT_EXAMPLE = re.compile(r"^\s*E\.g\.\s*(\d+)\s*\*\s*(\d+)\s*/\s*\d*\.?\d+\s*=")
+# ms-swift's Megatron example scripts open with the run they made: GPUs x memory each (nvidia-smi's), seconds an
+# iteration ("# 8 * 57GiB, 2.95s/it"; examples/megatron/moe/moe.sh)
+_SWIFT_EXAMPLE_HEAD = re.compile(r"\s*#\s*(\d+)\s*\*\s*\d+(?:\.\d+)?\s*GiB\s*[,;.]?\s*(\d+(?:\.\d+)?)\s*s/it\b")
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z _/#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")  # FlagPerf's
 # "tensor_parallel = 1" too (flagos-ai/FlagPerf#670)
 # more step times stated in words (Megatron-Bridge verification PRs): "Steps 41-50: 20,147.290 ms average" (#5123),
@@ -897,7 +982,7 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
-                          r"iter(?:ation)?\s*time|elapsed time per iter(?:ation)?)\s*\((s|ms)\))$", re.I)
+                          r"iter(?:ation)?\s*time|elapsed time per iter(?:ation)?)\s*\((s|ms)\)|step\s+(ms|s))$", re.I)
 # a results table's step columns named by their statistic, the unit in the cell ("| Mean step | Median step |" with
 # "31.05s", NVIDIA-NeMo/Megatron-Bridge#3880: the median wins), and its peak column ("Peak max allocated", "62.036 GB")
 _STAT_STEP_COLUMN = re.compile(r"^(median|mean|avg|average)\s+step(?:\s*time)?$", re.I)
@@ -970,7 +1055,7 @@ def _tables(text: str, facts: LogFacts) -> None:
             if value is None:
                 continue
             if step := _STEP_COLUMN.match(column):
-                found["_step_s"] = value / (1e3 if step.group(1) == "ms" else 1)
+                found["_step_s"] = value / (1e3 if "ms" in (step.group(1), step.group(2)) else 1)
                 continue
             key = TABLE_COLUMNS.get(" ".join(re.sub(r"[^a-z0-9]+", " ", name.lower()).split())) or _table_key(name)
             if key and value == int(value):
@@ -1038,6 +1123,16 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     stripped = line.lstrip()
     if (m := _PROSE_NODES_EQ.match(line)) and stripped.startswith("#nodes"):  # a results row, not a comment
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
+    if _THROUGHPUT_FORMULA.search(line):
+        facts.args["_throughput_formula"] = True
+    elif facts.args.get("_throughput_formula") and (m := _THROUGHPUT_EXAMPLE.search(line)):
+        _prose_set(facts, "seq_length", int(m.group(1)))  # "E.g. 4096 * 256 / 3.59 = 292082" under the formula
+        _prose_set(facts, "global_batch_size", int(m.group(2)))
+    if m := _SWIFT_EXAMPLE_HEAD.match(line):  # "# 8 * 57GiB, 2.95s/it": the run the example script made
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
+        if facts.stated_step_s is None:
+            facts.stated_step_s = float(m.group(2))
+        return
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line).replace("\\*", "*")  # Markdown's escaped "4\*H200" (THUDM/slime#1022)
@@ -1106,7 +1201,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             _prose_set(facts, key, int(value))
     if m := _PROSE_MBS.search(line):  # "batch size per device = 2" (Megatron-LLaMA#22)
         _prose_set(facts, "micro_batch_size", int(m.group(1)))
-    if m := _PROSE_GBS.search(line):
+    if (m := _PROSE_GBS.search(line)) and not (m.group(2) and _PER_SAMPLE_FLOPS.search(line)):
         _prose_set(facts, "global_batch_size", int(m.group(1) or m.group(2)))
     if (m := _PROSE_SET_TO.search(line)) and m.group(1) in CONFIG_KEYS:
         _prose_set(facts, m.group(1), int(m.group(2)))
@@ -1128,7 +1223,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "pipeline_model_parallel_size", 1)
     if m := _PROSE_NODES_EQ.search(line):
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
-    if m := _EACH_NODE_GPUS.search(line):  # "4 DGX nodes, each with 8 H100 GPUs": 32
+    if _BOUND_COUNT.search(line):  # a requirement, not the run: "At least 128 GPUs with at least 80 GB memory each"
+        pass
+    elif m := _EACH_NODE_GPUS.search(line):  # "4 DGX nodes, each with 8 H100 GPUs": 32
         _prose_set(facts, "_prose_gpus_per_node", int(m.group(2)))
         if m.group(1):
             _prose_set(facts, "_prose_nodes", _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1)))
@@ -1610,6 +1707,7 @@ CONFIG_KEYS = {
     "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "use_distributed_optimizer", "devices", "num_nodes", "precision", "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather",
+    "compute_dtype",  # Megatron-Bridge's performance scripts (--compute_dtype bf16 / fp8_cs / fp8_mx / fp8_sc / nvfp4)
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
@@ -1647,16 +1745,19 @@ def _name_body(name: str) -> str:
     version number follows a word ("llama2-70b", "Qwen3_235B"), and a version's dot optional, as recipe and script
     names drop it (Megatron-Bridge's ``qwen35_vl``, ``llama31_8b``; "Qwen35-35B-A3B", modelscope/ms-swift#8314).
 
-    >>> bool(re.fullmatch(_name_body("llama-2-70b"), "llama2-70b", re.I)), _name_body("qwen3-8b").count("?")
-    (True, 0)
+    >>> bool(re.fullmatch(_name_body("llama-2-70b"), "llama2-70b", re.I)), re.fullmatch(_name_body("qwen3-8b"), "qwen38b")
+    (True, None)
     >>> [bool(re.fullmatch(_name_body("qwen3.5-35b-a3b"), t, re.I)) for t in ("Qwen3.5-35B-A3B", "qwen35_35b_a3b")]
     [True, True]
+    >>> [bool(re.fullmatch(_name_body("gpt3-175b"), t, re.I)) for t in ("GPT-3 175B", "GPT 3 175b", "gpt3_175b")]
+    [True, True, True]
     """
     def escaped(part: str) -> str:
         return re.sub(r"(?<=\d)\\\.(?=\d)", r"\\.?", re.escape(part))
 
     parts = name.split("-")
-    body = escaped(parts[0])
+    # the family's version may stand apart from its word too: "GPT-3 175B", "GPT 3 175b" (NGC benchmarking pages)
+    body = re.sub(r"^([a-z]+)(?=\d)", r"\1[-_ ]?", escaped(parts[0]), flags=re.I)
     for before, part in zip(parts, parts[1:]):
         optional = before[-1].isalpha() and part[0].isdigit()
         body += ("[-_ ]?" if optional else "[-_ ]") + escaped(part)

@@ -368,6 +368,13 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     defaults["_name"] = name
     facts = parse_log(text)  # reads a posted diff as the file after it (logs.undiff)
     args = {CONFIG_ALIASES.get(k, k): v for k, v in facts.args.items()}
+    for key in ("num_experts", "num_moe_experts"):  # Megatron-DeepSpeed prints a list per expert layer group: "[1]"
+        if isinstance(args.get(key), str) and (m := re.fullmatch(r"\[\s*(\d+)(?:\s*,\s*\1)*\s*\]", args[key].strip())):
+            args[key] = int(m.group(1))
+            if args[key] == 1:  # one expert: a dense model (DeepSpeed's default)
+                del args[key]
+    if facts.whole_dump:  # every argument that Megatron had (runs.py reads what a missing one means)
+        args["_whole_dump"] = True
     for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
         if printed in facts.world_parts:
             args.setdefault(arg, facts.world_parts[printed])
@@ -494,9 +501,6 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     if tuner == "lora" or args.get("lora_rank") not in (None, False) and tuner not in ("full", ""):
         notes.append("LoRA fine-tuning costed as full-parameter training (megasolve models full training: expect "
                      "less optimizer memory and a shorter backward than predicted)")
-    if args.get("optimizer_cpu_offload") is True:
-        notes.append("optimizer_cpu_offload is on: optimizer states in host memory are not modelled (expect less "
-                     "GPU memory and a longer optimizer step than predicted)")
     if args.get("defer_embedding_wgrad_compute") is True:
         notes.append("--defer-embedding-wgrad-compute: the deferred inputs and logits gradients are counted on the "
                      "last stage; the time it saves (the output layer's wgrad GEMMs moved into the pipeline "
@@ -554,8 +558,10 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if absent and facts.model_names:  # a recipe / config class / model name that fixes the shape
         # of several, the one named on most lines, then the first named ("Qwen3-30B-A3B on H800 is slow ... any
         # reports for Qwen3-30B-A3B and Qwen3-235B-A22B?", alibaba/Pai-Megatron-Patch#643)
-        most = max(facts.model_names.values())
-        preset = next(name for name, lines in facts.model_names.items() if lines == most)
+        named = {name: lines for name, lines in facts.model_names.items()  # a proxy is described by its base model
+                 if f"{name}-proxy" not in facts.model_names}  # ("Layer parameters are same as DeepSeek-V3 model")
+        most = max(named.values())
+        preset = next(name for name, lines in named.items() if lines == most)
         others = [name for name in facts.model_names if name != preset]
         also = f"; the text also names {', '.join(others)}" if others else ""
         notes.append(f"model {preset} as the log names it{also} (--model to override)")
@@ -801,6 +807,11 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         sp = False
         if tp > 1:
             notes.append("sequence parallel off: the command does not pass --sequence-parallel (Megatron-LM's default)")
+    if sp is None and args.get("_whole_dump"):
+        sp = False
+        if tp > 1:
+            notes.append("sequence parallel off: the whole argument dump has no sequence_parallel (a Megatron-LM "
+                         "from before the flag)")
     layout["sequence_parallel"] = bool(sp) and tp > 1 if sp is not None else tp > 1
     if sp is None and tp > 1:
         notes.append("sequence parallel assumed on (tp > 1; the log does not say)")
@@ -825,7 +836,24 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     dist = args.get("use_distributed_optimizer")
     nemo = bool(args.get("_nemo"))  # NeMo / Megatron-Bridge recipes switch the distributed optimizer on
     layout["distributed_optimizer"] = bool(dist) if dist is not None else nemo
-    if dist is None:
+    zero = args.get("zero_stage")  # Megatron-DeepSpeed: ZeRO shards the optimizer states (1), the grads (2), the weights (3)
+    if dist is None and isinstance(zero, int) and not isinstance(zero, bool) and zero >= 1:
+        dist = True
+        layout["distributed_optimizer"] = True
+        notes.append(f"DeepSpeed ZeRO stage {zero} costed as Megatron's distributed optimizer (optimizer states sharded"
+                     + (f"; ZeRO {zero} also shards the {'gradients' if zero == 2 else 'gradients and weights'}, not "
+                        "modelled: expect less memory than predicted)" if zero > 1 else ")"))
+    offload = args.get("optimizer_cpu_offload") is True  # HybridDeviceOptimizer (cost/offload.py)
+    if offload:
+        fraction = args.get("optimizer_offload_fraction")
+        layout["optimizer_offload_fraction"] = float(fraction) if isinstance(fraction, (int, float)) \
+            and not isinstance(fraction, bool) and 0 <= fraction <= 1 else 1.0  # ARG: default 1.0
+    if dist is None and offload and not nemo:
+        # ARG "Optimizer CPU offload check": it needs --use-precision-aware-optimizer, which needs the distributed
+        # optimizer (core/optimizer/__init__.py: "only supported with distributed optimizer")
+        layout["distributed_optimizer"] = True
+        notes.append("distributed optimizer on: --optimizer-cpu-offload runs only under it")
+    elif dist is None:
         notes.append("distributed optimizer on, as NeMo / Megatron-Bridge recipes set it (the log does not say)"
                      if nemo else "distributed optimizer off, Megatron-LM's default (the log does not say; "
                                   "--arg use-distributed-optimizer=true if it was on)")
@@ -874,7 +902,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     work["precision"] = defaults.get("precision") or _precision(args, notes)
     if work["precision"] != "bf16" and args.get("fp8_param_gather") is True:
         work["precision"] = "fp8-params"
-    recipe = args.get("fp8_recipe")
+    recipe = args.get("fp8_recipe") or BRIDGE_FP8_DTYPES.get(str(args.get("compute_dtype") or "").lower())
     if work["precision"].startswith("fp8") and isinstance(recipe, str) and recipe in ("delayed", "tensorwise", "mxfp8",
                                                                                       "blockwise"):
         work["fp8_recipe"] = recipe
@@ -943,6 +971,11 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         # dropout setting for both (flash attention draws its dropout inside the kernel: no mask either way)
         notes.append(f"attention dropout {attention_dropout} costed as the hidden dropout {hidden_dropout} "
                      "(megasolve has one dropout setting: the unfused scores' dropout masks follow it)")
+    if layout.get("optimizer_offload_fraction") and work["precision"] == "fp8-params" \
+            and work.get("fp8_recipe", "delayed") != "delayed":  # ARG "Optimizer CPU offload check"
+        del layout["optimizer_offload_fraction"]
+        notes.append("optimizer CPU offload with FP8 primary weights under a non-delayed recipe: Megatron-LM now refuses "
+                     "it (arguments.py), so this run's release predates the check; the offload is not costed")
     return layout, work
 
 
@@ -1008,6 +1041,11 @@ def _cp_comm_types(value: Any) -> list[str]:
     return words if words and all(w in CP_COMM_TYPES for w in words) else []
 
 
+# Megatron-Bridge's performance scripts: --compute_dtype -> the FP8 recipe (scripts/performance/utils/precision.py:
+# fp8_cs current (tensorwise) scaling, fp8_mx MXFP8, fp8_sc sub-channel (blockwise) scaling); nvfp4 costed as mxfp8
+BRIDGE_FP8_DTYPES = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8", "fp8_sc": "blockwise", "nvfp4": "mxfp8"}
+
+
 def _precision(args: dict[str, Any], notes: list[str]) -> str:
     if args.get("_params_dtype") == "float32":
         notes.append("fp32 parameters (no --bf16/--fp16): megasolve models 16-bit training; costed as bf16, "
@@ -1017,6 +1055,13 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
         return "fp8"
     precision = str(args.get("precision") or "").lower()
     if "fp8" in precision:
+        return "fp8"
+    dtype = str(args.get("compute_dtype") or "").lower()
+    if dtype in BRIDGE_FP8_DTYPES:
+        return "fp8"
+    if dtype == "nvfp4":
+        notes.append("NVFP4 (compute_dtype nvfp4) is not modelled: costed as FP8 with the mxfp8 recipe, so expect the "
+                     "run to be faster than predicted")
         return "fp8"
     if args.get("fp16") is True or precision.startswith("16") or "fp16" in precision:
         notes.append("fp16 run costed as bf16 (the same bytes and tensor-core rate)")
