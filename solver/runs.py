@@ -1057,11 +1057,10 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
     if "fp8" in precision:
         return "fp8"
     dtype = str(args.get("compute_dtype") or "").lower()
-    if dtype in BRIDGE_FP8_DTYPES:
-        return "fp8"
     if dtype == "nvfp4":
         notes.append("NVFP4 (compute_dtype nvfp4) is not modelled: costed as FP8 with the mxfp8 recipe, so expect the "
                      "run to be faster than predicted")
+    if dtype in BRIDGE_FP8_DTYPES:
         return "fp8"
     if args.get("fp16") is True or precision.startswith("16") or "fp16" in precision:
         notes.append("fp16 run costed as bf16 (the same bytes and tensor-core rate)")

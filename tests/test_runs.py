@@ -852,3 +852,19 @@ def test_deepseek_v32_is_read_as_v3_and_says_what_is_not_modelled(name, said):
                                     "args": {"tensor-model-parallel-size": "1", "expert-model-parallel-size": "32"}})
     assert run.spec.name == "deepseek-v3"
     assert any("DSA" in n for n in run.notes) == said
+
+
+@pytest.mark.parametrize("dtype,recipe,note", [("fp8_cs", "tensorwise", None), ("fp8_mx", "mxfp8", None),
+                                               ("fp8_sc", "blockwise", None), ("nvfp4", "mxfp8", "NVFP4"),
+                                               ("bf16", None, None)])
+def test_bridge_compute_dtype_sets_precision_and_recipe(tmp_path, dtype, recipe, note):
+    """Megatron-Bridge's performance scripts name the precision by ``--compute_dtype``
+    (scripts/performance/utils/precision.py); NVFP4 is not modelled and says so."""
+    path = tmp_path / "run.toml"
+    path.write_text(f'compute_dtype = "{dtype}"\n', encoding="utf-8")
+    run = read_runs(path, model="qwen3-30b-a3b", gpu="gb200", num_gpus=8, seq_length=4096, global_batch_size=128,
+                    step_time_s=1.0, args={"tensor-model-parallel-size": 1, "expert-model-parallel-size": 8})[0]
+    assert run.workload.precision == ("bf16" if recipe is None else "fp8")
+    if recipe:
+        assert run.workload.fp8_recipe == recipe
+    assert any(note in n for n in run.notes) if note else not any("NVFP4" in n for n in run.notes)
