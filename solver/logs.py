@@ -288,6 +288,7 @@ class LogFacts:
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
     whole_dump: bool = False  # the dump's start and end lines were both read
     ds_timer_memory: bool = False  # a peak read from DeepSpeed's timer line (no rank)
+    throughput_formula: bool = False  # the text wrote "(sequence length) * (global batch size) / (step time)"
     prose_sizes: dict[str, int] = field(default_factory=dict)  # sizes taken from compact prose ("TP2/PP1/EP16")
     prose_keys: set[str] = field(default_factory=set)  # arguments read from prose, which flags and variables replace
 
@@ -382,7 +383,8 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
     wrapped: list[str] = []
     for line in lines:
         if wrapped:
-            if _ITER.search(line) or _LOG_LINE_START.match(line) or len(wrapped) > _MAX_WRAPPED:
+            if _ITER.search(line) or _LOG_LINE_START.match(line) or line.lstrip().startswith("|") \
+                    or len(wrapped) > _MAX_WRAPPED:  # (a table row is no part of a record)
                 yield from wrapped  # not a wrapped record after all
                 wrapped = []
             else:
@@ -1124,8 +1126,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if (m := _PROSE_NODES_EQ.match(line)) and stripped.startswith("#nodes"):  # a results row, not a comment
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if _THROUGHPUT_FORMULA.search(line):
-        facts.args["_throughput_formula"] = True
-    elif facts.args.get("_throughput_formula") and (m := _THROUGHPUT_EXAMPLE.search(line)):
+        facts.throughput_formula = True
+    elif facts.throughput_formula and (m := _THROUGHPUT_EXAMPLE.search(line)):
         _prose_set(facts, "seq_length", int(m.group(1)))  # "E.g. 4096 * 256 / 3.59 = 292082" under the formula
         _prose_set(facts, "global_batch_size", int(m.group(2)))
     if m := _SWIFT_EXAMPLE_HEAD.match(line):  # "# 8 * 57GiB, 2.95s/it": the run the example script made
