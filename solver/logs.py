@@ -90,12 +90,24 @@ _VERL_MEMORY = re.compile(r"max memory allocated \(GB\):\s*(\d*\.?\d+).*?max mem
 # NeMo's / Megatron-Bridge's performance scripts name a run by its layout: "bf16_2nodes_tp1_pp2_cp1_vp24_ep2_etp1_
 # 1mbs_512gbs" (scripts/performance: compute dtype, nodes, sizes, micro and global batch; NVIDIA-NeMo/NeMo#14838)
 _NEMO_PERF_NAME = re.compile(r"(?<![A-Za-z0-9])(?:(bf16|fp16|fp8|fp32|mxfp8)\w*?_)?(\d+)nodes_tp(\d+)_pp(\d+)_cp(\d+)"
-                             r"_vp(\d+|None)_ep(\d+)(?:_etp(\d+|None))?_(\d+)mbs_(\d+)gbs(?![A-Za-z0-9])")
+                             r"_vp(\d+|None)_ep(\d+)(?:_etp(\d+|None))?_(?:(\d+)mbs_(\d+)gbs|mbs(\d+)_gbs(\d+))"
+                             r"(?![A-Za-z0-9])")  # (the layout's own order too: "..._etpNone_mbs1_gbs64", dgxc-benchmarking)
 # NVIDIA's dgxc-benchmarking (llmb-run) names an experiment "pretrain_llama3_8b_bf16_gpus8_tp1_pp1_cp1_vpNone_ep1_mbs4_
 # gbs128" (llama3.1/README.md): precision, GPUs, sizes, micro and global batch
 _LLMB_NAME = re.compile(r"(?<![A-Za-z0-9])(?:(bf16|fp16|fp8|fp32|mxfp8)\w*?_)?gpus(\d+)_tp(\d+)_pp(\d+)_cp(\d+)"
-                        r"_vp(\d+|None)_ep(\d+)(?:_etp(\d+|None))?_mbs(\d+)_gbs(\d+)(?![A-Za-z0-9])")
+                        r"_vp(\d+|None)(?:_ep(\d+))?(?:_etp(\d+|None))?_mbs(\d+)_gbs(\d+)(?![A-Za-z0-9])")
 _VERL_RANK = re.compile(r"\[Rank (\d+)\b")
+# dgxc-benchmarking's older experiment names: pretrain_<model>_<size>_<dtype>_<GPUs>_<job id> ("pretrain_grok1_314b_bf16_256_
+# 388660", grok1/README.md)
+_DGXC_GPUS_NAME = re.compile(r"\bpretrain_[a-z0-9.-]+(?:_[a-z0-9.-]+)*?_(?:bf16|fp8|fp16|mxfp8|nvfp4)_(\d+)_\d{5,}\b", re.I)
+# Megatron-LM's start-up lines (initialize.py): "> initialized tensor model parallel with size 8"
+_INITIALIZED_SIZE = re.compile(r"\binitialized (tensor|pipeline) model parallel with size (\d+)")
+# SkyPilot's "sky queue" resources: nodes x [GPU:per node] ("1x[L40S:4]")
+_SKY_RESOURCES = re.compile(r"\b(\d+)x\[[A-Za-z0-9-]+:(\d+)\]")
+# the summary table of dgxc-benchmarking's parse_train_timing.sh: its header names the unit, each row is an experiment
+# ("pretrain_qwen3_235b_..._4006524  Success  25532.270  13.911  190.00  0.11": mean and std step, mean and std TFLOPS)
+_TIMING_TABLE_HEAD = re.compile(r"^\s*Experiment\s+Status\s+Time Mean \((ms|s)\)\s+Time Std")
+_TIMING_TABLE_ROW = re.compile(r"^\s*\S+\s+Success\s+(\d+\.?\d*)\s+\d+\.?\d*\s+(\d+\.?\d*|-)\s+(?:\d+\.?\d*|-)\s*$")
 _VERL_PERF_MEMORY = re.compile(r"perf/max_memory_(allocated|reserved)_gb:\s*(\d*\.?\d+)")
 _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
 # training.py::training_log prints "elapsed time per iteration (ms): T"; condensed copies of it in issue
@@ -148,7 +160,7 @@ _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*(\d*\.?\d+)(s/it|it/s)")
 # (weight sync to the rollout engine, THUDM/slime#953), rollout generation, checkpoint loading, evaluation
 _NOT_TRAINING_BAR = re.compile(r"\b(?:update weights|weights? (?:sync|update)|rollout|generat\w*|load\w*|sav\w*|"
                                r"eval\w*|validat\w*|download\w*|tokeniz\w*|convert\w*|prefill|decod\w*|sampl\w*|"
-                               r"infer\w*|preprocess\w*|map(?:ping)?|build\w*)\b", re.I)
+                               r"infer\w*|preprocess\w*|map(?:ping)?|build\w*|fetch\w*)\b", re.I)  # "Fetching 1 files: 100%|...|" (hub)
 # "key: value" / "key=value", optionally ending in a YAML comment ("num_query_groups: 16 # num_key_value_heads")
 # Megatron-Bridge's configuration summary adds the Megatron-Core default to each non-default value:
 # "  add_bias_linear: False  (Mcore default: True)" (training/config.py, "Non-default values (vs Mcore ...)";
@@ -289,6 +301,7 @@ class LogFacts:
     whole_dump: bool = False  # the dump's start and end lines were both read
     ds_timer_memory: bool = False  # a peak read from DeepSpeed's timer line (no rank)
     throughput_formula: bool = False  # the text wrote "(sequence length) * (global batch size) / (step time)"
+    timing_table_unit: str | None = None  # "ms" / "s" under a parse_train_timing.sh summary header
     prose_sizes: dict[str, int] = field(default_factory=dict)  # sizes taken from compact prose ("TP2/PP1/EP16")
     prose_keys: set[str] = field(default_factory=set)  # arguments read from prose, which flags and variables replace
 
@@ -382,7 +395,16 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
     record = None
     wrapped: list[str] = []
     for line in lines:
-        if wrapped:
+        if wrapped and _NEMO_TRAIN_LINE.search(wrapped[0]):
+            if line.lstrip().startswith("|") and len(wrapped) <= _MAX_WRAPPED:
+                wrapped.append(line)
+                if "train_step_timing" in line:
+                    yield " ".join(part.strip() for part in wrapped)
+                    wrapped = []
+                continue
+            yield from wrapped
+            wrapped = []
+        elif wrapped:
             if _ITER.search(line) or _LOG_LINE_START.match(line) or line.lstrip().startswith("|") \
                     or len(wrapped) > _MAX_WRAPPED:  # (a table row is no part of a record)
                 yield from wrapped  # not a wrapped record after all
@@ -403,6 +425,9 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
                 continue
             yield record
             record = None
+        if _NEMO_TRAIN_LINE.search(line) and "train_step_timing" not in line:  # NeMo 2's step line wrapped before
+            wrapped = [line]  # its "| ... | train_step_timing in s: ..." (vuiseng9/nemo-perf-nvfp4 README)
+            continue
         if not line.lstrip().startswith("|") and _ITER.search(line):
             if line.rstrip().endswith("|"):
                 record = line.rstrip()
@@ -452,7 +477,7 @@ def parse_log(text: str) -> LogFacts:
              and (m := _PREFIX_RANK.match(raw))}
     if len(ranks) == 1:
         facts.args["_memory_line_rank"] = ranks.pop()
-    in_args = False
+    in_args = elided = False
     call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)
     for line in _joined_records(_without_dump_prefix([strip_prefix(raw) for raw in text.splitlines()])):
         if not line:
@@ -466,10 +491,12 @@ def parse_log(text: str) -> LogFacts:
             in_args = True
             continue
         if _ARGS_END.search(line):
-            if in_args:  # the whole dump, start to end: an argument it lacks did not exist in that Megatron
+            if in_args and not elided:  # the whole dump, start to end: an argument it lacks did not exist then
                 facts.whole_dump = True
             in_args = False
             continue
+        if in_args and line.strip() in ("...", "…", "[...]"):  # an excerpt's cut inside the dump: not all of it
+            elided = True
         m = _ARG_LINE.match(line)
         if m and (in_args or not m.group(2).startswith(":")):  # excerpts may start inside the dump
             facts.args.setdefault(m.group(1), scalar(_NEOX_SUFFIX.sub("", m.group(2))))
@@ -523,12 +550,25 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         for key, value in zip(("precision", count, "tensor_model_parallel_size", "pipeline_model_parallel_size",
                                "context_parallel_size", "virtual_pipeline_model_parallel_size",
                                "expert_model_parallel_size", "expert_tensor_parallel_size", "micro_batch_size",
-                               "global_batch_size"), m.groups()):
+                               "global_batch_size"), _name_fields(m)):
             if value is not None and value != "None" and key not in facts.args:
                 facts.args[key] = scalar(value)
                 facts.prose_keys.add(key)  # a name: the run's own flags and logged batch replace it
-        if m.re is _NEMO_PERF_NAME:
-            return  # (an llmb-run name sits in a path whose other parts, the model's name, count too)
+    if m := _INITIALIZED_SIZE.search(line):  # the sizes Megatron set up (the dump, printed before, agrees)
+        facts.args.setdefault(f"{m.group(1)}_model_parallel_size", int(m.group(2)))
+        return
+    if m := _DGXC_GPUS_NAME.search(line):
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
+    if m := _SKY_RESOURCES.search(line):
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
+    if m := _TIMING_TABLE_HEAD.match(line):
+        facts.timing_table_unit = m.group(1)
+        return
+    if facts.timing_table_unit and (m := _TIMING_TABLE_ROW.match(line)):
+        if facts.stated_step_s is None:  # the first experiment's mean (its iterations already past the warm-up)
+            facts.stated_step_s = float(m.group(1)) / (1e3 if facts.timing_table_unit == "ms" else 1.0)
+            if m.group(2) != "-":  # (a LoRA run's table prints no FLOPs)
+                facts.reported_tflops.append(float(m.group(2)))
     if m := _VERL_MEMORY.search(line):
         r = _VERL_RANK.search(line)
         _peak_memory(facts, int(r.group(1)) if r else UNKNOWN_RANK, float(m.group(1)) * 1024, float(m.group(2)) * 1024)
@@ -574,7 +614,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _BRIDGE_STEP.search(line):
         facts.nemo_steps.append((None, float(m.group(1))))
         if m.group(2):
-            facts.reported_tflops.append(float(m.group(2)))
+            if m.group(2) != "-":  # (a LoRA run's table prints no FLOPs)
+                facts.reported_tflops.append(float(m.group(2)))
         return
     if m := _MEMORY_GB.search(line):
         gb = {kind: float(value) for kind, value in _MEMORY_GB_FIELD.findall(m.group(2))}
@@ -992,6 +1033,35 @@ _PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
 _CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
 
+def _table_cells(line: str, n: int | None = None) -> list[str]:
+    """A row's cells; outer pipes dropped down to the separator's ``n`` columns (a header may open with an
+    empty cell for the row names: "  | global batch size | ...", Megatron-LLaMA#22)."""
+    out = [c.strip() for c in line.split("|")]
+    while out and len(out) > (n or 0) and out[0] == "":
+        out.pop(0)
+    while out and len(out) > (n or 0) and out[-1] == "":
+        out.pop()
+    return out
+
+
+def _run_row(header: list[str], below: list[str], n: int, facts: LogFacts) -> list[str] | None:
+    """Of a recipe table's rows (one per cluster size), the one of the GPU count the text names for its run ("...
+    pretrain_grok1_314b_bf16_256_388660": the 256-GPU row, not the first); None when it names none or no row has it."""
+    gpus = facts.args.get("_prose_num_gpus")
+    column = next((k for k, name in enumerate(header)
+                   if TABLE_COLUMNS.get(" ".join(re.sub(r"[^a-z0-9]+", " ", name.lower()).split())) == "_table_gpus"
+                   and name.strip("* ").lower() != "gpus per node"), None)
+    if not isinstance(gpus, int) or column is None:
+        return None
+    for line in below:
+        if "|" not in line:
+            return None
+        row = _table_cells(line, n)
+        if len(row) == n and _cell_number(row[column]) == gpus:
+            return row
+    return None
+
+
 def _cell_number(text: str) -> float | None:
     """A table cell's number: "**~13**" -> 13, "4k" -> 4096, "1,024" -> 1024, "42.537" -> 42.537, and the first of
     an annotated cell, "~88  (Qwen3.5) / ~135 incl JIT" -> 88, "28.4 / 35" -> 28.4; else None.
@@ -1014,16 +1084,7 @@ def _tables(text: str, facts: LogFacts) -> None:
     >>> f.args, f.stated_step_s
     ({'seq_length': 4096, 'global_batch_size': 512, '_prose_num_gpus': 32}, 13.0)
     """
-    def cells(line: str, n: int | None = None) -> list[str]:
-        """A row's cells; outer pipes dropped down to the separator's ``n`` columns (a header may open with an
-        empty cell for the row names: "  | global batch size | ...", Megatron-LLaMA#22)."""
-        out = [c.strip() for c in line.split("|")]
-        while out and len(out) > (n or 0) and out[0] == "":
-            out.pop(0)
-        while out and len(out) > (n or 0) and out[-1] == "":
-            out.pop()
-        return out
-
+    cells = _table_cells
     lines = text.splitlines()
     for i in range(1, len(lines) - 1):
         if not _TABLE_SEPARATOR.match(lines[i]) or "|" not in lines[i - 1]:
@@ -1032,6 +1093,7 @@ def _tables(text: str, facts: LogFacts) -> None:
         header, row = cells(lines[i - 1], n), cells(lines[i + 1], n)
         if not (len(row) == len(header) == n):
             continue
+        row = _run_row(header, lines[i + 1:], n, facts) or row
         found: dict[str, Any] = {}
         for name, cell in zip(header, row):
             sizes = {PROSE_SIZE_ARGS[k.upper()]: int(v) for k, v in _COMPACT_SIZE_ANY.findall(cell)}
@@ -1079,6 +1141,8 @@ def _tables(text: str, facts: LogFacts) -> None:
 def _prose_set(facts: LogFacts, key: str, value: Any) -> None:
     """A value read from prose, unless the text already gave one; a flag or script variable read later replaces it
     (``_script_args``): "## GPT-3 models use 2K sequence length" above "seq_len=32768" (Megatron-DeepSpeed#415)."""
+    if key == "_prose_num_gpus" and not value:  # "|   0  NVIDIA H100 80GB HBM3  On |": nvidia-smi's GPU index
+        return
     if key not in facts.args:
         facts.args[key] = value
         facts.prose_keys.add(key)
@@ -1259,6 +1323,15 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", (_CN_COUNT_WORDS.get(m.group(1)) or int(m.group(1))) * int(m.group(2)))
     elif ((m := _CN_NODES_CARDS.search(line)) or (m := _CN_CARDS.search(line))) and not _CN_ALTERNATIVES.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(m.lastindex)))
+
+
+def _name_fields(m: re.Match[str]) -> tuple[Any, ...]:
+    """A run name's fields in ``_NEMO_PERF_NAME`` order (precision, count, tp, pp, cp, vp, ep, etp, mbs, gbs): its
+    micro and global batch come in either order."""
+    groups = m.groups()
+    if m.re is _NEMO_PERF_NAME:
+        return groups[:8] + ((groups[8], groups[9]) if groups[8] is not None else (groups[10], groups[11]))
+    return groups
 
 
 def _peak_memory(facts: LogFacts, rank: int, allocated_mib: float, reserved_mib: float) -> None:

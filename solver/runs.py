@@ -455,6 +455,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         raise MegasolveError(field=f"{name}: memory report rank", value=measured.rank,
                              rule=f"is not a rank of a {num_gpus}-GPU run (the log mixes runs, or the GPU count is wrong)",
                              fix="pass --gpus N, or a log of one run")
+    peak = cluster.gpu.peak_flops("fp8") / 1e12
+    if measured.tflops_per_gpu is not None and measured.tflops_per_gpu > peak:  # a mislabelled field, not a rate
+        notes.append(f"reported {measured.tflops_per_gpu:g} TFLOP/s per GPU is above the {cluster.gpu.name}'s dense peak "
+                     f"({peak:g}): not used")
+        measured = replace(measured, tflops_per_gpu=None)
     software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
     return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
                source=name, software=software, notes=tuple(notes),
