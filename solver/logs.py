@@ -11,6 +11,7 @@ import ast
 import functools
 import math
 import itertools
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -100,6 +101,14 @@ _VERL_RANK = re.compile(r"\[Rank (\d+)\b")
 # dgxc-benchmarking's older experiment names: pretrain_<model>_<size>_<dtype>_<GPUs>_<job id> ("pretrain_grok1_314b_bf16_256_
 # 388660", grok1/README.md)
 _DGXC_GPUS_NAME = re.compile(r"\bpretrain_[a-z0-9.-]+(?:_[a-z0-9.-]+)*?_(?:bf16|fp8|fp16|mxfp8|nvfp4)_(\d+)_\d{5,}\b", re.I)
+# a launcher's CPU-binding line counts NUMA nodes: "num_gpus=4 num_sockets = 2 num_nodes=2 cores_per_socket=48" (MLPerf)
+_CPU_BINDING = re.compile(r"\bnum_sockets\b|\bcores_per_socket\b")
+# MLPerf training results (mlcommons/training_results_v*: NeMo / Megatron submissions) log with mlperf-logging's
+# ":::MLLOG {json}": the batch and sequence as keys, step times in "tracked_stats" (NeMo's "train_step_timing in s",
+# "train_step_time")
+_MLLOG = re.compile(r":::MLLOG\s+(\{.*\})\s*$")
+_MLLOG_ARGS = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_length"}
+_MLLOG_STEP_KEYS = ("train_step_timing in s", "train_step_time")
 # Megatron-LM's start-up lines (initialize.py): "> initialized tensor model parallel with size 8"
 _INITIALIZED_SIZE = re.compile(r"\binitialized (tensor|pipeline) model parallel with size (\d+)")
 # SkyPilot's "sky queue" resources: nodes x [GPU:per node] ("1x[L40S:4]")
@@ -554,6 +563,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             if value is not None and value != "None" and key not in facts.args:
                 facts.args[key] = scalar(value)
                 facts.prose_keys.add(key)  # a name: the run's own flags and logged batch replace it
+    if m := _MLLOG.search(line):  # MLPerf's logger: one JSON record a line (its values name the model too)
+        _mllog_record(m.group(1), facts)
     if m := _INITIALIZED_SIZE.search(line):  # the sizes Megatron set up (the dump, printed before, agrees)
         facts.args.setdefault(f"{m.group(1)}_model_parallel_size", int(m.group(2)))
         return
@@ -1238,7 +1249,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _WITH_SIZE.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
-    if m := _PROSE_MP_DEGREE.search(line):
+    if (m := _PROSE_MP_DEGREE.search(line)) and "model_parallel_size" not in m.group(0).lower():
+        # (the key "model_parallel_size" is a config's: GPT-NeoX's TP, NeMo's checkpoint TP x PP; runs.py reads it)
         _prose_set(facts, "tensor_model_parallel_size", int(m.group(1)))
     for m in _CN_PARALLEL.finditer(line):
         _prose_set(facts, _CN_PARALLEL_KINDS[m.group(2) or m.group(3)], int(m.group(1) or m.group(4)))
@@ -1287,7 +1299,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if _PROSE_DP_ONLY.search(line):
         _prose_set(facts, "tensor_model_parallel_size", 1)
         _prose_set(facts, "pipeline_model_parallel_size", 1)
-    if m := _PROSE_NODES_EQ.search(line):
+    if (m := _PROSE_NODES_EQ.search(line)) and not _CPU_BINDING.search(line):
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if _BOUND_COUNT.search(line):  # a requirement, not the run: "At least 128 GPUs with at least 80 GB memory each"
         pass
@@ -1323,6 +1335,25 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", (_CN_COUNT_WORDS.get(m.group(1)) or int(m.group(1))) * int(m.group(2)))
     elif ((m := _CN_NODES_CARDS.search(line)) or (m := _CN_CARDS.search(line))) and not _CN_ALTERNATIVES.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(m.lastindex)))
+
+
+def _mllog_record(text: str, facts: LogFacts) -> None:
+    """One ``:::MLLOG`` record: the global batch and sequence length it states, a step time it tracks."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return
+    if not isinstance(record, dict):
+        return
+    key, value = record.get("key"), record.get("value")
+    if key in _MLLOG_ARGS and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        facts.args.setdefault(_MLLOG_ARGS[key], value)
+    elif key == "tracked_stats" and isinstance(value, dict):
+        step = (record.get("metadata") or {}).get("step")
+        for name in _MLLOG_STEP_KEYS:
+            if isinstance(value.get(name), (int, float)) and not isinstance(value.get(name), bool):
+                facts.nemo_steps.append((step if isinstance(step, int) else None, float(value[name])))
+                break
 
 
 def _name_fields(m: re.Match[str]) -> tuple[Any, ...]:

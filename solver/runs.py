@@ -580,7 +580,10 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if "bias" in model_args and "add_bias_linear" not in model_args:
         model_args["add_bias_linear"] = bool(model_args.pop("bias"))
     if isinstance(model_args.get("normalization"), str):
-        model_args["normalization"] = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}.get(
+        # NeMo's layernorm1p (Megatron's --apply-layernorm-1p: a zero-centred gamma) and low_precision_layernorm
+        # cost what LayerNorm costs (nemo/collections/nlp/modules/common/megatron/layer_norm_1p.py)
+        model_args["normalization"] = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm", "layernorm1p": "LayerNorm",
+                                       "layernorm_1p": "LayerNorm", "low_precision_layernorm": "LayerNorm"}.get(
             model_args["normalization"].lower(), model_args["normalization"])
     if isinstance(model_args.get("position_embedding_type"), str):
         model_args["position_embedding_type"] = model_args["position_embedding_type"].split(".")[-1].replace(
