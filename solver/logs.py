@@ -101,6 +101,9 @@ _VERL_RANK = re.compile(r"\[Rank (\d+)\b")
 # dgxc-benchmarking's older experiment names: pretrain_<model>_<size>_<dtype>_<GPUs>_<job id> ("pretrain_grok1_314b_bf16_256_
 # 388660", grok1/README.md)
 _DGXC_GPUS_NAME = re.compile(r"\bpretrain_[a-z0-9.-]+(?:_[a-z0-9.-]+)*?_(?:bf16|fp8|fp16|mxfp8|nvfp4)_(\d+)_\d{5,}\b", re.I)
+# NeMo's "optim: name: mcore_distributed_optim" / "distributed_fused_adam" (nemo/core/optim/optimizers.py: the
+# Megatron-Core distributed optimizer, Apex's DistributedFusedAdam: both shard the optimizer state over DP)
+_NEMO_DIST_OPTIM = re.compile(r"\s*name:\s*(?:mcore_distributed_optim|distributed_fused_adam)\s*$")
 # a launcher's CPU-binding line counts NUMA nodes: "num_gpus=4 num_sockets = 2 num_nodes=2 cores_per_socket=48" (MLPerf)
 _CPU_BINDING = re.compile(r"\bnum_sockets\b|\bcores_per_socket\b")
 # MLPerf training results (mlcommons/training_results_v*: NeMo / Megatron submissions) log with mlperf-logging's
@@ -563,6 +566,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             if value is not None and value != "None" and key not in facts.args:
                 facts.args[key] = scalar(value)
                 facts.prose_keys.add(key)  # a name: the run's own flags and logged batch replace it
+    if _NEMO_DIST_OPTIM.match(line):  # NeMo's optim.name: Megatron-Core's distributed optimizer (or Apex's, sharded too)
+        facts.args.setdefault("use_distributed_optimizer", True)
+        return
     if m := _MLLOG.search(line):  # MLPerf's logger: one JSON record a line (its values name the model too)
         _mllog_record(m.group(1), facts)
     if m := _INITIALIZED_SIZE.search(line):  # the sizes Megatron set up (the dump, printed before, agrees)
