@@ -192,7 +192,10 @@ def find_min_gpus(spec: ModelSpec, kind: ClusterKind, workload: Workload, *, tim
             return False
 
     series = dict(gpu=kind.name, seq_length=workload.seq_length, global_batch_size=workload.global_batch_size)
-    refused = refusal(RuleContext(spec=spec, cluster=kind.at(node), workload=workload))
+    try:
+        refused = refusal(RuleContext(spec=spec, cluster=kind.at(node), workload=workload))
+    except MegasolveError:  # (a node this kind cannot build: the sizes below say so)
+        refused = None
     if refused is not None:  # no size helps
         return MinGpus(**series, num_gpus=None, largest_not_fitting=None, exact=True, solves=0,
                        note=f"no cluster size fits: {refused.rule}")
