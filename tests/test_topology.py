@@ -104,3 +104,16 @@ def test_resized_cluster_keeps_a_custom_nvlink_domain():
     small_domains = Cluster.from_flags(num_gpus=64, gpu="h100", nvlink_domain=4)
     assert small_domains.with_num_gpus(128).nvlink_domain == 4
     assert Cluster.from_flags(num_gpus=144, gpu="gb200").with_num_gpus(288).nvlink_domain == 72
+
+
+def test_compute_capability_matches_fp8_support_for_every_nvidia_part():
+    """Every NVIDIA part names its CUDA compute capability (Transformer Engine's recipe checks read it); FP8
+    tensor cores exactly from 8.9 (Ada) up (TE ``_compute_fp8_support``); AMD parts have none."""
+    from megasolve.topology.gpus import all_gpus
+
+    for gpu in all_gpus():
+        if gpu.name.startswith("mi"):
+            assert gpu.compute_capability is None, gpu.name
+            continue
+        assert gpu.compute_capability is not None, gpu.name
+        assert (gpu.fp8_flops is not None) == (gpu.compute_capability >= 8.9), gpu.name
