@@ -129,6 +129,10 @@ _ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\((ms|s)\):\s*(\d*\
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
                      r"\s*[:=]\s*(\d*\.?\d+(?:e[+-]?\d+)?)", re.I)  # NeMo 2 may print "TFLOPS_per_GPU: 1.249e+03"
 _GBS = re.compile(r"global batch size:\s*(\d+)")
+_LOSS_SCALE = re.compile(r"loss scale:\s*(\d+(?:\.\d*)?(?:E[+-]?\d+)?)", re.I)
+# GPT-NeoX's iteration line: "approx flops per GPU: 33.1TFLOPS" (its human-readable prefix: G, T, P ...)
+_NEOX_FLOPS = re.compile(r"approx flops per GPU:\s*(\d*\.?\d+)\s*([KMGTPE]?)FLOPS")
+_FLOPS_PREFIX = {"": 1e-12, "K": 1e-9, "M": 1e-6, "G": 1e-3, "T": 1.0, "P": 1e3, "E": 1e6}  # -> TFLOP/s
 # (Megatron-LM of 2020 printed PyTorch's old names, "cached" / "max cached", for reserved: NVIDIA/Megatron-LM#5)
 _MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|\s*allocated:\s*(\d*\.?\d+)\s*\|"
                      r"\s*max allocated:\s*(\d*\.?\d+)\s*\|\s*(?:reserved|cached):\s*(\d*\.?\d+)\s*\|"
@@ -313,6 +317,7 @@ class LogFacts:
     whole_dump: bool = False  # the dump's start and end lines were both read
     ds_timer_memory: bool = False  # a peak read from DeepSpeed's timer line (no rank)
     throughput_formula: bool = False  # the text wrote "(sequence length) * (global batch size) / (step time)"
+    loss_scaled: bool = False  # an iteration line's loss scale is not 1.0 (fp16's dynamic scaling)
     timing_table_unit: str | None = None  # "ms" / "s" under a parse_train_timing.sh summary header
     prose_sizes: dict[str, int] = field(default_factory=dict)  # sizes taken from compact prose ("TP2/PP1/EP16")
     prose_keys: set[str] = field(default_factory=set)  # arguments read from prose, which flags and variables replace
@@ -613,11 +618,13 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.world_parts[_world_part_name(name)] = int(value)
         return
     if (m := _ITER.search(line)) and (e := _ELAPSED.search(m.group(3))):
-        t = _TFLOPS.search(m.group(3))
+        t = _TFLOPS.search(m.group(3)) or _NEOX_FLOPS.search(m.group(3))
         g = _GBS.search(m.group(3))
         seconds = float(e.group(2) or e.group(3)) / (1.0 if e.group(1) == "s" else 1e3)
-        facts.iterations.append((int(m.group(1)), seconds,
-                                 float(t.group(1)) if t else None, int(g.group(1)) if g else None))
+        tflops = float(t.group(1)) * _FLOPS_PREFIX.get(t.group(2) if t.re is _NEOX_FLOPS else "T", 1.0) if t else None
+        facts.iterations.append((int(m.group(1)), seconds, tflops, int(g.group(1)) if g else None))
+        if (ls := _LOSS_SCALE.search(m.group(3))) and float(ls.group(1)) != 1.0:
+            facts.loss_scaled = True  # a dynamic loss scale: fp16 (bf16 prints 1.0)
         if r := _SWIFT_MEMORY.search(m.group(3)):
             facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
         if q := _ACTUAL_SEQLEN.search(m.group(3)):
@@ -1819,6 +1826,7 @@ CONFIG_KEYS = {
     "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "use_distributed_optimizer", "devices", "num_nodes", "precision", "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather",
+    "moe_num_experts", "moe_top_k", "no_weight_tying", "pos_emb",  # GPT-NeoX's model keys (runs.py CONFIG_ALIASES)
     "compute_dtype",  # Megatron-Bridge's performance scripts (--compute_dtype bf16 / fp8_cs / fp8_mx / fp8_sc / nvfp4)
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",

@@ -337,6 +337,8 @@ CONFIG_ALIASES = {
     "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
     # GPT-NeoX (pipe-parallel-size), launch scripts' *_size variables and verl's actor_* sizes (solver/logs.py)
     "pipe_parallel_size": "pipeline_model_parallel_size", "global_num_gpus": "world_size",
+    # GPT-NeoX's model keys (megatron/neox_arguments/neox_args.py): its MoE, untied output layer and position embedding
+    "moe_num_experts": "num_moe_experts", "moe_top_k": "moe_router_topk", "pos_emb": "position_embedding_type",
     **{f"{short}_size": name for short, name in SIZE_NAMES.items()},
     "actor_tp": SIZE_NAMES["tp"], "actor_pp": SIZE_NAMES["pp"],
     **NEMO_RECIPE_SIZES,
@@ -375,6 +377,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                 del args[key]
     if facts.whole_dump:  # every argument that Megatron had (runs.py reads what a missing one means)
         args["_whole_dump"] = True
+    if facts.loss_scaled and not any(k in args for k in ("fp16", "bf16", "precision", "fp8", "compute_dtype")):
+        args["fp16"] = True  # Megatron prints "loss scale: 1.0" for bf16; a dynamic scale means fp16
     for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
         if printed in facts.world_parts:
             args.setdefault(arg, facts.world_parts[printed])
@@ -586,8 +590,10 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
                                        "layernorm_1p": "LayerNorm", "low_precision_layernorm": "LayerNorm"}.get(
             model_args["normalization"].lower(), model_args["normalization"])
     if isinstance(model_args.get("position_embedding_type"), str):
-        model_args["position_embedding_type"] = model_args["position_embedding_type"].split(".")[-1].replace(
-            "rotary", "rope")
+        kind = model_args["position_embedding_type"].split(".")[-1].replace("rotary", "rope")
+        model_args["position_embedding_type"] = "learned_absolute" if kind == "learned" else kind  # GPT-NeoX's name
+    if model_args.pop("no_weight_tying", None) is True:  # GPT-NeoX: an output layer of its own
+        model_args.setdefault("untie_embeddings_and_output_weights", True)
     if str(model_args.pop("attention_head_type", "")).lower() == "multiquery" or model_args.get("_prose_mqa"):
         model_args.setdefault("num_query_groups", 1)  # BigCode's fork's flag, or "a 1B MQA model": one KV group
     if model_args.get("num_query_groups") and model_args.get("num_query_groups") != model_args["num_attention_heads"]:
