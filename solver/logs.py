@@ -646,8 +646,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         if "max-allocated" in gb:  # decimal GB -> MiB; a cut line may lack the peak reserved: the current one bounds it
             rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK
             reserved = gb.get("max-reserved", gb.get("reserved", 0.0))
-            old = facts.memory.get(rank, (0.0, 0.0))
-            facts.memory[rank] = (max(old[0], gb["max-allocated"] * 1e9 / 2**20), max(old[1], reserved * 1e9 / 2**20))
+            _peak_memory(facts, rank, gb["max-allocated"] * 1e9 / 2**20, reserved * 1e9 / 2**20)
         return
     if m := _DS_PROFILE.match(line):
         kind, value = m.group(1), int(m.group(2))
@@ -682,9 +681,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.args.setdefault("global_batch_size", round(float(c.group(1))) // (int(it.group(1)) + 1))
         mem = {kind: float(value) / 2**20 for kind, value in _NEMO_MEMORY.findall(line)}
         if "allocated" in mem:  # the logging rank is not named (unless a launcher prefix does): the peak stage
-            rank = facts.args.get("_memory_line_rank", UNKNOWN_RANK)
-            old = facts.memory.get(rank, (0.0, 0.0))
-            facts.memory[rank] = (max(old[0], mem["allocated"]), max(old[1], mem.get("reserved", 0.0)))
+            _peak_memory(facts, facts.args.get("_memory_line_rank", UNKNOWN_RANK), mem["allocated"],
+                         mem.get("reserved", 0.0))
         return
     if _NEMO_TRAIN_LINE.search(line) and (g := _NEMO_GBS.search(line)):  # a step line without its timing field
         facts.args.setdefault("global_batch_size", int(g.group(1)))
@@ -701,9 +699,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if found := list(_MEMORY.finditer(line)):  # several ranks' reports written into one line (unflushed prints)
         for m in found:
             rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK  # GPT-NeoX / old Megatron: no rank
-            alloc, reserved = float(m.group(4)), float(m.group(6))
-            old = facts.memory.get(rank, (0.0, 0.0))
-            facts.memory[rank] = (max(old[0], alloc), max(old[1], reserved))
+            _peak_memory(facts, rank, float(m.group(4)), float(m.group(6)))
         return
     if m := _NEMO_GROUPS.search(line):
         groups = [g for g in re.findall(r"\[([\d,\s]*)\]", m.group(3))]
@@ -1068,12 +1064,17 @@ def _table_cells(line: str, n: int | None = None) -> list[str]:
     return out
 
 
+def _column_key(name: str) -> str:
+    """A table header as ``TABLE_COLUMNS`` spells it: lower case, words only ("GPU Num" -> "gpu num")."""
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", name.lower()).split())
+
+
 def _run_row(header: list[str], below: list[str], n: int, facts: LogFacts) -> list[str] | None:
     """Of a recipe table's rows (one per cluster size), the one of the GPU count the text names for its run ("...
     pretrain_grok1_314b_bf16_256_388660": the 256-GPU row, not the first); None when it names none or no row has it."""
     gpus = facts.args.get("_prose_num_gpus")
     column = next((k for k, name in enumerate(header)
-                   if TABLE_COLUMNS.get(" ".join(re.sub(r"[^a-z0-9]+", " ", name.lower()).split())) == "_table_gpus"
+                   if TABLE_COLUMNS.get(_column_key(name)) == "_table_gpus"
                    and name.strip("* ").lower() != "gpus per node"), None)
     if not isinstance(gpus, int) or column is None:
         return None
@@ -1145,7 +1146,7 @@ def _tables(text: str, facts: LogFacts) -> None:
             if step := _STEP_COLUMN.match(column):
                 found["_step_s"] = value / (1e3 if "ms" in (step.group(1), step.group(2)) else 1)
                 continue
-            key = TABLE_COLUMNS.get(" ".join(re.sub(r"[^a-z0-9]+", " ", name.lower()).split())) or _table_key(name)
+            key = TABLE_COLUMNS.get(_column_key(name)) or _table_key(name)
             if key and value == int(value):
                 found[key] = int(value)
         if not found:

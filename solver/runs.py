@@ -860,8 +860,11 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     offload = args.get("optimizer_cpu_offload") is True  # HybridDeviceOptimizer (cost/offload.py)
     if offload:
         fraction = args.get("optimizer_offload_fraction")
-        layout["optimizer_offload_fraction"] = float(fraction) if isinstance(fraction, (int, float)) \
-            and not isinstance(fraction, bool) and 0 <= fraction <= 1 else 1.0  # ARG: default 1.0
+        valid = isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and 0 <= fraction <= 1
+        layout["optimizer_offload_fraction"] = float(fraction) if valid else 1.0  # ARG: default 1.0
+        if fraction is not None and not valid:
+            notes.append(f"--optimizer-offload-fraction {fraction} is not a fraction in [0, 1]: costed as Megatron's "
+                         "default, 1.0")
     if dist is None and offload and not nemo:
         # ARG "Optimizer CPU offload check": it needs --use-precision-aware-optimizer, which needs the distributed
         # optimizer (core/optimizer/__init__.py: "only supported with distributed optimizer")
