@@ -59,6 +59,7 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.4, 1.0),
     "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-4, 3e-3),
     "per_local_expert_overhead_s": ((("per_local_expert_overhead_s",),), 1e-5, 5e-4),
+    "biased_expert_overhead_s": ((("biased_expert_overhead_s",),), 5e-5, 5e-4),
     "cuda_graph_moe_overhead_share": ((("cuda_graph_moe_overhead_share",),), 0.02, 1.0),
     "fp8_cast_bytes_per_token_hidden": ((("fp8_cast_bytes_per_token_hidden",),), 50, 600),
     # floor: MXFP8 writes one E8M0 scale byte per 32 quantised elements on top of per-tensor FP8

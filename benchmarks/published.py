@@ -12,7 +12,8 @@ be mapped are skipped with a counted reason. Run it to see the mapping::
 Mapping rules (each applied rule is recorded in ``PublishedRun.assumptions``):
 
 * Model: the preset of ``models/presets.yaml`` where the record is a known preset (Llama 2/3/3.1,
-  Qwen3 MoE, DeepSeek-V3), else built from the record's ``model`` block. GPT sizes of Narayanan
+  Qwen3 MoE, DeepSeek-V3, GPT-OSS 120B with its banded layers, sinks and biased experts), else built
+  from the record's ``model`` block. GPT sizes of Narayanan
   2021 / Korthikanti 2022 / the Megatron-LM README and NeMo GPT-3 are GPT-style (LayerNorm, GeLU,
   learned positions, tied embeddings, biases; vocab from the record, 51200 where it is null).
   Nemotron-3/4 use squared ReLU (not gated), LayerNorm, RoPE, untied, no biases.
@@ -72,7 +73,7 @@ GPU_FAMILY = {"a100-80g": "ampere", "h100": "hopper", "b200": "blackwell", "b300
 PRESETS = {"Llama 3.1 405B": "llama-3.1-405b", "Llama 3 70B": "llama-3.1-70b", "Llama 3 8B": "llama-3.1-8b",
            "Llama 2 7B": "llama-2-7b", "Llama 2 13B": "llama-2-13b", "Llama 2 70B": "llama-2-70b",
            "Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen3-235B-A22B": "qwen3-235b-a22b",
-           "DeepSeek-V3 671B": "deepseek-v3",
+           "DeepSeek-V3 671B": "deepseek-v3", "GPT-OSS 120B": "gpt-oss-120b",
            "Nemotron 3 Nano (30B-A3B hybrid Mamba-Transformer MoE)": "nemotron-3-nano-30b-a3b",
            "Nemotron 3 Super (~120B hybrid Mamba-Transformer MoE)": "nemotron-3-super-120b-a12b"}
 
@@ -173,16 +174,6 @@ def model_spec(record: dict[str, Any], notes: list[str]) -> ModelSpec:
         first_dense = 1 if "first 1 layer dense" in (m.get("moe_layer_pattern") or "") else 3
         notes.append("model: DeepSeek-V3 architecture from the record" + (", +1 MTP layer (Bridge)" if bridge else ""))
         return _deepseek_like(m, first_dense, 1 if bridge else 0)
-    if family == "gpt_oss":
-        notes.append("model: GPT-OSS from the record (sliding-window layers counted as full attention)")
-        return ModelSpec(name=name, num_layers=m["num_layers"], hidden_size=m["hidden_size"],
-                         ffn_hidden_size=m["moe_ffn_hidden_size"], num_attention_heads=m["num_attention_heads"],
-                         num_query_groups=m["num_kv_heads"], kv_channels=m["head_dim"], vocab_size=m["vocab_size"],
-                         add_qkv_bias=True,
-                         moe=MoESpec(num_experts=m["num_experts"], top_k=m["moe_topk"],
-                                     expert_ffn_hidden_size=m["moe_ffn_hidden_size"],
-                                     layer_pattern=(1,) * m["num_layers"]),
-                         source="record model block (GPT-OSS)")
     if family == "nemotron":
         notes.append("model: Nemotron (squared ReLU, LayerNorm, RoPE, untied) from the record")
         return ModelSpec(name=name, num_layers=m["num_layers"], hidden_size=m["hidden_size"],

@@ -30,6 +30,7 @@ from megasolve.models.layout import CP_COMM_FASTEST, CP_COMM_TYPES, Layout, Work
 from megasolve.models.params import RankParams, stage_params
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
+from megasolve.topology.gpus import GpuSpec
 
 BF16 = 2
 TERMS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "offload")
@@ -706,6 +707,44 @@ def layer_overhead_s(workload: Workload, *, moe: bool, local_experts: int = 0) -
     return cal["per_layer_overhead_s"] + moe_s
 
 
+# HBM bytes per element of the rank's routed expert output for the fc2 bias of biased experts (expert_bias_s):
+# fwd the add reads bf16 and writes fp32 (6), the concatenation copies fp32 (8), the cast back reads fp32 and
+# writes bf16 (6); bwd the cast's gradient (6), the add's gradient cast to bf16 (6), the gradients of the bias
+# and of the probabilities each read the fp32 gradient (8)
+EXPERT_BIAS_BYTES = {"forward": 20, "backward": 20}
+
+
+def expert_bias_s(spec: ModelSpec, gpu: GpuSpec, workload: Workload, shape: ActivationShape, local_experts: int,
+                  recompute: str) -> float:
+    """The fc2 bias of biased experts (``--add-bias-linear`` on an MoE model, e.g. GPT-OSS), per MoE layer and
+    micro-batch, forward + backward. Megatron-Core adds it outside the grouped GEMM
+    (``TEGroupedMLP._apply_bias``, ``moe/experts.py``, since a329dd6da5 "Enable bias in expert mlp [gpt-oss
+    5/5]"): the output is split by the host token counts and ``t + b * p`` runs once per local expert with
+    the fp32 routing probabilities, the fp32 pieces are concatenated and cast back to bf16. Two costs:
+
+    * host: each local expert's kernels and autograd nodes, launched one expert at a time after the
+      token-count sync (``biased_expert_overhead_s`` per local expert, ``calibration.yaml``), charged to eager
+      runs only. The published runs show it without CUDA graphs (GPT-OSS 120B at EP8, 16 local experts, on
+      H100 / B200: 8-22 % too fast without the term; at EP64, 2 local experts, within 2 %) and not under
+      per-layer graphs (the same EP8 layout on B300 with attention, router and preprocess graphed: within 2 %
+      without it, 8 % too slow with it). Why the graphs hide it is inferred, not derived: with those parts
+      replayed as one launch each, the host keeps ahead of the GPU through the loop. A full-iteration graph
+      replays without host launches. Megatron-Core replaced the loop by one packed kernel later
+      (``experts.py`` L349-355 @d98e8a6, for device-side token counts): a release that takes that path pays
+      the traffic below only;
+    * HBM: ``EXPERT_BIAS_BYTES`` per element of the rank's routed expert output (full recompute runs the
+      forward part twice).
+
+    The fc1 bias is added inside TE's grouped GEMM (``skip_bias_add=False``): no term.
+    """
+    rows = shape.tokens(workload) / shape.sigma * spec.moe.top_k  # balanced routing: rows in = rows out
+    forwards = 2 if recompute == "full" else 1
+    traffic = rows * spec.hidden_size * (forwards * EXPERT_BIAS_BYTES["forward"] + EXPERT_BIAS_BYTES["backward"])
+    host = 0.0 if workload.cuda_graph_impl != "none" else \
+        forwards * local_experts * calibration()["time"]["biased_expert_overhead_s"]
+    return host + traffic / gpu.hbm_bytes_per_s
+
+
 def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *,
                           ep: int, moe: bool, recompute: str, kind: LayerKind | None = None) -> LayerTime:
     """``base_layer_time`` without the EP traffic: compute, exposed TP and CP traffic."""
@@ -722,6 +761,8 @@ def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload,
     has_experts = moe and (kind is None or kind.mlp)
     local_experts = spec.moe.num_experts // ep if has_experts else 0
     compute += refwd * layer_overhead_s(workload, moe=has_experts, local_experts=local_experts)
+    if has_experts and spec.add_bias_linear:
+        compute += expert_bias_s(spec, gpu, workload, shape, local_experts, recompute)
     attention_s = work_time_s(LayerWork(0, 0, work.attention_flops, 0), gpu, precision, 1, 1)
     if kind is not None and not kind.has_attention:
         cp_s = mixer_cp_comm_s(spec, cluster, workload, shape, kind, recompute)

@@ -9,8 +9,8 @@ each one moves and its prior spread ``sigma`` (a log-scale standard deviation):
 * ``compute_bf16`` / ``compute_fp8``: the GEMM efficiency of that precision on the runs' GPU (or the
   ``default`` row); free only for a precision the runs train in; sigma 0.1 -- dense models move little
   between releases (the shipped profile's error on the newest Megatron-Bridge release: dense 4.4 %).
-* ``moe``: ``grouped_gemm_factor`` (x), ``per_moe_layer_overhead_s`` and ``per_local_expert_overhead_s`` (/): the
-  MoE-only work (the per-local-expert host term joined it when it was added to the cost model: on the 35 fit-split
+* ``moe``: ``grouped_gemm_factor`` (x), ``per_moe_layer_overhead_s``, ``per_local_expert_overhead_s`` and
+  ``biased_expert_overhead_s`` (/): the MoE-only work (the per-local-expert host term joined it when it was added to the cost model: on the 35 fit-split
   series of ``benchmarks/calibrate_runs.py`` a simulated release's MoE runs went 16.8 % -> 14.2 % from two runs,
   the published ones 7.2 % -> 7.0 %); sigma 0.5 -- "the same Megatron-Bridge MoE layout runs 20-45 % faster or
   slower from one release to the next" (issue #13; ``calibration_runs.yaml`` header: 10-55 %) is a log-sd of about
@@ -145,7 +145,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("compute_bf16", "compute", 0.1, _gemm_paths("bf16")),
     Knob("compute_fp8", "compute", 0.1, _gemm_paths("fp8")),
     Knob("moe", "MoE layers", 0.5, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1),
-                                           ("time.per_local_expert_overhead_s", -1))),
+                                           ("time.per_local_expert_overhead_s", -1),
+                                           ("time.biased_expert_overhead_s", -1))),
     Knob("nvlink", "tp/ep/pp comm on NVLink", 0.3,
          _paths(("time.collectives.bus_efficiency.nvlink", 1), ("time.all_to_all.nvlink_efficiency", 1))),
     Knob("network", "comm over the NICs", 0.3,
