@@ -17,8 +17,9 @@ Mapping rules (each applied rule is recorded in ``PublishedRun.assumptions``):
   2021 / Korthikanti 2022 / the Megatron-LM README and NeMo GPT-3 are GPT-style (LayerNorm, GeLU,
   learned positions, tied embeddings, biases; vocab from the record, 51200 where it is null).
   Nemotron-3/4 use squared ReLU (not gated), LayerNorm, RoPE, untied, no biases.
-  DeepSeek-V3 and Kimi K2 in Megatron-Bridge run one MTP layer (the published TFLOP/s per token
-  only match the Megatron formula with it; checked by ``flops_per_token_ratio``).
+  DeepSeek-V3 in Megatron-Bridge runs one MTP layer (the published TFLOP/s per token only match the
+  Megatron formula with it; checked by ``flops_per_token_ratio``); Kimi K2 none (its config and Bridge's
+  Kimi pipeline layouts have no MTP stage).
 * Hardware: A100-SXM-80GB -> a100-80g, H100-SXM-80GB -> h100, B200, B300, GB200, GB300.
   GB200/GB300 (NVL72 racks) jobs of >= 64 GPUs use NVLink domains of 64 GPUs (16 of the 18 compute
   trays of a rack, the usual block size for power-of-two jobs).
@@ -171,9 +172,11 @@ def model_spec(record: dict[str, Any], notes: list[str]) -> ModelSpec:
                                                           if spec.mtp_num_layers else ""))
         return spec
     if family == "deepseek" and m.get("mla"):  # Kimi K2
+        # no MTP: Kimi K2's config has num_nextn_predict_layers 0 and Megatron-Bridge's Kimi layouts hold no
+        # MTP stage (recipes/kimi/kimi_k2.py _get_kimi_k2_pipeline_layout @v0.4.2: "... ['decoder', 'loss']")
         first_dense = 1 if "first 1 layer dense" in (m.get("moe_layer_pattern") or "") else 3
-        notes.append("model: DeepSeek-V3 architecture from the record" + (", +1 MTP layer (Bridge)" if bridge else ""))
-        return _deepseek_like(m, first_dense, 1 if bridge else 0)
+        notes.append("model: DeepSeek-V3 architecture from the record, no MTP (Kimi K2)")
+        return _deepseek_like(m, first_dense, 0)
     if family == "nemotron":
         notes.append("model: Nemotron (squared ReLU, LayerNorm, RoPE, untied) from the record")
         return ModelSpec(name=name, num_layers=m["num_layers"], hidden_size=m["hidden_size"],
