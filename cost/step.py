@@ -739,7 +739,8 @@ def expert_bias_s(spec: ModelSpec, gpu: GpuSpec, workload: Workload, shape: Acti
     """
     rows = shape.tokens(workload) / shape.sigma * spec.moe.top_k  # balanced routing: rows in = rows out
     forwards = 2 if recompute == "full" else 1
-    traffic = rows * spec.hidden_size * (forwards * EXPERT_BIAS_BYTES["forward"] + EXPERT_BIAS_BYTES["backward"])
+    width = spec.expert_hidden_size  # the experts' output width (the latent width with --moe-latent-size)
+    traffic = rows * width * (forwards * EXPERT_BIAS_BYTES["forward"] + EXPERT_BIAS_BYTES["backward"])
     host = 0.0 if workload.cuda_graph_impl != "none" else \
         forwards * local_experts * calibration()["time"]["biased_expert_overhead_s"]
     return host + traffic / gpu.hbm_bytes_per_s
