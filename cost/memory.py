@@ -627,6 +627,11 @@ def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activa
                                         recompute_modules=recompute_modules, kind=kind))
 
 
+# Biased experts' fc2 bias loop, forward: the expert output (bf16), the per-expert fp32 sums and their fp32
+# concatenation alive at once, bytes per routed row and output value (moe_dispatch_transient_bytes)
+EXPERT_BIAS_TRANSIENT_BYTES = BF16 + FP32 + FP32
+
+
 def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
     """Peak of one MoE layer's backward above what the layer keeps, bytes (the layer's saved tensors are
     freed as its backward goes; the gradients of its routed rows are made). Its backward is a chain of
@@ -651,6 +656,12 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
       for experts wider than the model (``F_m > h``, Mixtral); derived, not traced: the CPU trace runs
       ``SequentialMLP``, one expert's rows at a time, whose expert step is that of one expert's share
       (cases ``moe-*-ffn1024``, ``tests/test_activation_golden.py``).
+
+    * biased experts (``--add-bias-linear``, GPT-OSS): the fc2 bias is added outside the grouped GEMM,
+      per local expert in fp32 (``TEGroupedMLP._apply_bias``, ``cost/step.py`` ``expert_bias_s``). Its
+      forward holds the expert output (bf16), the fp32 sums and their fp32 concatenation at once,
+      ``(2 + 4 + 4)*T_r*h`` (``EXPERT_BIAS_TRANSIENT_BYTES``); its backward less (the fp32 gradient of the
+      cast next to the bf16 one, ``6*T_r*h``). Derived, not traced (the grouped MLP needs a GPU).
 
     Traced to the byte (CPU, local spec, alltoall dispatcher, ``F_m <= h``; TP/ETP 2 with SP): cases
     ``moe-alltoall*``, ``mla-moe-mtp1``, ``gap-mla-moe32-mtp1``, ``module_backward`` of the MoE layer. With
@@ -678,7 +689,8 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
         dispatch = 0.0 if workload.moe_dispatcher == "allgather" else 2 * BF16 * rows * h
     fc2 = BF16 * rows * (h + F)
     swiglu = BF16 * rows * (1 + spec.gated_factor) * F - gemm_input_bytes(workload) * rows * F
-    return max(dispatch, fc2, swiglu)
+    bias = EXPERT_BIAS_TRANSIENT_BYTES * rows * h if spec.add_bias_linear else 0.0
+    return max(dispatch, fc2, swiglu, bias)
 
 
 def first_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:

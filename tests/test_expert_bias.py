@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from megasolve.cost.calibration import calibration
-from megasolve.cost.memory import ActivationShape
+from megasolve.cost.memory import ActivationShape, moe_dispatch_transient_bytes
 from megasolve.cost.step import EXPERT_BIAS_BYTES, expert_bias_s, step_time
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.presets import load_preset
@@ -60,3 +60,14 @@ def test_fewer_local_experts_pay_less_and_unbiased_experts_pay_nothing():
         term = expert_bias_s(GPT_OSS, cluster.gpu, WORKLOAD, shape, 128 // ep, "none")
         assert gaps[ep] == pytest.approx(GPT_OSS.num_layers * WORKLOAD.num_microbatches(layout) * term, rel=1e-3)
     assert gaps[8] > gaps[64] > 0
+
+
+def test_the_bias_loop_sets_the_moe_layers_transient_peak():
+    """Its forward holds the expert output (bf16), the fp32 sums and their fp32 concatenation at once: 10 bytes
+    per routed row and output value, 4096 x 4 rows x 2,880 = 450 MiB at mbs 1, above the unbiased model's
+    largest step (FC2's backward, 2 B x rows x (h + F) = 180 MiB)."""
+    shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    workload = Workload(seq_length=4096)
+    assert moe_dispatch_transient_bytes(GPT_OSS, workload, shape) == 4096 * 4 * 2880 * 10
+    unbiased = dataclasses.replace(GPT_OSS, add_bias_linear=False)
+    assert moe_dispatch_transient_bytes(unbiased, workload, shape) == 2 * 4096 * 4 * (2880 + 2880)
