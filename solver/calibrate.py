@@ -10,14 +10,14 @@ each one moves and its prior spread ``sigma`` (a log-scale standard deviation):
   ``default`` row); free only for a precision the runs train in; sigma 0.1 -- dense models move little
   between releases (the shipped profile's error on the newest Megatron-Bridge release: dense 4.4 %).
 * ``moe``: ``grouped_gemm_factor`` (x), ``per_moe_layer_overhead_s``, ``per_local_expert_overhead_s`` and
-  ``biased_expert_overhead_s`` (/): the MoE-only work (the per-local-expert host term joined it when it was added to the cost model: on the 35 fit-split
-  series of ``benchmarks/calibrate_runs.py`` a simulated release's MoE runs went 16.8 % -> 14.2 % from two runs,
-  the published ones 7.2 % -> 7.0 %); sigma 0.5 -- "the same Megatron-Bridge MoE layout runs 20-45 % faster or
-  slower from one release to the next" (issue #13; ``calibration_runs.yaml`` header: 10-55 %) is a log-sd of about
-  0.3 on the *step*, and the knob moves only the MoE terms, 50-70 % of a MoE step, so the factor's own spread is
-  0.3 / 0.6 = 0.5 (at 0.3 two runs could carry only half a release's shift: on the 35 fit-split series a simulated
-  release of 23 % went 22.6 % -> 14.2 % with 0.3, -> 9.8 % with 0.5; 30 %: 29.6 % -> 19.8 %, -> 12.6 %; the
-  published runs as they are 7.0 % -> 7.4 %).
+  ``biased_expert_overhead_s`` (/): the MoE-only work (the per-local-expert host term joined it when it was added
+  to the cost model: on the 35 fit-split series of ``benchmarks/calibrate_runs.py`` a simulated release's MoE runs
+  went 16.8 % -> 14.2 % from two runs, the published ones 7.2 % -> 7.0 %); sigma 0.5 -- "the same Megatron-Bridge
+  MoE layout runs 20-45 % faster or slower from one release to the next" (issue #13; ``calibration_runs.yaml``
+  header: 10-55 %) is a log-sd of about 0.3 on the *step*, and the knob moves only the MoE terms, 50-70 % of a MoE
+  step, so the factor's own spread is 0.3 / 0.6 = 0.5 (at 0.3 two runs could carry only half a release's shift: on
+  the 35 fit-split series a simulated release of 23 % went 22.6 % -> 14.2 % with 0.3, -> 9.8 % with 0.5; 30 %:
+  29.6 % -> 19.8 %, -> 12.6 %; the published runs as they are 7.0 % -> 7.4 %).
 * ``nvlink`` / ``network``: the bus and all-to-all efficiencies of that link (``collectives.bus_efficiency``,
   ``all_to_all``); sigma 0.3 -- a user's fabric is not the benchmark's.
 * ``tp_overlap`` / ``ep_overlap`` / ``cp_overlap`` / ``dp_overlap``: the share of that traffic exposed

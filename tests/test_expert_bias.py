@@ -17,8 +17,6 @@ from megasolve.topology.cluster import Cluster
 GPT_OSS = load_preset("gpt-oss-120b")
 H100 = Cluster.from_flags(num_gpus=64, gpu="h100")
 WORKLOAD = Workload(seq_length=4096, global_batch_size=1280)
-# Megatron-Bridge's GPT-OSS 120B H100 recipe (tp1 pp4 ep8 mbs1)
-LAYOUT = Layout(pp=4, ep=8, dp=16, mbs=1)
 
 
 def test_the_preset_has_biased_experts():
@@ -26,7 +24,7 @@ def test_the_preset_has_biased_experts():
 
 
 def test_one_layer_by_hand():
-    """EP8 holds 16 of 128 experts; one micro-batch routes 4096 tokens x top-4 = 16,384 rows of 2,880 values,
+    """Megatron-Bridge's H100 recipe (tp1 pp4 ep8 mbs1): EP8 holds 16 of 128 experts; one micro-batch routes 4096 tokens x top-4 = 16,384 rows of 2,880 values,
     40 bytes each through HBM (20 forward, 20 backward): 1.887 GB, 0.563 ms at 3.35 TB/s; plus, eager, 16 local
     experts' host time."""
     shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False, etp=1)
