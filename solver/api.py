@@ -13,7 +13,7 @@ from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import model_params
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.rules import RuleContext, Violation, violations
+from megasolve.solver.rules import RuleContext, Violation, rule_error, violations
 from megasolve.topology.cluster import Cluster
 
 SOFT_RULES = ("tp_inside_nvlink_domain",)  # planner policy: costed, reported, not a Megatron error
@@ -119,28 +119,6 @@ def check_layout(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     if hard:
         raise rule_error(hard[0], layout, workload)
     return [v for v in found if v.rule in SOFT_RULES]
-
-
-def rule_error(broken: Violation, layout: Layout | None, workload: Workload) -> MegasolveError:
-    """The input error for a broken Megatron rule: the flag it concerns and that flag's value."""
-    name = _RULE_FIELDS.get(broken.rule, "layout").lstrip("-").replace("-", "_")
-    value = getattr(layout, name, getattr(workload, name, "see message"))
-    return MegasolveError(field=_RULE_FIELDS.get(broken.rule, "layout"), value=value,
-                          rule=f"{broken.message} ({broken.source})", fix=broken.fix)
-
-
-_RULE_FIELDS = {
-    "num_heads_divisible_by_tp": "--tp", "query_groups_vs_tp": "--tp", "ffn_divisible_by_tp": "--tp",
-    "expert_ffn_divisible_by_etp": "--etp", "num_experts_divisible_by_ep": "--ep", "etp_is_tp_for_dense_models": "--etp",
-    "moe_bias_needs_etp_1": "--etp", "pipeline_split": "--pp", "vpp_needs_pp": "--vpp", "seq_divisible_by_2cp": "--cp",
-    "sp_seq_divisible_by_tp": "--seq-len", "sp_needs_tp": "--sequence-parallel", "moe_tp_needs_sp": "--sequence-parallel",
-    "gbs_divisible_by_mbs_dp": "--gbs", "vpp_microbatches": "--vpp", "recompute_layers_fit_chunk": "--recompute-num-layers",
-    "world_size_divisible_by_expert_parallel": "--ep", "position_embeddings_cover_seq": "--seq-len",
-    "fp8_needs_hardware": "--precision", "fp8_recipe_needs_hardware": "--fp8-recipe",
-    "latent_moe_without_shared_expert_overlap": "--moe-shared-expert-overlap",
-    "world_size_divisible_by_model_parallel": "--gpus",
-}
-
 
 
 def estimate(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,

@@ -23,7 +23,7 @@ from megasolve.cost.offload import OPTIMIZER_OFFLOAD_FRACTIONS
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.rules import Rule, RuleContext, Violation, model_rules, split_counts
+from megasolve.solver.rules import Rule, RuleContext, Violation, model_rules, rule_error, split_counts
 from megasolve.topology.cluster import Cluster
 
 AXES = ("tp", "cp", "pp", "dp", "mbs", "sp", "ep", "etp", "vpp", "split", "rc", "dop", "fsdp", "oo", "disp")
@@ -332,8 +332,6 @@ def refusal(ctx: RuleContext) -> MegasolveError | None:
     model, GPU and workload break: it refuses every layout on every cluster size."""
     for rule in model_rules(ctx.spec, ctx.workload):
         if not rule.axes and not rule.check(ctx, {}):
-            from megasolve.solver.api import rule_error
-
             return rule_error(Violation(rule.name, rule.message(ctx, {}), rule.fix, rule.source), None, ctx.workload)
     return None
 
