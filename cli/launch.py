@@ -82,6 +82,18 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
         s += [("multi_latent_attention", True), ("q_lora_rank", mla.q_lora_rank), ("kv_lora_rank", mla.kv_lora_rank),
               ("qk_head_dim", mla.qk_head_dim), ("qk_pos_emb_head_dim", mla.qk_pos_emb_head_dim),
               ("v_head_dim", mla.v_head_dim)]
+    if spec.dsa is not None:  # DeepSeek Sparse Attention (TC L301-338 @d98e8a6; Megatron-Bridge glm5_bridge.py L130-141)
+        dsa = spec.dsa
+        s += [("experimental_attention_variant", "dsa"), ("dsa_indexer_n_heads", dsa.n_heads),
+              ("dsa_indexer_head_dim", dsa.head_dim), ("dsa_indexer_topk", dsa.topk)]
+        if dsa.topk_freq > 1:
+            s += [("dsa_indexer_topk_freq", dsa.topk_freq), ("dsa_indexer_skip_topk_offset", dsa.skip_topk_offset)]
+        if dsa.loss_coeff:
+            s += [("dsa_indexer_loss_coeff", dsa.loss_coeff), ("dsa_indexer_use_sparse_loss", dsa.sparse_loss)]
+        # the fused kernels the memory estimate assumes (the default "none" runs the PyTorch path, whose
+        # s x s x heads fp32 score tensors are not modelled); Megatron-Bridge's GLM-5 recipes set cudnn
+        s.append(("dsa_kernel_backend", "cudnn"))
+        s.append(("apply_rope_fusion", False))  # "RoPE fusion is not supported for DSAttention" (TC L3162-3163)
     if spec.mtp_num_layers:
         s.append(("mtp_num_layers", spec.mtp_num_layers))
         if spec.mtp_use_repeated_layer:

@@ -91,7 +91,8 @@ MEGATRON_DEST = {
 # Booleans whose Megatron-LM default is True: False is written with this store_false flag
 MEGATRON_FALSE_FLAG = {"add_bias_linear": "--disable-bias-linear",
                        "gradient_accumulation_fusion": "--no-gradient-accumulation-fusion",
-                       "overlap_p2p_comm": "--no-overlap-p2p-communication"}
+                       "overlap_p2p_comm": "--no-overlap-p2p-communication",
+                       "apply_rope_fusion": "--no-rope-fusion"}
 # Booleans written as the negation of another flag
 MEGATRON_NEGATED = {"share_embeddings_and_output_weights": "--untie-embeddings-and-output-weights",
                     "check_for_nan_in_loss_and_grad": "--no-check-for-nan-in-loss-and-grad",

@@ -42,12 +42,67 @@ def attention_linear_flops_per_token(spec: ModelSpec) -> float:
 
 
 def attention_core_flops_per_token_seq(spec: ModelSpec) -> float:
-    """``core`` of section 6.2 (causal, QK^T and AV): multiply by tokens x sequence length."""
+    """``core`` of section 6.2 (causal, QK^T and AV): multiply by tokens x sequence length.
+
+    DSA runs MLA absorbed (``AbsorbedMLASelfAttention``, experimental_attention_variant/absorbed_mla.py @d98e8a6):
+    the up-projections are folded into the query and the output, so QK^T spans ``kv_lora + r`` channels and AV
+    ``kv_lora`` per head (Megatron-Bridge ``flop_utils.py`` DSA branch, ``absorbed_qk_dim`` / ``absorbed_v_dim``);
+    the attended pairs are the indexer's top-k (``ModelSpec.attended_pairs``)."""
     n = spec.num_attention_heads
     if spec.mla is None:
         return 6.0 * n * spec.kv_channels
     mla = spec.mla
+    if spec.dsa is not None:
+        return 6.0 * n * (2 * mla.kv_lora_rank + mla.qk_pos_emb_head_dim) / 2
     return 6.0 * (n * (mla.qk_head_dim + mla.qk_pos_emb_head_dim) / 2 + n * mla.v_head_dim / 2)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexerFlops:
+    """FLOPs per token of one layer's DSA lightning indexer, forward + backward (0 for a layer reusing top-k)."""
+
+    projections: float  # linear_wq_b, linear_wk, linear_weights_proj: GEMMs
+    scores: float  # q.k over every causal key and the weighted head sum (+ their backward with the loss)
+    teacher: float  # the KL target: the main Q.K^T over the scored keys (forward only, detached)
+
+
+def dsa_indexer_flops_per_token(spec: ModelSpec, seq_length: int) -> IndexerFlops:
+    """Megatron-Bridge ``flop_utils.py`` (DSA branch, after arXiv 2512.02556 equations 1-2): the projections
+    run forward (and wgrad only, their inputs detached, with the indexer loss): ``2x`` or ``4x`` their weights;
+    the scores ``2 * ctx * n_i * (d_i + 1)`` forward over the dense causal context (top-k needs every score),
+    ``+ 4 * ctx'`` with the loss over the selected (sparse loss) or all keys; the KL target
+    ``2 * ctx' * n * (kv_lora + r)`` (detached main Q / K). ``ctx``: average causal keys per query.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> f = dsa_indexer_flops_per_token(load_preset("deepseek-v3.2"), 4096)  # no indexer loss
+    >>> f.projections / 1e6, round(f.scores / 1e6, 2), f.teacher  # 2*(1536*8192 + 7168*128 + 7168*64); 2*2048.5*64*129
+    (27.918336, 33.82, 0.0)
+    """
+    dsa, mla = spec.dsa, spec.mla
+    if dsa is None:
+        return IndexerFlops(0.0, 0.0, 0.0)
+    s = seq_length
+    dense_ctx = (s + 1) / 2
+    sparse_ctx = dense_ctx if s <= dsa.topk else dsa.topk - dsa.topk * (dsa.topk - 1) / (2 * s)
+    q_in = mla.q_lora_rank if mla.q_lora_rank is not None else spec.hidden_size
+    size = q_in * dsa.n_heads * dsa.head_dim + spec.hidden_size * (dsa.head_dim + dsa.n_heads)
+    unit = dsa.n_heads * (dsa.head_dim + 1)
+    projections = (4 if dsa.trains_indexer else 2) * size
+    scores = 2 * dense_ctx * unit
+    teacher = 0.0
+    if dsa.trains_indexer:
+        ctx = sparse_ctx if dsa.sparse_loss else dense_ctx
+        scores += 4 * ctx * unit
+        teacher = 2 * ctx * spec.num_attention_heads * (mla.kv_lora_rank + mla.qk_pos_emb_head_dim)
+    return IndexerFlops(float(projections), float(scores), float(teacher))
+
+
+def dsa_indexer_layers(spec: ModelSpec) -> int:
+    """Decoder and MTP layers that run their own DSA indexer (MTP layers numbered from 1)."""
+    if spec.dsa is None:
+        return 0
+    return (sum(spec.layer_has_indexer(i) for i in range(spec.num_layers))
+            + sum(spec.dsa.computes_topk(d) for d in range(1, spec.mtp_num_layers + 1)))
 
 
 def mlp_flops_per_token(spec: ModelSpec, moe: bool) -> float:
@@ -94,6 +149,8 @@ def model_flops_per_sequence(spec: ModelSpec, seq_length: int) -> float:
     per_token += 6.0 * h * spec.padded_vocab_size(1) * (spec.mtp_num_layers + 1)
     fractions = [layer_kind(spec, i).attention_fraction(spec, s) for i in range(spec.num_layers)]
     fractions += [mtp_layer_kind(spec).attention_fraction(spec, s)] * spec.mtp_num_layers
+    indexer = dsa_indexer_flops_per_token(spec, s)  # DSA: the lightning indexers (zero without)
+    per_token += dsa_indexer_layers(spec) * (indexer.projections + indexer.scores + indexer.teacher)
     return s * per_token + s * s * attention_core_flops_per_token_seq(spec) * sum(fractions)
 
 
@@ -190,6 +247,15 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     if not has_attn:
         core_full = 0.0
     core = core_full * (kind.attention_fraction(spec, s) if kind is not None else 1.0)
+    if kind is None and spec.dsa is not None:  # no kind: a layer of the model as a whole (sparse pairs)
+        core = core_full * spec.attention_fraction(s)
+    indexer_gemm = 0.0
+    if has_attn and spec.dsa is not None and not (kind is not None and kind.reuses_topk):
+        # the DSA indexer: its weights are duplicated over TP and it scores the gathered sequence, so every TP rank
+        # does all of it (dsa.py L1159-1205, L1272-1279 @d98e8a6); the KL target uses this rank's heads
+        idx = dsa_indexer_flops_per_token(spec, s)
+        indexer_gemm = idx.projections * T
+        core += idx.scores * T + idx.teacher * T / t
     mlp_total = mlp_flops_per_token(spec, moe) * T / t if has_mlp else 0.0
     if moe and has_mlp:
         m = spec.moe
@@ -202,6 +268,7 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
         gemm += 6.0 * T * spec.hidden_size * m.num_experts / shape.sigma  # router GEMM (not in MFU)
     else:
         gemm, expert = lin + mlp_total, 0.0
+    gemm += indexer_gemm
     scores_bytes = 0.0
     # a Mamba-2 / DeltaNet mixer (cost/hybrid.py): its projections at GEMM efficiency, its scan /
     # delta rule with the attention kernels' FLOPs, its conv, gates and norms as HBM traffic

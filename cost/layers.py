@@ -22,7 +22,7 @@ whose mixer is a gated DeltaNet (``--linear-attention-freq``). Every engine pick
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from megasolve.models.layout import Layout
 from megasolve.models.params import stage_layer_ids
@@ -50,6 +50,8 @@ class LayerKind:
     chunk: int | None = None
     mixer: str = "attention"
     mlp: bool = True
+    # DSA IndexShare (``DSASpec.topk_freq`` > 1): the layer reuses an earlier layer's top-k and has no indexer
+    reuses_topk: bool = False
     layer: int = field(default=0, compare=False, hash=False)
 
     @property
@@ -78,6 +80,8 @@ class LayerKind:
             out += f"_w{self.window}"
         if self.chunk is not None:
             out += f"_c{self.chunk}"
+        if self.reuses_topk:
+            out += "_idxshare"
         return out
 
     @property
@@ -98,7 +102,7 @@ class LayerKind:
         >>> round(layer_kind(spec, 0).attention_fraction(spec, 32768), 3)
         0.234
         """
-        if self.window is None and self.chunk is None:
+        if self.window is None and self.chunk is None and spec.dsa is None:
             return 1.0
         return spec.attended_pairs(self.layer, seq_length) / (seq_length * (seq_length + 1) / 2)
 
@@ -120,7 +124,7 @@ def layer_kind(spec: ModelSpec, layer: int) -> LayerKind:
     if spec.linear_attention_pattern is not None and spec.linear_attention_pattern[layer]:
         return LayerKind(mixer="gdn", moe=spec.is_moe_layer(layer), layer=layer)
     return LayerKind(moe=spec.is_moe_layer(layer), window=spec.layer_window(layer), chunk=spec.layer_chunk(layer),
-                     layer=layer)
+                     reuses_topk=spec.dsa is not None and not spec.layer_has_indexer(layer), layer=layer)
 
 
 def has_block_kinds(spec: ModelSpec) -> bool:
@@ -143,8 +147,10 @@ def model_layer_kinds(spec: ModelSpec) -> tuple[LayerKind, ...]:
 
 
 def mtp_layer_kind(spec: ModelSpec) -> LayerKind:
-    """Each MTP depth holds one transformer layer of the last decoder layer's kind (``params.stage_params``)."""
-    return layer_kind(spec, spec.num_layers - 1)
+    """Each MTP depth holds one transformer layer of the last decoder layer's kind (``params.stage_params``); with
+    DSA it runs its own indexer (MTP layers are numbered from 1, ``params.mtp_layer_params``; costed as depth 1's)."""
+    kind = layer_kind(spec, spec.num_layers - 1)
+    return replace(kind, reuses_topk=False) if kind.reuses_topk else kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

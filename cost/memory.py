@@ -214,8 +214,11 @@ class ActivationShape:
 # * moe: ``moe/moe_layer.py`` L249 checkpoints the whole MoE layer from its input (the LN output).
 # * mla_up_proj: ``multi_latent_attention.py`` L173 discards the up-projection + RoPE outputs
 #   (Q, K, V of every head); the compressed latents stay (reference section 3.5).
+# * DSA: ``AbsorbedMLASelfAttention`` checkpoints its core attention, ``DSAttention`` with the indexer, the same way
+#   (absorbed_mla.py L847-849): the top-k indices and the indexer's saved tensors go with core_attn; its
+#   mla_up_proj recompute discards the absorbed query and key (L671-676, L904-907).
 RECOMPUTE_MODULES: dict[str, frozenset[str]] = {
-    "core_attn": frozenset({"attn_scores", "softmax_stats", "kv_expanded"}),
+    "core_attn": frozenset({"attn_scores", "softmax_stats", "kv_expanded", "dsa_topk", "dsa_indexer"}),
     "layernorm": frozenset({"attn_norm_output", "mlp_norm_output"}),
     "mlp": frozenset({"mlp_fused_norm_output", "fc1_output", "act_output", "act_unfused"}),
     "moe_act": frozenset({"expert_act_output", "expert_act_unfused"}),
@@ -278,8 +281,9 @@ def offloaded_terms(spec: ModelSpec, workload: Workload, moe: bool) -> frozenset
 def dropped_terms(recompute_modules: tuple[str, ...]) -> frozenset[str]:
     """Saved-tensor names that selective recompute of ``recompute_modules`` re-materialises.
 
-    >>> sorted(dropped_terms(("core_attn", "moe_act")))
-    ['attn_scores', 'expert_act_output', 'expert_act_unfused', 'kv_expanded', 'softmax_stats']
+    >>> sorted(dropped_terms(("core_attn", "moe_act")))  # doctest: +NORMALIZE_WHITESPACE
+    ['attn_scores', 'dsa_indexer', 'dsa_topk', 'expert_act_output', 'expert_act_unfused', 'kv_expanded',
+     'softmax_stats']
     """
     unknown = set(recompute_modules) - set(RECOMPUTE_MODULES)
     if unknown:
@@ -368,6 +372,9 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
         terms["attn_norm_output"] = a * T * h / sigma
         norms = BF16 * T * latents / sigma if spec.qk_layernorm else 0.0
         terms["mla_latents"] = BF16 * T * (latents + r) / sigma + norms
+        if spec.dsa is not None:
+            terms.update(dsa_attention_terms(spec, workload, shape))
+            return terms
         terms["mla_up"] = BF16 * T * (n / t) * (2 * (qk + r) + dv)
         terms["core_output"] = a * T * (n / t) * dv
     if unfused:
@@ -376,6 +383,48 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
         terms["attn_scores"] = per_score * (n / t) * T * workload.seq_length + s_q * workload.seq_length
     else:
         terms["softmax_stats"] = FP32 * T * n / t
+    return terms
+
+
+def dsa_attention_terms(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> dict[str, float]:
+    """Saved tensors of a DSA attention block beyond MLA's norms and latents, per micro-batch per rank.
+    Derived from Megatron-Core @d98e8a6, not traced (the sparse kernels need a GPU):
+
+    * absorbed MLA (``absorbed_mla.py`` ``qkv_up_proj_and_rope_apply`` L540-665): the query's non-RoPE part,
+      kept by the absorption einsum, ``2*T*(n/t)*qk``; the absorbed query ``[T, n/t, kv_lora + r]`` and the
+      gathered latent key ``[T, 1, kv_lora + r]`` that the sparse attention keeps (``mla_up``: re-materialised by
+      ``mla_up_proj`` recompute, L671-676, as MLA's); the latent output ``2*T*(n/t)*kv_lora`` kept by the
+      V-absorption einsum and the output ``a*T*(n/t)*dv`` kept by ``linear_proj`` (``core_output``); the fp32
+      LSE per head (``softmax_stats``);
+    * the top-k indices the sparse attention keeps, ``[b, s/c, topk]`` int32 for the fused kernels (the backend
+      the launch exports, ``cli/launch.py``), ``min(topk, s)`` per query (``dsa_topk``);
+    * with the indexer loss (``DSASpec.loss_coeff`` > 0; without it the indexer runs under ``no_grad``): the
+      indexer's q ``[T, n_i, d_i]``, k and weights (``FusedDSAIndexerLoss`` saves them, L944) and the gathered,
+      detached inputs its projections keep (``h + q_lora`` per token), all full-width on every TP rank
+      (``dsa_indexer``). Charged on every DSA layer: a layer that reuses top-k (IndexShare) holds none of it, so
+      GLM-5.2's estimate is high by that much on those layers.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> terms = dsa_attention_terms(load_preset("deepseek-v3.2"), Workload(seq_length=4096),
+    ...                             ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False))
+    >>> terms["dsa_topk"] / 4096, terms["dsa_indexer"]  # 4 B x 2048 per query; no indexer loss
+    (8192.0, 0.0)
+    """
+    T, t = shape.tokens(workload), shape.tp
+    n, mla, dsa = spec.num_attention_heads, spec.mla, spec.dsa
+    a = gemm_input_bytes(workload)
+    latent = mla.kv_lora_rank + mla.qk_pos_emb_head_dim
+    terms = {
+        "mla_up": BF16 * T * (n / t) * (mla.qk_head_dim + latent) + BF16 * T * latent,
+        "core_output": BF16 * T * (n / t) * mla.kv_lora_rank + a * T * (n / t) * mla.v_head_dim,
+        "softmax_stats": FP32 * T * n / t,
+        "dsa_topk": 4 * T * min(dsa.topk, workload.seq_length),
+        "dsa_indexer": 0.0,
+    }
+    if dsa.trains_indexer:
+        q_in = mla.q_lora_rank if mla.q_lora_rank is not None else spec.hidden_size
+        terms["dsa_indexer"] = BF16 * T * (dsa.n_heads * dsa.head_dim + dsa.head_dim + dsa.n_heads
+                                           + spec.hidden_size + q_in)
     return terms
 
 

@@ -41,6 +41,8 @@ def module_problem(spec: ModelSpec, workload: Workload, module: str) -> str | No
         return "shared_experts recompute cannot work with --moe-shared-expert-overlap (TC selective block)"
     if module == "mla_up_proj" and spec.mla is None:
         return "mla_up_proj in recompute_modules is only supported with multi_latent_attention (TC selective block)"
+    if module == "mla_up_proj" and spec.dsa is not None and workload.precision != "bf16":
+        return "FP8/FP4 is not supported for AbsorbedMLA's mla_up_proj recompute (absorbed_mla.py L671-673 @d98e8a6)"
     if module == "mlp" and all(spec.is_moe_layer(i) for i in range(spec.num_layers)):
         return "mlp recompute applies to dense layers only (transformer_layer.py L539) and this model has none"
     if module in CHEAP_MODULES and workload.precision == "fp8" and workload.fp8_recipe == "delayed":

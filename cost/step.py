@@ -33,6 +33,7 @@ from megasolve.topology.cluster import Cluster
 from megasolve.topology.gpus import GpuSpec
 
 BF16 = 2
+FP32 = 4
 TERMS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "offload")
 
 
@@ -176,6 +177,17 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     if has_attn and spec.mla is None and spec.num_query_groups < t:
         qkv = BF16 * tokens * (spec.num_attention_heads + 2 * spec.num_query_groups) * spec.kv_channels
         seconds += (1 + refwd) * collective_time_s("all_gather", qkv, t, link)
+    if has_attn and spec.dsa is not None and not (kind is not None and kind.reuses_topk):
+        # the DSA indexer gathers its (detached) inputs under SP -- no backward collective -- and, with the indexer
+        # loss, all-reduces the KL target summed over this rank's heads: fp32 per scored (query, key) pair, the
+        # selected ones with the sparse loss (dsa.py L1272-1279, L507-510 @d98e8a6)
+        dsa, mla = spec.dsa, spec.mla
+        q_in = mla.q_lora_rank if mla.q_lora_rank is not None else spec.hidden_size
+        if shape.sequence_parallel:
+            seconds += (1 + refwd) * collective_time_s("all_gather", BF16 * tokens * (spec.hidden_size + q_in), t, link)
+        if dsa.trains_indexer:
+            keys = min(dsa.topk, workload.seq_length) if dsa.sparse_loss else workload.seq_length
+            seconds += (1 + refwd) * collective_time_s("all_reduce", FP32 * tokens * keys, t, link)
     if workload.tp_comm_overlap and shape.sequence_parallel:
         return (seconds + hidden) * calibration()["time"]["tp_overlap_exposed_fraction"]
     return seconds
@@ -187,7 +199,8 @@ def default_cp_comm_type(spec: ModelSpec) -> str:
     ``attention/dot_product_attention/context_parallel.py`` @d0067d0 L5054-5066): attention sinks (a
     non-vanilla ``softmax_type``) run only with ``a2a``; sliding windows only with ``a2a`` or
     ``all_gather`` (``all_gather``, as NVIDIA's Llama 3 long-context recipe runs windows; NeMo's Mistral
-    config picks ``a2a``, which the head count may rule out).
+    config picks ``a2a``, which the head count may rule out); DSA sparse attention only with ``all_gather``
+    (TC L3162-3177 @d98e8a6).
 
     >>> from megasolve.models.presets import load_preset
     >>> [default_cp_comm_type(load_preset(m)) for m in ("gemma-3-27b", "llama-3.1-8b", "gpt-oss-20b")]
@@ -195,7 +208,7 @@ def default_cp_comm_type(spec: ModelSpec) -> str:
     """
     if spec.softmax_type != "vanilla":
         return "a2a"
-    return "all_gather" if spec.window_size is not None else "p2p"
+    return "all_gather" if spec.window_size is not None or spec.dsa is not None else "p2p"
 
 
 def cp_a2a_size(spec: ModelSpec, cluster: Cluster, tp: int, cp: int) -> int | None:
@@ -234,6 +247,8 @@ def cp_comm_problem(spec: ModelSpec, cluster: Cluster, comm_type: str, tp: int, 
     L5027-5032)."""
     if cp == 1:
         return None
+    if spec.dsa is not None and comm_type != "all_gather":  # DSAttention gathers K itself (TC L3162-3177 @d98e8a6)
+        return f"DSA sparse attention runs under CP only with all_gather, not {comm_type}"
     windowed = spec.window_size is not None
     if windowed and comm_type in ("p2p", "a2a+p2p"):
         return f"sliding-window attention runs under CP only with a2a or all_gather, not {comm_type}"
@@ -311,11 +326,15 @@ def _attention_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: A
 
 def _cp_kv_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
     """K and V of one attention layer on one CP rank (bf16): ``2*2*T*g_r*d`` (GQA), MLA's per-head
-    ``2*T*(n/t)*(qk + r + dv)``."""
+    ``2*T*(n/t)*(qk + r + dv)``. DSA (absorbed MLA) gathers one latent key per token, ``kv_lora + r`` wide
+    (no V: the value is the latent), and its indexer's key, ``d_i`` (``DSAttention.forward`` and
+    ``DSAIndexer.forward_before_topk`` under CP, dsa.py @d98e8a6): ``2*T*(kv_lora + r + d_i)`` in all."""
     tokens, t = shape.tokens(workload), shape.tp
     if spec.mla is None:
         return 2 * BF16 * tokens * max(spec.num_query_groups / t, 1) * spec.kv_channels
     mla = spec.mla
+    if spec.dsa is not None:
+        return BF16 * tokens * (mla.kv_lora_rank + mla.qk_pos_emb_head_dim + spec.dsa.head_dim)
     return BF16 * tokens * (spec.num_attention_heads / t) * (mla.qk_head_dim + mla.qk_pos_emb_head_dim
                                                              + mla.v_head_dim)
 

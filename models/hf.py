@@ -18,7 +18,8 @@ from typing import Any
 
 from megasolve.models.errors import ConfigError
 from megasolve.models.megatron_args import check_num_layers
-from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec, softmax_type_notes
+from megasolve.models.spec import (DSASpec, GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec,
+                                   softmax_type_notes)
 from megasolve.models.vision import vision_params
 
 # model_type -> family. Families share field names and defaults.
@@ -43,6 +44,10 @@ MODEL_TYPES = {
     # (an elementwise add, no parameters in the language model)
     "qwen3_vl_text": "llama", "qwen3_vl_moe_text": "qwen_moe",
     "deepseek_v2": "deepseek", "deepseek_v3": "deepseek", "glm4_moe": "deepseek",
+    # DeepSeek-V3.2 and GLM-5 / 5.1 / 5.2 (transformers models/glm_moe_dsa): DeepSeek-V3's MLA + MoE layers with
+    # DeepSeek Sparse Attention (index_n_heads / index_head_dim / index_topk; GLM-5.2's IndexShare
+    # index_topk_freq / index_skip_topk_offset), as Megatron-Bridge maps them (models/glm_moe_dsa/glm5_bridge.py)
+    "deepseek_v32": "deepseek", "glm_moe_dsa": "deepseek",
     "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2", "nemotron_h": "nemotron_h",
 }
 # ``architectures[0]`` -> the model_type whose reader fits (checked first: Kimi-K2 ships
@@ -54,7 +59,8 @@ ARCHITECTURES = {
     "InternLM2ForCausalLM": "internlm2", "ChatGLMModel": "chatglm", "ChatGLMForConditionalGeneration": "chatglm",
     "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe",
     "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
-    "Glm4MoeForCausalLM": "glm4_moe", "GptOssForCausalLM": "gpt_oss", "MiniMaxM2ForCausalLM": "minimax_m2",
+    "Glm4MoeForCausalLM": "glm4_moe", "DeepseekV32ForCausalLM": "deepseek_v32", "GlmMoeDsaForCausalLM": "glm_moe_dsa",
+    "GptOssForCausalLM": "gpt_oss", "MiniMaxM2ForCausalLM": "minimax_m2",
     "Ernie4_5_ForCausalLM": "ernie4_5", "Ernie4_5_MoeForCausalLM": "ernie4_5_moe",
     "Llama4ForCausalLM": "llama4_text", "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
     "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
@@ -73,6 +79,10 @@ UNSUPPORTED = {
                "layer to train them with",
     "minimax_m1": "lightning (linear) attention layers (attn_type_list 0): Megatron-Core has no lightning-attention "
                   "layer to train them with",
+    # DeepSeek-V4 (Megatron-Bridge models/deepseek/deepseek_v4_bridge.py): hybrid layers of compressed attention at
+    # two ratios with sliding windows and a DSA indexer on some: a layer megasolve has no cost model for
+    "deepseek_v4": "DeepSeek-V4's hybrid compressed / sliding-window / sparse attention layers: megasolve costs "
+                   "DeepSeek Sparse Attention over MLA (deepseek_v32, glm_moe_dsa) but not the compressed layers",
     "falcon_h1": "attention and Mamba-2 side by side in every layer: Megatron-Core's hybrid stack runs one block per "
                  "pattern symbol, in sequence, and megasolve plans only that stack",
     "jamba": "Mamba-1 layers interleaved with attention: Megatron-Core builds Mamba-2 mixers only (ssm/mamba_mixer.py)",
@@ -84,7 +94,7 @@ _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2
 # the Qwen3-Next decoder: gated DeltaNet layers, gated attention (q_proj doubled for the output gate), QK-norm
 QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text",
-                  "deepseek_v2", "deepseek_v3", "kimi_k2")
+                  "deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2", "ernie4_5", "ernie4_5_moe")
 # transformers' documented class defaults that released configs rely on (filled with a note).
 DOCUMENTED_DEFAULTS = {
@@ -132,6 +142,9 @@ NO_EFFECT = frozenset({
     "chunk_size", "residual_in_fp32", "rescale_prenorm_residual", "use_mamba_kernels", "num_logits_to_keep",
     "mamba_dt_min", "mamba_dt_max", "mamba_dt_limit", "mamba_dt_init_floor", "mamba_chunk_size", "mamba_proj_bias",
     "mamba_conv_bias", "mamba_expand", "expand", "use_conv_bias", "use_bias", "mlp_bias",
+    # DSA / MLA RoPE layout and GLM-5.2's derived layer lists (the same parameters and FLOPs; the lists are checked
+    # against the fields they derive from in ``_dsa``)
+    "rope_interleave", "indexer_rope_interleave", "index_share_for_mtp_iteration",
 })
 # Keys that do change compute or memory but that megasolve does not model, when set: key -> what.
 UNMODELLED = {
@@ -420,6 +433,52 @@ def spec_from_hf_config(cfg: dict[str, Any], name: str = "hf-model", source: str
     return _with(spec, ignored_features=tuple(ignored), notes=tuple(notes))
 
 
+DSA_TYPES = ("deepseek_v32", "glm_moe_dsa")
+# How Megatron-Bridge trains GLM-5 (``GLM5Bridge.provider_bridge``, models/glm_moe_dsa/glm5_bridge.py L138-141): the
+# indexer trained with a sparse KL loss of coefficient 0.001. DeepSeek-V3.2's config carries no training setting:
+# Megatron-Core's default, no indexer loss (TC ``dsa_indexer_loss_coeff`` None).
+DSA_TRAINING = {"glm_moe_dsa": (0.001, True), "deepseek_v32": (0.0, False)}
+
+
+def _dsa(cfg: _Config, model_type: str, layers: int, mla: MLASpec | None, notes: list[str]) -> DSASpec:
+    """The DeepSeek Sparse Attention of a DeepSeek-V3.2 / GLM-5 config (Megatron-Bridge ``glm5_bridge.py``
+    L130-141: ``index_head_dim`` / ``index_n_heads`` / ``index_topk`` / ``index_topk_freq`` /
+    ``index_skip_topk_offset``). GLM-5.2's ``indexer_types`` ("full" = the layer runs its indexer) must agree with
+    the frequency and offset, which are what Megatron-Core reads."""
+    if mla is None:
+        raise ConfigError(field="kv_lora_rank", value=None, rule=f"{model_type} is DSA over multi-latent attention "
+                          "(experimental_attention_variant_module_specs.py L100)", fix="pass the model's config.json")
+    loss, sparse = DSA_TRAINING[model_type]
+    dsa = DSASpec(n_heads=_int(cfg, "index_n_heads", model_type), head_dim=_int(cfg, "index_head_dim", model_type),
+                  topk=_int(cfg, "index_topk", model_type),
+                  topk_freq=_opt_int(cfg, "index_topk_freq", model_type, 1) or 1,
+                  skip_topk_offset=_opt_int(cfg, "index_skip_topk_offset", model_type, 0) or 0,
+                  loss_coeff=loss, sparse_loss=sparse)
+    types = cfg.get("indexer_types")
+    if types is not None:
+        expected = ["full" if dsa.computes_topk(i + 1) else "shared" for i in range(layers)]
+        if list(types) != expected:
+            raise ConfigError(field="indexer_types", value=repr(types)[:60],
+                              rule=f"disagrees with index_topk_freq {dsa.topk_freq} / index_skip_topk_offset "
+                                   f"{dsa.skip_topk_offset}, which Megatron-Core reads (is_dsa_skip_topk_layer)",
+                              fix="pass the model's config.json unchanged")
+    mlp_types = cfg.get("mlp_layer_types")
+    first_dense = cfg.get("first_k_dense_replace") or 0
+    if mlp_types is not None and list(mlp_types) != ["dense"] * first_dense + ["sparse"] * (layers - first_dense):
+        raise ConfigError(field="mlp_layer_types", value=repr(mlp_types)[:60],
+                          rule=f"megasolve reads the MoE layers from first_k_dense_replace ({first_dense}), as "
+                               "Megatron-Bridge does (glm5_bridge.py moe_layer_freq)", fix="pass the config unchanged")
+    for key in ("qk_head_dim", "head_dim"):  # GLM-5: qk_nope + qk_rope (Bridge recovers the RoPE width from it)
+        cfg.get(key)
+    if loss:
+        notes.append(f"DSA indexer trained as Megatron-Bridge trains {model_type} (--dsa-indexer-loss-coeff {loss}"
+                     f"{', --dsa-indexer-use-sparse-loss' if sparse else ''})")
+    else:
+        notes.append("DSA indexer loss not in the config: planned without it (Megatron-Core's default; "
+                     "--dsa-indexer-loss-coeff > 0 adds the indexer's backward and the KL target)")
+    return dsa
+
+
 # ChatGLM keys -> the Llama reader's (modeling_chatglm.py ``ChatGLMConfig``); and the values of the ChatGLM keys
 # that change the layer, as GLM-4 sets them: anything else is a layer megasolve does not build
 _CHATGLM_NAMES = {"num_layers": "num_hidden_layers", "ffn_hidden_size": "intermediate_size", "kv_channels": "head_dim",
@@ -588,6 +647,7 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
                       qk_head_dim=_int(cfg, "qk_nope_head_dim", model_type),
                       qk_pos_emb_head_dim=_int(cfg, "qk_rope_head_dim", model_type),
                       v_head_dim=_int(cfg, "v_head_dim", model_type))
+    dsa = _dsa(cfg, model_type, layers, mla, notes) if model_type in DSA_TYPES else None
     head_dim = None if mla is not None else _opt_int(cfg, "head_dim", model_type, None)
     tied = cfg.get("tie_word_embeddings")
     if tied is None:
@@ -680,7 +740,7 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         untie_embeddings_and_output_weights=not tied, swiglu=True, normalization="RMSNorm",
         add_bias_linear=bias_linear, add_qkv_bias=qkv_bias,
         qk_layernorm=qk_norm, position_embedding_type="rope",
-        moe=moe, mla=mla, mtp_num_layers=mtp,
+        moe=moe, mla=mla, dsa=dsa, mtp_num_layers=mtp,
         window_size=window, window_pattern=window_pattern, attention_chunk_size=chunk, chunk_pattern=chunk_pattern,
         no_rope_pattern=no_rope, rotary_percent=_rotary_percent(cfg, head_dim or (hidden // heads), model_type, notes),
         softmax_type="learnable" if sinks else "vanilla", qk_l2_norm=l2_norm,

@@ -28,13 +28,16 @@ import dataclasses
 from typing import Any
 
 from megasolve.models.errors import ConfigError
-from megasolve.models.spec import GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec, softmax_type_notes
+from megasolve.models.spec import (DSASpec, GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec,
+                                   softmax_type_notes)
 
 REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
 # Every key the reader understands: the ones it reads, and Megatron-LM arguments that change neither
 # parameters, FLOPs nor memory (numerics, initialisation, RoPE frequencies, tokenizer, dropout rates).
 # Anything else is an error naming the closest known keys: a silently dropped ``window_size:`` typo
 # would plan a different model (ARG ``_add_network_size_args`` and friends for the names).
+DSA_KEYS = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk", "dsa_indexer_topk_freq",
+            "dsa_indexer_skip_topk_offset", "dsa_indexer_loss_coeff", "dsa_indexer_use_sparse_loss")  # TC L317-338
 READ_KEYS = frozenset({
     "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "group_query_attention",
     "num_query_groups", "kv_channels", "vocab_size", "padded_vocab_size", "max_position_embeddings", "seq_length",
@@ -49,11 +52,13 @@ READ_KEYS = frozenset({
     "hybrid_override_pattern", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads",
     "is_hybrid_model", "squared_relu", "experimental_attention_variant", "linear_attention_freq",
     "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
-    "linear_conv_kernel_dim", "attention_output_gate",
+    "linear_conv_kernel_dim", "attention_output_gate", *DSA_KEYS,
 })
 NO_EFFECT_KEYS = frozenset({
     "rotary_base", "rope_scaling_factor", "use_rope_scaling", "rotary_scaling_factor", "rotary_interleaved",
     "rope_type", "mscale", "mscale_all_dim", "original_max_position_embeddings", "beta_fast", "beta_slow",
+    "dsa_indexer_rope_interleaved", "dsa_indexer_rotate_activation", "dsa_indexer_scoring_relu",
+    "dsa_indexer_k_norm_epsilon", "dsa_indexer_k_norm_fp32",
     "norm_epsilon", "layernorm_epsilon", "apply_layernorm_1p", "layernorm_zero_centered_gamma", "init_method_std",
     "attention_dropout", "hidden_dropout", "tokenizer_type", "tokenizer_model", "moe_router_score_function",
     "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_topk_scaling_factor",
@@ -221,6 +226,35 @@ def _no_rope(args: dict[str, Any], num_layers: int) -> tuple[int, ...] | None:
         raise ConfigError(field="no_rope_freq", value=freq, rule=exc.rule, fix=exc.fix) from None
 
 
+def _dsa(args: dict[str, Any], mla: MLASpec | None) -> DSASpec | None:
+    """``--experimental-attention-variant dsa`` with the ``--dsa-indexer-*`` sizes (TC L317-338 @d98e8a6: no
+    defaults for the head count, head dim and top-k; frequency 1, offset 0, no indexer loss).
+
+    >>> _dsa({"experimental_attention_variant": "dsa", "dsa_indexer_n_heads": 64, "dsa_indexer_head_dim": 128,
+    ...       "dsa_indexer_topk": 2048}, MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128,
+    ...                                          qk_pos_emb_head_dim=64, v_head_dim=128)).topk
+    2048
+    """
+    if args.get("experimental_attention_variant") != "dsa":
+        defaults = {"dsa_indexer_topk_freq": 1, "dsa_indexer_skip_topk_offset": 0, "dsa_indexer_loss_coeff": 0}
+        stray = [k for k in DSA_KEYS if args.get(k) not in (None, False, defaults.get(k))]
+        if stray:
+            raise ConfigError(field=stray[0], value=args[stray[0]], rule="has no effect without "
+                              "experimental_attention_variant: dsa", fix="add experimental_attention_variant: dsa "
+                              "or drop it")
+        return None
+    missing = [k for k in DSA_KEYS[:3] if args.get(k) is None]
+    if missing:
+        raise ConfigError(field=missing[0], value="missing", rule="required with experimental_attention_variant dsa "
+                          "(TC L317-324: no default)", fix=f"set {missing[0]} (e.g. 64 / 128 / 2048 for DeepSeek-V3.2)")
+    return DSASpec(n_heads=_typed(args, "dsa_indexer_n_heads", int), head_dim=_typed(args, "dsa_indexer_head_dim", int),
+                   topk=_typed(args, "dsa_indexer_topk", int),
+                   topk_freq=_typed(args, "dsa_indexer_topk_freq", int, 1),
+                   skip_topk_offset=_typed(args, "dsa_indexer_skip_topk_offset", int, 0),
+                   loss_coeff=float(args.get("dsa_indexer_loss_coeff") or 0.0),
+                   sparse_loss=_typed(args, "dsa_indexer_use_sparse_loss", bool, False))
+
+
 def _linear_attention(args: dict[str, Any], num_layers: int) -> tuple[tuple[int, ...] | None,
                                                                      GatedDeltaNetSpec | None]:
     """``--experimental-attention-variant gated_delta_net`` with ``--linear-attention-freq`` (TC L250-294):
@@ -240,9 +274,14 @@ def _linear_attention(args: dict[str, Any], num_layers: int) -> tuple[tuple[int,
                               rule="has no effect without experimental_attention_variant",
                               fix="add experimental_attention_variant: gated_delta_net or drop it")
         return None, None
-    if variant != "gated_delta_net":
+    if variant == "dsa":  # DeepSeek Sparse Attention: an attention variant, read by ``_dsa``
+        if freq is not None:
+            raise ConfigError(field="linear_attention_freq", value=freq, rule="has no effect with the dsa variant",
+                              fix="drop linear_attention_freq")
+        return None, None
+    if variant not in ("gated_delta_net", "gdn"):
         raise ConfigError(field="experimental_attention_variant", value=variant,
-                          rule="not plannable yet: only gated_delta_net (DSA sparse attention has no cost model)",
+                          rule="not plannable yet: only gated_delta_net (gdn) and dsa have cost models",
                           fix="no megasolve input can describe this model yet")
     if freq is None:
         raise ConfigError(field="linear_attention_freq", value="missing",
@@ -346,6 +385,7 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
                       qk_head_dim=_typed(args, "qk_head_dim", int, 128),
                       qk_pos_emb_head_dim=_typed(args, "qk_pos_emb_head_dim", int, 64),
                       v_head_dim=_typed(args, "v_head_dim", int, 128))
+    dsa = _dsa(args, mla)
     window, window_pattern = _window(args, num_layers)
     pattern = _typed(args, "hybrid_override_pattern", str)
     mamba = None
@@ -379,7 +419,7 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
         qk_layernorm=_typed(args, "qk_layernorm", bool, False),
         position_embedding_type=_typed(args, "position_embedding_type", str,
                                        "none" if pattern is not None else "learned_absolute"),  # MambaModel L76
-        moe=moe, mla=mla, mtp_num_layers=_typed(args, "mtp_num_layers", int, 0) or 0,
+        moe=moe, mla=mla, dsa=dsa, mtp_num_layers=_typed(args, "mtp_num_layers", int, 0) or 0,
         mtp_use_repeated_layer=_typed(args, "mtp_use_repeated_layer", bool, False),
         make_vocab_size_divisible_by=_typed(args, "make_vocab_size_divisible_by", int, 128),
         source=source)

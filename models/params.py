@@ -57,13 +57,18 @@ def _split(total: int, parts: int, what: str, field: str) -> int:
 
 
 # ---------------------------------------------------------------------------------- components
-def attention_params(spec: ModelSpec, tp: int) -> RankParams:
+def attention_params(spec: ModelSpec, tp: int, *, indexer: bool = False) -> RankParams:
     """One self-attention block (with its input norm) on one TP rank.
 
     GQA (section 1.3): ``h(nd + 2gd) + nd*h`` sharded, ``[nd + 2gd]`` QKV bias sharded, ``h``
     proj bias and ``ns*h`` input norm replicated, ``2*ns*d`` QK-norm replicated.
     MLA (section 1.6): up-projections and output sharded; ``h*q_lora``, ``h*(kv_lora + r)`` and
     the latent norms replicated (``TELinear(parallel_mode='duplicated')``).
+    DSA (``indexer``: a layer that runs its own DSA indexer): ``linear_wq_b`` (``q_lora x n_i*d_i``; ``h`` without
+    query compression), ``linear_wk`` (``h x d_i``), ``linear_weights_proj`` (``h x n_i``) and the LayerNorm
+    ``k_norm`` (``2*d_i``), all ``parallel_mode="duplicated"``: replicated over TP (``dsa.py`` L1117-1205 @d98e8a6).
+    The attention projections are MLA's (``AbsorbedMLASelfAttention`` builds the same weights and uses the
+    up-projection absorbed).
 
     >>> from megasolve.models.presets import load_preset
     >>> attention_params(load_preset("llama-3.1-8b"), tp=1).total  # 4096*(4096+2048) + 4096*4096 + 4096
@@ -103,6 +108,10 @@ def attention_params(spec: ModelSpec, tp: int) -> RankParams:
         if spec.qk_layernorm:
             replicated += ns * mla.kv_lora_rank
         sharded += n * dv * h  # linear_proj
+        if indexer and spec.dsa is not None:
+            dsa = spec.dsa
+            q_in = mla.q_lora_rank if mla.q_lora_rank is not None else h
+            replicated += q_in * dsa.n_heads * dsa.head_dim + h * dsa.head_dim + h * dsa.n_heads + 2 * dsa.head_dim
     return RankParams(tp_sharded=_split(sharded, tp, "attention weights", "--tp"), replicated=replicated)
 
 
@@ -215,7 +224,7 @@ def layer_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int = 1
     if kind == "mamba":
         return mamba_params(spec, tp)
     if kind == "attention":
-        return attention_params(spec, tp)
+        return attention_params(spec, tp, indexer=spec.layer_has_indexer(layer))
     if kind == "mlp":
         return dense_mlp_params(spec, tp)
     mlp = moe_mlp_params(spec, tp, ep, etp) if spec.is_moe_layer(layer) else dense_mlp_params(spec, tp)
@@ -223,7 +232,7 @@ def layer_params(spec: ModelSpec, layer: int, tp: int, ep: int = 1, etp: int = 1
         return mlp
     if spec.linear_attention_pattern is not None and spec.linear_attention_pattern[layer]:
         return gated_delta_net_params(spec, tp) + mlp
-    return attention_params(spec, tp) + mlp
+    return attention_params(spec, tp, indexer=spec.layer_has_indexer(layer)) + mlp
 
 
 def embedding_params(spec: ModelSpec, tp: int, vocab_size: int | None = None) -> RankParams:
@@ -258,11 +267,50 @@ def mtp_params(spec: ModelSpec, tp: int, pp: int, ep: int = 1, etp: int = 1) -> 
         return RankParams()
     h, ns = spec.hidden_size, spec.num_norm_params_per_hidden
     per_depth = RankParams(tp_sharded=_split(2 * h * h, tp, "eh_proj", "--tp"), replicated=3 * ns * h)
-    per_depth = per_depth + layer_params(spec, spec.num_layers - 1, tp, ep, etp)
-    block = per_depth * spec.mtp_built_layers
+    block = sum((per_depth + mtp_layer_params(spec, depth, tp, ep, etp)
+                 for depth in range(1, spec.mtp_built_layers + 1)), RankParams())
     if pp > 1:
         block = block + RankParams(tp_sharded=spec.padded_vocab_size(tp) * h // tp)
     return block
+
+
+def mtp_layer_params(spec: ModelSpec, depth: int, tp: int, ep: int = 1, etp: int = 1) -> RankParams:
+    """The transformer layer of MTP depth ``depth`` (1-based): the last decoder layer's kind, with a DSA indexer
+    by the MTP layers' own 1-based numbering (``multi_token_prediction.py`` builds them with
+    ``layer_number`` = depth; Megatron-Bridge ``flop_utils.py`` counts their indexers the same way)."""
+    whole = layer_params(spec, spec.num_layers - 1, tp, ep, etp)
+    if spec.dsa is None or spec.layer_has_indexer(spec.num_layers - 1) == spec.dsa.computes_topk(depth):
+        return whole
+    indexer = attention_params(spec, 1, indexer=True).replicated - attention_params(spec, 1).replicated
+    sign = 1 if spec.dsa.computes_topk(depth) else -1
+    return whole + RankParams(replicated=sign * indexer)
+
+
+def dsa_indexer_params(spec: ModelSpec) -> int:
+    """Weights of one DSA indexer (replicated on every TP rank), 0 without DSA."""
+    if spec.dsa is None:
+        return 0
+    return attention_params(spec, 1, indexer=True).replicated - attention_params(spec, 1).replicated
+
+
+def dsa_split_problem(spec: ModelSpec, ids: list[list[list[int]]]) -> str | None:
+    """Why Megatron-Core refuses this split of a model with DSA IndexShare (``topk_freq > 1``), or None: a layer
+    that reuses top-k indices needs the layer that computes them earlier in its own virtual chunk
+    (``_validate_dsa_index_share_pipeline_split``, experimental_attention_variant_module_specs.py L395-430 @d98e8a6)."""
+    dsa = spec.dsa
+    if dsa is None or dsa.topk_freq <= 1:
+        return None
+    for stage, chunks in enumerate(ids):
+        for chunk in chunks:
+            if not chunk:
+                continue
+            first = chunk[0] + 1  # 1-based layer number
+            if not dsa.computes_topk(first):
+                return (f"DSA index-share pipeline split is invalid: stage {stage} starts at layer {first}, which "
+                        f"reuses the top-k indices of layer {dsa.source_layer(first)} on an earlier stage "
+                        f"(dsa_indexer_topk_freq={dsa.topk_freq}, dsa_indexer_skip_topk_offset="
+                        f"{dsa.skip_topk_offset}; experimental_attention_variant_module_specs.py L395-430)")
+    return None
 
 
 # ---------------------------------------------------------------------------------- pipeline split
@@ -431,7 +479,7 @@ def stage_params(spec: ModelSpec, layout: Layout) -> list[StageParams]:
         has_mtp = last and spec.mtp_num_layers > 0
         per_layer = [layer_params(spec, i, tp, ep, etp) for i in layer_ids]
         if has_mtp:  # each built MTP layer holds one transformer layer of the last decoder layer's kind
-            per_layer += [layer_params(spec, spec.num_layers - 1, tp, ep, etp)] * spec.mtp_built_layers
+            per_layer += [mtp_layer_params(spec, d, tp, ep, etp) for d in range(1, spec.mtp_built_layers + 1)]
         layers = sum(per_layer, RankParams())
         params = sum(per_layer[:len(layer_ids)], RankParams())
         if first:

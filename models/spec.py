@@ -50,6 +50,52 @@ class MLASpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DSASpec:
+    """DeepSeek Sparse Attention (``--experimental-attention-variant dsa``; DeepSeek-V3.2, GLM-5): MLA whose
+    core attention attends, per query, only to the ``topk`` keys a lightning indexer picks
+    (``transformer/experimental_attention_variant/dsa.py`` @d98e8a6: ``DSAIndexer`` L1090-1208, ``DSAttention``
+    L1536-1627; TC ``dsa_indexer_*`` L317-357).
+
+    With ``topk_freq > 1`` (IndexShare, GLM-5.2) only every ``topk_freq``-th layer after ``skip_topk_offset``
+    runs an indexer; the layers between reuse its top-k indices and build none (``is_dsa_skip_topk_layer``
+    L37-47, ``DSAttention.__init__`` L1561-1584). ``loss_coeff`` > 0 trains the indexer against the main
+    attention (a KL loss, ``compute_dsa_indexer_loss`` L384-514), over the selected keys only with
+    ``sparse_loss``.
+    """
+
+    n_heads: int  # dsa_indexer_n_heads (HF index_n_heads)
+    head_dim: int  # dsa_indexer_head_dim (HF index_head_dim)
+    topk: int  # dsa_indexer_topk (HF index_topk)
+    topk_freq: int = 1  # dsa_indexer_topk_freq (HF index_topk_freq)
+    skip_topk_offset: int = 0  # dsa_indexer_skip_topk_offset (HF index_skip_topk_offset)
+    loss_coeff: float = 0.0  # dsa_indexer_loss_coeff
+    sparse_loss: bool = False  # dsa_indexer_use_sparse_loss
+
+    def computes_topk(self, layer_number: int) -> bool:
+        """Whether the layer with 1-based ``layer_number`` runs its own indexer (``is_dsa_skip_topk_layer``
+        negated; MTP layers count from 1 again, ``multi_token_prediction.py``).
+
+        >>> [n for n in range(1, 15) if DSASpec(n_heads=32, head_dim=128, topk=2048, topk_freq=4,
+        ...                                     skip_topk_offset=3).computes_topk(n)]
+        [1, 2, 3, 7, 11]
+        """
+        offset = max(self.skip_topk_offset, 1)
+        return max(layer_number - offset, 0) % self.topk_freq == 0
+
+    def source_layer(self, layer_number: int) -> int:
+        """The 1-based layer whose top-k indices layer ``layer_number`` uses (itself when it computes them;
+        ``source_dsa_compute_layer`` L50-56)."""
+        offset = max(self.skip_topk_offset, 1)
+        if layer_number <= offset:
+            return layer_number
+        return layer_number - (layer_number - offset) % self.topk_freq
+
+    @property
+    def trains_indexer(self) -> bool:
+        return self.loss_coeff > 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MambaSpec:
     """Mamba-2 mixer of a hybrid ``MambaModel`` (``megatron/core/ssm/mamba_mixer.py`` L130-360,
     TC ``mamba_state_dim`` / ``mamba_head_dim`` / ``mamba_num_groups`` / ``mamba_num_heads``)."""
@@ -120,6 +166,7 @@ class ModelSpec:
     position_embedding_type: str = "rope"  # "rope" | "learned_absolute" | "none"
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    dsa: DSASpec | None = None  # DeepSeek Sparse Attention on every (MLA) attention layer
     mtp_num_layers: int = 0  # D
     # ``--mtp-use-repeated-layer`` (TC ``mtp_use_repeated_layer``): one MTP layer is built and run at every
     # depth (``multi_token_prediction.py`` L1831-1832, L1959-1995; ``gpt_layer_specs.py`` L779-782), so its
@@ -242,6 +289,37 @@ class ModelSpec:
             if self.mla.q_lora_rank is not None and self.mla.q_lora_rank <= 0:
                 raise ConfigError(field="q_lora_rank", value=self.mla.q_lora_rank,
                                   rule="must be a positive integer or null", fix="use null for none")
+        if self.dsa is not None:
+            self._check_dsa()
+
+    def _check_dsa(self) -> None:
+        """Megatron-Core's DSA rules (``get_dsa_module_spec_for_backend``, experimental_attention_variant_module_specs.py
+        L97-101: MLA only; TC L1510-1525: no linear bias, a positive top-k frequency, a non-negative offset)."""
+        dsa = self.dsa
+        for name, value in (("dsa_indexer_n_heads", dsa.n_heads), ("dsa_indexer_head_dim", dsa.head_dim),
+                            ("dsa_indexer_topk", dsa.topk), ("dsa_indexer_topk_freq", dsa.topk_freq)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(field=name, value=value, rule="must be a positive integer (TC L317-330, L1517-1520)",
+                                  fix=f"set {name} to the model's value")
+        if isinstance(dsa.skip_topk_offset, bool) or not isinstance(dsa.skip_topk_offset, int) \
+                or dsa.skip_topk_offset < 0:
+            raise ConfigError(field="dsa_indexer_skip_topk_offset", value=dsa.skip_topk_offset,
+                              rule="must be a non-negative integer (TC L1521-1525)", fix="use 0 without IndexShare")
+        if self.mla is None:
+            raise ConfigError(field="experimental_attention_variant", value="dsa",
+                              rule="Currently only MLA supports sparse attention (experimental_attention_variant_"
+                                   "module_specs.py L100)", fix="set the MLA sizes (q_lora_rank, kv_lora_rank, ...)")
+        if self.add_bias_linear:
+            raise ConfigError(field="add_bias_linear", value=True,
+                              rule="DSA uses AbsorbedMLASelfAttention, which requires add_bias_linear=False "
+                                   "(TC L1512-1516)", fix="disable linear bias for DSA models")
+        if dsa.head_dim < self.mla.qk_pos_emb_head_dim:
+            raise ConfigError(field="dsa_indexer_head_dim", value=dsa.head_dim,
+                              rule=f"the indexer rotates its first qk_pos_emb_head_dim ({self.mla.qk_pos_emb_head_dim})"
+                                   " channels (dsa.py DSAIndexer._apply_rope)", fix="use the model's index_head_dim")
+        if dsa.loss_coeff < 0:
+            raise ConfigError(field="dsa_indexer_loss_coeff", value=dsa.loss_coeff, rule="must be >= 0",
+                              fix="0 (no indexer loss) or the recipe's coefficient")
 
     def _check_attention_variants(self) -> None:
         for name, size in (("window_size", self.window_size), ("attention_chunk_size", self.attention_chunk_size)):
@@ -296,6 +374,10 @@ class ModelSpec:
         have their own cost terms (``cost/hybrid.py``, ``cost/layers.py`` kinds). Kept as the one place a
         future unmodelled architecture would be refused (a ``ConfigError`` naming what is missing)."""
 
+    def layer_has_indexer(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` (0-based) builds a DSA indexer (False without DSA)."""
+        return self.dsa is not None and self.dsa.computes_topk(layer + 1)
+
     def layer_kind(self, layer: int) -> str:
         """``"mamba"``, ``"attention"``, ``"mlp"``, ``"moe"`` for a hybrid layer; ``"transformer"``
         (attention + MLP or MoE) for a GPT layer."""
@@ -324,6 +406,7 @@ class ModelSpec:
         Full causal attention: ``s(s+1)/2``. A window of ``w`` keys before the query (TE
         ``window_size=(w, 0)``): query ``i`` sees ``min(i, w) + 1`` keys, so ``(w+1)(w+2)/2 + (s-w-1)(w+1)``
         once ``s > w + 1``. Chunks of ``c`` tokens: ``c(c+1)/2`` per full chunk plus the partial last one.
+        DSA: query ``i`` attends to ``min(i + 1, topk)`` keys (the indexer's selection).
 
         >>> spec = ModelSpec(name="x", num_layers=1, hidden_size=8, ffn_hidden_size=8, num_attention_heads=1,
         ...                  num_query_groups=1, vocab_size=8, window_size=2)
@@ -338,6 +421,9 @@ class ModelSpec:
         if chunk is not None and s > chunk:
             full, rest = divmod(s, chunk)
             pairs = min(pairs, full * chunk * (chunk + 1) / 2 + rest * (rest + 1) / 2)
+        if self.dsa is not None and s > self.dsa.topk:  # DSA: each query attends to min(its causal keys, topk)
+            k = self.dsa.topk  # (Megatron-Bridge flop_utils.py DSA branch: topk - topk(topk-1)/(2s) per query)
+            pairs = min(pairs, k * (k + 1) / 2 + (s - k) * k)
         return float(pairs)
 
     def attention_fraction(self, seq_length: int) -> float:
@@ -348,7 +434,7 @@ class ModelSpec:
         >>> round(load_preset("mistral-7b-v0.1").attention_fraction(32768), 3)  # 4096-token window at 32K
         0.234
         """
-        if self.window_size is None and self.attention_chunk_size is None:
+        if self.window_size is None and self.attention_chunk_size is None and self.dsa is None:
             return 1.0
         full = seq_length * (seq_length + 1) / 2
         return sum(self.attended_pairs(i, seq_length) for i in range(self.num_layers)) / (self.num_layers * full)

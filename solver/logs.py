@@ -1853,12 +1853,8 @@ CONFIG_KEYS = {
 
 
 # Variants the name matcher reads as a preset of the same layers, with what they add that is not modelled (the run
-# says it): DeepSeek-V3.2's DSA, a lightning indexer that picks 2,048 keys per query (DeepSeek-V3.2-Exp model card)
-UNMODELLED_VARIANTS = (
-    (re.compile(r"deepseek[-_ ]?v3[._]?2(?![\d])|deepseek_v32\b", re.I), "deepseek-v3",
-     "DeepSeek-V3.2 read as DeepSeek-V3 (the same layers): its sparse attention (DSA, a lightning indexer choosing "
-     "2,048 keys per query) is not modelled; attention is costed dense"),
-)
+# says it). None at present: DeepSeek-V3.2 (DSA), once read as DeepSeek-V3 with a note, has its own preset.
+UNMODELLED_VARIANTS: tuple[tuple[re.Pattern[str], str, str], ...] = ()
 
 
 def _name_body(name: str) -> str:

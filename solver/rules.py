@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import CP_COMM_FASTEST, Layout, Workload
-from megasolve.models.params import stage_layer_counts
+from megasolve.models.params import dsa_split_problem, stage_layer_counts, stage_layer_ids
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
@@ -57,11 +57,16 @@ def split_counts(spec: ModelSpec, pp: int, vpp: int, first: int | None, last: in
                  pipeline_layout: str | None = None) -> tuple[int, ...] | str:
     """Layers per pipeline stage, or the reason Megatron rejects the split (cached: the solver asks
     for the same few splits hundreds of thousands of times)."""
+    layout = Layout(pp=pp, vpp=vpp, first_stage_layers=first, last_stage_layers=last,
+                    account_for_embedding=account_embedding, account_for_loss=account_loss,
+                    pipeline_layout=pipeline_layout)
     try:
-        return tuple(stage_layer_counts(spec, Layout(pp=pp, vpp=vpp, first_stage_layers=first,
-                                                     last_stage_layers=last, account_for_embedding=account_embedding,
-                                                     account_for_loss=account_loss,
-                                                     pipeline_layout=pipeline_layout)))
+        counts = tuple(stage_layer_counts(spec, layout))
+        if spec.dsa is not None and spec.dsa.topk_freq > 1:  # DSA IndexShare: chunks start on computing layers
+            problem = dsa_split_problem(spec, stage_layer_ids(spec, layout))
+            if problem is not None:
+                return problem
+        return counts
     except MegasolveError as exc:
         return exc.rule
 
@@ -253,6 +258,17 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+DSA_RULES: tuple[Rule, ...] = (
+    Rule(name="dsa_attention_is_its_own", axes=(),
+         check=lambda c, a: c.spec.dsa is None or c.workload.attention != "unfused",
+         message=lambda c, a: "a DSA model runs DSAttention's own sparse kernels whatever the attention backend "
+                              "(get_dsa_module_spec_for_backend: a local implementation), so --attention unfused "
+                              "describes no launch of it",
+         fix="drop --attention unfused",
+         source="experimental_attention_variant_module_specs.py L97-120 @d98e8a6"),
+)
+
+
 def _fp8_recipe_problem(gpu: Any, workload: Any) -> str | None:
     """What Transformer Engine's ``check_recipe_support`` says of the FP8 recipe on this GPU: MXFP8 needs
     compute capability 10.x (not 12.0+), block-scaled FP8 9.0 or higher. None when it runs, when the
@@ -440,22 +456,23 @@ CP_COMM_RULES: tuple[Rule, ...] = (
          fix="pick a cp dividing the heads per TP rank, or another --cp-comm-type",
          source="TE context_parallel.py L4246-4249, L5020-5067"),
 )
-RULES = RULES + MEMORY_KNOB_RULES + HYBRID_RULES + CP_COMM_RULES
+RULES = RULES + MEMORY_KNOB_RULES + HYBRID_RULES + CP_COMM_RULES + DSA_RULES
 
 
 def _cp_rules_bind(spec: ModelSpec, workload: Workload | None) -> bool:
-    """Whether ``CP_COMM_RULES`` can refuse a layout: a windowed or sink model, or a pinned type other
+    """Whether ``CP_COMM_RULES`` can refuse a layout: a windowed, sink or DSA model, or a pinned type other
     than p2p (p2p runs every plain model)."""
     pinned = workload.cp_comm_type if workload is not None else None
-    return spec.window_size is not None or spec.softmax_type != "vanilla" or pinned not in (None, CP_COMM_FASTEST,
-                                                                                             "p2p")
+    return (spec.window_size is not None or spec.dsa is not None or spec.softmax_type != "vanilla"
+            or pinned not in (None, CP_COMM_FASTEST, "p2p"))
 
 
 def model_rules(spec: ModelSpec, workload: Workload | None = None) -> tuple[Rule, ...]:
     """``RULES`` that can bind for ``spec`` and ``workload``: the hybrid rules only for a model with hybrid
     or DeltaNet layers, the CP communication rules only where ``_cp_rules_bind`` (for any other model
     they hold for every layout, and the search need not encode them)."""
-    skip = (() if _block_layers(spec) else HYBRID_RULES) + (() if _cp_rules_bind(spec, workload) else CP_COMM_RULES)
+    skip = (() if _block_layers(spec) else HYBRID_RULES) + (() if _cp_rules_bind(spec, workload) else CP_COMM_RULES) \
+        + (() if spec.dsa is not None else DSA_RULES)
     return tuple(rule for rule in RULES if rule not in skip)
 # Rules on Layout fields the search does not vary: none left (kept for callers of violations())
 FIXED_FIELD_RULES: tuple[Rule, ...] = ()

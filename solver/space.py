@@ -297,6 +297,33 @@ def pipeline_splits(num_layers: int, pp: int, uneven: bool = True) -> list[tuple
     return out + sorted(uneven_splits[:MAX_UNEVEN_SPLITS])
 
 
+def index_share_splits(spec: ModelSpec, pp: int) -> list[tuple[int, int]]:
+    """Uneven ``(first, last)`` splits for DSA IndexShare (``DSASpec.topk_freq > 1``), whose every stage must start
+    on a layer that runs its indexer (``params.dsa_split_problem``): middle stages a multiple of the frequency near
+    ``L / pp`` layers, the first stage ending before a computing layer; the ``MAX_UNEVEN_SPLITS`` most balanced.
+    GLM-5.2's recipe (Megatron-Bridge ``perf_recipes/glm_moe_dsa/gb200/glm5.py``: pp 6, first 14, last 16) is one.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> (14, 16) in index_share_splits(load_preset("glm-5.2"), 6)
+    True
+    """
+    dsa, L = spec.dsa, spec.num_layers
+    if dsa is None or dsa.topk_freq <= 1 or pp == 1:
+        return []
+    f = dsa.topk_freq
+    target = L / pp
+    middles = [m for m in range(f, L + 1, f) if abs(m - target) <= f + 1] if pp > 2 else [0]
+    out = set()
+    for m in middles:
+        for first in range(1, L):
+            last = L - first - (pp - 2) * m
+            if last < 1 or not dsa.computes_topk(first + 1):
+                continue
+            if max(abs(first - target), abs(last - target)) <= f + 3:
+                out.add((first, last))
+    return sorted(out, key=lambda s: (abs(s[0] - target) + abs(s[1] - target), s))[:MAX_UNEVEN_SPLITS]
+
+
 @functools.lru_cache(maxsize=1024)
 def layout_candidates(spec: ModelSpec, pp: int) -> tuple[str, ...]:
     """``--pipeline-model-parallel-layout`` strings searched for ``pp`` ranks: for each interleaved depth
@@ -384,7 +411,8 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
         domains["etp"] = domains["tp"]
     splits: list[tuple] = []
     for pp in domains["pp"]:
-        for split in pipeline_splits(L, pp, uneven_splits):
+        shared = index_share_splits(spec, pp) if uneven_splits else []
+        for split in pipeline_splits(L, pp, uneven_splits) + shared:
             if split + (False, False, None) not in splits:
                 splits.append(split + (False, False, None))
     # the accounting variants: which pp (and vpp) they suit is Megatron's rule (rules.py split_counts)

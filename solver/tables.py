@@ -35,8 +35,8 @@ from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_
                                   selective_modules_time)
 from megasolve.models import ranks
 from megasolve.models.layout import CP_COMM_FASTEST, MOE_DISPATCHERS, Layout, Workload
-from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, embedding_params,
-                                     layer_params, moe_mlp_params, mtp_params, output_params)
+from megasolve.models.params import (RankParams, attention_params, dense_mlp_params, dsa_indexer_params,
+                                     embedding_params, layer_params, moe_mlp_params, mtp_params, output_params)
 from megasolve.models.spec import ModelSpec
 from megasolve.cost.offload import activation_offload_exposed_s
 from megasolve.solver import knobs as knobs_
@@ -349,6 +349,9 @@ class CostTables:
         }
         if spec.is_moe:
             pieces["moe_layer"] = (("tp",), moe_layer_dense)
+        if spec.dsa is not None:  # each DSA indexer, replicated over TP (params.attention_params), on the layers
+            # that run one (param_form counts them per slot)
+            pieces["dsa_indexer"] = (("tp",), lambda tp: RankParams(replicated=dsa_indexer_params(spec)))
 
         def block_layer(kind: LayerKind) -> Callable[[int], RankParams]:
             """A hybrid / DeltaNet layer's parameters without its routed experts (``params.layer_params``,
@@ -368,6 +371,7 @@ class CostTables:
         # per micro-batch; params.py StageParams.layers); the rest is gathered once and kept
         units: dict[str, Callable[[int], RankParams]] = {
             "dense_layer": dense_layer, "moe_layer": moe_layer_dense,
+            "dsa_indexer": lambda tp: RankParams(replicated=dsa_indexer_params(spec)),
             "mtp_core": lambda tp: mtp_layer(tp) * spec.mtp_num_layers,
         }
 
@@ -700,6 +704,8 @@ class CostTables:
             dense = [(slot.dense, f"{prefix}dense_layer")]
             if self.spec.is_moe:
                 dense.append((slot.moe, f"{prefix}moe_layer"))
+            if self.spec.dsa is not None:  # the slot's layers that run a DSA indexer (hybrid pieces hold theirs)
+                dense.append((sum(n for kind, _, n in slot.layers() if not kind.reuses_topk), f"{prefix}dsa_indexer"))
         if slot.first:
             dense.append((1, f"{prefix}embedding"))
         if slot.last:

@@ -6,7 +6,8 @@ megatron-core 0.19.2 ``GPTModel`` built on the meta device for every distinct ra
 argument names, so it also exercises the Megatron-argument loader. Cases with a ``model_class`` come from
 the companion generators: hybrid ``MambaModel`` (``benchmarks/megatron_mamba_param_golden.py``) and GPTModel
 with gated-DeltaNet layers (``GPTModel-gated_delta_net``, ``benchmarks/megatron_gdn_param_golden.py``,
-megatron-core 0.16.1).
+megatron-core 0.16.1) and with DeepSeek Sparse Attention (``GPTModel-dsa``, ``benchmarks/megatron_dsa_param_golden.py``:
+megatron-core 0.16.1, and Megatron-LM main @d98e8a6 for IndexShare, which 0.16 lacks).
 """
 
 from __future__ import annotations
@@ -70,3 +71,14 @@ def test_gdn_golden_model_is_the_qwen3_next_preset_cut(case):
                                 top_k=case["model"]["moe_router_topk"],
                                 layer_pattern=preset.moe.layer_pattern[:layers]))
     assert ours == cut
+
+
+DSA_CASES = [c for c in CASES if c.get("model_class") == "GPTModel-dsa"]
+
+
+def test_dsa_golden_covers_tp_pp_ep_mtp_and_index_share():
+    names = " ".join(c["name"] for c in DSA_CASES)
+    for needle in ("tp1-pp1", "tp2-pp1", "tp4-pp2", "ep4", "vpp2", "mtp1", "noqknorm", "indexshare"):
+        assert needle in names, needle
+    shared = [c for c in DSA_CASES if c["model"].get("dsa_indexer_topk_freq", 1) > 1]
+    assert shared and all(c.get("megatron_core_commit") for c in shared)  # built by the library that has it

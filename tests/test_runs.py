@@ -844,14 +844,15 @@ def test_amd_instinct_parts_are_read_with_their_memory(printed, gpu, memory_gb):
     assert run.cluster.gpu.name == gpu and run.cluster.gpu.memory_bytes == memory_gb * 1e9
 
 
-@pytest.mark.parametrize("name,said", [("deepseek-ai/DeepSeek-V3.2-Exp", True), ("deepseek-ai/DeepSeek-V3.1", False)])
-def test_deepseek_v32_is_read_as_v3_and_says_what_is_not_modelled(name, said):
-    """DeepSeek-V3.1 is V3's architecture; V3.2 keeps its layers and adds DSA sparse attention, which the run names."""
+@pytest.mark.parametrize("name,preset", [("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-v3.2"),
+                                         ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3")])
+def test_deepseek_v31_is_read_as_v3_and_v32_as_its_dsa_preset(name, preset):
+    """DeepSeek-V3.1 is V3's architecture; V3.2 (and its -Exp release) adds DSA sparse attention, now its own preset."""
     text = "\n".join([f"--model {name}"] + [_iteration(i, 10000.0) for i in range(1, 8)])
     run = run_from_log(text, "v3", {"gpu": "h100", "num_gpus": 256, "seq_length": 4096, "global_batch_size": 64,
                                     "args": {"tensor-model-parallel-size": "1", "expert-model-parallel-size": "32"}})
-    assert run.spec.name == "deepseek-v3"
-    assert any("DSA" in n for n in run.notes) == said
+    assert run.spec.name == preset
+    assert (run.spec.dsa is not None) == (preset == "deepseek-v3.2")
 
 
 @pytest.mark.parametrize("dtype,recipe,note", [("fp8_cs", "tensorwise", None), ("fp8_mx", "mxfp8", None),
