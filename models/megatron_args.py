@@ -37,7 +37,8 @@ REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
 # Anything else is an error naming the closest known keys: a silently dropped ``window_size:`` typo
 # would plan a different model (ARG ``_add_network_size_args`` and friends for the names).
 DSA_KEYS = ("dsa_indexer_n_heads", "dsa_indexer_head_dim", "dsa_indexer_topk", "dsa_indexer_topk_freq",
-            "dsa_indexer_skip_topk_offset", "dsa_indexer_loss_coeff", "dsa_indexer_use_sparse_loss")  # TC L317-338
+            "dsa_indexer_skip_topk_offset", "dsa_indexer_loss_coeff", "dsa_indexer_use_sparse_loss",
+            "dsa_kernel_backend")  # TC L317-342
 READ_KEYS = frozenset({
     "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "group_query_attention",
     "num_query_groups", "kv_channels", "vocab_size", "padded_vocab_size", "max_position_embeddings", "seq_length",
@@ -236,7 +237,8 @@ def _dsa(args: dict[str, Any], mla: MLASpec | None) -> DSASpec | None:
     2048
     """
     if args.get("experimental_attention_variant") != "dsa":
-        defaults = {"dsa_indexer_topk_freq": 1, "dsa_indexer_skip_topk_offset": 0, "dsa_indexer_loss_coeff": 0}
+        defaults = {"dsa_indexer_topk_freq": 1, "dsa_indexer_skip_topk_offset": 0, "dsa_indexer_loss_coeff": 0,
+                    "dsa_kernel_backend": "none"}
         stray = [k for k in DSA_KEYS if args.get(k) not in (None, False, defaults.get(k))]
         if stray:
             raise ConfigError(field=stray[0], value=args[stray[0]], rule="has no effect without "
@@ -253,6 +255,15 @@ def _dsa(args: dict[str, Any], mla: MLASpec | None) -> DSASpec | None:
                    skip_topk_offset=_typed(args, "dsa_indexer_skip_topk_offset", int, 0),
                    loss_coeff=float(args.get("dsa_indexer_loss_coeff") or 0.0),
                    sparse_loss=_typed(args, "dsa_indexer_use_sparse_loss", bool, False))
+
+
+def _dsa_backend_notes(args: dict[str, Any], dsa: DSASpec | None) -> tuple[str, ...]:
+    """What megasolve assumes of ``--dsa-kernel-backend`` (TC L340: none | tilelang | cudnn; default none)."""
+    if dsa is None or args.get("dsa_kernel_backend") in ("tilelang", "cudnn"):
+        return ()
+    return ("dsa_kernel_backend none (Megatron-Core's default) runs DSA's PyTorch path, whose s x s x heads fp32 "
+            "index and attention scores are not modelled: memory assumes a fused backend (tilelang or cudnn, "
+            "which the exports set)",)
 
 
 def _linear_attention(args: dict[str, Any], num_layers: int) -> tuple[tuple[int, ...] | None,
@@ -406,7 +417,8 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
         hybrid_pattern=pattern, mamba=mamba, linear_attention_pattern=linear_pattern, gated_delta_net=gdn,
         attention_output_gate=_typed(args, "attention_output_gate", bool, False),
         window_size=window, window_pattern=window_pattern, no_rope_pattern=_no_rope(args, num_layers),
-        rotary_percent=float(rotary), softmax_type=softmax_type, notes=softmax_type_notes(softmax_type),
+        rotary_percent=float(rotary), softmax_type=softmax_type,
+        notes=softmax_type_notes(softmax_type) + _dsa_backend_notes(args, dsa),
         qk_l2_norm=_typed(args, "qk_l2_norm", bool, False),
         name=_typed(args, "name", str, name), num_layers=num_layers, hidden_size=h, ffn_hidden_size=ffn,
         num_attention_heads=n, num_query_groups=groups, kv_channels=_typed(args, "kv_channels", int),

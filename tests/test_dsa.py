@@ -77,6 +77,9 @@ def test_megatron_arguments_read_dsa_and_name_what_is_missing():
         spec_from_megatron_args({k: v for k, v in args.items() if k != "experimental_attention_variant"})
     with pytest.raises(ConfigError, match="MLA"):
         spec_from_megatron_args({**args, "multi_latent_attention": False})
+    # Megatron-Core's default kernel backend runs the PyTorch path, whose score tensors are not modelled: said
+    assert any("dsa_kernel_backend none" in n for n in spec.notes)
+    assert not spec_from_megatron_args({**args, "dsa_kernel_backend": "cudnn"}).notes
 
 
 def _ctx(spec, gpu="b200", n=384, **workload):
