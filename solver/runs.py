@@ -717,11 +717,17 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     # GPUs per node and no node count: the launchers' default of one node, unless the script leaves the count to a
     # variable it never sets or the user gives --gpus
     nodes_stated = any(isinstance(args.get(k), int) for k in node_keys)
-    if isinstance(per_node, int) and (nodes_stated or not (args.get("_env_nodes_unset") or defaults.get("num_gpus"))):
-        notes.append(f"world size {per_node * nodes} from the launcher ({nodes} nodes x {per_node} GPUs)")
-        return per_node * nodes
     tp, pp, cp = (_int(args, k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
                                                 "context_parallel_size"))
+    if isinstance(per_node, int) and (nodes_stated or not (args.get("_env_nodes_unset") or defaults.get("num_gpus"))):
+        if defaults.get("num_gpus") and (per_node * nodes) % (tp * pp * cp):
+            # a launch that cannot hold its own layout is not the training's (a checkpoint converter run as one
+            # process with --target-tensor-model-parallel-size 2, alibaba/Pai-Megatron-Patch#652): --gpus N wins
+            notes.append(f"{defaults['num_gpus']} GPUs as given: the launcher's {per_node * nodes} cannot hold "
+                         f"TP x PP x CP = {tp * pp * cp}")
+            return int(defaults["num_gpus"])
+        notes.append(f"world size {per_node * nodes} from the launcher ({nodes} nodes x {per_node} GPUs)")
+        return per_node * nodes
     dp = args.get("data_parallel_size")
     if isinstance(dp, int):
         return tp * pp * cp * dp
