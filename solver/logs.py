@@ -921,6 +921,9 @@ _PROSE_MQA = re.compile(r"\bMQA\b|\bmulti[- ]query[- ]attention\b", re.I)
 _PROSE_DP_ONLY = re.compile(r"\b(?:only|just|purely|pure)\s+(?:use\s+|using\s+)?data[- ]parallel(?:ism)?\b|"
                             r"\bdata[- ]parallel(?:ism)?\s+only\b", re.I)
 # "16 nodes of H100x8GPUs", "16 nodes of 8x H100 80GB" (NVIDIA-NeMo/Megatron-Bridge#3463)
+# "16 nodes × 8 H800 GPUs = **128 GPUs**" (modelscope/ms-swift#9451): nodes times the GPUs of each
+_NODES_TIMES_GPUS = re.compile(rf"\b(\d+)\s+nodes?\s*[x×*]\s*(\d+)\s*(?:NVIDIA\s+)?"
+                               rf"(?:{_GPU_NAMES_RE}(?:\s*(?:GPUs?|cards?))?|GPUs?|cards?)(?![A-Za-z0-9])", re.I)
 _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}"
                        rf"|{_GPU_NAMES_RE}\s*[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b",
                        re.I)
@@ -1193,6 +1196,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     {'_prose_gpus_per_node': 8, '_prose_nodes': 4}
     >>> f = LogFacts(); _prose_sizes("on two DGX nodes, each with 8 H100 GPUs", f); f.args
     {'_prose_gpus_per_node': 8, '_prose_nodes': 2}
+    >>> f = LogFacts(); _prose_sizes("- **Hardware**: 16 nodes × 8 H800 GPUs = **128 GPUs**", f); f.args
+    {'_prose_num_gpus': 128}
     >>> [_prose_sizes(t, f := LogFacts()) or f.args.get("_prose_num_gpus") for t in ("增加资源到8卡", "2机16卡",
     ...  "在16机 * A800 80 GB * 8卡的机器上", "H800 32卡或64卡")]  # Chinese posts: "N卡" is N GPUs
     [8, 16, 128, None]
@@ -1323,6 +1328,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             _prose_set(facts, "_prose_nodes", _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1)))
     elif m := _NODES_OF.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2) or m.group(3) or m.group(4)))
+    elif m := _NODES_TIMES_GPUS.search(line):
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
     elif m := _NODE_OF_GPUS.search(line):
         nodes = _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1))
         _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(2)))

@@ -687,6 +687,13 @@ MODEL_ARG_NAMES = {
     "num_experts", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq",
     "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
     "mtp_num_layers", "make_vocab_size_divisible_by", "moe_router_num_groups", "moe_router_group_topk",
+    # attention variants a printed argument dump carries (models/megatron_args.py reads them; left out, a DSA or
+    # DeltaNet run would be read as plain attention): windows, DeltaNet, DSA
+    "window_size", "window_attn_skip_freq", "experimental_attention_variant", "linear_attention_freq",
+    "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
+    "linear_conv_kernel_dim", "attention_output_gate", "dsa_indexer_n_heads", "dsa_indexer_head_dim",
+    "dsa_indexer_topk", "dsa_indexer_topk_freq", "dsa_indexer_skip_topk_offset", "dsa_indexer_loss_coeff",
+    "dsa_indexer_use_sparse_loss", "dsa_kernel_backend",
 }
 
 

@@ -162,3 +162,22 @@ def test_cli_estimates_deepseek_v32_at_long_context():
                                    "--format", "json"])
     assert out.exit_code in (0, 1), out.output
     assert "all_gather" in out.output  # the CP type DSA runs
+
+
+def test_a_megatron_log_of_a_dsa_run_reads_its_sparse_attention():
+    """A printed argument dump carries the variant and its sizes: read, not left as plain MLA."""
+    from megasolve.solver.runs import run_from_log
+
+    args = dict(num_layers=4, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128, vocab_size=129280,
+                multi_latent_attention=True, q_lora_rank=1536, kv_lora_rank=512, add_bias_linear=False,
+                experimental_attention_variant="dsa", dsa_indexer_n_heads=64, dsa_indexer_head_dim=128,
+                dsa_indexer_topk=2048, dsa_kernel_backend="cudnn", tensor_model_parallel_size=1,
+                pipeline_model_parallel_size=1, world_size=8, seq_length=4096, global_batch_size=64,
+                micro_batch_size=1)
+    lines = ["------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (40 - len(k))} {v}" for k, v in sorted(args.items())]
+    lines += ["-------------------- end of arguments ---------------------"]
+    lines += [f" iteration {i:8d}/    1000 | consumed samples: {i * 64:12d} | elapsed time per iteration (ms): 3000.0 | "
+              f"global batch size:    64 | lm loss: 2.0E+00 |" for i in range(1, 8)]
+    run = run_from_log("\n".join(lines), "dsa", {"gpu": "h100"})
+    assert run.spec.dsa is not None and run.spec.dsa.topk == 2048 and run.spec.mla is not None
