@@ -67,9 +67,31 @@ def read_all(paths: tuple[str, ...], defaults: dict[str, Any]) -> tuple[list[Any
                 check_layout(run.spec, run.cluster, run.workload, run.layout, allow_cross_domain_tp=True)
             runs.extend(read)
         except MegasolveError as exc:
+            fix = _run_fix(exc.fix)
             failed.append(MegasolveError(field=f"{Path(path).name}: {exc.field}", value=exc.value, rule=exc.rule,
-                                         fix=exc.fix) if Path(path).name not in exc.field else exc)
+                                         fix=fix) if Path(path).name not in exc.field else exc)
     return runs, failed
+
+
+# A layout rule's fix names estimate's flags; a run's sizes come from its log, which wins over --seq-len and has no
+# --tp: what replaces a value the log states is --arg with Megatron's argument name (solver/runs.py)
+_RUN_FLAGS = {"--seq-len": "seq-length", "--tp": "tensor-model-parallel-size", "--pp": "pipeline-model-parallel-size",
+              "--cp": "context-parallel-size", "--ep": "expert-model-parallel-size",
+              "--etp": "expert-tensor-parallel-size", "--mbs": "micro-batch-size",
+              "--vpp": "num-virtual-stages-per-pipeline-rank"}
+
+
+def _run_fix(fix: str) -> str:
+    """``fix`` with estimate's layout flags as the ``--arg NAME=N`` that replaces what a log states.
+
+    >>> _run_fix("change --seq-len or --tp")
+    'change --arg seq-length=N or --arg tensor-model-parallel-size=N (a value the log states wins over the flags)'
+    """
+    import re
+
+    out = re.sub(r"(--[a-z-]+)(?![a-z-])", lambda m: f"--arg {_RUN_FLAGS[m.group(1)]}=N" if m.group(1) in _RUN_FLAGS
+                 else m.group(1), fix)
+    return out if out == fix else f"{out} (a value the log states wins over the flags)"
 
 
 @register
