@@ -941,6 +941,7 @@ PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_par
 # a two-column Markdown table of sizes, "| # Layers | 126 |" (mlcommons/training#799): the row names as people
 # write them -> Megatron's argument names
 _TABLE_ROW = re.compile(r"^\s*\|\s*([^|]+?)\s*\|\s*(\d[\d,]*)\s*\|\s*$")
+_BOLD_CELL = re.compile(r"(?<=\|)(\s*)\*\*([^*|]+)\*\*(?=\s*\|)")
 # ... and the same names written "hidden size = 3072" / "- Sequence length: 4096" (NVIDIA/Megatron-LM#965)
 _NAMED_SIZES = re.compile(r"(?:^|[:,;]\s*)([A-Za-z][A-Za-z ]*[A-Za-z])\s*=\s*(\d+)\b(?=\s*(?:,|;|$))")
 # a step time stated in a summary: "14,920.840 ms/step" (Megatron-Bridge#5722), "last_10_steps_step_time_ms_avg: 68588.270"
@@ -1238,7 +1239,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
                   if not _PROSE_NO_OOM.search(line[max(0, m.start() - 40):m.end()])), None):
         facts.oom = True
         _prose_set(facts, "_prose_oom", line[max(0, m.start() - 40):m.end() + 20].strip())
-    row = _TABLE_ROW.match(line) or _NAMED_SIZE.match(line) or _SPACED_ROW.match(line)
+    # a Markdown table's bold cells, "| **TP** | **4** |" (NVIDIA-NeMo/Megatron-Bridge#4214), are its plain ones
+    row = _TABLE_ROW.match(_BOLD_CELL.sub(r"\1\2", line)) or _NAMED_SIZE.match(line) or _SPACED_ROW.match(line)
     names = [_table_key(part) for part in row.group(1).split("/")] if row else []
     if name := next((n for n in names if n), None):  # | # Layers | 126 |, hidden size = 3072, "h  Hidden size  8192"
         _prose_set(facts, name, int(row.group(2).replace(",", "")))
