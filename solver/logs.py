@@ -1903,7 +1903,9 @@ def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
     out = []
     for name in names:
         # ("-Distill": a student of another family or a dataset, "Chinese-DeepSeek-R1-Distill-data-110k-SFT")
-        out.append((re.compile(rf"(?<![A-Za-z0-9.]){_name_body(name)}(?![A-Za-z0-9]|[-_ .]?(?:lite|mini|nano|small|"
+        # (a module path's dot may precede it, "recipes.nemotronh.nemotron_3_super" (Megatron-Bridge#4214); a version's,
+        # "v3.1-8b", may not)
+        out.append((re.compile(rf"(?<![A-Za-z0-9])(?<!\d\.){_name_body(name)}(?![A-Za-z0-9]|[-_ .]?(?:lite|mini|nano|small|"
                                rf"tiny|proxy|distill|a\d+b|\d)\b)", re.I), targets[name]))
         # short forms, only where the name ends ("Qwen3-235B-2507-..." is a dataset): without the active-parameter
         # suffix ("qwen3_235b"), and without the sizes where a qualifier word stays ("the nemotron-3-super model",
