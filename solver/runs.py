@@ -614,6 +614,13 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
                 vocab = size
                 notes.append(f"vocabulary {size} assumed from the tokenizer ({key})")
                 break
+    if not vocab and facts.model_names:  # a named model whose printed shape this is: its tokenizer
+        # (alibaba/Pai-Megatron-Patch#652: a converter's command prints Qwen2.5-VL-7B's shape and names it)
+        preset = max(facts.model_names, key=facts.model_names.__getitem__)
+        named = resolve_model(preset).spec
+        if all(args.get(k) == getattr(named, k) for k in ("num_layers", "hidden_size", "num_attention_heads")):
+            vocab = named.vocab_size
+            notes.append(f"vocabulary {vocab} from {preset}, which the log names and whose shape it prints")
     if not vocab:
         missing.append(("vocab_size", "--vocab-size N"))
         return None  # type: ignore[return-value]
