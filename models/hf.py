@@ -18,8 +18,8 @@ from typing import Any
 
 from megasolve.models.errors import ConfigError
 from megasolve.models.megatron_args import check_num_layers
-from megasolve.models.spec import (DSASpec, GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec,
-                                   softmax_type_notes)
+from megasolve.models.spec import (DSA_SPEED_NOTE, DSASpec, GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec,
+                                   ModelSpec, softmax_type_notes)
 from megasolve.models.vision import vision_params
 
 # model_type -> family. Families share field names and defaults.
@@ -470,6 +470,7 @@ def _dsa(cfg: _Config, model_type: str, layers: int, mla: MLASpec | None, notes:
                                "Megatron-Bridge does (glm5_bridge.py moe_layer_freq)", fix="pass the config unchanged")
     for key in ("qk_head_dim", "head_dim"):  # GLM-5: qk_nope + qk_rope (Bridge recovers the RoPE width from it)
         cfg.get(key)
+    notes.append(DSA_SPEED_NOTE)
     if loss:
         notes.append(f"DSA indexer trained as Megatron-Bridge trains {model_type} (--dsa-indexer-loss-coeff {loss}"
                      f"{', --dsa-indexer-use-sparse-loss' if sparse else ''})")

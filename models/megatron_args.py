@@ -28,8 +28,8 @@ import dataclasses
 from typing import Any
 
 from megasolve.models.errors import ConfigError
-from megasolve.models.spec import (DSASpec, GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec, ModelSpec,
-                                   softmax_type_notes)
+from megasolve.models.spec import (DSA_SPEED_NOTE, DSASpec, GatedDeltaNetSpec, MambaSpec, MLASpec, MoESpec,
+                                   ModelSpec, softmax_type_notes)
 
 REQUIRED = ("num_layers", "hidden_size", "num_attention_heads")
 # Every key the reader understands: the ones it reads, and Megatron-LM arguments that change neither
@@ -259,9 +259,11 @@ def _dsa(args: dict[str, Any], mla: MLASpec | None) -> DSASpec | None:
 
 def _dsa_backend_notes(args: dict[str, Any], dsa: DSASpec | None) -> tuple[str, ...]:
     """What megasolve assumes of ``--dsa-kernel-backend`` (TC L340: none | tilelang | cudnn; default none)."""
-    if dsa is None or args.get("dsa_kernel_backend") in ("tilelang", "cudnn"):
+    if dsa is None:
         return ()
-    return ("dsa_kernel_backend none (Megatron-Core's default) runs DSA's PyTorch path, whose s x s x heads fp32 "
+    if args.get("dsa_kernel_backend") in ("tilelang", "cudnn"):
+        return (DSA_SPEED_NOTE,)
+    return (DSA_SPEED_NOTE, "dsa_kernel_backend none (Megatron-Core's default) runs DSA's PyTorch path, whose s x s x heads fp32 "
             "index and attention scores are not modelled: memory assumes a fused backend (tilelang or cudnn, "
             "which the exports set)",)
 

@@ -49,6 +49,12 @@ class MLASpec:
     v_head_dim: int
 
 
+# What a DSA plan's step time rests on (README "DeepSeek Sparse Attention"): said with every DSA model
+DSA_SPEED_NOTE = ("DSA step times are not validated: the sparse kernels are costed at the flash-attention efficiency, "
+                  "and the only measured DSA runs found (Megatron-Bridge GLM-5.2 verification runs, --deterministic) "
+                  "ran 1.4-3x slower than predicted")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DSASpec:
     """DeepSeek Sparse Attention (``--experimental-attention-variant dsa``; DeepSeek-V3.2, GLM-5): MLA whose
