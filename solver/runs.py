@@ -524,6 +524,11 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
                      "largest matrix a rank owns; neither is modelled")
     elif isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # sgd, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
+    if args.get("deterministic_mode") is True or args.get("deterministic") is True:
+        # Megatron-LM --deterministic-mode (NCCL ring algorithms, TE's deterministic attention backward, deterministic
+        # MoE scatter), Megatron-Bridge's --deterministic: costed as the default, non-deterministic run
+        notes.append("deterministic mode is not modelled (NCCL ring-only collectives, deterministic attention and MoE "
+                     "kernels): expect the measured step slower than predicted")
     graphs = cuda_graph_note(cuda_graph_impl(args))
     if graphs:
         notes.append(graphs)

@@ -869,3 +869,15 @@ def test_bridge_compute_dtype_sets_precision_and_recipe(tmp_path, dtype, recipe,
     if recipe:
         assert run.workload.fp8_recipe == recipe
     assert any(note in n for n in run.notes) if note else not any("NVFP4" in n for n in run.notes)
+
+
+def test_deterministic_mode_is_named_as_not_modelled():
+    """Megatron-LM --deterministic-mode (Bridge's verification runs use --deterministic) slows a step in ways the
+    cost model does not price: said, not ignored."""
+    text = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+            "--ffn-hidden-size 4096 --vocab-size 32000 --seq-length 4096 --global-batch-size 64 --micro-batch-size 1 "
+            "--deterministic-mode\n" + "\n".join(_iteration(i, 3000.0) for i in range(1, 8)))
+    run = run_from_log(text, "det", {"gpu": "h100"})
+    assert any("deterministic mode is not modelled" in n for n in run.notes)
+    plain = run_from_log(text.replace(" --deterministic-mode", ""), "plain", {"gpu": "h100"})
+    assert not any("deterministic" in n for n in plain.notes)
