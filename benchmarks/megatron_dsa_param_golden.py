@@ -325,21 +325,10 @@ def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
     from megatron.core.transformer.experimental_attention_variant.dsa import DSAIndexer
 
     model, layout = case["model"], case["layout"]
-    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
-    try:
-        ps.initialize_model_parallel(
-            tensor_model_parallel_size=layout["tp"], pipeline_model_parallel_size=layout["pp"],
-            virtual_pipeline_model_parallel_size=(layout["vpp"] if layout["vpp"] > 1 else None),
-            expert_model_parallel_size=layout["ep"], expert_tensor_parallel_size=layout["etp"],
-            context_parallel_size=1, create_gloo_process_groups=False)
-        coords = dict(rank=rank, pp_rank=ps.get_pipeline_model_parallel_rank(),
-                      tp_rank=ps.get_tensor_model_parallel_rank(), ep_rank=ps.get_expert_model_parallel_rank(),
-                      etp_rank=ps.get_expert_tensor_parallel_rank())
-        key = (coords["pp_rank"], coords["tp_rank"], coords["ep_rank"], coords["etp_rank"])
-        if key in seen:  # a pure data-parallel replica of a rank already built
+    with gpt.parallel_rank(rank, world, layout, dist, ps, FakeStore, seen) as coords:
+        if coords is None:  # a pure data-parallel replica of a rank already built
             return None
         config = make_config(model, layout, torch)
-        seen.add(key)
         vocab = gpt.padded_vocab_size(model["vocab_size"], model["make_vocab_size_divisible_by"], layout["tp"])
         vpp = layout["vpp"] if layout["vpp"] > 1 else None
         chunks = []
@@ -371,9 +360,6 @@ def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
         coords["chunks"] = chunks
         coords["params"] = sum(c["counts"]["total"] for c in chunks)
         return coords
-    finally:
-        ps.destroy_model_parallel()
-        dist.destroy_process_group()
 
 
 def main(argv=None) -> int:

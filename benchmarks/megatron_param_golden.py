@@ -657,12 +657,10 @@ def count_chunk(chunk) -> dict:
     return dict(counts=out, layers=layers, mtp_layers=mtp_layers)
 
 
-def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
-    """Build rank `rank`'s model chunks; None if an equivalent rank was already built."""
-    from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt import gpt_layer_specs
-
-    model, layout = case["model"], case["layout"]
+@contextlib.contextmanager
+def parallel_rank(rank, world, layout, dist, ps, FakeStore, seen):
+    """Rank ``rank``'s fake process group and Megatron parallel state (torn down on exit); yields its coordinates,
+    or None for a pure data-parallel replica of a rank already in ``seen`` (the companion generators use it too)."""
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     try:
         ps.initialize_model_parallel(
@@ -682,10 +680,25 @@ def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
             etp_rank=ps.get_expert_tensor_parallel_rank(),
         )
         key = (coords["pp_rank"], coords["tp_rank"], coords["ep_rank"], coords["etp_rank"])
-        if key in seen:  # a pure data-parallel replica of a rank already built
-            return None
-        seen.add(key)
+        if key in seen:
+            yield None
+        else:
+            seen.add(key)
+            yield coords
+    finally:
+        ps.destroy_model_parallel()
+        dist.destroy_process_group()
 
+
+def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
+    """Build rank `rank`'s model chunks; None if an equivalent rank was already built."""
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt import gpt_layer_specs
+
+    model, layout = case["model"], case["layout"]
+    with parallel_rank(rank, world, layout, dist, ps, FakeStore, seen) as coords:
+        if coords is None:
+            return None
         config = make_config(model, layout)
         vocab = padded_vocab_size(model["vocab_size"], model["make_vocab_size_divisible_by"],
                                   layout["tp"])
@@ -734,9 +747,6 @@ def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
         coords["chunks"] = chunks
         coords["params"] = sum(c["counts"]["total"] for c in chunks)
         return coords
-    finally:
-        ps.destroy_model_parallel()
-        dist.destroy_process_group()
 
 
 def run_case(case, torch, dist, ps, FakeStore) -> dict:
