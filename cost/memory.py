@@ -392,15 +392,17 @@ def dsa_attention_terms(spec: ModelSpec, workload: Workload, shape: ActivationSh
 
     * absorbed MLA (``absorbed_mla.py`` ``qkv_up_proj_and_rope_apply`` L540-665): the query's non-RoPE part,
       kept by the absorption einsum, ``2*T*(n/t)*qk``; the absorbed query ``[T, n/t, kv_lora + r]`` and the
-      gathered latent key ``[T, 1, kv_lora + r]`` that the sparse attention keeps (``mla_up``: re-materialised by
+      latent key ``[c*T, 1, kv_lora + r]`` that the sparse attention keeps, gathered over SP and CP (dsa.py
+      L1780-1860: ``gather_from_sequence_parallel_region`` then the zigzag reorder) (``mla_up``: re-materialised by
       ``mla_up_proj`` recompute, L671-676, as MLA's); the latent output ``2*T*(n/t)*kv_lora`` kept by the
       V-absorption einsum and the output ``a*T*(n/t)*dv`` kept by ``linear_proj`` (``core_output``); the fp32
       LSE per head (``softmax_stats``);
     * the top-k indices the sparse attention keeps, ``[b, s/c, topk]`` int32 for the fused kernels (the backend
       the launch exports, ``cli/launch.py``), ``min(topk, s)`` per query (``dsa_topk``);
     * with the indexer loss (``DSASpec.loss_coeff`` > 0; without it the indexer runs under ``no_grad``): the
-      indexer's q ``[T, n_i, d_i]``, k and weights (``FusedDSAIndexerLoss`` saves them, L944) and the gathered,
-      detached inputs its projections keep (``h + q_lora`` per token), all full-width on every TP rank
+      indexer's q ``[T, n_i, d_i]``, weights and k (gathered over CP like the key: ``[c*T, d_i]``;
+      ``FusedDSAIndexerLoss`` saves them, L944) and the gathered, detached inputs its projections keep
+      (``h + q_lora`` per token), all full-width on every TP rank
       (``dsa_indexer``). Charged on every DSA layer: a layer that reuses top-k (IndexShare) holds none of it, so
       GLM-5.2's estimate is high by that much on those layers.
 
@@ -410,12 +412,12 @@ def dsa_attention_terms(spec: ModelSpec, workload: Workload, shape: ActivationSh
     >>> terms["dsa_topk"] / 4096, terms["dsa_indexer"]  # 4 B x 2048 per query; no indexer loss
     (8192.0, 0.0)
     """
-    T, t = shape.tokens(workload), shape.tp
+    T, t, c = shape.tokens(workload), shape.tp, shape.cp
     n, mla, dsa = spec.num_attention_heads, spec.mla, spec.dsa
     a = gemm_input_bytes(workload)
     latent = mla.kv_lora_rank + mla.qk_pos_emb_head_dim
     terms = {
-        "mla_up": BF16 * T * (n / t) * (mla.qk_head_dim + latent) + BF16 * T * latent,
+        "mla_up": BF16 * T * (n / t) * (mla.qk_head_dim + latent) + BF16 * c * T * latent,
         "core_output": BF16 * T * (n / t) * mla.kv_lora_rank + a * T * (n / t) * mla.v_head_dim,
         "softmax_stats": FP32 * T * n / t,
         "dsa_topk": 4 * T * min(dsa.topk, workload.seq_length),
@@ -423,8 +425,8 @@ def dsa_attention_terms(spec: ModelSpec, workload: Workload, shape: ActivationSh
     }
     if dsa.trains_indexer:
         q_in = mla.q_lora_rank if mla.q_lora_rank is not None else spec.hidden_size
-        terms["dsa_indexer"] = BF16 * T * (dsa.n_heads * dsa.head_dim + dsa.head_dim + dsa.n_heads
-                                           + spec.hidden_size + q_in)
+        terms["dsa_indexer"] = BF16 * T * (dsa.n_heads * dsa.head_dim + dsa.n_heads + spec.hidden_size + q_in) \
+            + BF16 * c * T * dsa.head_dim
     return terms
 
 

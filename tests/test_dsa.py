@@ -135,6 +135,10 @@ def test_dsa_activations():
     v32 = attention_activation_terms(load_preset("deepseek-v3.2"), w, shape)
     assert v32["dsa_topk"] == 4 * 4096 * 2048 and v32["dsa_indexer"] == 0  # no loss: the indexer under no_grad
     assert v32["mla_up"] == 2 * 4096 * 64 * (128 + 576) + 2 * 4096 * 576
+    # under CP the sparse attention keeps the latent key gathered over the whole sequence (all_gather CP)
+    cp4 = attention_activation_terms(load_preset("deepseek-v3.2"), w,
+                                     ActivationShape(tp=2, cp=4, mbs=1, sequence_parallel=True))
+    assert cp4["mla_up"] == 2 * 1024 * 64 * (128 + 576) + 2 * 4096 * 576
     glm = attention_activation_terms(load_preset("glm-5"), w, shape)
     assert glm["dsa_indexer"] == 2 * 4096 * (32 * 128 + 128 + 32 + 6144 + 2048)  # loss on: q, k, weights, inputs
 
