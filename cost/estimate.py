@@ -20,6 +20,7 @@ class Estimate:
     time: StepTime
     capacity_bytes: float
     workload: Workload | None = None  # for the uncertainty band (attention kind)
+    spec: ModelSpec | None = None  # for the uncertainty band (DSA)
 
     @property
     def peak_bytes(self) -> float:
@@ -61,7 +62,7 @@ class Estimate:
 
     def uncertainty_bytes(self, stage: StageMemory) -> float:
         """+/- band of one stage (``cost.memory.memory_uncertainty_bytes``)."""
-        return memory_uncertainty_bytes(stage, self.workload or Workload())
+        return memory_uncertainty_bytes(stage, self.workload or Workload(), self.spec)
 
     def time_dict(self) -> dict[str, Any]:
         t = self.time
@@ -80,4 +81,4 @@ def estimate(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layo
     spec.require_plannable()
     return Estimate(memory=stage_memory(spec, cluster, workload, layout),
                     time=step_time(spec, cluster, workload, layout),
-                    capacity_bytes=cluster.gpu.usable_memory_bytes, workload=workload)
+                    capacity_bytes=cluster.gpu.usable_memory_bytes, workload=workload, spec=spec)

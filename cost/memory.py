@@ -1092,18 +1092,21 @@ def userbuffer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape
 #   Stages with MoE layers add routing imbalance (dropless; the measured and published runs are
 #   balanced or force-balanced) and the dispatcher buffers derived from source: +5 %. Unfused attention
 #   adds the score path's kernel choice (torch softmax traced; the fused kernels and the backward
-#   workspace derived): +5 %.
+#   workspace derived): +5 %. DSA layers (dsa_attention_terms: absorbed MLA, the top-k indices, the indexer)
+#   are derived from source with no layer traced and no run measured: +5 %.
 # * fixed allocations: sizes from source, exact.
 UNCERTAINTY_STATIC_PARTS = 1  # 0.5 % in parts per combine.BAND_SCALE
 UNCERTAINTY_ACTIVATION_PARTS = {"flash": 10, "unfused": 20}  # 5 %, 10 %
 UNCERTAINTY_MOE_EXTRA_PARTS = 10  # +5 %
+UNCERTAINTY_DSA_EXTRA_PARTS = 10  # +5 %
 UNCERTAINTY_STATIC_FRACTION = UNCERTAINTY_STATIC_PARTS / combine.BAND_SCALE
 UNCERTAINTY_ACTIVATION_FRACTION = {k: v / combine.BAND_SCALE for k, v in UNCERTAINTY_ACTIVATION_PARTS.items()}
 UNCERTAINTY_MOE_EXTRA_FRACTION = UNCERTAINTY_MOE_EXTRA_PARTS / combine.BAND_SCALE
 
 
-def band_parts(workload: Workload, moe_stage: bool) -> combine.Band:
-    """The band's fractions of one stage in parts per ``combine.BAND_SCALE``: static, activations.
+def band_parts(workload: Workload, moe_stage: bool, spec: ModelSpec | None = None) -> combine.Band:
+    """The band's fractions of one stage in parts per ``combine.BAND_SCALE``: static, activations (``spec``: a DSA
+    model's band is wider).
 
     >>> band_parts(Workload(), moe_stage=False), band_parts(Workload(attention="unfused"), moe_stage=True)
     (Band(static=1, activation=10), Band(static=1, activation=30))
@@ -1111,6 +1114,8 @@ def band_parts(workload: Workload, moe_stage: bool) -> combine.Band:
     activation = UNCERTAINTY_ACTIVATION_PARTS["unfused" if workload.attention == "unfused" else "flash"]
     if moe_stage:
         activation += UNCERTAINTY_MOE_EXTRA_PARTS
+    if spec is not None and spec.dsa is not None:
+        activation += UNCERTAINTY_DSA_EXTRA_PARTS
     return combine.Band(static=UNCERTAINTY_STATIC_PARTS, activation=activation)
 
 
@@ -1164,7 +1169,7 @@ class StageMemory:
         return self.allocated_bytes + self.other_bytes
 
 
-def memory_uncertainty_bytes(stage: StageMemory, workload: Workload) -> float:
+def memory_uncertainty_bytes(stage: StageMemory, workload: Workload, spec: ModelSpec | None = None) -> float:
     """Half-width of the +/- band around ``stage.allocated_bytes``, bytes (``band_parts``; the one
     definition of how it combines with the stage's parts is ``combine.band``). The solver's default
     headroom: every stage of a returned layout fits with its band (``solver/tables.py`` ``memory_form``).
@@ -1175,7 +1180,7 @@ def memory_uncertainty_bytes(stage: StageMemory, workload: Workload) -> float:
     0.54
     """
     static = stage.weights_bytes + stage.grads_bytes + stage.optimizer_bytes
-    return combine.band(band_parts(workload, stage.moe), static, stage.activations_bytes) \
+    return combine.band(band_parts(workload, stage.moe, spec), static, stage.activations_bytes) \
         / combine.BAND_SCALE
 
 

@@ -849,7 +849,8 @@ class CostTables:
         static, activation, exact = (combine.LinearForm.of(part)
                                      for part in self.fixed_memory_parts(row, slot, with_loss))
         first = combine.LinearForm.of([(1, "ma_first")]) if slot.first else 0
-        parts = band_parts(self.workload, slot.moe > 0) if (self.band if band is None else band) else combine.NO_BAND
+        parts = band_parts(self.workload, slot.moe > 0, self.spec) if (self.band if band is None else band) \
+            else combine.NO_BAND
         inflight = sum(((vpp * n) * combine.LinearForm.of(form) for n, form in zip(live, self.chunk_forms(slot))),
                        combine.LinearForm())
         form = combine.banded_stage_memory(static, activation, exact, inflight, first, sum(live), vpp, parts)

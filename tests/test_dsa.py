@@ -185,3 +185,12 @@ def test_a_megatron_log_of_a_dsa_run_reads_its_sparse_attention():
               f"global batch size:    64 | lm loss: 2.0E+00 |" for i in range(1, 8)]
     run = run_from_log("\n".join(lines), "dsa", {"gpu": "h100"})
     assert run.spec.dsa is not None and run.spec.dsa.topk == 2048 and run.spec.mla is not None
+
+
+def test_dsa_memory_band_is_wider():
+    """No DSA layer is traced and no DSA run measured: its activations get 5 % more band (cost/memory.py)."""
+    from megasolve.cost import combine
+    from megasolve.cost.memory import band_parts
+
+    assert band_parts(Workload(), True, load_preset("glm-5")) == combine.Band(static=1, activation=30)
+    assert band_parts(Workload(), True, load_preset("deepseek-v3")) == combine.Band(static=1, activation=20)
