@@ -877,8 +877,11 @@ _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[
 _PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth)?|seq(?=\s*=))\s*(?:of\s*|[:=-]\s*)?`?"
                         r"(\d{1,3}(?:,\d{3})+|\d{3,}|\d+[kK])\b", re.I)
 # "4 H100 nodes" counts nodes, not GPUs; "a fresh 4xH100 machine" (THUDM/slime#148) is one machine of 4
-_NOT_NODES = r"(?!\s*(?:nodes|servers|machines|hosts|boxes|systems)\b)"
-_GPU_COUNT = re.compile(rf"\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?:[- ]?\d+\s?GB?)?s?\b{_NOT_NODES}", re.I)
+# nor recipes or configs: "alongside the existing four H100 recipes" (NVIDIA-NeMo/Megatron-Bridge#5039)
+_NOT_NODES = r"(?!\s*(?:nodes|servers|machines|hosts|boxes|systems|recipes|configs|configurations)\b)"
+# a version's digit is no count: "GLM-5.2 GB200" (NVIDIA-NeMo/Megatron-Bridge#5401), "GLM-5 H100"
+_GPU_COUNT = re.compile(rf"(?<![.-])\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?:[- ]?\d+\s?GB?)?s?\b"
+                        rf"{_NOT_NODES}", re.I)
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
 # (a vendor's part the catalog lacks too: "config_C500x1x8.py", MetaX, flagos-ai/FlagPerf#670; "config_R300x10x8.py")
@@ -1567,6 +1570,11 @@ def _bridge_launcher_args(text: str, facts: LogFacts) -> None:
 _ASSOC_FLAG = re.compile(r"^(\s*)[A-Za-z_]\w*\[([a-z][a-z0-9_-]*)\]=", re.M)
 
 
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+_QUOTED_VALUE = re.compile(r"=(['\"])([^'\"\s]+)\1")
+_SHELL_OPERATOR = re.compile(r"\d?>>?(?:&\d)?|<|\|\|?|&&?|;")  # a whole token: redirection, pipe, list
+
+
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     _bridge_launcher_args(text, facts)
@@ -1579,7 +1587,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
     body = re.sub(r"\\\r?\n", " ", text)
     lines = []
     for line in _taken_statements(body.splitlines(), env):
-        if line.count("|") >= 2 and "--" not in line and "$" not in line:
+        # (bars inside quotes are a value's, not a table's: model.pipeline_model_parallel_layout='Et|tt|tmL')
+        if _QUOTED.sub("", line).count("|") >= 2 and "--" not in line and "$" not in line:
             continue  # a results table's row posted beside the script ("tp=1, pp=4, ep=4 | 8192 | ...", Pai#643)
         rest = line
         # "A=1 B=2 cmd ...": every leading assignment of the command's environment (NPROC_PER_NODE=8 megatron sft)
@@ -1601,6 +1610,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
         # flags also live inside quoted strings (DISTRIBUTED_ARGS="--nnodes=1 --nproc_per_node=8"): unquote
         # a Python list of flag strings separates them with commas: "--pp", "2", -> --pp 2
         # flags quoted in Markdown backticks (`--num-layers 28`) as well
+        # a quoted override's value keeps its token: model.pipeline_model_parallel_layout='Et|tt|tmL'
+        line = _QUOTED_VALUE.sub(r"=\2", line)
         tokens = [t.strip(",") for t in re.split(r"\s+", _expand(line, env).replace('"', " ").replace("'", " ")
                                                   .replace("`", " "))]
         tokens = [t for t in tokens if t]
@@ -1627,7 +1638,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 words = list(itertools.takewhile(lambda w: not w.startswith("--") and w not in (")", "\\"),
                                                  tokens[i + 1:]))
                 value = " ".join(words) if words else True
-            elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--") and tokens[i + 1] not in (")", "\\"):
+            elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--") and tokens[i + 1] not in (")", "\\") \
+                    and not _SHELL_OPERATOR.fullmatch(tokens[i + 1]):  # "--mtp-num-layers > 0": a redirection, no value
                 value = scalar(tokens[i + 1].strip("()"))
                 if isinstance(value, str) and value.lower() in _PROSE_WORDS:
                     continue  # a flag named in a sentence: "update `--num-gpus` and `--actor-num-gpus-per-node`"
@@ -1858,6 +1870,11 @@ CONFIG_KEYS = {
     # verl's actor_tp / actor_pp in a posted summary; slime's --actor-num-nodes / --actor-num-gpus-per-node
     "model_parallel_size", "pipe_parallel_size", "global_num_gpus", *(f"{short}_size" for short in SIZE_NAMES),
     "actor_tp", "actor_pp", "actor_num_nodes", "actor_num_gpus_per_node",
+    # the stages' layers as a string (a Bridge override, model.pipeline_model_parallel_layout='Et*6|...|tmL',
+    # NVIDIA-NeMo/Megatron-Bridge#5034); DeepSeek Sparse Attention as TransformerConfig names it (GLM5Bridge)
+    "pipeline_model_parallel_layout", "experimental_attention_variant", "dsa_indexer_n_heads", "dsa_indexer_head_dim",
+    "dsa_indexer_topk", "dsa_indexer_topk_freq", "dsa_indexer_skip_topk_offset", "dsa_indexer_loss_coeff",
+    "dsa_indexer_use_sparse_loss",
 }
 
 
