@@ -51,8 +51,8 @@ class MLASpec:
 
 # What a DSA plan's step time rests on (README "DeepSeek Sparse Attention"): said with every DSA model
 DSA_SPEED_NOTE = ("DSA step times are not validated: the sparse kernels are costed at the flash-attention efficiency, "
-                  "and the only measured DSA runs found (Megatron-Bridge GLM-5.2 verification runs, --deterministic) "
-                  "ran 1.4-3x slower than predicted")
+                  "and the measured GLM-5.2 runs found ran 1.3-3x slower than predicted (Megatron-Bridge verification "
+                  "runs with --deterministic, and a performance demo whose layout is not stated)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
