@@ -373,6 +373,10 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
         norms = BF16 * T * latents / sigma if spec.qk_layernorm else 0.0
         terms["mla_latents"] = BF16 * T * (latents + r) / sigma + norms
         if spec.dsa is not None:
+            # the absorbed path concatenates the kv norm's output with the RoPE key (torch.cat saves nothing): only
+            # the q norm's output is kept (traced, benchmarks/megatron_dsa_activation_trace.py)
+            if spec.qk_layernorm:  # (the q / kv norms are standalone TENorms here: each keeps its fp32 rstd)
+                terms["mla_latents"] += (2 * FP32 - BF16 * mla.kv_lora_rank) * T / sigma
             terms.update(dsa_attention_terms(spec, workload, shape))
             return terms
         terms["mla_up"] = BF16 * T * (n / t) * (2 * (qk + r) + dv)
@@ -388,21 +392,28 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
 
 def dsa_attention_terms(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> dict[str, float]:
     """Saved tensors of a DSA attention block beyond MLA's norms and latents, per micro-batch per rank.
-    Derived from Megatron-Core @d98e8a6, not traced (the sparse kernels need a GPU):
+    From Megatron-Core @d98e8a6; the absorbed-MLA part and the indexer traced on the CPU
+    (``benchmarks/megatron_dsa_activation_trace.py``, one layer, PyTorch kernels), the fused kernels' part read from
+    ``dsa_cudnn_kernels.py`` (they need a GPU):
 
-    * absorbed MLA (``absorbed_mla.py`` ``qkv_up_proj_and_rope_apply`` L540-665): the query's non-RoPE part,
-      kept by the absorption einsum, ``2*T*(n/t)*qk``; the absorbed query ``[T, n/t, kv_lora + r]`` and the
+    * absorbed MLA (``absorbed_mla.py`` ``qkv_up_proj_and_rope_apply`` L540-665): the query up-projection's whole
+      output ``2*T*(n/t)*(qk + r)`` (the absorption einsum saves its non-RoPE part, a view of it), the RoPE tables
+      unfused RoPE keeps (DSA refuses RoPE fusion: four bf16 ``[T, r]`` copies for q and k, ``8*T*r``); the
+      absorbed query ``[T, n/t, kv_lora + r]`` and the
       latent key ``[c*T, 1, kv_lora + r]`` that the sparse attention keeps, gathered over SP and CP (dsa.py
       L1780-1860: ``gather_from_sequence_parallel_region`` then the zigzag reorder) (``mla_up``: re-materialised by
       ``mla_up_proj`` recompute, L671-676, as MLA's); the latent output ``2*T*(n/t)*kv_lora`` kept by the
-      V-absorption einsum and the output ``a*T*(n/t)*dv`` kept by ``linear_proj`` (``core_output``); the fp32
-      LSE per head (``softmax_stats``);
+      V-absorption einsum and the output ``a*T*(n/t)*dv`` kept by ``linear_proj`` (``core_output``), and the
+      contiguous copy of the V up-projection weight that einsum keeps, ``2*(n/t)*dv*kv_lora`` per layer whatever
+      the tokens (dsa.py L1665; 16 MiB a layer for DeepSeek-V3.2 at TP 1); the fp32 LSE per head
+      (``softmax_stats``; cuDNN's kernels keep it, TileLang's recompute it);
     * the top-k indices the sparse attention keeps, ``[b, s/c, topk]`` int32 for the fused kernels (the backend
       the launch exports, ``cli/launch.py``), ``min(topk, s)`` per query (``dsa_topk``);
     * with the indexer loss (``DSASpec.loss_coeff`` > 0; without it the indexer runs under ``no_grad``): the
       indexer's q ``[T, n_i, d_i]``, weights and k (gathered over CP like the key: ``[c*T, d_i]``;
-      ``FusedDSAIndexerLoss`` saves them, L944) and the gathered, detached inputs its projections keep
-      (``h + q_lora`` per token), all full-width on every TP rank
+      ``FusedDSAIndexerLoss`` saves them, L944), its k norm's input and statistics (``2*T*d_i + 4*T``), its RoPE
+      tables (``8*T*r``) and, with SP at TP > 1, the inputs it all-gathers (``h + q_lora`` per token: without SP they
+      are the attention's own saved inputs, traced), all full-width on every TP rank
       (``dsa_indexer``). Charged on every DSA layer: a layer that reuses top-k (IndexShare) holds none of it, so
       GLM-5.2's estimate is high by that much on those layers.
 
@@ -415,18 +426,22 @@ def dsa_attention_terms(spec: ModelSpec, workload: Workload, shape: ActivationSh
     T, t, c = shape.tokens(workload), shape.tp, shape.cp
     n, mla, dsa = spec.num_attention_heads, spec.mla, spec.dsa
     a = gemm_input_bytes(workload)
-    latent = mla.kv_lora_rank + mla.qk_pos_emb_head_dim
+    r = mla.qk_pos_emb_head_dim
+    latent = mla.kv_lora_rank + r
+    rope_tables = 4 * BF16 * T * r  # one RoPE application's cos / sin copies
     terms = {
-        "mla_up": BF16 * T * (n / t) * (mla.qk_head_dim + latent) + BF16 * c * T * latent,
-        "core_output": BF16 * T * (n / t) * mla.kv_lora_rank + a * T * (n / t) * mla.v_head_dim,
+        "mla_up": BF16 * T * (n / t) * (mla.qk_head_dim + r + latent) + BF16 * c * T * latent + rope_tables,
+        "core_output": BF16 * T * (n / t) * mla.kv_lora_rank + a * T * (n / t) * mla.v_head_dim
+        + BF16 * (n / t) * mla.v_head_dim * mla.kv_lora_rank,
         "softmax_stats": FP32 * T * n / t,
         "dsa_topk": 4 * T * min(dsa.topk, workload.seq_length),
         "dsa_indexer": 0.0,
     }
     if dsa.trains_indexer:
         q_in = mla.q_lora_rank if mla.q_lora_rank is not None else spec.hidden_size
-        terms["dsa_indexer"] = BF16 * T * (dsa.n_heads * dsa.head_dim + dsa.n_heads + spec.hidden_size + q_in) \
-            + BF16 * c * T * dsa.head_dim
+        gathered = spec.hidden_size + q_in if shape.sequence_parallel and t > 1 else 0
+        terms["dsa_indexer"] = BF16 * T * (dsa.n_heads * dsa.head_dim + dsa.n_heads + dsa.head_dim + gathered) \
+            + FP32 * T + BF16 * c * T * dsa.head_dim + rope_tables
     return terms
 
 
@@ -1092,8 +1107,8 @@ def userbuffer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape
 #   Stages with MoE layers add routing imbalance (dropless; the measured and published runs are
 #   balanced or force-balanced) and the dispatcher buffers derived from source: +5 %. Unfused attention
 #   adds the score path's kernel choice (torch softmax traced; the fused kernels and the backward
-#   workspace derived): +5 %. DSA layers (dsa_attention_terms: absorbed MLA, the top-k indices, the indexer)
-#   are derived from source with no layer traced and no run measured: +5 %.
+#   workspace derived): +5 %. DSA layers (dsa_attention_terms: absorbed MLA, the top-k indices, the indexer): the
+#   PyTorch path traced on a CPU, the fused kernels' part from source, no run measured: +5 %.
 # * fixed allocations: sizes from source, exact.
 UNCERTAINTY_STATIC_PARTS = 1  # 0.5 % in parts per combine.BAND_SCALE
 UNCERTAINTY_ACTIVATION_PARTS = {"flash": 10, "unfused": 20}  # 5 %, 10 %

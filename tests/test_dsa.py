@@ -134,13 +134,16 @@ def test_dsa_activations():
     w = Workload(seq_length=4096)
     v32 = attention_activation_terms(load_preset("deepseek-v3.2"), w, shape)
     assert v32["dsa_topk"] == 4 * 4096 * 2048 and v32["dsa_indexer"] == 0  # no loss: the indexer under no_grad
-    assert v32["mla_up"] == 2 * 4096 * 64 * (128 + 576) + 2 * 4096 * 576
+    # the query up-projection's output, the absorbed query, the latent key, the RoPE tables (traced, below)
+    assert v32["mla_up"] == 2 * 4096 * 64 * (128 + 64 + 576) + 2 * 4096 * 576 + 8 * 4096 * 64
     # under CP the sparse attention keeps the latent key gathered over the whole sequence (all_gather CP)
     cp4 = attention_activation_terms(load_preset("deepseek-v3.2"), w,
                                      ActivationShape(tp=2, cp=4, mbs=1, sequence_parallel=True))
-    assert cp4["mla_up"] == 2 * 1024 * 64 * (128 + 576) + 2 * 4096 * 576
+    assert cp4["mla_up"] == 2 * 1024 * 64 * (128 + 64 + 576) + 2 * 4096 * 576 + 8 * 1024 * 64
     glm = attention_activation_terms(load_preset("glm-5"), w, shape)
-    assert glm["dsa_indexer"] == 2 * 4096 * (32 * 128 + 128 + 32 + 6144 + 2048)  # loss on: q, k, weights, inputs
+    # loss on: q, weights, the k norm's input (+ its rstd), the SP-gathered inputs, k, the RoPE tables
+    assert glm["dsa_indexer"] == 2 * 4096 * (32 * 128 + 32 + 128 + 6144 + 2048) + 4 * 4096 + 2 * 4096 * 128 \
+        + 8 * 4096 * 64
 
 
 def test_solve_equals_estimate_and_the_launch_sets_dsa():
@@ -194,3 +197,39 @@ def test_dsa_memory_band_is_wider():
 
     assert band_parts(Workload(), True, load_preset("glm-5")) == combine.Band(static=1, activation=30)
     assert band_parts(Workload(), True, load_preset("deepseek-v3")) == combine.Band(static=1, activation=20)
+
+
+TRACE = __import__("json").loads((__import__("pathlib").Path(__file__).parent / "data" /
+                                  "megatron_dsa_activation_trace.json").read_text())
+
+
+@pytest.mark.parametrize("case", sorted(TRACE["cases"]))
+def test_dsa_activation_terms_equal_the_traced_layer(case):
+    """One DSA attention block of Megatron-LM main traced on the CPU (``benchmarks/megatron_dsa_activation_trace.py``,
+    PyTorch kernels, ``tests/data/megatron_dsa_activation_trace.json``) against ``attention_activation_terms``: what
+    the traced layer keeps that the fused kernels keep too ("shared") equals the formula, term by term, once the
+    stated differences are added -- the RoPE tables and the V-weight copy the trace lists apart, the absorbed query
+    the fused kernels always keep (the PyTorch path keeps it only with the indexer loss), Transformer Engine's norms
+    (input and rstd where torch's keep fp32 copies), and the fused kernels' LSE and int32 top-k."""
+    from megasolve.models.spec import DSASpec, MLASpec, ModelSpec
+
+    z, traced = TRACE["sizes"], TRACE["cases"][case]
+    spec = ModelSpec(name="trace", num_layers=1, hidden_size=z["hidden"], ffn_hidden_size=z["ffn"],
+                     num_attention_heads=z["heads"], num_query_groups=z["heads"], vocab_size=1024, qk_layernorm=True,
+                     mla=MLASpec(q_lora_rank=z["q_lora"], kv_lora_rank=z["kv_lora"], qk_head_dim=z["qk"],
+                                 qk_pos_emb_head_dim=z["rope"], v_head_dim=z["v"]),
+                     dsa=DSASpec(n_heads=z["idx_heads"], head_dim=z["idx_dim"], topk=z["topk"],
+                                 loss_coeff=traced["loss_coeff"], sparse_loss=traced["sparse_loss"]))
+    ours = attention_activation_terms(spec, Workload(seq_length=z["seq"], hidden_dropout=0.0),
+                                      ActivationShape(tp=1, cp=1, mbs=z["batch"], sequence_parallel=False))
+    shared = {name: t.get("shared", 0) for name, t in traced["terms"].items()}
+    T, n, r, latent = z["seq"] * z["batch"], z["heads"], z["rope"], z["kv_lora"] + z["rope"]
+    absorbed_query = 0 if traced["loss_coeff"] else 2 * T * n * latent  # kept by the PyTorch path with the loss only
+    assert ours["attn_norm_output"] == shared["attn_norm_output"]
+    te_norms = 2 * T * (z["q_lora"] + latent) + 2 * 4 * T  # TE's q / kv norms: bf16 input and fp32 rstd
+    assert ours["mla_latents"] == shared["mla_latents"] + te_norms
+    assert ours["mla_up"] == shared["mla_up"] + absorbed_query + shared["extra:rope_cos_sin"]
+    assert ours["core_output"] == shared["core_output"] + shared["extra:up_v_weight_copy"]
+    assert ours["dsa_indexer"] == shared["dsa_indexer"]
+    assert ours["softmax_stats"] == 4 * T * n and ours["dsa_topk"] == 4 * T * z["topk"]  # cuDNN: fp32 LSE, int32 top-k
+    assert r == 16 and shared["extra:rope_cos_sin"] == 8 * T * r  # four bf16 [T, r] tables
