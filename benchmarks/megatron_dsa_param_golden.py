@@ -246,41 +246,19 @@ def install_te_shaped_backend(torch) -> None:
 def make_config(model, layout, torch):
     from megatron.core.transformer.transformer_config import MLATransformerConfig
 
-    kw = dict(
-        num_layers=model["num_layers"], hidden_size=model["hidden_size"], ffn_hidden_size=model["ffn_hidden_size"],
-        num_attention_heads=model["num_attention_heads"], num_query_groups=model["num_query_groups"],
-        kv_channels=model["kv_channels"], gated_linear_unit=bool(model["swiglu"]),
-        activation_func=torch.nn.functional.silu if model["swiglu"] else torch.nn.functional.gelu,
-        bias_activation_fusion=False, normalization=model["normalization"], add_bias_linear=model["add_bias_linear"],
-        add_qkv_bias=model["add_qkv_bias"], qk_layernorm=model["qk_layernorm"],
-        tensor_model_parallel_size=layout["tp"], pipeline_model_parallel_size=layout["pp"],
-        virtual_pipeline_model_parallel_size=(layout["vpp"] if layout["vpp"] > 1 else None),
-        expert_model_parallel_size=layout["ep"], expert_tensor_parallel_size=layout["etp"],
-        context_parallel_size=1, sequence_parallel=layout["tp"] > 1,
-        num_layers_in_first_pipeline_stage=layout["first_stage_layers"],
-        num_layers_in_last_pipeline_stage=layout["last_stage_layers"],
-        transformer_impl="local", use_cpu_initialization=True, perform_initialization=False,
-        init_model_with_meta_device=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, bf16=True,
-        mtp_num_layers=model["mtp_num_layers"],
-        multi_latent_attention=True, q_lora_rank=model["q_lora_rank"], kv_lora_rank=model["kv_lora_rank"],
-        qk_head_dim=model["qk_head_dim"], qk_pos_emb_head_dim=model["qk_pos_emb_head_dim"],
-        v_head_dim=model["v_head_dim"], rope_type="rope",
-        experimental_attention_variant=model["experimental_attention_variant"],
-        dsa_indexer_n_heads=model["dsa_indexer_n_heads"], dsa_indexer_head_dim=model["dsa_indexer_head_dim"],
-        dsa_indexer_topk=model["dsa_indexer_topk"],
-    )
+    kw = gpt.variant_config_kwargs(model, layout, torch, sequence_parallel=layout["tp"] > 1)
+    kw.update(mtp_num_layers=model["mtp_num_layers"],
+              multi_latent_attention=True, q_lora_rank=model["q_lora_rank"], kv_lora_rank=model["kv_lora_rank"],
+              qk_head_dim=model["qk_head_dim"], qk_pos_emb_head_dim=model["qk_pos_emb_head_dim"],
+              v_head_dim=model["v_head_dim"], rope_type="rope",
+              dsa_indexer_n_heads=model["dsa_indexer_n_heads"], dsa_indexer_head_dim=model["dsa_indexer_head_dim"],
+              dsa_indexer_topk=model["dsa_indexer_topk"])
     fields = {f.name for f in dataclasses.fields(MLATransformerConfig)}
     for key, default in (("dsa_indexer_topk_freq", 1), ("dsa_indexer_skip_topk_offset", 0)):
         if model[key] != default:
             if key not in fields:
                 raise CaseUnsupported(f"{key} (IndexShare) is not a TransformerConfig field in this megatron-core")
             kw[key] = model[key]
-    if model.get("num_moe_experts"):
-        kw.update(num_moe_experts=model["num_moe_experts"], moe_router_topk=model["moe_router_topk"],
-                  moe_ffn_hidden_size=model["moe_ffn_hidden_size"],
-                  moe_shared_expert_intermediate_size=model["moe_shared_expert_intermediate_size"],
-                  moe_layer_freq=list(model["moe_layer_freq"]), moe_grouped_gemm=False,
-                  moe_token_dispatcher_type="alltoall")
     return MLATransformerConfig(**kw)
 
 
@@ -317,7 +295,6 @@ def show_attention(case, coords, chunk) -> None:
 
 def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
     """Build rank ``rank``'s model chunks (None if an equivalent rank was already built)."""
-    from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.experimental_attention_variant_module_specs import (
         get_transformer_block_with_experimental_attention_variant_spec,
     )
@@ -329,34 +306,19 @@ def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
         if coords is None:  # a pure data-parallel replica of a rank already built
             return None
         config = make_config(model, layout, torch)
-        vocab = gpt.padded_vocab_size(model["vocab_size"], model["make_vocab_size_divisible_by"], layout["tp"])
-        vpp = layout["vpp"] if layout["vpp"] > 1 else None
-        chunks = []
-        for vp in (range(vpp) if vpp else [None]):
-            spec = get_transformer_block_with_experimental_attention_variant_spec(config=config, vp_stage=vp)
-            mtp_spec = None
-            if model["mtp_num_layers"]:
-                mtp_spec = get_gpt_mtp_block_spec(config, all_layer_specs(config)[-1], use_transformer_engine=True,
-                                                  vp_stage=vp)
-            with torch.device("meta"):
-                chunk = GPTModel(
-                    config=config, transformer_layer_spec=spec, vocab_size=vocab,
-                    max_sequence_length=model["max_position_embeddings"],
-                    pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=vp),
-                    post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=vp),
-                    parallel_output=True,
-                    share_embeddings_and_output_weights=not model["untie_embeddings_and_output_weights"],
-                    position_embedding_type=model["position_embedding_type"],
-                    mtp_block_spec=mtp_spec, vp_stage=vp)
-            devs = {p.device.type for p in chunk.parameters()}
-            assert devs <= {"meta"}, f"parameters off the meta device: {devs}"
+
+        def mtp(vp):
+            return get_gpt_mtp_block_spec(config, all_layer_specs(config)[-1], use_transformer_engine=True,
+                                          vp_stage=vp) if model["mtp_num_layers"] else None
+
+        def inspect(vp, chunk):
             if SHOW_ATTENTION and len(seen) == 1 and vp in (None, 0):
                 show_attention(case, coords, chunk)
-            counted = gpt.count_chunk(chunk)
-            counted["counts"]["dsa_indexer"] = sum(  # subset of decoder_layers + mtp: the DSA indexers
-                p.numel() for m in chunk.modules() if isinstance(m, DSAIndexer) for p in m.parameters())
-            chunks.append(counted)
-            del chunk
+
+        chunks = gpt.variant_chunks(
+            torch, ps, config, model, layout,
+            lambda vp: get_transformer_block_with_experimental_attention_variant_spec(config=config, vp_stage=vp),
+            DSAIndexer, "dsa_indexer", mtp_spec=mtp, inspect=inspect)  # the DSA indexers (decoder and MTP)
         coords["chunks"] = chunks
         coords["params"] = sum(c["counts"]["total"] for c in chunks)
         return coords

@@ -166,39 +166,17 @@ def install_te_shaped_backend(torch) -> None:
 def make_config(model, layout, torch):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    kw = dict(
-        num_layers=model["num_layers"], hidden_size=model["hidden_size"], ffn_hidden_size=model["ffn_hidden_size"],
-        num_attention_heads=model["num_attention_heads"], num_query_groups=model["num_query_groups"],
-        kv_channels=model["kv_channels"], gated_linear_unit=bool(model["swiglu"]),
-        activation_func=torch.nn.functional.silu if model["swiglu"] else torch.nn.functional.gelu,
-        bias_activation_fusion=False, normalization=model["normalization"], add_bias_linear=model["add_bias_linear"],
-        add_qkv_bias=model["add_qkv_bias"], qk_layernorm=model["qk_layernorm"],
-        tensor_model_parallel_size=layout["tp"], pipeline_model_parallel_size=layout["pp"],
-        virtual_pipeline_model_parallel_size=(layout["vpp"] if layout["vpp"] > 1 else None),
-        expert_model_parallel_size=layout["ep"], expert_tensor_parallel_size=layout["etp"],
-        context_parallel_size=1, sequence_parallel=False,
-        num_layers_in_first_pipeline_stage=layout["first_stage_layers"],
-        num_layers_in_last_pipeline_stage=layout["last_stage_layers"],
-        transformer_impl="local", use_cpu_initialization=True, perform_initialization=False,
-        init_model_with_meta_device=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, bf16=True,
-        experimental_attention_variant=model["experimental_attention_variant"],
-        linear_attention_freq=model["linear_attention_freq"],
-        linear_conv_kernel_dim=model["linear_conv_kernel_dim"], linear_key_head_dim=model["linear_key_head_dim"],
-        linear_value_head_dim=model["linear_value_head_dim"], linear_num_key_heads=model["linear_num_key_heads"],
-        linear_num_value_heads=model["linear_num_value_heads"], attention_output_gate=model["attention_output_gate"],
-    )
-    if model.get("num_moe_experts"):
-        kw.update(num_moe_experts=model["num_moe_experts"], moe_router_topk=model["moe_router_topk"],
-                  moe_ffn_hidden_size=model["moe_ffn_hidden_size"],
-                  moe_shared_expert_intermediate_size=model["moe_shared_expert_intermediate_size"],
-                  moe_shared_expert_gate=model["moe_shared_expert_gate"], moe_layer_freq=list(model["moe_layer_freq"]),
-                  moe_grouped_gemm=False, moe_token_dispatcher_type="alltoall")
+    kw = gpt.variant_config_kwargs(model, layout, torch, sequence_parallel=False)
+    kw.update(linear_attention_freq=model["linear_attention_freq"],
+              linear_conv_kernel_dim=model["linear_conv_kernel_dim"], linear_key_head_dim=model["linear_key_head_dim"],
+              linear_value_head_dim=model["linear_value_head_dim"], linear_num_key_heads=model["linear_num_key_heads"],
+              linear_num_value_heads=model["linear_num_value_heads"],
+              attention_output_gate=model["attention_output_gate"])
     return TransformerConfig(**kw)
 
 
 def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
     """Build rank ``rank``'s model chunks (None if an equivalent rank was already built)."""
-    from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.experimental_attention_variant_module_specs import (
         get_transformer_block_with_experimental_attention_variant_spec,
     )
@@ -209,28 +187,10 @@ def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
         if coords is None:  # a pure data-parallel replica of a rank already built
             return None
         config = make_config(model, layout, torch)
-        vocab = gpt.padded_vocab_size(model["vocab_size"], model["make_vocab_size_divisible_by"], layout["tp"])
-        vpp = layout["vpp"] if layout["vpp"] > 1 else None
-        chunks = []
-        for vp in (range(vpp) if vpp else [None]):
-            spec = get_transformer_block_with_experimental_attention_variant_spec(config=config, vp_stage=vp)
-            with torch.device("meta"):
-                chunk = GPTModel(
-                    config=config, transformer_layer_spec=spec, vocab_size=vocab,
-                    max_sequence_length=model["max_position_embeddings"],
-                    pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=vp),
-                    post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=vp),
-                    parallel_output=True,
-                    share_embeddings_and_output_weights=not model["untie_embeddings_and_output_weights"],
-                    position_embedding_type=model["position_embedding_type"],
-                    rotary_percent=model["rotary_percent"], vp_stage=vp)
-            devs = {p.device.type for p in chunk.parameters()}
-            assert devs <= {"meta"}, f"parameters off the meta device: {devs}"
-            counted = gpt.count_chunk(chunk)
-            counted["counts"]["gated_delta_net"] = sum(  # subset of decoder_layers: the DeltaNet mixers
-                p.numel() for m in chunk.modules() if isinstance(m, GatedDeltaNet) for p in m.parameters())
-            chunks.append(counted)
-            del chunk
+        chunks = gpt.variant_chunks(
+            torch, ps, config, model, layout,
+            lambda vp: get_transformer_block_with_experimental_attention_variant_spec(config=config, vp_stage=vp),
+            GatedDeltaNet, "gated_delta_net", rotary_percent=model["rotary_percent"])  # the DeltaNet mixers
         coords["chunks"] = chunks
         coords["params"] = sum(c["counts"]["total"] for c in chunks)
         return coords

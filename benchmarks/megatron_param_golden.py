@@ -690,6 +690,73 @@ def parallel_rank(rank, world, layout, dist, ps, FakeStore, seen):
         dist.destroy_process_group()
 
 
+def variant_config_kwargs(model, layout, torch, *, sequence_parallel):
+    """The ``TransformerConfig`` fields the companion generators (GPTModel with an experimental attention variant)
+    share: the shape, the parallel sizes, the local meta-device build in bf16, and the MoE part when there is one
+    (grouped GEMM off: ``SequentialMLP``, the same shapes as ``TEGroupedMLP``)."""
+    kw = dict(
+        num_layers=model["num_layers"], hidden_size=model["hidden_size"], ffn_hidden_size=model["ffn_hidden_size"],
+        num_attention_heads=model["num_attention_heads"], num_query_groups=model["num_query_groups"],
+        kv_channels=model["kv_channels"], gated_linear_unit=bool(model["swiglu"]),
+        activation_func=torch.nn.functional.silu if model["swiglu"] else torch.nn.functional.gelu,
+        bias_activation_fusion=False, normalization=model["normalization"], add_bias_linear=model["add_bias_linear"],
+        add_qkv_bias=model["add_qkv_bias"], qk_layernorm=model["qk_layernorm"],
+        tensor_model_parallel_size=layout["tp"], pipeline_model_parallel_size=layout["pp"],
+        virtual_pipeline_model_parallel_size=(layout["vpp"] if layout["vpp"] > 1 else None),
+        expert_model_parallel_size=layout["ep"], expert_tensor_parallel_size=layout["etp"],
+        context_parallel_size=1, sequence_parallel=sequence_parallel,
+        num_layers_in_first_pipeline_stage=layout["first_stage_layers"],
+        num_layers_in_last_pipeline_stage=layout["last_stage_layers"],
+        transformer_impl="local", use_cpu_initialization=True, perform_initialization=False,
+        init_model_with_meta_device=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, bf16=True,
+        experimental_attention_variant=model["experimental_attention_variant"],
+    )
+    if model.get("num_moe_experts"):
+        kw.update(num_moe_experts=model["num_moe_experts"], moe_router_topk=model["moe_router_topk"],
+                  moe_ffn_hidden_size=model["moe_ffn_hidden_size"],
+                  moe_shared_expert_intermediate_size=model["moe_shared_expert_intermediate_size"],
+                  moe_layer_freq=list(model["moe_layer_freq"]), moe_grouped_gemm=False,
+                  moe_token_dispatcher_type="alltoall")
+        if model.get("moe_shared_expert_gate"):
+            kw["moe_shared_expert_gate"] = True
+    return kw
+
+
+def variant_chunks(torch, ps, config, model, layout, block_spec, module_class, count_key, mtp_spec=None,
+                   inspect=None, **gpt_kwargs):
+    """This rank's ``GPTModel`` chunk of every virtual stage, built on the meta device and counted, for the companion
+    generators of GPTModel with an experimental attention variant: ``block_spec(vp)`` is the decoder block spec,
+    ``mtp_spec(vp)`` the MTP block spec (or None), ``counts[count_key]`` the parameters of the ``module_class``
+    modules, ``inspect(vp, chunk)`` an optional look at each chunk before it is dropped."""
+    from megatron.core.models.gpt import GPTModel
+
+    vocab = padded_vocab_size(model["vocab_size"], model["make_vocab_size_divisible_by"], layout["tp"])
+    vpp = layout["vpp"] if layout["vpp"] > 1 else None
+    chunks = []
+    for vp in (range(vpp) if vpp else [None]):
+        if mtp_spec is not None:
+            gpt_kwargs["mtp_block_spec"] = mtp_spec(vp)
+        with torch.device("meta"):
+            chunk = GPTModel(
+                config=config, transformer_layer_spec=block_spec(vp), vocab_size=vocab,
+                max_sequence_length=model["max_position_embeddings"],
+                pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=vp),
+                post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=vp),
+                parallel_output=True,
+                share_embeddings_and_output_weights=not model["untie_embeddings_and_output_weights"],
+                position_embedding_type=model["position_embedding_type"], vp_stage=vp, **gpt_kwargs)
+        devs = {p.device.type for p in chunk.parameters()}
+        assert devs <= {"meta"}, f"parameters off the meta device: {devs}"
+        if inspect is not None:
+            inspect(vp, chunk)
+        counted = count_chunk(chunk)
+        counted["counts"][count_key] = sum(  # a subset of decoder_layers (+ mtp)
+            p.numel() for m in chunk.modules() if isinstance(m, module_class) for p in m.parameters())
+        chunks.append(counted)
+        del chunk
+    return chunks
+
+
 def build_rank(case, rank, world, torch, dist, ps, FakeStore, seen):
     """Build rank `rank`'s model chunks; None if an equivalent rank was already built."""
     from megatron.core.models.gpt import GPTModel
