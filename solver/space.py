@@ -187,8 +187,10 @@ def canonical_rules(spec: ModelSpec) -> tuple[Rule, ...]:
 
     def split_ok(ctx: RuleContext, a: dict[str, Any]) -> bool:
         if a.get("pipeline_layout") is not None:  # layout_candidates: interleaved only (one chunk per rank is
-            # the uneven first/last split, pipeline_splits); a --fix'd string passes at any vpp
-            return a["vpp"] > 1 or isinstance(a["pipeline_layout"], PinnedLayout)
+            # the uneven first/last split, pipeline_splits) but for DSA IndexShare's own strings; a --fix'd string
+            # passes at any vpp
+            return a["vpp"] > 1 or isinstance(a["pipeline_layout"], PinnedLayout) \
+                or a["pipeline_layout"] == index_share_layout(spec, a["pp"])
         if a.get("account_for_embedding") or a.get("account_for_loss"):
             return a["pp"] > 1  # one stage: the accounting moves no layer (the even split, renamed)
         split = (a["first_stage_layers"], a["last_stage_layers"])
@@ -324,6 +326,53 @@ def index_share_splits(spec: ModelSpec, pp: int) -> list[tuple[int, int]]:
     return sorted(out, key=lambda s: (abs(s[0] - target) + abs(s[1] - target), s))[:MAX_UNEVEN_SPLITS]
 
 
+@functools.lru_cache(maxsize=256)
+def index_share_layout(spec: ModelSpec, pp: int) -> str | None:
+    """For DSA IndexShare, the ``--pipeline-model-parallel-layout`` (one stage per rank) whose stages all start on a
+    layer that runs its indexer with the fewest layers on the fullest stage (an exact search over the allowed
+    starts), where no first / last split (``index_share_splits``) can keep the rule; None otherwise. Megatron-Bridge
+    sets such strings for GLM-5.2 (``model.pipeline_model_parallel_layout='Etttttt|tttttttt|...|ttttmL'``, its
+    verification card's PP 11; #5039's PP 16).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> index_share_layout(load_preset("glm-5.2"), 16)  # doctest: +NORMALIZE_WHITESPACE
+    'Et*6|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*8|t*8|t*8mL'
+    """
+    dsa, L = spec.dsa, spec.num_layers
+    if dsa is None or dsa.topk_freq <= 1 or pp == 1 or index_share_splits(spec, pp) or spec.is_hybrid:
+        return None
+    starts = [i for i in range(L) if dsa.computes_topk(i + 1)]  # 0-based layers a stage may start on
+    if len(starts) < pp:
+        return None
+    # best[k][j]: the least possible largest stage when stages 0..k cover layers 0..starts[j]-1 and stage k+1
+    # starts at starts[j]; exact, by dynamic programming over the allowed starts
+    inf = float("inf")
+    n = len(starts)
+    best = [[inf] * (n + 1) for _ in range(pp)]
+    back = [[0] * (n + 1) for _ in range(pp)]
+    for j in range(1, n + 1):
+        best[0][j] = (starts[j] if j < n else L) - starts[0]
+    for k in range(1, pp):
+        for j in range(k + 1, n + 1):
+            end = starts[j] if j < n else L
+            for i in range(k, j):
+                cand = max(best[k - 1][i], end - starts[i])
+                if cand < best[k][j]:
+                    best[k][j], back[k][j] = cand, i
+    if best[pp - 1][n] == inf:
+        return None
+    cuts, j = [], n
+    for k in range(pp - 1, 0, -1):
+        j = back[k][j]
+        cuts.append(starts[j])
+    bounds = [0] + sorted(cuts) + [L]
+    sizes = [b - a for a, b in zip(bounds, bounds[1:])]
+    stages = [f"t*{size}" for size in sizes]
+    stages[0] = "E" + stages[0]
+    stages[-1] += "m" * spec.mtp_num_layers + "L"
+    return "|".join(stages)
+
+
 @functools.lru_cache(maxsize=1024)
 def layout_candidates(spec: ModelSpec, pp: int) -> tuple[str, ...]:
     """``--pipeline-model-parallel-layout`` strings searched for ``pp`` ranks: for each interleaved depth
@@ -418,8 +467,10 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     # the accounting variants: which pp (and vpp) they suit is Megatron's rule (rules.py split_counts)
     pinned = fixed.get("account_for_embedding") is True or fixed.get("account_for_loss") is True
     splits += [a for a in ACCOUNTING if uneven_splits or pinned]
-    if uneven_splits:  # layout strings for interleaved pipelines the splits above cannot balance
-        texts = dict.fromkeys(text for pp in domains["pp"] for text in layout_candidates(spec, pp))
+    if uneven_splits:  # layout strings for interleaved pipelines the splits above cannot balance (and DSA
+        # IndexShare's one-stage-per-rank strings where no first / last split keeps its rule)
+        texts = dict.fromkeys(text for pp in domains["pp"]
+                              for text in layout_candidates(spec, pp) + tuple(filter(None, [index_share_layout(spec, pp)])))
         splits += [(None, None, False, False, text) for text in texts]
     domains["split"] = tuple(splits)
     max_chunk = L

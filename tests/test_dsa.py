@@ -233,3 +233,20 @@ def test_dsa_activation_terms_equal_the_traced_layer(case):
     assert ours["dsa_indexer"] == shared["dsa_indexer"]
     assert ours["softmax_stats"] == 4 * T * n and ours["dsa_topk"] == 4 * T * z["topk"]  # cuDNN: fp32 LSE, int32 top-k
     assert r == 16 and shared["extra:rope_cos_sin"] == 8 * T * r  # four bf16 [T, r] tables
+
+
+def test_index_share_layout_strings_reach_pipeline_sizes_no_first_last_split_keeps():
+    """GLM-5.2's IndexShare admits stage starts on layers 1-3 and every 4th after: at PP 16 no first / last split
+    keeps that rule, so the search offers the best one-stage-per-rank layout string (as Megatron-Bridge's GLM-5.2
+    recipes set one), and it is legal."""
+    from megasolve.models.params import dsa_split_problem, stage_layer_ids
+    from megasolve.solver.space import index_share_layout
+
+    spec = load_preset("glm-5.2")
+    assert not index_share_splits(spec, 16) and index_share_splits(spec, 6)
+    text = index_share_layout(spec, 16)
+    assert index_share_layout(spec, 6) is None and text.startswith("E") and text.endswith("mL")
+    assert dsa_split_problem(spec, stage_layer_ids(spec, Layout(pp=16, pipeline_layout=text))) is None
+    result = solve(spec, Cluster.from_flags(num_gpus=512, gpu="h100"), Workload(seq_length=4096, global_batch_size=256),
+                   top_k=1, time_limit_s=120, explain=False, fixed={"pp": 16})
+    assert result.layouts and result.layouts[0].layout.pipeline_layout == text
