@@ -3,6 +3,7 @@ user's own training runs (Megatron-LM / NeMo / Megatron-Bridge logs, launch scri
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,6 @@ def _run_fix(fix: str) -> str:
     >>> _run_fix("change --seq-len or --tp")
     'change --arg seq-length=N or --arg tensor-model-parallel-size=N (a value the log states wins over the flags)'
     """
-    import re
-
     out = re.sub(r"(--[a-z-]+)(?![a-z-])", lambda m: f"--arg {_RUN_FLAGS[m.group(1)]}=N" if m.group(1) in _RUN_FLAGS
                  else m.group(1), fix)
     return out if out == fix else f"{out} (a value the log states wins over the flags)"

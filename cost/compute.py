@@ -84,8 +84,7 @@ def dsa_indexer_flops_per_token(spec: ModelSpec, seq_length: int) -> IndexerFlop
     s = seq_length
     dense_ctx = (s + 1) / 2
     sparse_ctx = dense_ctx if s <= dsa.topk else dsa.topk - dsa.topk * (dsa.topk - 1) / (2 * s)
-    q_in = mla.q_lora_rank if mla.q_lora_rank is not None else spec.hidden_size
-    size = q_in * dsa.n_heads * dsa.head_dim + spec.hidden_size * (dsa.head_dim + dsa.n_heads)
+    size = spec.indexer_query_input * dsa.n_heads * dsa.head_dim + spec.hidden_size * (dsa.head_dim + dsa.n_heads)
     unit = dsa.n_heads * (dsa.head_dim + 1)
     projections = (4 if dsa.trains_indexer else 2) * size
     scores = 2 * dense_ctx * unit

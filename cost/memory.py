@@ -438,8 +438,7 @@ def dsa_attention_terms(spec: ModelSpec, workload: Workload, shape: ActivationSh
         "dsa_indexer": 0.0,
     }
     if dsa.trains_indexer:
-        q_in = mla.q_lora_rank if mla.q_lora_rank is not None else spec.hidden_size
-        gathered = spec.hidden_size + q_in if shape.sequence_parallel and t > 1 else 0
+        gathered = spec.hidden_size + spec.indexer_query_input if shape.sequence_parallel and t > 1 else 0
         terms["dsa_indexer"] = BF16 * T * (dsa.n_heads * dsa.head_dim + dsa.n_heads + dsa.head_dim + gathered) \
             + FP32 * T + BF16 * c * T * dsa.head_dim + rope_tables
     return terms

@@ -181,8 +181,7 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
         # the DSA indexer gathers its (detached) inputs under SP -- no backward collective -- and, with the indexer
         # loss, all-reduces the KL target summed over this rank's heads: fp32 per scored (query, key) pair, the
         # selected ones with the sparse loss (dsa.py L1272-1279, L507-510 @d98e8a6)
-        dsa, mla = spec.dsa, spec.mla
-        q_in = mla.q_lora_rank if mla.q_lora_rank is not None else spec.hidden_size
+        dsa, q_in = spec.dsa, spec.indexer_query_input
         if shape.sequence_parallel:
             seconds += (1 + refwd) * collective_time_s("all_gather", BF16 * tokens * (spec.hidden_size + q_in), t, link)
         if dsa.trains_indexer:

@@ -110,8 +110,7 @@ def attention_params(spec: ModelSpec, tp: int, *, indexer: bool = False) -> Rank
         sharded += n * dv * h  # linear_proj
         if indexer and spec.dsa is not None:
             dsa = spec.dsa
-            q_in = mla.q_lora_rank if mla.q_lora_rank is not None else h
-            replicated += q_in * dsa.n_heads * dsa.head_dim + h * dsa.head_dim + h * dsa.n_heads + 2 * dsa.head_dim
+            replicated += spec.indexer_query_input * dsa.n_heads * dsa.head_dim + h * dsa.head_dim + h * dsa.n_heads + 2 * dsa.head_dim
     return RankParams(tp_sharded=_split(sharded, tp, "attention weights", "--tp"), replicated=replicated)
 
 
@@ -281,9 +280,8 @@ def mtp_layer_params(spec: ModelSpec, depth: int, tp: int, ep: int = 1, etp: int
     whole = layer_params(spec, spec.num_layers - 1, tp, ep, etp)
     if spec.dsa is None or spec.layer_has_indexer(spec.num_layers - 1) == spec.dsa.computes_topk(depth):
         return whole
-    indexer = attention_params(spec, 1, indexer=True).replicated - attention_params(spec, 1).replicated
     sign = 1 if spec.dsa.computes_topk(depth) else -1
-    return whole + RankParams(replicated=sign * indexer)
+    return whole + RankParams(replicated=sign * dsa_indexer_params(spec))
 
 
 def dsa_indexer_params(spec: ModelSpec) -> int:

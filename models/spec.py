@@ -380,6 +380,12 @@ class ModelSpec:
         have their own cost terms (``cost/hybrid.py``, ``cost/layers.py`` kinds). Kept as the one place a
         future unmodelled architecture would be refused (a ``ConfigError`` naming what is missing)."""
 
+    @property
+    def indexer_query_input(self) -> int:
+        """Width of the DSA indexer's query input: the query latent, or ``h`` without query compression
+        (``DSAIndexer.__init__``, dsa.py L1117-1121 @d98e8a6)."""
+        return self.mla.q_lora_rank if self.mla.q_lora_rank is not None else self.hidden_size
+
     def layer_has_indexer(self, layer: int) -> bool:
         """Whether decoder layer ``layer`` (0-based) builds a DSA indexer (False without DSA)."""
         return self.dsa is not None and self.dsa.computes_topk(layer + 1)

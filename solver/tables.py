@@ -349,9 +349,11 @@ class CostTables:
         }
         if spec.is_moe:
             pieces["moe_layer"] = (("tp",), moe_layer_dense)
-        if spec.dsa is not None:  # each DSA indexer, replicated over TP (params.attention_params), on the layers
-            # that run one (param_form counts them per slot)
-            pieces["dsa_indexer"] = (("tp",), lambda tp: RankParams(replicated=dsa_indexer_params(spec)))
+        def dsa_indexer(tp) -> RankParams:  # one DSA indexer, replicated over TP (params.attention_params)
+            return RankParams(replicated=dsa_indexer_params(spec))
+
+        if spec.dsa is not None:  # on the layers that run one (param_form counts them per slot)
+            pieces["dsa_indexer"] = (("tp",), dsa_indexer)
 
         def block_layer(kind: LayerKind) -> Callable[[int], RankParams]:
             """A hybrid / DeltaNet layer's parameters without its routed experts (``params.layer_params``,
@@ -371,7 +373,7 @@ class CostTables:
         # per micro-batch; params.py StageParams.layers); the rest is gathered once and kept
         units: dict[str, Callable[[int], RankParams]] = {
             "dense_layer": dense_layer, "moe_layer": moe_layer_dense,
-            "dsa_indexer": lambda tp: RankParams(replicated=dsa_indexer_params(spec)),
+            "dsa_indexer": dsa_indexer,
             "mtp_core": lambda tp: mtp_layer(tp) * spec.mtp_num_layers,
         }
 
