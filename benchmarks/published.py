@@ -57,6 +57,7 @@ import yaml
 
 from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.models.layout import Layout, Workload
+from megasolve.models.params import total_params
 from megasolve.models.presets import load_preset
 from megasolve.models.spec import MLASpec, MoESpec, ModelSpec
 from megasolve.solver.space import layout_candidates
@@ -348,7 +349,7 @@ def _fp8_recipe(raw: str | None, source: str) -> str:
 def _precision(raw: str | None) -> str:
     text = (raw or "").lower()
     if "nvfp4" in text:
-        raise Skip("NVFP4 precision (not a Workload precision)")
+        return "fp4"
     if "fp8" in text:  # FP8 (delayed/current scaling) and MXFP8
         return "fp8"
     return "bf16"
@@ -510,6 +511,12 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     else:
         recompute = _recompute(par.get("recompute"), source, notes)
     fsdp = bool(par.get("fsdp")) and par["fsdp"] > 1
+    if not fsdp and tp * pp * cp * ep == 1 and 6 * total_params(spec) > cluster_for(GPU_NAMES[hardware["gpu"]], num_gpus,
+                                                                                 []).gpu.memory_bytes:
+        # e.g. the 26.02.01 Llama 3 70B NVFP4 row on GB300: FSDP 0 and TP = PP = 1, while the FP8 rows of that model
+        # and system run FSDP 64 -- the weights alone (141 GB bf16) plus fp32 grads cannot sit on one GPU
+        raise Skip("no model parallelism and no FSDP, yet the bf16 weights and grads exceed the GPU (a table "
+                   "inconsistency)")
     offload = 0
     if fsdp:
         dist_opt = True  # Megatron-FSDP runs on the distributed optimizer

@@ -307,13 +307,16 @@ def optimizer_offload_settings(layout: Layout) -> list[Setting]:
 
 def precision_settings(workload: Workload) -> list[Setting]:
     """BF16 training, FP8 with its format and recipe (TC ``fp8`` / ``fp8_recipe``; ``hybrid`` = E4M3
-    forward, E5M2 backward, the recipe of the calibration runs), FP8 primary weights, MXFP8 output
-    projection."""
-    fp8 = workload.precision == "fp8"
+    forward, E5M2 backward, the recipe of the calibration runs), NVFP4 (``e2m1``, recipe ``nvfp4``),
+    FP8 / NVFP4 primary weights, MXFP8 output projection."""
+    fp8, fp4 = workload.precision == "fp8", workload.precision == "fp4"
     s = [Setting("bf16", True, "precision"), Setting("fp8", "hybrid" if fp8 else None, "precision")]
     if fp8:  # fp8_recipe is not Optional in the configs: written only with FP8
         s.append(Setting("fp8_recipe", workload.fp8_recipe, "precision"))
-    return s + [Setting("fp8_param_gather", workload.fp8_param_gather, "precision"),
+    if fp4:  # NVFP4 (TC ``fp4`` / ``fp4_recipe`` / ``fp4_param``, L671-692 @d98e8a6): written only with FP4
+        s += [Setting("fp4", "e2m1", "precision"), Setting("fp4_recipe", "nvfp4", "precision"),
+              Setting("fp4_param", workload.fp8_param_gather, "precision")]
+    return s + [Setting("fp8_param_gather", fp8 and workload.fp8_param_gather, "precision"),
                 Setting("fp8_output_proj", workload.fp8_output_proj, "precision")]
 
 

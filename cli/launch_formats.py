@@ -80,6 +80,8 @@ MEGATRON_DEST = {
     "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers",
     "virtual_pipeline_model_parallel_size": "num_virtual_stages_per_pipeline_rank",
     "fp8": "fp8_format",
+    "fp4": "fp4_format",  # TC fp4, arg_names --fp4-format (L673-674 @d98e8a6)
+    "fp4_param": "fp4_param_gather",  # TC fp4_param, arg_names --fp4-param-gather (L683-684)
     "average_in_collective": "ddp_average_in_collective",
     "microbatch_group_size_per_vp_stage": "microbatch_group_size_per_virtual_pipeline_stage",
     # --pipeline-model-parallel-layout STRING (ARG; TC L1307-1357); no flag (None) means no layout
@@ -197,6 +199,9 @@ BRIDGE = {
     "grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32",
     "bf16": "mixed_precision.bf16", "fp8": "mixed_precision.fp8", "fp8_recipe": "mixed_precision.fp8_recipe",
     "fp8_param_gather": "mixed_precision.fp8_param_gather",
+    # MixedPrecisionConfig's NVFP4 fields (docs/training/mixed-precision.md "NVFP4 Configuration Parameters")
+    "fp4": "mixed_precision.fp4", "fp4_recipe": "mixed_precision.fp4_recipe",
+    "fp4_param": "mixed_precision.fp4_param_gather",
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # optimizer CPU offload: OptimizerConfig fields (megatron/core/optimizer/optimizer_config.py)
     **{name: f"optimizer.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
@@ -254,6 +259,10 @@ NEMO = {
     "grad_reduce_in_fp32": ("trainer.plugins.grad_reduce_in_fp32", "trainer.strategy.ddp.grad_reduce_in_fp32"),
     "bf16": None, "fp8": "trainer.plugins.fp8", "fp8_recipe": "trainer.plugins.fp8_recipe",
     "fp8_param_gather": "trainer.plugins.fp8_param_gather",
+    # NeMo 2's MegatronMixedPrecision plugin: its NVFP4 arguments were not checked
+    "fp4": NotExpressible("fp4={value} (NVFP4): not checked in NeMo 2's MegatronMixedPrecision; use the megatron "
+                          "or bridge format"),
+    "fp4_recipe": None, "fp4_param": None,  # go with fp4
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # MegatronOptimizerModule(config=OptimizerConfig(...)): the recipe's optim.config
     **{name: f"optim.config.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
@@ -294,6 +303,7 @@ VERL = {
         "use the megatron or bridge format"),
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
     "fp8_param_gather": NotExpressible("fp8_param_gather (FP8 primary weights): no verl Megatron engine key"),
+    "fp4_param": NotExpressible("fp4_param (NVFP4 primary weights): no verl Megatron engine key"),
     # verl's engine initialises Megatron's parallel state without hierarchical CP sizes (none in verl @b178a3cd)
     "hierarchical_context_parallel_sizes": NotExpressible(
         "hierarchical_context_parallel_sizes={value}: verl's Megatron engine creates no hierarchical CP groups; "

@@ -32,7 +32,7 @@ from megasolve.models.layout import ATTENTION_KINDS, PRECISION_CHOICES
 @click.option("--gbs", default=None, metavar="N[,N...]",
               help="Global batch size(s) to sweep (default: about 4M tokens per step for each sequence length).")
 @click.option("--precision", type=click.Choice(list(PRECISION_CHOICES)), default="bf16", show_default=True,
-              help="Training precision of the GEMMs (fp8-params: FP8 primary weights).")
+              help="Training precision of the GEMMs (fp8-params: FP8 primary weights; fp4 / nvfp4: NVFP4).")
 @click.option("--attention", type=click.Choice(list(ATTENTION_KINDS)), default="flash", show_default=True,
               help="Fused/flash attention or unfused.")
 @recipe_options

@@ -17,7 +17,7 @@ from megasolve.cost.calibration import calibration, chip_family
 from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind
 from megasolve.cost.memory import ActivationShape
 from megasolve.cost.moe_routing import routed_rows
-from megasolve.models.layout import Workload
+from megasolve.models.layout import NVFP4_BYTES, Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.gpus import GpuSpec
 
@@ -318,9 +318,9 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
             + routed_act * T / shape.sigma * m.top_k * m.expert_ffn_hidden_size
     else:
         ffn_bytes = act * T * spec.ffn_hidden_size / t
-    if workload.precision == "fp8":
+    if workload.quantized:  # NVFP4 is block-scaled too (a scale per 16 elements): the block-scaling passes
         per_token_bytes += cal["fp8_cast_bytes_per_token_hidden"] * spec.hidden_size * (
-            cal["block_scaling_cast_factor"] if workload.block_scaled_fp8 else 1.0)
+            cal["block_scaling_cast_factor"] if workload.block_scaled_fp8 or workload.precision == "fp4" else 1.0)
     elementwise = passes / 3 * (per_token_bytes * T / shape.sigma + ffn_bytes) + scores_bytes * (4 / 3 if recompute == "full"
                                                                                    else 1.0)
     if moe and has_mlp:
@@ -360,8 +360,8 @@ def layer_weights_per_rank(spec: ModelSpec, shape: ActivationShape, *, moe: bool
 
 def weight_stream_bytes(weights: float, precision: str, recompute: str, grad_bytes: int = 4) -> float:
     """HBM traffic of a layer's GEMM weights per micro-batch, forward + backward: the forward GEMM
-    and the dgrad GEMM each read the weight (bf16, or the FP8 copy Transformer Engine caches across
-    micro-batches, ``is_first_microbatch``; 1 byte), and the wgrad GEMM accumulates into the fp32
+    and the dgrad GEMM each read the weight (bf16, or the FP8 / NVFP4 copy Transformer Engine caches
+    across micro-batches, ``is_first_microbatch``; 1 byte, ``NVFP4_BYTES`` = 0.5625), and the wgrad GEMM accumulates into the fp32
     ``main_grad`` in place (read + write, 8 bytes: Megatron ``--gradient-accumulation-fusion``,
     ``core/tensor_parallel/layers.py`` / TE ``fuse_wgrad_accumulation``, also in TE ``GroupedLinear``
     for the experts; 4 bytes with ``--grad-reduce-in-bf16``, ``grad_bytes = 2``). Full recompute
@@ -372,7 +372,7 @@ def weight_stream_bytes(weights: float, precision: str, recompute: str, grad_byt
     >>> weight_stream_bytes(1e6, "bf16", "none"), weight_stream_bytes(1e6, "fp8", "full")
     (12000000.0, 11000000.0)
     """
-    weight_bytes = 1 if precision == "fp8" else 2
+    weight_bytes = {"fp8": 1, "fp4": NVFP4_BYTES}.get(precision, 2)
     reads = 3 if recompute == "full" else 2
     return weights * (reads * weight_bytes + 2 * grad_bytes)
 

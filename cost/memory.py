@@ -21,7 +21,7 @@ from megasolve.cost.calibration import calibration, chip_family
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.cost import hybrid
 from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, stage_layers
-from megasolve.models.layout import Layout, Workload
+from megasolve.models.layout import NVFP4_BYTES, Layout, Workload
 from megasolve.models.params import RankParams, StageParams, embedding_params, output_params, stage_params
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
@@ -61,9 +61,15 @@ def fp8_weight_bytes_per_param(gpu_name: str, recipe: str) -> float:
 
     >>> fp8_weight_bytes_per_param("h100", "delayed"), fp8_weight_bytes_per_param("gb200", "tensorwise")
     (2, 1.0)
-    >>> fp8_weight_bytes_per_param("b300", "mxfp8")
-    2.0625
+    >>> fp8_weight_bytes_per_param("b300", "mxfp8"), fp8_weight_bytes_per_param("gb300", "nvfp4")
+    (2.0625, 1.125)
+
+    ``nvfp4`` (``--precision fp4``): an ``NVFP4Tensor`` keeps rowwise and columnwise (transposed) data, each
+    a 4-bit value plus an E4M3 scale per 16 (weights quantised in 16 x 16 blocks; Blackwell's FP4 GEMM takes
+    both operands K-major, so both layouts are stored): ``2 * NVFP4_BYTES``.
     """
+    if recipe == "nvfp4":
+        return 2 * NVFP4_BYTES
     if recipe == "mxfp8":
         return 2 * (1 + 1 / 32)
     if recipe == "blockwise":
@@ -104,11 +110,11 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     """
     weights = BF16 * params.total
     fp8 = calibration()["memory"]["fp8_weight_cache_bytes_per_param"] if fp8_bytes is None else fp8_bytes
-    if precision == "fp8" and fp8_param_gather:
+    if precision in ("fp8", "fp4") and fp8_param_gather:
         # FP8 primary weights (--fp8-param-gather): GEMM weights are FP8 tensors (on Hopper 1 B + its
         # transpose 1 B) instead of bf16 + a cached FP8 copy; the rest stays bf16
         weights = BF16 * (params.replicated + bf16_only) + fp8 * (params.tp_sharded + params.expert - bf16_only)
-    elif precision == "fp8":
+    elif precision in ("fp8", "fp4"):
         weights += fp8 * (params.tp_sharded + params.expert - bf16_only)
     grads = grad_bytes * params.total
     if distributed_optimizer:
@@ -157,9 +163,9 @@ def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: Ran
     >>> s.weights, s.grads, s.optimizer  # (2 + 4 + 12)/8 per parameter + 2 layers x (2 + 4) bytes
     (6000000.0, 12000000.0, 12000000.0)
     """
-    gathered = 1 if precision == "fp8" and fp8_param_gather else BF16
+    gathered = {"fp8": 1, "fp4": NVFP4_BYTES}.get(precision, BF16) if fp8_param_gather else BF16
     fp8 = calibration()["memory"]["fp8_weight_cache_bytes_per_param"] if fp8_bytes is None else fp8_bytes
-    fp8_copy = fp8 if precision == "fp8" and not fp8_param_gather else 0
+    fp8_copy = fp8 if precision in ("fp8", "fp4") and not fp8_param_gather else 0
 
     def sharded(p: RankParams) -> float:
         return p.dense / dense_shards + p.expert / expert_shards
@@ -171,10 +177,11 @@ def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: Ran
 
 
 # ---------------------------------------------------------------------------- activations per layer
-def gemm_input_bytes(workload: Workload) -> int:
-    """Bytes per element of a saved GEMM input: Transformer Engine keeps the FP8-cast copy (1 B) of
-    the LN output / attention output / activation output when training in FP8, bf16 (2 B) otherwise."""
-    return 1 if workload.precision == "fp8" else BF16
+def gemm_input_bytes(workload: Workload) -> float:
+    """Bytes per element of a saved GEMM input: Transformer Engine keeps the quantized copy of the LN
+    output / attention output / activation output that the wgrad GEMM reads -- FP8 (1 B), or NVFP4's
+    columnwise copy (``NVFP4_BYTES``) -- and bf16 (2 B) otherwise."""
+    return {"fp8": 1, "fp4": NVFP4_BYTES}.get(workload.precision, BF16)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1384,7 +1391,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     allocator_fixed = fixed_allocation_bytes(spec, cluster, workload, shape)
     # fine-grained offloading's resident layers: the model's largest kind, the same on every stage
     offload_resident = offload_resident_bytes(spec, workload, shape, recompute=layer_kind, recompute_modules=modules)
-    fp8_bytes = fp8_weight_bytes_per_param(cluster.gpu.name, workload.fp8_recipe)
+    fp8_bytes = fp8_weight_bytes_per_param(cluster.gpu.name, workload.quant_recipe)
     out = []
     for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout)):
         layer_ids = list(layers.layer_ids)

@@ -37,11 +37,16 @@ from megasolve.models.spec import ModelSpec
 
 def quantization_align(workload: Workload) -> int:
     """Rows an FP8 grouped GEMM needs per expert (``fp8_utils.py::get_fp8_align_size`` L168-173):
-    32 with MXFP8, else 16; 16 also outside FP8 (``get_align_size_for_quantization`` L1275).
+    32 with MXFP8, else 16; 16 also outside FP8 (``get_align_size_for_quantization`` L1275). NVFP4: 128
+    (``fp4_utils.py::get_fp4_align_size`` L176-205 @d98e8a6, for the grouped quantize + Hadamard kernels).
 
     >>> quantization_align(Workload(precision="fp8", fp8_recipe="mxfp8")), quantization_align(Workload())
     (32, 16)
+    >>> quantization_align(Workload(precision="fp4"))
+    128
     """
+    if workload.precision == "fp4":
+        return 128
     return 32 if workload.precision == "fp8" and workload.fp8_recipe == "mxfp8" else 16
 
 
@@ -95,14 +100,14 @@ def routed_rows(spec: ModelSpec, workload: Workload, router_tokens: float) -> Ro
         capacity = expert_capacity(router_tokens, spec, workload.moe_expert_capacity_factor)
         if workload.moe_pad_expert_input_to_capacity:
             rows = capacity * m.num_experts  # every expert receives exactly its capacity
-            if workload.precision == "fp8":  # Fp8Padding still rounds each expert's rows up
+            if workload.quantized:  # Fp8Padding / Fp4Padding still round each expert's rows up
                 align = quantization_align(workload)
                 gemm_rows = m.num_experts * math.ceil(capacity / align) * align
                 return RoutedRows(dispatch=rows / balanced, gemm=gemm_rows / balanced)
         else:
             rows = min(balanced, capacity * m.num_experts)  # balanced: only c < 1 drops
     align_pad = m.num_experts * (quantization_align(workload) - 1) / 2
-    quantized = workload.precision == "fp8"
+    quantized = workload.quantized
     dispatch = rows
     if workload.moe_router_padding_for_fp8 and not workload.moe_pad_expert_input_to_capacity:
         dispatch = rows + align_pad  # padding tokens routed like real ones

@@ -20,20 +20,27 @@ RECOMPUTE_KINDS = ("none", "selective", "full")
 RECOMPUTE_MODULE_NAMES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 # Megatron's --offload-modules choices megasolve models (TC L2132-2142; fused_group_mlp and gdp_qkv are not)
 OFFLOAD_MODULE_NAMES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
-PRECISIONS = ("bf16", "fp8")
-# --precision choices of the CLI: "fp8-params" is FP8 with FP8 primary weights (--fp8-param-gather)
-PRECISION_CHOICES = ("bf16", "fp8", "fp8-params")
+# "fp4" is NVFP4, Megatron-LM's only FP4 recipe (``--fp4-format e2m1``, ``--fp4-recipe nvfp4``: TC L671-692,
+# Transformer Engine's NVFP4BlockScaling: E2M1 values with an E4M3 scale per 16 elements, Blackwell)
+PRECISIONS = ("bf16", "fp8", "fp4")
+# --precision choices of the CLI: "fp8-params" is FP8 with FP8 primary weights (--fp8-param-gather);
+# "nvfp4" spells "fp4" as Megatron-Bridge does (``--compute_dtype nvfp4``); "fp4-params" is NVFP4 with NVFP4
+# primary weights (--fp4-param-gather, which Bridge's bf16_with_nvfp4_mixed sets: mixed_precision.py L405-417)
+PRECISION_CHOICES = ("bf16", "fp8", "fp8-params", "fp4", "nvfp4", "fp4-params")
+# bytes per element of an NVFP4 tensor: a 4-bit E2M1 value plus one 1-byte E4M3 scale per 16 elements
+# (TE ``NVFP4BlockScaling``, ``tensor/nvfp4_tensor.py``; the per-tensor fp32 scale is negligible)
+NVFP4_BYTES = 0.5 + 1 / 16
 
 
 def precision_fields(choice: str) -> dict[str, object]:
     """Workload fields for a ``--precision`` choice.
 
-    >>> precision_fields("fp8-params")
-    {'precision': 'fp8', 'fp8_param_gather': True}
+    >>> precision_fields("fp8-params"), precision_fields("nvfp4")
+    ({'precision': 'fp8', 'fp8_param_gather': True}, {'precision': 'fp4', 'fp8_param_gather': False})
     """
-    if choice == "fp8-params":
-        return {"precision": "fp8", "fp8_param_gather": True}
-    return {"precision": choice, "fp8_param_gather": False}
+    if choice in ("fp8-params", "fp4-params"):
+        return {"precision": choice[:3], "fp8_param_gather": True}
+    return {"precision": "fp4" if choice == "nvfp4" else choice, "fp8_param_gather": False}
 ATTENTION_KINDS = ("flash", "unfused")
 # Megatron's loss: unfused ``vocab_parallel_cross_entropy`` (default), ``--cross-entropy-loss-fusion``
 # with ``--cross-entropy-fusion-impl native`` or ``te`` (language_module.py L173-199)
@@ -233,7 +240,8 @@ class Workload:
     seq_length: int = 4096
     global_batch_size: int = 256
     precision: str = "bf16"
-    fp8_param_gather: bool = False  # FP8 primary weights (Megatron --fp8-param-gather), fp8 only
+    # quantized primary weights: FP8 (Megatron --fp8-param-gather) or, with fp4, NVFP4 (--fp4-param-gather)
+    fp8_param_gather: bool = False
     # bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16; ARG L1205-1217 otherwise
     # keeps fp32 main grads with --bf16)
     grad_reduce_in_bf16: bool = False
@@ -312,10 +320,11 @@ class Workload:
         _check_positive("--seq-len", self.seq_length)
         _check_positive("--gbs", self.global_batch_size)
         _check_choice("--precision", self.precision, PRECISIONS)
-        if self.fp8_param_gather and self.precision != "fp8":
+        if self.fp8_param_gather and not self.quantized:
             raise MegasolveError(field="--precision", value=self.precision,
-                                 rule="FP8 primary weights (--fp8-param-gather) need FP8 training",
-                                 fix="use --precision fp8-params or drop the FP8 parameters")
+                                 rule="quantized primary weights (--fp8-param-gather / --fp4-param-gather) need FP8 "
+                                      "or FP4 training",
+                                 fix="use --precision fp8-params or fp4-params, or drop the quantized parameters")
         _check_choice("--attention", self.attention, ATTENTION_KINDS)
         _check_choice("--fp8-recipe", self.fp8_recipe, FP8_RECIPES)
         if self.fp8_output_proj and not (self.precision == "fp8" and self.fp8_recipe == "mxfp8"):
@@ -377,9 +386,9 @@ class Workload:
             raise MegasolveError(field="--moe-pad-expert-input-to-capacity", value=True,
                                  rule="the flex dispatcher with DeepEP does not support it (TC L1074-1081)",
                                  fix="use --moe-dispatcher alltoall or allgather")
-        if self.moe_router_padding_for_fp8 and self.precision != "fp8":
+        if self.moe_router_padding_for_fp8 and not self.quantized:
             raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
-                                 rule="needs FP8 training (TC L1621-1625)", fix="add --precision fp8")
+                                 rule="needs FP8 or FP4 training (transformer_config.py L2650-2652 @d98e8a6)", fix="add --precision fp8")
         if self.moe_router_padding_for_fp8 and self.moe_dispatcher == "allgather":
             raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
                                  rule="the allgather dispatcher does not support it (TC L1627-1631)",
@@ -404,9 +413,22 @@ class Workload:
                                  fix="add core_attn or drop attn_proj")
 
     @property
-    def param_bytes(self) -> int:
-        """Bytes per GEMM weight element that the parameter all-gather moves (1 with FP8 primary weights)."""
-        return 1 if self.fp8_param_gather else 2
+    def param_bytes(self) -> float:
+        """Bytes per GEMM weight element that the parameter all-gather moves (1 with FP8 primary weights,
+        ``NVFP4_BYTES`` with NVFP4 ones: TE gathers the rowwise data and scales, fp4_utils.py)."""
+        if not self.fp8_param_gather:
+            return 2
+        return NVFP4_BYTES if self.precision == "fp4" else 1
+
+    @property
+    def quantized(self) -> bool:
+        """GEMMs in FP8 or NVFP4 through Transformer Engine (anything but plain bf16)."""
+        return self.precision != "bf16"
+
+    @property
+    def quant_recipe(self) -> str:
+        """Transformer Engine's recipe of the quantized GEMMs: ``nvfp4`` with FP4, else ``fp8_recipe``."""
+        return "nvfp4" if self.precision == "fp4" else self.fp8_recipe
 
     @property
     def block_scaled_fp8(self) -> bool:

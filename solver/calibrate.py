@@ -6,7 +6,7 @@ over the profile's tables, so the knobs keep working when the shipped factor tab
 knob whose factors are absent stays fixed with that reason. ``KNOBS`` lists them with the cost term
 each one moves and its prior spread ``sigma`` (a log-scale standard deviation):
 
-* ``compute_bf16`` / ``compute_fp8``: the GEMM efficiency of that precision on the runs' GPU (or the
+* ``compute_bf16`` / ``compute_fp8`` / ``compute_fp4``: the GEMM efficiency of that precision on the runs' GPU (or the
   ``default`` row); free only for a precision the runs train in; sigma 0.1 -- dense models move little
   between releases (the shipped profile's error on the newest Megatron-Bridge release: dense 4.4 %).
 * ``moe``: ``grouped_gemm_factor`` (x), ``per_moe_layer_overhead_s``, ``per_local_expert_overhead_s`` and
@@ -144,6 +144,7 @@ def _paths(*paths: tuple[str, int]) -> Callable[[dict[str, Any], str], list[tupl
 KNOBS: tuple[Knob, ...] = (
     Knob("compute_bf16", "compute", 0.1, _gemm_paths("bf16")),
     Knob("compute_fp8", "compute", 0.1, _gemm_paths("fp8")),
+    Knob("compute_fp4", "compute", 0.1, _gemm_paths("fp4")),
     Knob("moe", "MoE layers", 0.5, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1),
                                            ("time.per_local_expert_overhead_s", -1),
                                            ("time.biased_expert_overhead_s", -1))),
@@ -158,7 +159,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("dp_overlap", "dp_comm", 0.5, _paths(("time.dp_overlap_fraction", 1))),
 )
 # compute factors: what the runs' model class (dense / MoE) identifies; the rest are communication factors
-PRIMARY = ("compute_bf16", "compute_fp8", "moe")
+PRIMARY = ("compute_bf16", "compute_fp8", "compute_fp4", "moe")
 
 
 def _overrides(base: Profile, knobs: Sequence[Knob], ks: Sequence[float], gpu: str) -> dict[str, float]:

@@ -1850,6 +1850,9 @@ CONFIG_KEYS = {
     "use_distributed_optimizer", "devices", "num_nodes", "precision", "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather",
     "moe_num_experts", "moe_top_k", "no_weight_tying", "pos_emb",  # GPT-NeoX's model keys (runs.py CONFIG_ALIASES)
     "compute_dtype",  # Megatron-Bridge's performance scripts (--compute_dtype bf16 / fp8_cs / fp8_mx / fp8_sc / nvfp4)
+    # NVFP4 (TC fp4 / fp4_recipe / fp4_param; Bridge's mixed_precision.fp4_param_gather) and the layers kept in bf16
+    "fp4", "fp4_recipe", "fp4_param", "fp4_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
+    "num_layers_at_end_in_bf16",
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",

@@ -250,6 +250,12 @@ RULES: tuple[Rule, ...] = (
          check=lambda c, a: c.workload.precision != "fp8" or c.cluster.gpu.fp8_flops is not None,
          message=lambda c, a: f"{c.cluster.gpu.name} has no FP8 tensor cores",
          fix="use --precision bf16", source="reference/gpus.yaml (Ampere has no FP8)"),
+    Rule(name="fp4_needs_hardware", axes=(),
+         check=lambda c, a: c.workload.precision != "fp4" or c.cluster.gpu.fp4_flops is not None,
+         message=lambda c, a: f"{c.cluster.gpu.name} cannot train in NVFP4: it has no FP4 tensor cores "
+                              "(Transformer Engine's NVFP4BlockScaling needs compute capability 10.0 or higher)",
+         fix="use --precision fp8 or bf16, or a Blackwell GPU (b200, gb200, b300, gb300)",
+         source="TE pytorch/quantization.py check_nvfp4_support; topology/gpus.yaml fp4_tflops"),
     Rule(name="fp8_recipe_needs_hardware", axes=(),
          check=lambda c, a: _fp8_recipe_problem(c.cluster.gpu, c.workload) is None,
          message=lambda c, a: str(_fp8_recipe_problem(c.cluster.gpu, c.workload)),

@@ -47,7 +47,8 @@ import yaml
 
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES,
-                                     RECOMPUTE_MODULE_NAMES, Layout, Workload, cuda_graph_note, precision_fields)
+                                     RECOMPUTE_MODULE_NAMES, PRECISION_CHOICES, Layout, Workload, cuda_graph_note,
+                                     precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
 from megasolve.models.presets import resolve_model
@@ -294,9 +295,10 @@ def _listify(value: Any) -> list[Any]:
 def _workload(raw: dict[str, Any], where: str) -> Workload:
     raw = dict(raw)
     precision = raw.pop("precision", "bf16")
-    if precision not in ("bf16", "fp8", "fp8-params"):
+    if precision not in PRECISION_CHOICES:
         raise MegasolveError(field=f"{where}: workload.precision", value=precision,
-                             rule="must be bf16, fp8 or fp8-params", fix="fp16 runs: use bf16 (same bytes)")
+                             rule="must be one of " + ", ".join(PRECISION_CHOICES),
+                             fix="fp16 runs: use bf16 (same bytes)")
     fields = precision_fields(precision)
     if raw.pop("fp8_param_gather", False):
         fields["fp8_param_gather"] = True
@@ -942,8 +944,10 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     else:
         work["global_batch_size"] = gbs
     work["precision"] = defaults.get("precision") or _precision(args, notes)
-    if work["precision"] != "bf16" and args.get("fp8_param_gather") is True:
+    if work["precision"] == "fp8" and args.get("fp8_param_gather") is True:
         work["precision"] = "fp8-params"
+    if work["precision"] == "fp4" and True in (args.get("fp4_param"), args.get("fp4_param_gather")):
+        work["precision"] = "fp4-params"
     recipe = args.get("fp8_recipe") or BRIDGE_FP8_DTYPES.get(str(args.get("compute_dtype") or "").lower())
     if work["precision"].startswith("fp8") and isinstance(recipe, str) and recipe in ("delayed", "tensorwise", "mxfp8",
                                                                                       "blockwise"):
@@ -1084,8 +1088,8 @@ def _cp_comm_types(value: Any) -> list[str]:
 
 
 # Megatron-Bridge's performance scripts: --compute_dtype -> the FP8 recipe (scripts/performance/utils/precision.py:
-# fp8_cs current (tensorwise) scaling, fp8_mx MXFP8, fp8_sc sub-channel (blockwise) scaling); nvfp4 costed as mxfp8
-BRIDGE_FP8_DTYPES = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8", "fp8_sc": "blockwise", "nvfp4": "mxfp8"}
+# fp8_cs current (tensorwise) scaling, fp8_mx MXFP8, fp8_sc sub-channel (blockwise) scaling); nvfp4 is NVFP4
+BRIDGE_FP8_DTYPES = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8", "fp8_sc": "blockwise"}
 
 
 def _precision(args: dict[str, Any], notes: list[str]) -> str:
@@ -1095,13 +1099,16 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
     fp8 = args.get("fp8") or args.get("fp8_format")
     if isinstance(fp8, str) and fp8.lower() in ("hybrid", "e4m3"):
         return "fp8"
+    # NVFP4: Megatron-LM --fp4-format e2m1 (TC ``fp4``), Bridge's MixedPrecisionConfig ``fp4`` / compute_dtype nvfp4
+    fp4 = args.get("fp4") or args.get("fp4_format")
+    if isinstance(fp4, str) and fp4.lower() == "e2m1":
+        return "fp4"
     precision = str(args.get("precision") or "").lower()
     if "fp8" in precision:
         return "fp8"
     dtype = str(args.get("compute_dtype") or "").lower()
-    if dtype == "nvfp4":
-        notes.append("NVFP4 (compute_dtype nvfp4) is not modelled: costed as FP8 with the mxfp8 recipe, so expect the "
-                     "run to be faster than predicted")
+    if dtype == "nvfp4" or "nvfp4" in precision:
+        return "fp4"
     if dtype in BRIDGE_FP8_DTYPES:
         return "fp8"
     if args.get("fp16") is True or precision.startswith("16") or "fp16" in precision:

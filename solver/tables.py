@@ -380,7 +380,7 @@ class CostTables:
         def unit_of(piece: str, tp: int) -> RankParams:
             return units[piece](tp) if piece in units else RankParams()
 
-        fp8_bytes = fp8_weight_bytes_per_param(self.cluster.gpu.name, wl.fp8_recipe)
+        fp8_bytes = fp8_weight_bytes_per_param(self.cluster.gpu.name, wl.quant_recipe)
 
         def fsdp_static(whole: RankParams, unit: RankParams, dense_shards: int, expert_shards: int) -> int:
             return quantise_bytes(fsdp_static_bytes(whole, unit, RankParams(), dense_shards=dense_shards,

@@ -383,7 +383,7 @@ def workload_flags(draw) -> list[str]:
     if draw(st.booleans()):
         argv += ["--gbs", int_flag(draw, sane, [1, 7, 16, 64, 256, 1024])]
     if not draw(st.integers(0, 3)):
-        argv += ["--precision", pick(draw, sane, ["bf16", "fp8"], ["fp4"])]
+        argv += ["--precision", pick(draw, sane, ["bf16", "fp8"], ["fp6"])]
     if not draw(st.integers(0, 5)):
         argv += ["--attention", pick(draw, sane, ["flash", "unfused"], ["sdpa"])]
     if not draw(st.integers(0, 5)):

@@ -188,7 +188,7 @@ def test_yaml_upload_cannot_run_code(base):
 @pytest.mark.parametrize("body, field, words", [
     ({"model": "llama-3.1-8b", "gpus": "x", "gpu": "h100"}, "gpus", "'x' is not a valid integer"),
     ({"model": "llama-3.1-8b", "gpus": 8, "gpu": "h1000"}, "gpu", "h1000"),
-    ({"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "precision": "fp4"}, "precision", "fp4"),
+    ({"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "precision": "fp6"}, "precision", "fp6"),
     ({"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "fix": ["tp"]}, "fix", "must be AXIS=VALUE"),
     ({"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "top_k": 0}, "top_k", "0"),
     ({"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "tp": 2}, "tp", "not an option of solve"),

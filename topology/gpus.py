@@ -25,6 +25,8 @@ class GpuSpec:
     bf16_flops: float  # dense peak
     fp8_flops: float | None
     hbm_bytes_per_s: float
+    # dense NVFP4 peak (Blackwell tensor cores, ``fp4_tflops``); None: no FP4 training on this part
+    fp4_flops: float | None = None
     nvlink_bytes_per_s: float | None  # None: no NVLink (PCIe only)
     pcie_bytes_per_s: float = 32e9  # PCIe Gen4 x16 per direction (Gen5: 64e9)
     host_bytes_per_s: float | None = None  # GPU <-> CPU memory per direction; None: over PCIe
@@ -60,9 +62,12 @@ class GpuSpec:
         return self.host_bytes_per_s or self.pcie_bytes_per_s
 
     def peak_flops(self, precision: str) -> float:
-        """Dense peak for ``bf16`` or ``fp8`` (falls back to bf16 where the GPU has no FP8)."""
+        """Dense peak for ``bf16``, ``fp8`` or ``fp4`` (NVFP4); falls back to bf16 where the GPU has no
+        such tensor cores (the rules refuse that run before any cost is asked for)."""
         if precision == "fp8" and self.fp8_flops:
             return self.fp8_flops
+        if precision == "fp4" and self.fp4_flops:
+            return self.fp4_flops
         return self.bf16_flops
 
 
@@ -97,12 +102,14 @@ def gpu_from_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
     usable_gib = number("usable_mem_gib", mem_gb * 1e9 / GIB * 0.99)
     nvlink = number("nvlink_uni_gbps", required=False)
     fp8 = number("fp8_tflops", required=False)
+    fp4 = number("fp4_tflops", required=False)
     host = number("host_uni_gbps", required=False)
     host_mem = number("host_mem_gbps", required=False)
     host_capacity = number("host_mem_gb", 256)
     return GpuSpec(
         name=name, memory_bytes=mem_gb * 1e9, usable_memory_bytes=usable_gib * GIB,
         bf16_flops=number("bf16_tflops") * 1e12, fp8_flops=fp8 * 1e12 if fp8 else None,
+        fp4_flops=fp4 * 1e12 if fp4 else None,
         hbm_bytes_per_s=number("hbm_gbps", 2000) * 1e9,
         nvlink_bytes_per_s=nvlink * 1e9 if nvlink else None,
         pcie_bytes_per_s=number("pcie_uni_gbps", 32) * 1e9,
