@@ -584,7 +584,12 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     graph = _cuda_graph_impl(recipe)
     if graph != "none":
         notes.append(f"CUDA graphs {graph} (the recipe at {recipe['revision']}: {recipe['cuda_graph']})")
-    workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention,
+    bf16_layers = {}
+    if recipe is not None and recipe.get("first_last_layers_bf16"):  # the NVFP4 Nemotron 3 rows (recipe file)
+        bf16_layers = {key: recipe.get(key, 0) for key in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")}
+        notes.append("decoder layers kept in bf16 (the recipe's first_last_layers_bf16): first "
+                     f"{bf16_layers['num_layers_at_start_in_bf16']}, last {bf16_layers['num_layers_at_end_in_bf16']}")
+    workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention, **bf16_layers,
                         grad_reduce_in_bf16=grad_bf16, cross_entropy=loss,
                         fp8_recipe=fp8_recipe, fp8_output_proj=output_proj,
                         moe_dispatcher=_dispatcher(record, recipe), cuda_graph_impl=graph, **overlap)

@@ -78,7 +78,8 @@ def gpus_command(fmt: str) -> None:
     rows = [{
         "name": g.name, "aliases": list(g.aliases), "memory_gb": round(g.memory_bytes / 1e9, 1),
         "usable_gib": round(g.usable_memory_bytes / 2**30, 1), "bf16_tflops": g.bf16_flops / 1e12,
-        "fp8_tflops": g.fp8_flops / 1e12 if g.fp8_flops else None, "hbm_gbps": g.hbm_bytes_per_s / 1e9,
+        "fp8_tflops": g.fp8_flops / 1e12 if g.fp8_flops else None,
+        "fp4_tflops": g.fp4_flops / 1e12 if g.fp4_flops else None, "hbm_gbps": g.hbm_bytes_per_s / 1e9,
         "nvlink_gbps_per_direction": g.nvlink_bytes_per_s / 1e9 if g.nvlink_bytes_per_s else None,
         "nvlink_domain": g.nvlink_domain, "gpus_per_node": g.gpus_per_node,
         "nic_gbit_per_gpu": g.nic_bytes_per_s * 8 / 1e9, "compute_capability": g.compute_capability}
@@ -89,11 +90,12 @@ def gpus_command(fmt: str) -> None:
     from rich.table import Table
 
     table = Table(title="GPU catalog (--gpu NAME; dense TFLOP/s; GB/s per direction)", title_justify="left")
-    for col in ("name", "memory", "bf16", "fp8", "HBM GB/s", "NVLink GB/s", "domain", "NIC Gb/s", "sm", "aliases"):
+    for col in ("name", "memory", "bf16", "fp8", "fp4", "HBM GB/s", "NVLink GB/s", "domain", "NIC Gb/s", "sm", "aliases"):
         table.add_column(col, justify="left" if col in ("name", "aliases") else "right")
     for r in rows:
         table.add_row(r["name"], f"{r['memory_gb']:.0f} GB", f"{r['bf16_tflops']:.0f}",
-                      f"{r['fp8_tflops']:.0f}" if r["fp8_tflops"] else "-", f"{r['hbm_gbps']:.0f}",
+                      f"{r['fp8_tflops']:.0f}" if r["fp8_tflops"] else "-",
+                      f"{r['fp4_tflops']:.0f}" if r["fp4_tflops"] else "-", f"{r['hbm_gbps']:.0f}",
                       f"{r['nvlink_gbps_per_direction']:.0f}" if r["nvlink_gbps_per_direction"] else "PCIe",
                       str(r["nvlink_domain"]), f"{r['nic_gbit_per_gpu']:.0f}",
                       f"{r['compute_capability']:.1f}" if r["compute_capability"] else "-", ", ".join(r["aliases"]))

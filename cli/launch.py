@@ -316,6 +316,10 @@ def precision_settings(workload: Workload) -> list[Setting]:
     if fp4:  # NVFP4 (TC ``fp4`` / ``fp4_recipe`` / ``fp4_param``, L671-692 @d98e8a6): written only with FP4
         s += [Setting("fp4", "e2m1", "precision"), Setting("fp4_recipe", "nvfp4", "precision"),
               Setting("fp4_param", workload.fp8_param_gather, "precision")]
+    if any(workload.bf16_layers):  # TC first_last_layers_bf16 / num_layers_at_{start,end}_in_bf16 (L649-658)
+        s += [Setting("first_last_layers_bf16", True, "precision"),
+              Setting("num_layers_at_start_in_bf16", workload.num_layers_at_start_in_bf16, "precision"),
+              Setting("num_layers_at_end_in_bf16", workload.num_layers_at_end_in_bf16, "precision")]
     return s + [Setting("fp8_param_gather", fp8 and workload.fp8_param_gather, "precision"),
                 Setting("fp8_output_proj", workload.fp8_output_proj, "precision")]
 

@@ -202,6 +202,8 @@ BRIDGE = {
     # MixedPrecisionConfig's NVFP4 fields (docs/training/mixed-precision.md "NVFP4 Configuration Parameters")
     "fp4": "mixed_precision.fp4", "fp4_recipe": "mixed_precision.fp4_recipe",
     "fp4_param": "mixed_precision.fp4_param_gather",
+    **{name: f"mixed_precision.{name}" for name in ("first_last_layers_bf16", "num_layers_at_start_in_bf16",
+                                                     "num_layers_at_end_in_bf16")},
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # optimizer CPU offload: OptimizerConfig fields (megatron/core/optimizer/optimizer_config.py)
     **{name: f"optimizer.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
@@ -263,6 +265,9 @@ NEMO = {
     "fp4": NotExpressible("fp4={value} (NVFP4): not checked in NeMo 2's MegatronMixedPrecision; use the megatron "
                           "or bridge format"),
     "fp4_recipe": None, "fp4_param": None,  # go with fp4
+    "first_last_layers_bf16": NotExpressible("first_last_layers_bf16 (layers kept in bf16): not checked in NeMo 2's "
+                                             "MegatronMixedPrecision; use the megatron or bridge format"),
+    "num_layers_at_start_in_bf16": None, "num_layers_at_end_in_bf16": None,  # go with first_last_layers_bf16
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # MegatronOptimizerModule(config=OptimizerConfig(...)): the recipe's optim.config
     **{name: f"optim.config.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},

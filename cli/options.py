@@ -85,7 +85,7 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
                   "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size",
-                  "activation_fusion", "offload_modules")
+                  "activation_fusion", "offload_modules", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")
 
 
 def recipe_options(func: F) -> F:
@@ -95,6 +95,14 @@ def recipe_options(func: F) -> F:
                           "more quantisation work."),
         click.option("--fp8-output-proj", "fp8_output_proj", is_flag=True,
                      help="Run the output layer in MXFP8 too (needs --fp8-recipe mxfp8); default bf16."),
+        click.option("--num-layers-at-start-in-bf16", "num_layers_at_start_in_bf16", type=int, default=0,
+                     show_default=True, metavar="N",
+                     help="Keep the first N decoder layers in bf16 in an FP8 / FP4 run (Megatron "
+                          "--first-last-layers-bf16 --num-layers-at-start-in-bf16 N)."),
+        click.option("--num-layers-at-end-in-bf16", "num_layers_at_end_in_bf16", type=int, default=0,
+                     show_default=True, metavar="N",
+                     help="Keep the last N decoder layers in bf16 in an FP8 / FP4 run (e.g. 14 in Megatron-Bridge's "
+                          "Nemotron 3 Super NVFP4 recipe)."),
         click.option("--moe-dispatcher", "--moe-token-dispatcher-type", "moe_dispatcher",
                      type=click.Choice(list(MOE_DISPATCHERS)), default="flex", show_default=True,
                      help="MoE token dispatcher: flex (DeepEP: one copy of a token per remote NVLink domain), "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from megasolve.models.layout import Layout
+from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_ids
 from megasolve.models.spec import ModelSpec
 
@@ -52,6 +52,10 @@ class LayerKind:
     mlp: bool = True
     # DSA IndexShare (``DSASpec.topk_freq`` > 1): the layer reuses an earlier layer's top-k and has no indexer
     reuses_topk: bool = False
+    # kept in bf16 in an FP8 / FP4 run (``Workload.in_bf16``: --first-last-layers-bf16); its time is costed at
+    # bf16 (``Workload.layer_precision``), its memory as the quantized layers' (not modelled: it keeps bf16 GEMM
+    # inputs and no quantized weight copy)
+    bf16: bool = False
     layer: int = field(default=0, compare=False, hash=False)
 
     @property
@@ -82,6 +86,8 @@ class LayerKind:
             out += f"_c{self.chunk}"
         if self.reuses_topk:
             out += "_idxshare"
+        if self.bf16:
+            out += "_bf16"
         return out
 
     @property
@@ -91,7 +97,7 @@ class LayerKind:
         it as a mask over the same scores: ``memory.attention_activation_terms``), so only the MLP kind;
         a hybrid or DeltaNet kind is its own name."""
         if not self.is_gpt:
-            return self.name
+            return replace(self, bf16=False).name
         return "moe" if self.moe else "dense"
 
     def attention_fraction(self, spec: ModelSpec, seq_length: int) -> float:
@@ -107,13 +113,24 @@ class LayerKind:
         return spec.attended_pairs(self.layer, seq_length) / (seq_length * (seq_length + 1) / 2)
 
 
-def layer_kind(spec: ModelSpec, layer: int) -> LayerKind:
-    """The kind of decoder layer ``layer`` (0-based).
+def layer_kind(spec: ModelSpec, layer: int, workload: Workload | None = None) -> LayerKind:
+    """The kind of decoder layer ``layer`` (0-based); with ``workload``, whether it is kept in bf16
+    (``Workload.in_bf16``).
 
     >>> from megasolve.models.presets import load_preset
     >>> [layer_kind(load_preset("nemotron-h-8b"), i).name for i in range(5)]
     ['h_mamba', 'h_mlp', 'h_mamba', 'h_mlp', 'h_mamba']
+    >>> layer_kind(load_preset("llama-3.1-8b"), 31, Workload(precision="fp8", fp8_recipe="tensorwise",
+    ...                                                     num_layers_at_end_in_bf16=1)).name
+    'dense_bf16'
     """
+    kind = _layer_kind(spec, layer)
+    if workload is not None and workload.in_bf16(layer, spec.num_layers):
+        return replace(kind, bf16=True)
+    return kind
+
+
+def _layer_kind(spec: ModelSpec, layer: int) -> LayerKind:
     if spec.is_hybrid:
         kind = spec.layer_kind(layer)  # mamba_hybrid_layer_allocation.py symbols
         if kind == "mamba":
@@ -132,7 +149,7 @@ def has_block_kinds(spec: ModelSpec) -> bool:
     return spec.is_hybrid or (spec.linear_attention_pattern is not None and any(spec.linear_attention_pattern))
 
 
-def model_layer_kinds(spec: ModelSpec) -> tuple[LayerKind, ...]:
+def model_layer_kinds(spec: ModelSpec, workload: Workload | None = None) -> tuple[LayerKind, ...]:
     """The distinct kinds among the model's decoder layers (and its MTP layers, which take the last
     decoder layer's kind), in order of first appearance.
 
@@ -142,7 +159,7 @@ def model_layer_kinds(spec: ModelSpec) -> tuple[LayerKind, ...]:
     """
     seen: dict[LayerKind, None] = {}
     for i in range(spec.num_layers):
-        seen.setdefault(layer_kind(spec, i))
+        seen.setdefault(layer_kind(spec, i, workload))
     return tuple(seen)
 
 
@@ -195,9 +212,10 @@ def recomputed_layers(layout: Layout, chunks: list[list[int]]) -> set[int]:
     return {i for chunk in chunks for i in chunk[:layout.recompute_num_layers]}
 
 
-def stage_layers(spec: ModelSpec, layout: Layout) -> list[StageLayers]:
+def stage_layers(spec: ModelSpec, layout: Layout, workload: Workload | None = None) -> list[StageLayers]:
     """Per pipeline stage, its decoder layers by kind (Megatron's layer -> stage assignment,
-    ``stage_layer_ids``; recompute per virtual chunk, ``recomputed_layers``).
+    ``stage_layer_ids``; recompute per virtual chunk, ``recomputed_layers``; with ``workload``, the layers
+    it keeps in bf16 are kinds of their own).
 
     >>> from megasolve.models.presets import load_preset
     >>> stages = stage_layers(load_preset("gemma-3-27b"), Layout(pp=4, first_stage_layers=14, last_stage_layers=16))
@@ -205,7 +223,7 @@ def stage_layers(spec: ModelSpec, layout: Layout) -> list[StageLayers]:
     [(14, [('dense_w1024', 12), ('dense', 2)]), (16, [('dense_w1024', 13), ('dense', 3)]),
      (16, [('dense_w1024', 14), ('dense', 2)]), (16, [('dense_w1024', 13), ('dense', 3)])]
     """
-    order = {k: j for j, k in enumerate(model_layer_kinds(spec))}
+    order = {k: j for j, k in enumerate(model_layer_kinds(spec, workload))}
     out = []
     for stage, chunks in enumerate(stage_layer_ids(spec, layout)):
         stored = recomputed_layers(layout, chunks)
@@ -216,7 +234,7 @@ def stage_layers(spec: ModelSpec, layout: Layout) -> list[StageLayers]:
         for chunk in chunks:
             here: dict[tuple[LayerKind, bool], int] = {}
             for i in chunk:
-                kind = layer_kind(spec, i)
+                kind = layer_kind(spec, i, workload)
                 target = rc if i in stored else base
                 target[kind] = target.get(kind, 0) + 1
                 here[(kind, i in stored)] = here.get((kind, i in stored), 0) + 1

@@ -635,7 +635,9 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
     Selective recompute of ``recompute_modules`` (default core_attn) is the layer with core-attention
     recompute or none (``base_layer_time``) plus what the other modules add
     (``selective_modules_time``): their work is linear in the time model, so the sum is exact.
-    ``kind`` (``cost/layers.py``): the layer's attention span (None: full causal attention)."""
+    ``kind`` (``cost/layers.py``): the layer's attention span (None: full causal attention); a kind kept in
+    bf16 (``LayerKind.bf16``) runs at bf16 (``Workload.layer_precision``)."""
+    workload = workload.layer_precision(kind is not None and kind.bf16)
     if recompute != "selective":
         out = base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe, recompute=recompute, kind=kind)
     else:
@@ -1127,7 +1129,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
     p2p = pp_comm_s(spec, cluster, workload, layout)
     overlap = dp_overlap_fraction(workload)
     out = []
-    for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout)):
+    for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout, workload)):
         tau = LayerTime(pp_comm=p2p)
         for kind, recomputed, count in layers.counts():  # the stage sum (layers.py, as the solver's tables)
             tau = tau + count * one(kind, "full" if recomputed else base_kind)

@@ -8,7 +8,7 @@ shape of each field is checked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from megasolve.models import ranks
 from megasolve.models.errors import MegasolveError
@@ -251,6 +251,12 @@ class Workload:
     # ``default_cp_comm_type``: p2p, all_gather with sliding windows, a2a with attention sinks)
     cp_comm_type: str | None = None
     fp8_recipe: str = "delayed"  # with precision "fp8"
+    # decoder layers kept in bf16 in an FP8 / FP4 run: Megatron's ``--first-last-layers-bf16`` with
+    # ``--num-layers-at-start-in-bf16`` / ``--num-layers-at-end-in-bf16`` (TC L649-658; global layer numbers,
+    # ``fp8_utils.py::is_first_last_bf16_layer`` L711-727, ``fp4_utils.py::get_fp4_context`` L247-263 @d98e8a6);
+    # 0 and 0: every layer quantized (the flag off)
+    num_layers_at_start_in_bf16: int = 0
+    num_layers_at_end_in_bf16: int = 0
     # the LM-head output projection in MXFP8 too (TC ``fp8_output_proj``; only with the mxfp8 recipe,
     # ``fp8_utils.py::is_mxfp8_output_proj_active`` L730-745); otherwise it stays bf16
     fp8_output_proj: bool = False
@@ -326,6 +332,18 @@ class Workload:
                                       "or FP4 training",
                                  fix="use --precision fp8-params or fp4-params, or drop the quantized parameters")
         _check_choice("--attention", self.attention, ATTENTION_KINDS)
+        for flag, count in (("--num-layers-at-start-in-bf16", self.num_layers_at_start_in_bf16),
+                            ("--num-layers-at-end-in-bf16", self.num_layers_at_end_in_bf16)):
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise MegasolveError(field=flag, value=count, rule="must be a whole number >= 0", fix="e.g. 1")
+            if count and not self.quantized:
+                raise MegasolveError(field=flag, value=count, rule="layers are kept in bf16 only in an FP8 or FP4 run "
+                                     "(--first-last-layers-bf16)", fix="add --precision fp8 or fp4, or drop it")
+        if any(self.bf16_layers) and self.precision == "fp8" and self.fp8_recipe == "delayed":
+            raise MegasolveError(field="--num-layers-at-start-in-bf16", value=self.bf16_layers,
+                                 rule="Delayed scaling does not support first / last layer in BF16 "
+                                      "(transformer_config.py L1527-1530 @d98e8a6)",
+                                 fix="use --fp8-recipe tensorwise (or another recipe), or drop the bf16 layers")
         _check_choice("--fp8-recipe", self.fp8_recipe, FP8_RECIPES)
         if self.fp8_output_proj and not (self.precision == "fp8" and self.fp8_recipe == "mxfp8"):
             raise MegasolveError(field="--fp8-output-proj", value=True,
@@ -419,6 +437,23 @@ class Workload:
         if not self.fp8_param_gather:
             return 2
         return NVFP4_BYTES if self.precision == "fp4" else 1
+
+    @property
+    def bf16_layers(self) -> tuple[int, int]:
+        """``(start, end)``: decoder layers kept in bf16 at the model's start and end (``(0, 0)``: none)."""
+        return self.num_layers_at_start_in_bf16, self.num_layers_at_end_in_bf16
+
+    def in_bf16(self, layer: int, num_layers: int) -> bool:
+        """Whether decoder layer ``layer`` (0-based, global) runs its GEMMs in bf16 in this quantized run."""
+        start, end = self.bf16_layers
+        return self.quantized and (layer < start or layer >= num_layers - end)
+
+    def layer_precision(self, bf16: bool) -> Workload:
+        """This workload as a layer kept in bf16 runs it (``bf16``), else itself."""
+        if not bf16 or not self.quantized:
+            return self
+        return replace(self, precision="bf16", fp8_param_gather=False, fp8_output_proj=False,
+                       moe_router_padding_for_fp8=False, num_layers_at_start_in_bf16=0, num_layers_at_end_in_bf16=0)
 
     @property
     def quantized(self) -> bool:

@@ -952,6 +952,11 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if work["precision"].startswith("fp8") and isinstance(recipe, str) and recipe in ("delayed", "tensorwise", "mxfp8",
                                                                                       "blockwise"):
         work["fp8_recipe"] = recipe
+    if args.get("first_last_layers_bf16") is True and work["precision"] != "bf16":
+        # the counts default to Megatron-Core's 1 and 1 (TC L652-658; a printout of non-default values omits them)
+        for key in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            count = args.get(key, 1)
+            work[key] = count if isinstance(count, int) and not isinstance(count, bool) else 1
     if args.get("grad_reduce_in_bf16") is True or args.get("grad_reduce_in_fp32") is False:
         work["grad_reduce_in_bf16"] = True
     if args.get("cross_entropy_loss_fusion") is True:

@@ -276,7 +276,7 @@ class CostTables:
                                                    compute_s=out.compute)
             return replace(out, ep_comm=ep_times[ep_key])
 
-        moe_kinds = tuple(k for k in model_layer_kinds(spec) if k.moe)
+        moe_kinds = tuple(k for k in model_layer_kinds(spec, wl) if k.moe)
 
         @functools.cache
         def variant(name: str, setting: tuple[bool, bool]) -> Workload:
@@ -522,7 +522,7 @@ class CostTables:
                         shape(tp, cp, mbs, sp, etp), ep))))
             # one term per layer kind (layers.model_layer_kinds: MLP kind x attention span), with and
             # without full recompute
-            for kind in model_layer_kinds(spec):
+            for kind in model_layer_kinds(spec, wl):  # layers kept in bf16 are kinds of their own
                 if kind.moe and part == "c":
                     add(self.layer_term(part, kind, False), ("tp", "cp", "mbs", "sp", "etp", "ep", "sel"),
                         lambda tp, cp, mbs, sp, etp, ep, sel, kind=kind: quantise_s(layer_time(
@@ -659,7 +659,7 @@ class CostTables:
                         account_for_embedding=split[2], account_for_loss=split[3], pipeline_layout=split[4],
                         **rc_fields(rc))
         groups: dict[tuple, list[int]] = {}
-        for layers in stage_layers(spec, layout):
+        for layers in stage_layers(spec, layout, self.workload):
             stage = layers.stage
             last = stage == pp - 1
             off = [i for i in layers.layer_ids if i < layout.cpu_offload_layers]  # memory.offloaded_activation_bytes
@@ -675,7 +675,7 @@ class CostTables:
     def model_time_form(self) -> list[tuple[int, str]]:
         """Every decoder layer of the model at its no-recompute time, plus the logits: ``[(count, term)]``
         (a lower bound on ``sum(tau)`` over the stages, whatever the split)."""
-        (whole,) = stage_layers(self.spec, Layout())
+        (whole,) = stage_layers(self.spec, Layout(), self.workload)
         return [(n, self.layer_term("t", kind, False)) for kind, _, n in whole.counts()] + [(1, "t_logits")]
 
     # ------------------------------------------------------------------ linear forms

@@ -347,7 +347,7 @@ def test_fp8_primary_weights_drop_the_bf16_copy_and_halve_the_param_gather():
 
 
 def test_fp8_primary_weights_need_fp8_training():
-    with pytest.raises(MegasolveError, match="need FP8 training"):
+    with pytest.raises(MegasolveError, match="need FP8 or FP4 training"):
         Workload(precision="bf16", fp8_param_gather=True)
 
 

@@ -201,7 +201,7 @@ def test_published_gb300_fsdp_offload_run_is_found_and_fits():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_published import RUNS
 
-    run = next(r for r in RUNS if r.id.endswith("gb300x64:6"))
+    run = next(r for r in RUNS if r.id.endswith("llama-3-70b:gb300x64:6"))
     assert run.layout.fsdp and run.layout.cpu_offload_layers == 20
     pins = {"tp": 1, "pp": 1, "cp": 1, "mbs": 2, "fsdp": True}
     best = solve(run.spec, run.cluster, run.workload, top_k=3, fixed=pins, explain=False).layouts[0]

@@ -1,0 +1,141 @@
+"""NVFP4 training (``--precision fp4``: Megatron-LM ``--fp4-format e2m1``, Transformer Engine's NVFP4BlockScaling)
+and the layers a quantized run keeps in bf16 (``--first-last-layers-bf16``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from megasolve.cli.launch import megatron_flags
+from megasolve.cost.estimate import estimate
+from megasolve.cost.layers import layer_kind, stage_layers
+from megasolve.cost.memory import (ActivationShape, fp8_weight_bytes_per_param, gemm_input_bytes, stage_memory,
+                                   static_bytes)
+from megasolve.cost.moe_routing import quantization_align
+from megasolve.cost.step import layer_time, step_time
+from megasolve.models import Layout, Workload, load_preset
+from megasolve.models.errors import MegasolveError
+from megasolve.models.layout import NVFP4_BYTES, precision_fields
+from megasolve.models.params import RankParams
+from megasolve.solver.solve import solve
+from megasolve.topology.cluster import Cluster
+from megasolve.topology.gpus import all_gpus, get_gpu
+
+FP4 = Workload(seq_length=8192, global_batch_size=256, precision="fp4")
+
+
+def test_nvfp4_bytes_and_the_cli_spellings():
+    """E2M1 (4 bits) plus one E4M3 scale byte per 16 elements; nvfp4 / fp4-params spell the same precision."""
+    assert NVFP4_BYTES == 0.5625
+    assert precision_fields("nvfp4") == {"precision": "fp4", "fp8_param_gather": False}
+    assert precision_fields("fp4-params") == {"precision": "fp4", "fp8_param_gather": True}
+    assert Workload(precision="fp4", fp8_param_gather=True).param_bytes == NVFP4_BYTES
+    assert Workload(precision="fp8", fp8_param_gather=True).param_bytes == 1 and Workload().param_bytes == 2
+
+
+def test_only_blackwell_parts_have_fp4_tensor_cores():
+    """The catalog's dense FP4 peaks: 2x FP8 on B200 / GB200, 3x on Blackwell Ultra; none before sm 10.0."""
+    for gpu in all_gpus():
+        has_fp4 = gpu.fp4_flops is not None
+        assert has_fp4 == (gpu.compute_capability is not None and gpu.compute_capability >= 10.0), gpu.name
+    assert {g: get_gpu(g).fp4_flops / get_gpu(g).fp8_flops for g in ("b200", "gb200", "b300", "gb300")} == {
+        "b200": 2.0, "gb200": 2.0, "b300": 3.0, "gb300": 3.0}
+    assert get_gpu("gb300").peak_flops("fp4") == 15e15 and get_gpu("h100").peak_flops("fp4") == get_gpu("h100").bf16_flops
+
+
+def test_fp4_on_hopper_is_refused_with_a_fix(capsys):
+    """As FP8 on Ampere: exit 2 with the rule and its fix, no traceback."""
+    from megasolve.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--tp", "1", "--precision", "nvfp4"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "no FP4 tensor cores" in err and "Blackwell" in err
+
+
+def test_nvfp4_memory_terms():
+    """The cached NVFP4 weight keeps rowwise and columnwise data (2 x 0.5625 B per GEMM weight); the saved GEMM
+    inputs are the columnwise NVFP4 copy; with NVFP4 primary weights the bf16 copy goes."""
+    assert fp8_weight_bytes_per_param("gb200", "nvfp4") == 2 * NVFP4_BYTES
+    assert gemm_input_bytes(FP4) == NVFP4_BYTES
+    params = RankParams(tp_sharded=1_000_000)
+    cached = static_bytes(params, dense_shards=1, expert_shards=1, distributed_optimizer=False, precision="fp4",
+                          fp8_bytes=2 * NVFP4_BYTES)
+    primary = static_bytes(params, dense_shards=1, expert_shards=1, distributed_optimizer=False, precision="fp4",
+                           fp8_param_gather=True, fp8_bytes=2 * NVFP4_BYTES)
+    assert cached.weights == 2_000_000 + 1_125_000 and primary.weights == 1_125_000
+    assert quantization_align(FP4) == 128  # fp4_utils.py get_fp4_align_size
+
+
+def test_nvfp4_is_faster_than_fp8_and_keeps_less_activation_memory():
+    spec, cluster = load_preset("llama-3.1-70b"), Cluster.from_flags(num_gpus=64, gpu="gb300")
+    layout = Layout(tp=2, pp=4, vpp=5, dp=8, mbs=1, sequence_parallel=True)
+    fp8 = dataclasses.replace(FP4, precision="fp8", fp8_recipe="mxfp8")
+    assert step_time(spec, cluster, FP4, layout).step_s < step_time(spec, cluster, fp8, layout).step_s
+    acts = [max(s.activations_bytes for s in stage_memory(spec, cluster, w, layout)) for w in (FP4, fp8)]
+    assert acts[0] < acts[1]
+
+
+def test_layers_kept_in_bf16_are_their_own_kind_and_cost_bf16_time():
+    """--num-layers-at-end-in-bf16 N: the last N decoder layers (global numbers, Megatron's
+    is_first_last_bf16_layer) run at bf16; a stage sum holds them as kinds of their own."""
+    spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="b200")
+    workload = dataclasses.replace(FP4, num_layers_at_start_in_bf16=1, num_layers_at_end_in_bf16=2)
+    assert [layer_kind(spec, i, workload).bf16 for i in (0, 1, 29, 30, 31)] == [True, False, False, True, True]
+    stages = stage_layers(spec, Layout(pp=2), workload)
+    assert [[(k.name, n) for k, n in s.base] for s in stages] == [[("dense_bf16", 1), ("dense", 15)],
+                                                                  [("dense_bf16", 2), ("dense", 14)]]
+    shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    kind = layer_kind(spec, 31, workload)
+    kept = layer_time(spec, cluster, workload, shape, ep=1, moe=False, recompute="none", kind=kind)
+    bf16 = layer_time(spec, cluster, Workload(seq_length=8192, global_batch_size=256), shape, ep=1, moe=False,
+                      recompute="none", kind=layer_kind(spec, 31))
+    assert kept.compute == pytest.approx(bf16.compute)
+    layout = Layout(dp=8)
+    steps = [step_time(spec, cluster, w, layout).step_s for w in (FP4, workload, dataclasses.replace(FP4, precision="bf16"))]
+    assert steps[0] < steps[1] < steps[2]
+
+
+def test_bf16_layers_follow_megatrons_rules():
+    with pytest.raises(MegasolveError, match="Delayed scaling"):
+        Workload(precision="fp8", num_layers_at_end_in_bf16=1)
+    with pytest.raises(MegasolveError, match="only in an FP8 or FP4 run"):
+        Workload(num_layers_at_start_in_bf16=1)
+    Workload(precision="fp8", fp8_recipe="tensorwise", num_layers_at_start_in_bf16=1, num_layers_at_end_in_bf16=1)
+
+
+def test_solve_equals_estimate_with_bf16_layers_and_the_launch_sets_nvfp4():
+    spec, cluster = load_preset("qwen3-30b-a3b"), Cluster.from_flags(num_gpus=16, gpu="gb200")
+    workload = Workload(seq_length=4096, global_batch_size=256, precision="fp4", num_layers_at_end_in_bf16=4)
+    result = solve(spec, cluster, workload, top_k=3, time_limit_s=60, explain=False)
+    assert result.layouts
+    for plan in result.layouts:
+        again = estimate(spec, cluster, plan.workload, plan.layout)
+        assert again.time.step_s == pytest.approx(plan.estimate.time.step_s, rel=1e-6)
+        assert max(s.total_bytes for s in again.memory) == pytest.approx(
+            max(s.total_bytes for s in plan.estimate.memory), rel=1e-6)
+    flags = " ".join(megatron_flags(spec, cluster, result.layouts[0].workload, result.layouts[0].layout))
+    for flag in ("--fp4-format e2m1", "--fp4-recipe nvfp4", "--first-last-layers-bf16",
+                 "--num-layers-at-start-in-bf16 0", "--num-layers-at-end-in-bf16 4"):
+        assert flag in flags
+    assert "--fp8-format" not in flags and "--fp4-param-gather" not in flags
+
+
+def test_a_megatron_log_of_an_nvfp4_run_reads_its_precision_and_bf16_layers():
+    """An argument dump prints ``fp4 .... e2m1`` (TC fp4, --fp4-format) and ``fp4_param`` (--fp4-param-gather);
+    first_last_layers_bf16 without counts takes Megatron-Core's defaults, one layer at each end."""
+    from megasolve.solver.runs import run_from_log
+
+    args = dict(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_query_groups=8,
+                group_query_attention=True, swiglu=True, vocab_size=128256, tensor_model_parallel_size=1,
+                pipeline_model_parallel_size=1, world_size=8, seq_length=8192, global_batch_size=64,
+                micro_batch_size=1, bf16=True, fp4="e2m1", fp4_param=True, first_last_layers_bf16=True)
+    lines = ["------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (40 - len(k))} {v}" for k, v in sorted(args.items())]
+    lines += ["-------------------- end of arguments ---------------------",
+              " [2026-01-01 00:00:00] iteration       10/     100 | elapsed time per iteration (ms): 4000.0 |"]
+    run = run_from_log("\n".join(lines), "nvfp4", {"gpu": "b200"})
+    assert run.workload.precision == "fp4" and run.workload.fp8_param_gather
+    assert run.workload.bf16_layers == (1, 1)
