@@ -316,6 +316,8 @@ def precision_settings(workload: Workload) -> list[Setting]:
     if fp4:  # NVFP4 (TC ``fp4`` / ``fp4_recipe`` / ``fp4_param``, L671-692 @d98e8a6): written only with FP4
         s += [Setting("fp4", "e2m1", "precision"), Setting("fp4_recipe", "nvfp4", "precision"),
               Setting("fp4_param", workload.fp8_param_gather, "precision")]
+    if workload.optimizer != "adam":  # Megatron-LM's default is adam (ARG L2914): written only for Muon
+        s.append(Setting("optimizer", workload.optimizer, "optimizer"))
     if any(workload.bf16_layers):  # TC first_last_layers_bf16 / num_layers_at_{start,end}_in_bf16 (L649-658)
         s += [Setting("first_last_layers_bf16", True, "precision"),
               Setting("num_layers_at_start_in_bf16", workload.num_layers_at_start_in_bf16, "precision"),

@@ -199,6 +199,7 @@ BRIDGE = {
     "grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32",
     "bf16": "mixed_precision.bf16", "fp8": "mixed_precision.fp8", "fp8_recipe": "mixed_precision.fp8_recipe",
     "fp8_param_gather": "mixed_precision.fp8_param_gather",
+    "optimizer": "optimizer.optimizer",  # OptimizerConfig.optimizer (megatron/core/optimizer/optimizer_config.py)
     # MixedPrecisionConfig's NVFP4 fields (docs/training/mixed-precision.md "NVFP4 Configuration Parameters")
     "fp4": "mixed_precision.fp4", "fp4_recipe": "mixed_precision.fp4_recipe",
     "fp4_param": "mixed_precision.fp4_param_gather",
@@ -265,6 +266,7 @@ NEMO = {
     "fp4": NotExpressible("fp4={value} (NVFP4): not checked in NeMo 2's MegatronMixedPrecision; use the megatron "
                           "or bridge format"),
     "fp4_recipe": None, "fp4_param": None,  # go with fp4
+    "optimizer": "optim.config.optimizer",  # MegatronOptimizerModule(config=OptimizerConfig(optimizer=...))
     "first_last_layers_bf16": NotExpressible("first_last_layers_bf16 (layers kept in bf16): not checked in NeMo 2's "
                                              "MegatronMixedPrecision; use the megatron or bridge format"),
     "num_layers_at_start_in_bf16": None, "num_layers_at_end_in_bf16": None,  # go with first_last_layers_bf16
@@ -309,6 +311,8 @@ VERL = {
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
     "fp8_param_gather": NotExpressible("fp8_param_gather (FP8 primary weights): no verl Megatron engine key"),
     "fp4_param": NotExpressible("fp4_param (NVFP4 primary weights): no verl Megatron engine key"),
+    "optimizer": NotExpressible("optimizer={value}: not checked in verl's Megatron optimizer config; use the "
+                                "megatron or bridge format"),
     # verl's engine initialises Megatron's parallel state without hierarchical CP sizes (none in verl @b178a3cd)
     "hierarchical_context_parallel_sizes": NotExpressible(
         "hierarchical_context_parallel_sizes={value}: verl's Megatron engine creates no hierarchical CP groups; "

@@ -7,8 +7,9 @@ from typing import Any, Callable
 import click
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS, FP8_RECIPES, MOE_DISPATCHERS, PRECISION_CHOICES, Layout,
-                                     Workload, cuda_graph_note, default_global_batch, precision_fields)
+from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS, FP8_RECIPES, MOE_DISPATCHERS,
+                                     OPTIMIZERS, PRECISION_CHOICES, Layout, Workload, cuda_graph_note,
+                                     default_global_batch, precision_fields)
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
 
@@ -85,7 +86,8 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
                   "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size",
-                  "activation_fusion", "offload_modules", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")
+                  "activation_fusion", "offload_modules", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
+                  "optimizer")
 
 
 def recipe_options(func: F) -> F:
@@ -95,6 +97,11 @@ def recipe_options(func: F) -> F:
                           "more quantisation work."),
         click.option("--fp8-output-proj", "fp8_output_proj", is_flag=True,
                      help="Run the output layer in MXFP8 too (needs --fp8-recipe mxfp8); default bf16."),
+        click.option("--optimizer", "optimizer", type=click.Choice(list(OPTIMIZERS)), default="adam",
+                     show_default=True,
+                     help="Megatron --optimizer: adam, or muon (Megatron-LM's Muon: one fp32 momentum instead of "
+                          "Adam's two moments on the 2-D weights, and their Newton-Schulz step; with the distributed "
+                          "optimizer, the layer-wise one)."),
         click.option("--num-layers-at-start-in-bf16", "num_layers_at_start_in_bf16", type=int, default=0,
                      show_default=True, metavar="N",
                      help="Keep the first N decoder layers in bf16 in an FP8 / FP4 run (Megatron "

@@ -377,6 +377,72 @@ def weight_stream_bytes(weights: float, precision: str, recompute: str, grad_byt
     return weights * (reads * weight_bytes + 2 * grad_bytes)
 
 
+# ---------------------------------------------------------------------------- Muon's Newton-Schulz step
+MUON_NS_STEPS = 5  # Megatron-LM --muon-num-ns-steps default (ARG L2648 @d98e8a6)
+
+
+def _muon_layer_matrices(spec: ModelSpec, layer: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """The full (un-sharded) 2-D weights Muon orthogonalises in one decoder layer, ``(rows, cols, count)``, dense
+    and expert: the QKV weight split per query group into its query (and output-gate) rows and one key and one
+    value head (``--muon-split-qkv`` default, ``emerging_optimizers.py::_get_qkv_split_shapes`` L150-163), the
+    output projection, MLA's projections (Megatron does not split them: "TODO(deyuf): support MLA"), the MLP's
+    fc1 (gate and up in one weight) and fc2, the router, the shared experts and each routed expert's fc1 / fc2.
+    A Mamba / DeltaNet mixer is costed as its in / out projections (``hybrid.*_weights``) of width ``h``."""
+    h, dense, expert = spec.hidden_size, [], []
+    kind = spec.layer_kind(layer) if spec.is_hybrid else "gpt"
+    gdn = spec.linear_attention_pattern is not None and spec.linear_attention_pattern[layer]
+    if kind == "mamba" or gdn:
+        weights = hybrid.mamba_weights(spec) if kind == "mamba" else hybrid.gdn_weights(spec)
+        dense.append((h, round(weights / h), 1))
+    elif kind in ("gpt", "attention"):
+        n = spec.num_attention_heads
+        if spec.mla is None:
+            d, g = spec.kv_channels, spec.num_query_groups
+            q_rows = n // g * d * (2 if spec.attention_output_gate else 1)
+            dense += [(q_rows, h, g), (d, h, 2 * g), (h, n * d, 1)]
+        else:
+            mla = spec.mla
+            qk = mla.qk_head_dim + mla.qk_pos_emb_head_dim
+            dense += [(n * qk, h, 1)] if mla.q_lora_rank is None else [(mla.q_lora_rank, h, 1),
+                                                                        (n * qk, mla.q_lora_rank, 1)]
+            dense += [(mla.kv_lora_rank + mla.qk_pos_emb_head_dim, h, 1),
+                      (n * (mla.qk_head_dim + mla.v_head_dim), mla.kv_lora_rank, 1), (h, n * mla.v_head_dim, 1)]
+    has_mlp = kind in ("gpt", "mlp", "moe")
+    if has_mlp and spec.is_moe_layer(layer):
+        m = spec.moe
+        dense.append((m.num_experts, h, 1))
+        if m.shared_expert_ffn_hidden_size:
+            fs = m.shared_expert_ffn_hidden_size
+            dense += [(spec.gated_factor * fs, h, 1), (h, fs, 1)]
+        w, fm = spec.expert_hidden_size, m.expert_ffn_hidden_size
+        expert += [(spec.gated_factor * fm, w, m.num_experts), (w, fm, m.num_experts)]
+    elif has_mlp:
+        dense += [(spec.gated_factor * spec.ffn_hidden_size, h, 1), (h, spec.ffn_hidden_size, 1)]
+    return dense, expert
+
+
+def muon_ns_flops_per_param(spec: ModelSpec) -> tuple[float, float]:
+    """Newton-Schulz FLOPs per parameter of one Muon step, averaged over the model's dense and expert Muon
+    weights (decoder layers; MTP layers are like the last): each step of the quintic iteration on an ``m x n``
+    matrix (``m <= n``) is ``A = X X^T`` (``2 m^2 n``), ``B = b A + c A^2`` (``2 m^3``), ``X = a X + B X``
+    (``2 m^2 n``), so ``MUON_NS_STEPS (4 m^2 n + 2 m^3)`` per matrix (Jordan et al. 2024, "Muon: An optimizer
+    for hidden layers"; emerging_optimizers ``newton_schulz``).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> dense, expert = muon_ns_flops_per_param(load_preset("llama-3.1-8b"))
+    >>> round(dense), expert  # ~20 x the smaller side: 4,096 for the MLP, 512 for a query group's rows
+    (82857, 0.0)
+    """
+    totals = {"dense": [0.0, 0], "expert": [0.0, 0]}
+    for layer in range(spec.num_layers):
+        for part, matrices in zip(("dense", "expert"), _muon_layer_matrices(spec, layer)):
+            for rows, cols, count in matrices:
+                m, n = sorted((rows, cols))
+                totals[part][0] += count * MUON_NS_STEPS * (4 * m * m * n + 2 * m ** 3)
+                totals[part][1] += count * rows * cols
+    return tuple(f / p if p else 0.0 for f, p in totals.values())  # type: ignore[return-value]
+
+
 def logits_work(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> LayerWork:
     """Output layer + cross entropy on the last stage (and each MTP depth's head): ``6*h*V/t`` per
     token plus ~``16*V/t`` bytes per token of fp32 softmax traffic."""

@@ -81,7 +81,7 @@ def fp8_weight_bytes_per_param(gpu_name: str, recipe: str) -> float:
 
 def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, distributed_optimizer: bool,
                  precision: str = "bf16", fp8_param_gather: bool = False, grad_bytes: int = FP32,
-                 bf16_only: int = 0, fp8_bytes: float | None = None) -> StaticBytes:
+                 bf16_only: int = 0, fp8_bytes: float | None = None, optimizer: str = "adam") -> StaticBytes:
     """Weights, fp32 main grads and Adam state of one rank (section 2).
 
     bf16 params (2 B) + fp32 main grads (4 B, full size even with the distributed optimizer) + fp32
@@ -117,11 +117,19 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     elif precision in ("fp8", "fp4"):
         weights += fp8 * (params.tp_sharded + params.expert - bf16_only)
     grads = grad_bytes * params.total
+    # Adam: fp32 main weight, m, v (12 B). Muon (``optimizer == "muon"``): fp32 main weight and one momentum (8 B)
+    # for the 2-D weights it manages -- the TP-sharded and expert GEMM weights but the word embedding and output
+    # layer (``bf16_only``; emerging_optimizers.py L140-147) --, Adam for the rest; the layer-wise distributed
+    # optimizer shards whole tensors per DP rank, costed as an even share
+    muon_dense = params.tp_sharded - bf16_only if optimizer == "muon" else 0
+    muon_expert = params.expert if optimizer == "muon" else 0
+    dense_state = 12 * params.dense - 4 * muon_dense
+    expert_state = 12 * params.expert - 4 * muon_expert
     if distributed_optimizer:
-        optimizer = 12 * params.dense / dense_shards + 12 * params.expert / expert_shards
+        optimizer_bytes = dense_state / dense_shards + expert_state / expert_shards
     else:
-        optimizer = 12 * params.total
-    return StaticBytes(weights, grads, optimizer)
+        optimizer_bytes = dense_state + expert_state
+    return StaticBytes(weights, grads, optimizer_bytes)
 
 
 def offloaded_optimizer(static: StaticBytes, fraction: float) -> StaticBytes:
@@ -1439,7 +1447,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
                                   dense_shards=layout.dp * layout.cp // n,
                                   expert_shards=layout.expert_dp // n, distributed_optimizer=layout.distributed_optimizer,
                                   precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
-                                  grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes)
+                                  grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes, optimizer=workload.optimizer)
             static = offloaded_optimizer(static, layout.optimizer_offload_fraction)
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,

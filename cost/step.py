@@ -18,11 +18,12 @@ from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import all_to_all_time_s, collective_latency_s, collective_time_s
 from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
-                                    model_flops_per_sequence, weight_stream_bytes, work_time_s)
+                                    model_flops_per_sequence, muon_ns_flops_per_param, weight_stream_bytes,
+                                    work_time_s)
 from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind, stage_layers
 from megasolve.cost import hybrid
-from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, block_modules, layer_activation_bytes,
-                                   offloaded_layer_bytes)
+from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, bf16_weights, block_modules,
+                                   layer_activation_bytes, offloaded_layer_bytes)
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.cost.offload import activation_offload_exposed_s, optimizer_offload_s
 from megasolve.cost.recompute import selective_extra_work, uses_core_attn
@@ -1043,32 +1044,59 @@ def fsdp_microbatch_comm_s(cluster: Cluster, layout: Layout, params: RankParams,
 
 
 def optimizer_shard_s(cluster: Cluster, params: int, shards: int, offload_fraction: float = 0.0,
-                      workload: Workload | None = None) -> float:
+                      workload: Workload | None = None, ns_flops: float = 0.0, ns_width: float = 4096.0) -> float:
     """Adam step on ``params`` parameters sharded ``shards`` ways (memory bound) plus zeroing / norm of
     their full fp32 grads; linear in ``params``. With optimizer CPU offload, ``offload_fraction`` of
     the shard is stepped on the host instead (``offload.optimizer_offload_s``: CPU Adam and the
-    grad / param copies; the GPU part shrinks by that fraction)."""
+    grad / param copies; the GPU part shrinks by that fraction). Muon adds its Newton-Schulz GEMMs,
+    ``ns_flops`` before the shard division (``muon_ns_flops``), at the bf16 GEMM efficiency of width ``ns_width``
+    (``--muon-fp32-matmul-prec medium`` lets the fp32 matmuls run on bf16 tensor cores)."""
     cal = calibration()["time"]
     traffic = (cal["optimizer_bytes_per_param"] * params / shards * (1.0 - offload_fraction)
                + cal["grad_buffer_bytes_per_param"] * params)
+    if ns_flops:
+        ns_s = work_time_s(LayerWork(ns_flops / shards, 0, 0, 0), cluster.gpu, "bf16", ns_width, 1.0)
+    else:
+        ns_s = 0.0
     host = 0.0
     if offload_fraction:
         wl = workload or Workload()
         host = optimizer_offload_s(cluster.gpu, params / shards, offload_fraction, grad_bytes=wl.grad_bytes,
                                    param_bytes=wl.param_bytes)
-    return traffic / cluster.gpu.hbm_bytes_per_s + host
+    return traffic / cluster.gpu.hbm_bytes_per_s + host + ns_s
+
+
+def muon_ns_flops(spec: ModelSpec, workload: Workload, muon_dense: float, muon_expert: float, *, tp: int,
+                  etp: int) -> tuple[float, float]:
+    """Newton-Schulz FLOPs of one rank's Muon step before the distributed optimizer's division, dense and
+    expert (0 with Adam): ``muon_dense`` / ``muon_expert`` Muon-managed parameters on the rank (TP / ETP shards)
+    at the model's FLOPs per parameter (``compute.muon_ns_flops_per_param``), times ``tp`` / ``etp``: with
+    Megatron-LM's default ``--muon-tp-mode duplicated`` every TP rank all-gathers the momentum and orthogonalises
+    the whole matrix (``emerging_optimizers.py`` L197-233 @d98e8a6). That fp32 all-gather over the TP group is
+    not costed (NVLink, once a step, divided like the step by the distributed optimizer)."""
+    if workload.optimizer != "muon":
+        return 0.0, 0.0
+    dense, expert = _muon_ratios(spec)
+    return dense * muon_dense * tp, expert * muon_expert * etp
+
+
+@functools.lru_cache(maxsize=64)
+def _muon_ratios(spec: ModelSpec) -> tuple[float, float]:
+    return muon_ns_flops_per_param(spec)
 
 
 def optimizer_s(cluster: Cluster, layout: Layout, dense_params: int, expert_params: int,
-                workload: Workload | None = None) -> float:
+                workload: Workload | None = None, ns_flops: tuple[float, float] = (0.0, 0.0),
+                ns_width: float = 4096.0) -> float:
     """Optimizer step of one rank: dense shards over DP x CP, experts over expert-DP (distributed
-    optimizer), or the full parameters without it; ``layout.optimizer_offload_fraction`` on the host."""
+    optimizer), or the full parameters without it; ``layout.optimizer_offload_fraction`` on the host;
+    ``ns_flops``: Muon's Newton-Schulz work, dense and expert (``muon_ns_flops``)."""
     n = workload.dist_optimizer_instances if workload is not None else 1
     dense_shards = layout.dp * layout.cp // n if layout.distributed_optimizer else 1
     expert_shards = layout.expert_dp // n if layout.distributed_optimizer else 1
     f = layout.optimizer_offload_fraction
-    return (optimizer_shard_s(cluster, dense_params, dense_shards, f, workload)
-            + optimizer_shard_s(cluster, expert_params, expert_shards, f, workload))
+    return (optimizer_shard_s(cluster, dense_params, dense_shards, f, workload, ns_flops[0], ns_width)
+            + optimizer_shard_s(cluster, expert_params, expert_shards, f, workload, ns_flops[1], ns_width))
 
 
 def offload_exposed_s(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layout,
@@ -1157,8 +1185,11 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
                              dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute,
                                                              overlap * combine.OVERLAP_SCALE,
                                                              dp_contention_parts()),
-                             optimizer_s=optimizer_s(cluster, layout, params.params.dense, params.params.expert,
-                                                     workload)))
+                             optimizer_s=optimizer_s(
+                                 cluster, layout, params.params.dense, params.params.expert, workload,
+                                 muon_ns_flops(spec, workload, params.params.tp_sharded - bf16_weights(spec, layout, params),
+                                               params.params.expert, tp=layout.tp, etp=layout.etp),
+                                 spec.hidden_size)))
     return out
 
 

@@ -23,6 +23,9 @@ OFFLOAD_MODULE_NAMES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "ml
 # "fp4" is NVFP4, Megatron-LM's only FP4 recipe (``--fp4-format e2m1``, ``--fp4-recipe nvfp4``: TC L671-692,
 # Transformer Engine's NVFP4BlockScaling: E2M1 values with an E4M3 scale per 16 elements, Blackwell)
 PRECISIONS = ("bf16", "fp8", "fp4")
+# Megatron ``--optimizer`` (ARG L2914): Adam, or Muon (``megatron/core/optimizer/emerging_optimizers.py`` @d98e8a6:
+# the 2-D weights but the word embedding and output layer orthogonalised by 5 Newton-Schulz steps, the rest Adam)
+OPTIMIZERS = ("adam", "muon")
 # --precision choices of the CLI: "fp8-params" is FP8 with FP8 primary weights (--fp8-param-gather);
 # "nvfp4" spells "fp4" as Megatron-Bridge does (``--compute_dtype nvfp4``); "fp4-params" is NVFP4 with NVFP4
 # primary weights (--fp4-param-gather, which Bridge's bf16_with_nvfp4_mixed sets: mixed_precision.py L405-417)
@@ -251,6 +254,10 @@ class Workload:
     # ``default_cp_comm_type``: p2p, all_gather with sliding windows, a2a with attention sinks)
     cp_comm_type: str | None = None
     fp8_recipe: str = "delayed"  # with precision "fp8"
+    # ``--optimizer`` (OPTIMIZERS); ``muon`` with Megatron-LM's defaults (--muon-num-ns-steps 5, --muon-tp-mode
+    # duplicated, --muon-scalar-optimizer adam); with the distributed optimizer, Megatron's layer-wise one (each DP
+    # rank steps whole tensors; ``--optimizer dist_muon`` is its deprecated spelling, ARG L1727-1732)
+    optimizer: str = "adam"
     # decoder layers kept in bf16 in an FP8 / FP4 run: Megatron's ``--first-last-layers-bf16`` with
     # ``--num-layers-at-start-in-bf16`` / ``--num-layers-at-end-in-bf16`` (TC L649-658; global layer numbers,
     # ``fp8_utils.py::is_first_last_bf16_layer`` L711-727, ``fp4_utils.py::get_fp4_context`` L247-263 @d98e8a6);
@@ -332,6 +339,7 @@ class Workload:
                                       "or FP4 training",
                                  fix="use --precision fp8-params or fp4-params, or drop the quantized parameters")
         _check_choice("--attention", self.attention, ATTENTION_KINDS)
+        _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
         for flag, count in (("--num-layers-at-start-in-bf16", self.num_layers_at_start_in_bf16),
                             ("--num-layers-at-end-in-bf16", self.num_layers_at_end_in_bf16)):
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:

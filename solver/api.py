@@ -68,6 +68,7 @@ class LayoutReport:
                          "cp_comm_type": self.cp_comm_type,
                          "fp8_recipe": self.workload.fp8_recipe if self.workload.precision == "fp8" else None,
                          "fp8_output_proj": self.workload.fp8_output_proj,
+                         "optimizer": self.workload.optimizer,
                          "num_layers_at_start_in_bf16": self.workload.num_layers_at_start_in_bf16,
                          "num_layers_at_end_in_bf16": self.workload.num_layers_at_end_in_bf16,
                          "attention": self.workload.attention,

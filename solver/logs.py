@@ -264,6 +264,9 @@ _SLIME_TRAIN = re.compile(r"\bTimer train end \(elapsed:\s*(\d*\.?\d+)\s*s\)")
 # Megatron-DeepSpeed's iteration line adds the trained sequence length: "| actual seqlen:  2048 |"
 # (microsoft/Megatron-DeepSpeed megatron/training.py training_log, curriculum learning)
 _ACTUAL_SEQLEN = re.compile(r"\|\s*actual seqlen:\s*(\d+)")
+# Megatron-DeepSpeed's iteration line: "consumed samples: 4 | consumed tokens: 512 |" -- their ratio is the sequence
+# length (without curriculum learning, which shortens early samples: the ratio is then below the final length)
+_CONSUMED = re.compile(r"consumed samples:\s*(\d+)\s*\|\s*consumed tokens:\s*(\d+)")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
 
@@ -629,6 +632,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
         if q := _ACTUAL_SEQLEN.search(m.group(3)):
             facts.args.setdefault("seq_length", int(q.group(1)))
+        if (c := _CONSUMED.search(m.group(3))) and int(c.group(1)) and int(c.group(2)) % int(c.group(1)) == 0:
+            facts.args.setdefault("seq_length", int(c.group(2)) // int(c.group(1)))
         return
     if m := _SWIFT_DICT_STEP.search(line):
         facts.iterations.append((int(m.group(1)), float(m.group(2)), None, None))

@@ -108,6 +108,14 @@ RULES: tuple[Rule, ...] = (
          check=lambda c, a: not a["fsdp"] or a["distributed_optimizer"],
          message=lambda c, a: "Megatron-FSDP requires the distributed optimizer",
          fix="drop --no-distributed-optimizer or --fsdp", source="arguments.py L1118-1130"),
+    # megasolve's limitation: Muon's state under Megatron-FSDP is not costed (Megatron-Core itself refuses emerging
+    # optimizers with FSDP v2: optimizer/__init__.py L758-759 @d98e8a6)
+    Rule(name="muon_fsdp_not_modelled", axes=("fsdp",),
+         check=lambda c, a: c.workload.optimizer != "muon" or not a["fsdp"],
+         message=lambda c, a: "megasolve does not model Muon under Megatron-FSDP (Megatron-Core refuses emerging "
+                              "optimizers with FSDP v2)",
+         fix="drop --fsdp (Muon runs with the layer-wise distributed optimizer) or use --optimizer adam",
+         source="megatron/core/optimizer/__init__.py L758-759 @d98e8a6"),
     Rule(name="world_size_divisible_by_model_parallel", axes=("tp", "pp", "cp", "dp"),
          check=lambda c, a: a["tp"] * a["pp"] * a["cp"] * a["dp"] == c.cluster.num_gpus,
          message=lambda c, a: f"world size ({c.cluster.num_gpus}) != tp({a['tp']}) * pp({a['pp']}) * "
@@ -339,6 +347,13 @@ MEMORY_KNOB_RULES: tuple[Rule, ...] = (
                               "distributed optimizer only, not with Megatron-FSDP",
          fix="drop --optimizer-offload-fraction, or use the distributed optimizer without --fsdp",
          source="megatron/core/optimizer/__init__.py (HybridDeviceOptimizer wrapped by DistributedOptimizer)"),
+    # the emerging-optimizer path (Muon) builds no HybridDeviceOptimizer: the CPU offload is Adam's
+    Rule(name="optimizer_offload_not_with_muon", axes=("optimizer_offload_fraction",),
+         check=lambda c, a: not a["optimizer_offload_fraction"] or c.workload.optimizer != "muon",
+         message=lambda c, a: "optimizer CPU offload is Adam's (HybridDeviceOptimizer); Megatron-LM's Muon path "
+                              "(_get_megatron_emerging_optimizer) does not build it",
+         fix="drop --optimizer-offload-fraction or use --optimizer adam",
+         source="megatron/core/optimizer/__init__.py L497-540, L1044-1050 @d98e8a6"),
     Rule(name="optimizer_offload_fp8_param_gather_delayed", axes=("optimizer_offload_fraction",),
          check=lambda c, a: not a["optimizer_offload_fraction"] or not c.workload.fp8_param_gather
          or c.workload.fp8_recipe == "delayed",

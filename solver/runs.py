@@ -517,14 +517,18 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
                      "last stage; the time it saves (the output layer's wgrad GEMMs moved into the pipeline "
                      "flush) is not modelled")
     optimizer = args.get("optimizer")
-    if isinstance(optimizer, str) and "muon" in optimizer.lower():
-        # emerging_optimizers.py L140-147, L584-593 @d98e8a6: 2-D weights but the word embedding and output
-        # layer go to Muon (fp32 master + one fp32 momentum); the rest to Adam
-        notes.append(f"optimizer {optimizer} costed as Adam: Muon keeps one fp32 momentum per 2-D weight, not two "
-                     "moments (4 B per such parameter less, sharded whole tensors per DP rank under the layer-wise "
-                     "distributed optimizer), and its Newton-Schulz step holds about 14 B per element of the "
-                     "largest matrix a rank owns; neither is modelled")
-    elif isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # sgd, ...
+    if isinstance(optimizer, str) and optimizer.lower() in ("muon", "dist_muon"):
+        # Workload.optimizer muon (the workload reader sets it); what its cost leaves out, said
+        notes.append(f"optimizer {optimizer}: Muon's Newton-Schulz temporaries (about 14 B per element of the "
+                     "largest matrix a rank orthogonalises) and its fp32 TP all-gather are not modelled")
+        legacy = args.get("use_layer_wise_param_layout") is False or args.get("no_use_layer_wise_param_layout") is True
+        if legacy and (
+                optimizer.lower() == "dist_muon" or args.get("use_distributed_optimizer") is True):
+            # --no-use-layer-wise-param-layout: the "legacy LayerWise ping-pong path" (optimizer/__init__.py
+            # L827-831 @d98e8a6), where Adam's parameters stay inside the layer-wise optimizer too
+            notes.append("--no-use-layer-wise-param-layout (Muon's legacy layer-wise path) is costed as the default "
+                         "layout path; its buffers differ and are not modelled")
+    elif isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # sgd, adaptive_muon, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
     if args.get("deterministic_mode") is True or args.get("deterministic") is True:
         # Megatron-LM --deterministic-mode (NCCL ring algorithms, TE's deterministic attention backward, deterministic
@@ -875,6 +879,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         if granularity == "full" and args.get("recompute_method") == "block" and isinstance(n, int):
             layout["recompute_num_layers"] = n
     dist = args.get("use_distributed_optimizer")
+    if str(args.get("optimizer") or "").lower() == "dist_muon":  # Muon's layer-wise distributed optimizer (ARG L1727)
+        dist = True
     nemo = bool(args.get("_nemo"))  # NeMo / Megatron-Bridge recipes switch the distributed optimizer on
     layout["distributed_optimizer"] = bool(dist) if dist is not None else nemo
     zero = args.get("zero_stage")  # Megatron-DeepSpeed: ZeRO shards the optimizer states (1), the grads (2), the weights (3)
@@ -952,6 +958,9 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if work["precision"].startswith("fp8") and isinstance(recipe, str) and recipe in ("delayed", "tensorwise", "mxfp8",
                                                                                       "blockwise"):
         work["fp8_recipe"] = recipe
+    optimizer = str(args.get("optimizer") or "").lower()
+    if optimizer in ("muon", "dist_muon"):  # dist_muon: muon with the layer-wise distributed optimizer (ARG L1727)
+        work["optimizer"] = "muon"
     if args.get("first_last_layers_bf16") is True and work["precision"] != "bf16":
         # the counts default to Megatron-Core's 1 and 1 (TC L652-658; a printout of non-default values omits them)
         for key in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):

@@ -28,7 +28,8 @@ from megasolve.cost.memory import (ActivationShape, band_parts, chunk_inflight, 
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
                                    selective_transient_bytes, static_bytes, userbuffer_bytes)
-from megasolve.cost.step import DpComm, dp_contention_parts, dp_group_comm, dp_overlap_fraction, optimizer_shard_s, pp_unit_comm_s
+from megasolve.cost.step import (DpComm, dp_contention_parts, dp_group_comm, dp_overlap_fraction, muon_ns_flops,
+                                 optimizer_shard_s, pp_unit_comm_s)
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
 from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_head_time, resolve_cp_comm_type,
@@ -411,7 +412,8 @@ class CostTables:
                     offloaded_optimizer(static_bytes(
                         f(tp), dense_shards=dense_shards(tp, cp, dp), expert_shards=1, distributed_optimizer=dop,
                         precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
-                        bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0, fp8_bytes=fp8_bytes), oo).total))
+                        bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0, fp8_bytes=fp8_bytes,
+                        optimizer=wl.optimizer), oo).total))
         if spec.is_moe:
             add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp", "oo"),
                 lambda ep, etp, pp, dop, fsdp, oo: fsdp_static(
@@ -419,7 +421,7 @@ class CostTables:
                 if fsdp else quantise_bytes(offloaded_optimizer(static_bytes(
                     expert_layer(ep, etp), dense_shards=1, expert_shards=expert_shards(ep, etp, pp),
                     distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
-                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes), oo).total))
+                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes, optimizer=wl.optimizer), oo).total))
         # Megatron-FSDP's two un-sharded units (memory.fsdp_static_bytes: 2 x the largest layer in
         # weights and grads), per kind of layer a stage can hold
         def unit_bytes(layer: RankParams) -> int:
@@ -613,8 +615,10 @@ class CostTables:
                 lambda tp, cp, dp, fsdp, f=params_of, piece=piece: quantise_s(fsdp_traffic(
                     ranks.dense_dp_group(tp, cp, dp), unit_of(piece, tp).total, f(tp).total).param_bw_s) if fsdp else 0)
             add(f"o_{piece}", ("tp", "cp", "dp", "dop", "oo"),
-                lambda tp, cp, dp, dop, oo, f=params_of: quantise_s(
-                    optimizer_shard_s(cluster, f(tp).total, dense_shards(tp, cp, dp) if dop else 1, oo, wl)))
+                lambda tp, cp, dp, dop, oo, f=params_of, piece=piece: quantise_s(optimizer_shard_s(
+                    cluster, f(tp).total, dense_shards(tp, cp, dp) if dop else 1, oo, wl,
+                    muon_ns_flops(spec, wl, 0 if piece in BF16_PIECES else f(tp).tp_sharded, 0, tp=tp, etp=1)[0],
+                    spec.hidden_size)))
         add("dg_lat", ("tp", "cp", "dp", "dop", "fsdp"),
             lambda tp, cp, dp, dop, fsdp: 0 if fsdp else quantise_s(dense_dp(tp, cp, dp, dop, 1).grad_latency_s))
         add("dq_lat", ("tp", "cp", "dp", "dop"),
@@ -641,7 +645,8 @@ class CostTables:
                     ranks.expert_dp_group(n, etp, ep, pp), 1, 1).param_latency_s) if fsdp else 0)
             add("o_expert", ("ep", "etp", "pp", "dop", "oo"),
                 lambda ep, etp, pp, dop, oo: quantise_s(optimizer_shard_s(
-                    cluster, expert_layer(ep, etp).total, expert_shards(ep, etp, pp) if dop else 1, oo, wl)))
+                    cluster, expert_layer(ep, etp).total, expert_shards(ep, etp, pp) if dop else 1, oo, wl,
+                    muon_ns_flops(spec, wl, 0, expert_layer(ep, etp).expert, tp=1, etp=etp)[1], spec.hidden_size)))
             add("dgx_lat", ("ep", "etp", "pp", "dop", "fsdp"),
                 lambda ep, etp, pp, dop, fsdp: 0 if fsdp else quantise_s(expert_dp(ep, etp, pp, dop, 1).grad_latency_s))
             add("dqx_lat", ("ep", "etp", "pp", "dop", "fsdp"),

@@ -139,3 +139,57 @@ def test_a_megatron_log_of_an_nvfp4_run_reads_its_precision_and_bf16_layers():
     run = run_from_log("\n".join(lines), "nvfp4", {"gpu": "b200"})
     assert run.workload.precision == "fp4" and run.workload.fp8_param_gather
     assert run.workload.bf16_layers == (1, 1)
+
+
+# ---------------------------------------------------------------------------- Muon (--optimizer muon)
+def test_muon_newton_schulz_flops_by_hand():
+    """One 4,096 x 14,336 fc2 weight: 5 steps of (4 m^2 n + 2 m^3) with m = 4,096, n = 14,336."""
+    from megasolve.cost.compute import _muon_layer_matrices, muon_ns_flops_per_param
+
+    spec = load_preset("llama-3.1-8b")
+    dense, expert = _muon_layer_matrices(spec, 0)
+    assert (4096, 14336, 1) in dense and (2 * 14336, 4096, 1) in dense and expert == []
+    assert (512, 4096, 8) in dense and (128, 4096, 16) in dense  # QKV split per query group
+    m, n = 4096, 14336
+    assert 5 * (4 * m * m * n + 2 * m ** 3) / (m * n) == pytest.approx(93623, rel=1e-4)
+    ratio, none = muon_ns_flops_per_param(spec)
+    assert 70_000 < ratio < 95_000 and none == 0.0
+
+
+def test_muon_state_and_step():
+    """Muon keeps 8 B (fp32 main weight + momentum) per managed 2-D weight instead of Adam's 12, the embedding and
+    output layer stay Adam; its Newton-Schulz step is charged to the optimizer term, divided by the distributed
+    optimizer's shards and run on the whole matrix by every TP rank."""
+    params = RankParams(tp_sharded=1_000_000, replicated=10_000, expert=2_000_000)
+    adam = static_bytes(params, dense_shards=1, expert_shards=1, distributed_optimizer=False)
+    muon = static_bytes(params, dense_shards=1, expert_shards=1, distributed_optimizer=False, optimizer="muon",
+                        bf16_only=200_000)
+    assert adam.optimizer - muon.optimizer == 4 * (800_000 + 2_000_000)
+    spec, cluster = load_preset("llama-3.1-70b"), Cluster.from_flags(num_gpus=64, gpu="h100")
+    layout = Layout(tp=4, pp=4, dp=4, mbs=1, sequence_parallel=True)
+    base = Workload(seq_length=8192, global_batch_size=256)
+    with_muon = dataclasses.replace(base, optimizer="muon")
+    t_adam, t_muon = (step_time(spec, cluster, w, layout) for w in (base, with_muon))
+    assert t_muon.breakdown_s["optimizer"] - t_adam.breakdown_s["optimizer"] > 0.3  # ~1e16 FLOPs / 16 ranks
+    mem = [max(s.optimizer_bytes for s in stage_memory(spec, cluster, w, layout)) for w in (base, with_muon)]
+    assert mem[1] < 0.75 * mem[0]
+
+
+def test_muon_reads_exports_and_rules():
+    from megasolve.solver.runs import run_from_log
+
+    args = dict(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_query_groups=8,
+                group_query_attention=True, swiglu=True, vocab_size=128256, tensor_model_parallel_size=1,
+                pipeline_model_parallel_size=1, world_size=8, seq_length=4096, global_batch_size=64,
+                micro_batch_size=1, bf16=True, optimizer="dist_muon")
+    lines = ["------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (40 - len(k))} {v}" for k, v in sorted(args.items())]
+    lines += ["-------------------- end of arguments ---------------------",
+              " [2026-01-01 00:00:00] iteration       10/     100 | elapsed time per iteration (ms): 4000.0 |"]
+    run = run_from_log("\n".join(lines), "muon", {"gpu": "h100"})
+    assert run.workload.optimizer == "muon" and run.layout.distributed_optimizer
+    cluster = Cluster.from_flags(num_gpus=8, gpu="h100")
+    flags = " ".join(megatron_flags(run.spec, cluster, run.workload, run.layout))
+    assert "--optimizer muon" in flags and "--use-distributed-optimizer" in flags
+    with pytest.raises(MegasolveError, match="fsdp"):  # Muon under Megatron-FSDP is refused (not modelled)
+        solve(run.spec, cluster, run.workload, top_k=2, time_limit_s=60, explain=False, fixed={"fsdp": True})

@@ -667,17 +667,19 @@ def test_a_model_given_over_another_printed_shape_is_said():
     assert (run.spec.num_layers, run.spec.hidden_size, run.layout.tp) == (96, 2048, 2)
 
 
-@pytest.mark.parametrize("optimizer,note", [
-    ("muon", "Muon keeps one fp32 momentum per 2-D weight"),
-    ("dist_muon", "Muon keeps one fp32 momentum per 2-D weight"),
-    ("sgd", "optimizer sgd costed as Adam (its state and step are not modelled)"),
+@pytest.mark.parametrize("optimizer,costed,note", [
+    ("muon", "muon", "Muon's Newton-Schulz temporaries"),
+    ("dist_muon", "muon", "Muon's Newton-Schulz temporaries"),
+    ("sgd", "adam", "optimizer sgd costed as Adam (its state and step are not modelled)"),
 ])
-def test_an_optimizer_other_than_adam_is_named_with_what_it_changes(optimizer, note):
-    """Megatron-LM's Muon (``emerging_optimizers.py``) is costed as Adam; the reader says what that gets wrong."""
+def test_an_optimizer_other_than_adam_is_named_with_what_it_changes(optimizer, costed, note):
+    """Megatron-LM's Muon (``emerging_optimizers.py``) is costed as Muon, with what it leaves out said; another
+    optimizer is costed as Adam, said."""
     dump = ARGS_DUMP.replace("  bf16 ...", f"  optimizer ....................................... {optimizer}\n"
                                            "  bf16 ...")
     run = run_from_log("\n".join(dump.splitlines() + [_iteration(i, 1000.0) for i in range(1, 6)]), "opt",
                        {"gpu": "h100"})
+    assert run.workload.optimizer == costed
     assert any(note in n for n in run.notes), run.notes
 
 
