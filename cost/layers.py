@@ -52,9 +52,9 @@ class LayerKind:
     mlp: bool = True
     # DSA IndexShare (``DSASpec.topk_freq`` > 1): the layer reuses an earlier layer's top-k and has no indexer
     reuses_topk: bool = False
-    # kept in bf16 in an FP8 / FP4 run (``Workload.in_bf16``: --first-last-layers-bf16); its time is costed at
-    # bf16 (``Workload.layer_precision``), its memory as the quantized layers' (not modelled: it keeps bf16 GEMM
-    # inputs and no quantized weight copy)
+    # kept in bf16 in an FP8 / FP4 run (``Workload.in_bf16``: --first-last-layers-bf16): its time and saved
+    # activations are costed at bf16 (``Workload.layer_precision``); its static memory as the quantized layers'
+    # (the quantized weight copy it does not hold is counted: the safe side)
     bf16: bool = False
     layer: int = field(default=0, compare=False, hash=False)
 
@@ -97,8 +97,8 @@ class LayerKind:
         it as a mask over the same scores: ``memory.attention_activation_terms``), so only the MLP kind;
         a hybrid or DeltaNet kind is its own name."""
         if not self.is_gpt:
-            return replace(self, bf16=False).name
-        return "moe" if self.moe else "dense"
+            return self.name
+        return ("moe" if self.moe else "dense") + ("_bf16" if self.bf16 else "")
 
     def attention_fraction(self, spec: ModelSpec, seq_length: int) -> float:
         """Attended (query, key) pairs relative to full causal attention (1.0 without window or chunk).

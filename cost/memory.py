@@ -1370,29 +1370,32 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
         # hybrid / DeltaNet kinds: keyed by kind; one re-materialised layer is the model's largest kind
         # (the solver's ``ma_xmax`` / ``ma_sel_xmax`` terms, whatever kinds a stage holds)
         every = model_layer_kinds(spec)
-        full_layer = {k.memory_name: layer_activation_bytes(spec, workload, shape, moe=k.moe, recompute=layer_kind,
-                                                            recompute_modules=modules, kind=k) for k in every}
+        quantized = {k.memory_name: layer_activation_bytes(spec, workload, shape, moe=k.moe, recompute=layer_kind,
+                                                           recompute_modules=modules, kind=k) for k in every}
         selective_transient = {k.memory_name: selective_transient_bytes(
             spec, workload, shape, moe=k.moe, recompute_modules=modules, kind=k)
             if layer_kind == "selective" else 0.0 for k in every}
-        largest, largest_selective = max(full_layer.values()), max(selective_transient.values())
-        by_mlp = {moe: max(v for k, v in zip(every, full_layer.values()) if k.moe == moe)
+        largest, largest_selective = max(quantized.values()), max(selective_transient.values())
+        by_mlp = {moe: max(v for k, v in zip(every, quantized.values()) if k.moe == moe)
                   for moe in {k.moe for k in every}}
-
-        def key(kind: LayerKind):
-            return kind.memory_name
     else:
         kinds = (False, True) if spec.is_moe else (False,)
-        full_layer = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute=layer_kind,
-                                                  recompute_modules=modules) for moe in kinds}
+        by_mlp = {moe: layer_activation_bytes(spec, workload, shape, moe=moe, recompute=layer_kind,
+                                              recompute_modules=modules) for moe in kinds}
+        quantized = {LayerKind(moe=moe).memory_name: by_mlp[moe] for moe in kinds}
         selective_transient = {moe: selective_transient_bytes(spec, workload, shape, moe=moe,
                                                               recompute_modules=modules)
                                if layer_kind == "selective" else 0.0 for moe in kinds}
         largest = largest_selective = None
-        by_mlp = full_layer
-
-        def key(kind: LayerKind):
-            return kind.moe
+    # the saved activations of one stored layer, by kind (``LayerKind.memory_name``); a layer kept in bf16
+    # (--first-last-layers-bf16) keeps bf16 GEMM inputs. The transients (one re-materialised layer) are the
+    # quantized kinds' (``largest``, ``by_mlp``), as the solver's tables take them.
+    full_layer = dict(quantized)
+    for k in model_layer_kinds(spec, workload):
+        if k.bf16:
+            full_layer[k.memory_name] = layer_activation_bytes(
+                spec, workload.layer_precision(True), shape, moe=k.moe, recompute=layer_kind,
+                recompute_modules=modules, kind=None if k.is_gpt else k)
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
     reserve = other_bytes(cluster) + userbuffer_bytes(spec, workload, shape)
     comm_buffers = comm_buffer_bytes(spec, workload, layout.ep, layout.etp)
@@ -1401,21 +1404,21 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     offload_resident = offload_resident_bytes(spec, workload, shape, recompute=layer_kind, recompute_modules=modules)
     fp8_bytes = fp8_weight_bytes_per_param(cluster.gpu.name, workload.quant_recipe)
     out = []
-    for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout)):
+    for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout, workload)):
         layer_ids = list(layers.layer_ids)
         counts = layers.counts()  # the stage sum (layers.py, as the solver's tables)
         # one micro-batch's saved activations per virtual chunk; offloading (PP 1: one chunk) moves some to the host
-        chunk_bytes = [sum(n * (input_only if recomputed else full_layer[key(kind)]) for kind, recomputed, n in chunk)
-                       for chunk in layers.chunks]
+        chunk_bytes = [sum(n * (input_only if recomputed else full_layer[kind.memory_name])
+                           for kind, recomputed, n in chunk) for chunk in layers.chunks]
         offloaded = offloaded_activation_bytes(spec, layout.cpu_offload_layers, layer_ids, by_mlp)
         chunk_bytes[0] -= offloaded.saved
         transient = 0.0
         if layers.count(recomputed=True):  # backward re-materialises one recomputed layer at a time
             transient = largest if largest is not None else max(
-                full_layer[key(kind)] for kind, recomputed, _ in counts if recomputed)
+                by_mlp[kind.moe] for kind, recomputed, _ in counts if recomputed)
         elif layer_ids:  # selective: one layer's recomputed tensors (0 without selective recompute)
             transient = largest_selective if largest_selective is not None else max(
-                selective_transient[key(kind)] for kind in layers.kinds)
+                selective_transient[kind.moe] for kind in layers.kinds)
         if layers.count(moe=True):
             transient += moe_dispatch_transient_bytes(spec, workload, shape)
         stage = params.stage

@@ -185,6 +185,9 @@ class CostTables:
         self.mtp_moe = spec.mtp_num_layers > 0 and spec.is_moe_layer(spec.num_layers - 1)
         # hybrid / DeltaNet layers (cost/layers.py kinds that are not attention + MLP): per-kind pieces
         self.block_kinds = tuple(k for k in model_layer_kinds(spec) if not k.is_gpt) if has_block_kinds(spec) else ()
+        # the kinds of the layers a quantized run keeps in bf16 (--first-last-layers-bf16), whose saved activations
+        # differ (bf16 GEMM inputs): their ``ma_`` terms
+        self.bf16_kinds = tuple(k for k in model_layer_kinds(spec, workload) if k.bf16)
         self.terms: dict[str, Term] = {t.name: t for t in self._define_terms()}
         self._cache: dict[str, dict[tuple, int]] = {name: {} for name in self.terms}
 
@@ -485,11 +488,11 @@ class CostTables:
             add("ma_dispatch", ("tp", "cp", "mbs", "sp", "etp"),
                 lambda tp, cp, mbs, sp, etp: quantise_bytes(moe_dispatch_transient_bytes(
                     spec, wl, shape(tp, cp, mbs, sp, etp))))
-        for kind in self.block_kinds:
+        for kind in self.block_kinds + self.bf16_kinds:  # a layer kept in bf16: its own saved tensors
             add(f"ma_{kind.memory_name}", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel, kind=kind: quantise_bytes(layer_activation_bytes(
-                    spec, wl, shape(tp, cp, mbs, sp, etp), moe=kind.moe, recompute=base(sel), kind=kind,
-                    **_modules_kw(sel))))
+                    spec, wl.layer_precision(kind.bf16), shape(tp, cp, mbs, sp, etp), moe=kind.moe,
+                    recompute=base(sel), kind=None if kind.is_gpt else kind, **_modules_kw(sel))))
         if self.block_kinds:
             # one re-materialised layer (full recompute) / one layer's selectively recomputed tensors:
             # the model's largest kind, as memory.stage_memory takes it for these models
@@ -791,7 +794,7 @@ class CostTables:
         layers, ``layer_<kind>`` for hybrid / DeltaNet ones."""
         if kind.is_gpt:
             return "moe_layer" if kind.moe else "dense_layer"
-        return f"layer_{kind.name}"
+        return f"layer_{replace(kind, bf16=False).name}"  # a layer kept in bf16 holds the same parameters
 
     @staticmethod
     def layer_term(part: str, kind: LayerKind, recomputed: bool) -> str:

@@ -4,13 +4,13 @@ builds it (``transformer/experimental_attention_variant/dsa.py`` and ``absorbed_
 from __future__ import annotations
 
 import pytest
+from _solve_check import solve_equals_estimate
 from click.testing import CliRunner
 
 from megasolve.cli.launch import megatron_flags
 from megasolve.cli.main import cli
 from megasolve.cost.compute import attention_core_flops_per_token_seq, dsa_indexer_flops_per_token, \
     model_flops_per_sequence
-from megasolve.cost.estimate import estimate
 from megasolve.cost.memory import ActivationShape, attention_activation_terms
 from megasolve.models import ConfigError, Layout, Workload, load_preset
 from megasolve.models.hf import spec_from_hf_config
@@ -149,13 +149,7 @@ def test_dsa_activations():
 def test_solve_equals_estimate_and_the_launch_sets_dsa():
     spec, cluster = load_preset("glm-5.2"), Cluster.from_flags(num_gpus=384, gpu="b200")
     workload = Workload(seq_length=4096, global_batch_size=256)
-    result = solve(spec, cluster, workload, top_k=2, time_limit_s=60, explain=False)
-    assert result.layouts
-    for plan in result.layouts:
-        again = estimate(spec, cluster, plan.workload, plan.layout)
-        assert again.time.step_s == pytest.approx(plan.estimate.time.step_s, rel=1e-6)
-        assert max(s.total_bytes for s in again.memory) == pytest.approx(
-            max(s.total_bytes for s in plan.estimate.memory), rel=1e-6)
+    result = solve_equals_estimate(spec, cluster, workload)
     flags = " ".join(megatron_flags(spec, cluster, result.layouts[0].workload, result.layouts[0].layout))
     for flag in ("--experimental-attention-variant dsa", "--dsa-indexer-topk 2048", "--dsa-indexer-topk-freq 4",
                  "--dsa-indexer-skip-topk-offset 3", "--dsa-kernel-backend cudnn", "--no-rope-fusion"):
