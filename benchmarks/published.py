@@ -511,8 +511,8 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     else:
         recompute = _recompute(par.get("recompute"), source, notes)
     fsdp = bool(par.get("fsdp")) and par["fsdp"] > 1
-    if not fsdp and tp * pp * cp * ep == 1 and 6 * total_params(spec) > cluster_for(GPU_NAMES[hardware["gpu"]], num_gpus,
-                                                                                 []).gpu.memory_bytes:
+    capacity = cluster_for(GPU_NAMES[hardware["gpu"]], num_gpus, []).gpu.memory_bytes
+    if not fsdp and tp * pp * cp * ep == 1 and 6 * total_params(spec) > capacity:
         # e.g. the 26.02.01 Llama 3 70B NVFP4 row on GB300: FSDP 0 and TP = PP = 1, while the FP8 rows of that model
         # and system run FSDP 64 -- the weights alone (141 GB bf16) plus fp32 grads cannot sit on one GPU
         raise Skip("no model parallelism and no FSDP, yet the bf16 weights and grads exceed the GPU (a table "

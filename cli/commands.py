@@ -90,7 +90,8 @@ def gpus_command(fmt: str) -> None:
     from rich.table import Table
 
     table = Table(title="GPU catalog (--gpu NAME; dense TFLOP/s; GB/s per direction)", title_justify="left")
-    for col in ("name", "memory", "bf16", "fp8", "fp4", "HBM GB/s", "NVLink GB/s", "domain", "NIC Gb/s", "sm", "aliases"):
+    for col in ("name", "memory", "bf16", "fp8", "fp4", "HBM GB/s", "NVLink GB/s", "domain", "NIC Gb/s", "sm",
+                "aliases"):
         table.add_column(col, justify="left" if col in ("name", "aliases") else "right")
     for r in rows:
         table.add_row(r["name"], f"{r['memory_gb']:.0f} GB", f"{r['bf16_tflops']:.0f}",

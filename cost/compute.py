@@ -361,8 +361,9 @@ def layer_weights_per_rank(spec: ModelSpec, shape: ActivationShape, *, moe: bool
 def weight_stream_bytes(weights: float, precision: str, recompute: str, grad_bytes: int = 4) -> float:
     """HBM traffic of a layer's GEMM weights per micro-batch, forward + backward: the forward GEMM
     and the dgrad GEMM each read the weight (bf16, or the FP8 / NVFP4 copy Transformer Engine caches
-    across micro-batches, ``is_first_microbatch``; 1 byte, ``NVFP4_BYTES`` = 0.5625), and the wgrad GEMM accumulates into the fp32
-    ``main_grad`` in place (read + write, 8 bytes: Megatron ``--gradient-accumulation-fusion``,
+    across micro-batches, ``is_first_microbatch``; 1 byte, ``NVFP4_BYTES`` = 0.5625), and the wgrad GEMM
+    accumulates into the fp32 ``main_grad`` in place (read + write, 8 bytes: Megatron
+    ``--gradient-accumulation-fusion``,
     ``core/tensor_parallel/layers.py`` / TE ``fuse_wgrad_accumulation``, also in TE ``GroupedLinear``
     for the experts; 4 bytes with ``--grad-reduce-in-bf16``, ``grad_bytes = 2``). Full recompute
     reads the weights once more. Negligible for large dense GEMMs,

@@ -1187,7 +1187,8 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
                                                              dp_contention_parts()),
                              optimizer_s=optimizer_s(
                                  cluster, layout, params.params.dense, params.params.expert, workload,
-                                 muon_ns_flops(spec, workload, params.params.tp_sharded - bf16_weights(spec, layout, params),
+                                 muon_ns_flops(spec, workload,
+                                               params.params.tp_sharded - bf16_weights(spec, layout, params),
                                                params.params.expert, tp=layout.tp, etp=layout.etp),
                                  spec.hidden_size)))
     return out

@@ -414,7 +414,8 @@ class Workload:
                                  fix="use --moe-dispatcher alltoall or allgather")
         if self.moe_router_padding_for_fp8 and not self.quantized:
             raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
-                                 rule="needs FP8 or FP4 training (transformer_config.py L2650-2652 @d98e8a6)", fix="add --precision fp8")
+                                 rule="needs FP8 or FP4 training (transformer_config.py L2650-2652 @d98e8a6)",
+                                 fix="add --precision fp8")
         if self.moe_router_padding_for_fp8 and self.moe_dispatcher == "allgather":
             raise MegasolveError(field="--moe-router-padding-for-fp8", value=True,
                                  rule="the allgather dispatcher does not support it (TC L1627-1631)",

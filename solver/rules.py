@@ -108,6 +108,14 @@ RULES: tuple[Rule, ...] = (
          check=lambda c, a: not a["fsdp"] or a["distributed_optimizer"],
          message=lambda c, a: "Megatron-FSDP requires the distributed optimizer",
          fix="drop --no-distributed-optimizer or --fsdp", source="arguments.py L1118-1130"),
+    # FP8 only: "num_layers_at_start_in_bf16 (N) must be between 0 and number of layers per pipeline stage"
+    Rule(name="fp8_bf16_layers_per_stage", axes=("pp",),
+         check=lambda c, a: c.workload.precision != "fp8"
+         or max(c.workload.bf16_layers) <= c.spec.num_layers // a["pp"],
+         message=lambda c, a: f"the layers kept in bf16 {c.workload.bf16_layers} (start, end) must each be at most the "
+                              f"layers per pipeline stage ({c.spec.num_layers // a['pp']} at pp {a['pp']})",
+         fix="keep fewer layers in bf16 or use a smaller --pp",
+         source="transformer_config.py L1532-1556 @d98e8a6"),
     # megasolve's limitation: Muon's state under Megatron-FSDP is not costed (Megatron-Core itself refuses emerging
     # optimizers with FSDP v2: optimizer/__init__.py L758-759 @d98e8a6)
     Rule(name="muon_fsdp_not_modelled", axes=("fsdp",),

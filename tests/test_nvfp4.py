@@ -41,7 +41,8 @@ def test_only_blackwell_parts_have_fp4_tensor_cores():
         assert has_fp4 == (gpu.compute_capability is not None and gpu.compute_capability >= 10.0), gpu.name
     assert {g: get_gpu(g).fp4_flops / get_gpu(g).fp8_flops for g in ("b200", "gb200", "b300", "gb300")} == {
         "b200": 2.0, "gb200": 2.0, "b300": 3.0, "gb300": 3.0}
-    assert get_gpu("gb300").peak_flops("fp4") == 15e15 and get_gpu("h100").peak_flops("fp4") == get_gpu("h100").bf16_flops
+    assert get_gpu("gb300").peak_flops("fp4") == 15e15
+    assert get_gpu("h100").peak_flops("fp4") == get_gpu("h100").bf16_flops
 
 
 def test_fp4_on_hopper_is_refused_with_a_fix(capsys):
@@ -94,7 +95,8 @@ def test_layers_kept_in_bf16_are_their_own_kind_and_cost_bf16_time():
                       recompute="none", kind=layer_kind(spec, 31))
     assert kept.compute == pytest.approx(bf16.compute)
     layout = Layout(dp=8)
-    steps = [step_time(spec, cluster, w, layout).step_s for w in (FP4, workload, dataclasses.replace(FP4, precision="bf16"))]
+    steps = [step_time(spec, cluster, w, layout).step_s
+             for w in (FP4, workload, dataclasses.replace(FP4, precision="bf16"))]
     assert steps[0] < steps[1] < steps[2]
 
 
@@ -104,6 +106,14 @@ def test_bf16_layers_follow_megatrons_rules():
     with pytest.raises(MegasolveError, match="only in an FP8 or FP4 run"):
         Workload(num_layers_at_start_in_bf16=1)
     Workload(precision="fp8", fp8_recipe="tensorwise", num_layers_at_start_in_bf16=1, num_layers_at_end_in_bf16=1)
+    # FP8: at most a stage's layers at each end (transformer_config.py L1532-1556); 32 layers over pp 8 hold 4
+    from megasolve.solver.api import check_layout
+
+    spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="h100")
+    workload = Workload(precision="fp8", fp8_recipe="tensorwise", num_layers_at_end_in_bf16=5)
+    with pytest.raises(MegasolveError, match="layers per pipeline stage"):
+        check_layout(spec, cluster, workload, Layout(pp=8))
+    check_layout(spec, cluster, workload, Layout(pp=4, dp=2))
 
 
 def test_solve_equals_estimate_with_bf16_layers_and_the_launch_sets_nvfp4():
