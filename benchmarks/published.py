@@ -306,6 +306,15 @@ NO_P2P_OVERLAP_SOURCES = ("narayanan2021", "korthikanti2022")
 # Megatron-Bridge recipes that turn TP overlap off although TP > 1 (@067f987df):
 # ``perf_recipes/qwen/h100/qwen3_moe.py`` L163-165 / L216-218 (Qwen3-235B-A22B on H100)
 NO_TP_OVERLAP_RECIPES = (("Qwen3-235B-A22B", "H100-SXM-80GB"),)
+# ... and every Nemotron 3 Super row: its pretrain recipe sets no CommOverlapConfig (``recipes/nemotronh/
+# nemotron_3_super.py`` L29-139 @v0.4.0 .. v0.5.1; ``recipes/common.py::_pretrain_common`` and the perf scripts'
+# ``set_workload_base_configs`` / ``_set_common_perf_overrides`` add none), so its TP 2 rows run without TP overlap
+NEMOTRON_3_SUPER = "Nemotron 3 Super (~120B hybrid Mamba-Transformer MoE)"
+NO_TP_OVERLAP_MODELS = (NEMOTRON_3_SUPER,)
+# Nemotron 3 Super's perf recipe pads each expert's routed tokens to the quantisation alignment in NVFP4 and MXFP8
+# (``moe_router_padding_for_quantization = True``: ``scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py``
+# L53-54 @v0.4.0, L55-56 @v0.5.1)
+ROUTER_PADDING_MODELS = (NEMOTRON_3_SUPER,)
 
 
 def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str], *, stated_vpp: int,
@@ -317,7 +326,7 @@ def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str]
     schedule when pp > 1 (the recipe's stated vpp: Bridge pipeline layouts keep it where the layers do
     not split evenly), no full recompute."""
     tp_overlap = source in TP_OVERLAP_SOURCES and layout.tp > 1 and layout.sequence_parallel \
-        and (model_name, gpu_name) not in NO_TP_OVERLAP_RECIPES
+        and (model_name, gpu_name) not in NO_TP_OVERLAP_RECIPES and model_name not in NO_TP_OVERLAP_MODELS
     out = {"tp_comm_overlap": tp_overlap, "overlap_p2p_comm": source not in NO_P2P_OVERLAP_SOURCES}
     if out["tp_comm_overlap"]:
         notes.append("TP comm overlap (--tp-comm-overlap, as the source's recipes set)")
@@ -589,7 +598,13 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         bf16_layers = {key: recipe.get(key, 0) for key in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")}
         notes.append("decoder layers kept in bf16 (the recipe's first_last_layers_bf16): first "
                      f"{bf16_layers['num_layers_at_start_in_bf16']}, last {bf16_layers['num_layers_at_end_in_bf16']}")
+    padding = (source == "megatron_bridge_perf_summary" and record["model"]["name"] in ROUTER_PADDING_MODELS
+               and (precision == "fp4" or (precision == "fp8" and fp8_recipe == "mxfp8")))
+    if padding:
+        notes.append("expert inputs padded by the router to the quantisation alignment (the recipe's "
+                     "moe_router_padding_for_quantization)")
     workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention, **bf16_layers,
+                        moe_router_padding_for_fp8=padding,
                         grad_reduce_in_bf16=grad_bf16, cross_entropy=loss,
                         fp8_recipe=fp8_recipe, fp8_output_proj=output_proj,
                         moe_dispatcher=_dispatcher(record, recipe), cuda_graph_impl=graph, **overlap)
