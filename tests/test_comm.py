@@ -270,6 +270,9 @@ def test_mfu_never_exceeds_one(gpu, name, layout):
     spec = load_preset(name)
     t = step_time(spec, Cluster.from_flags(num_gpus=64, gpu=gpu), wl, layout)
     assert 0 < t.mfu <= 1
+    if gpu in ("b200", "gb200", "gb300"):  # NVFP4: against the FP4 peak (2-3x FP8's)
+        t = step_time(spec, Cluster.from_flags(num_gpus=64, gpu=gpu), dataclasses.replace(wl, precision="fp4"), layout)
+        assert 0 < t.mfu <= 1
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)

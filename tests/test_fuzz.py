@@ -383,7 +383,12 @@ def workload_flags(draw) -> list[str]:
     if draw(st.booleans()):
         argv += ["--gbs", int_flag(draw, sane, [1, 7, 16, 64, 256, 1024])]
     if not draw(st.integers(0, 3)):
-        argv += ["--precision", pick(draw, sane, ["bf16", "fp8"], ["fp6"])]
+        argv += ["--precision", pick(draw, sane, ["bf16", "fp8", "fp4", "fp4-params"], ["fp6"])]
+    if not draw(st.integers(0, 6)):
+        argv += ["--optimizer", pick(draw, sane, ["adam", "muon"], ["lion"])]
+    if not draw(st.integers(0, 6)):
+        argv += [draw(st.sampled_from(["--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16"])),
+                 int_flag(draw, sane, [0, 1, 2, 14])]
     if not draw(st.integers(0, 5)):
         argv += ["--attention", pick(draw, sane, ["flash", "unfused"], ["sdpa"])]
     if not draw(st.integers(0, 5)):
