@@ -139,20 +139,26 @@ def test_layers_kept_in_bf16_keep_bf16_gemm_inputs_in_estimate_and_solve():
     solve_equals_estimate(spec, cluster, workload)
 
 
-def test_a_megatron_log_of_an_nvfp4_run_reads_its_precision_and_bf16_layers():
-    """An argument dump prints ``fp4 .... e2m1`` (TC fp4, --fp4-format) and ``fp4_param`` (--fp4-param-gather);
-    first_last_layers_bf16 without counts takes Megatron-Core's defaults, one layer at each end."""
+def _llama_8b_log_run(gpu: str, **printed):
+    """The run read from a Megatron-LM log of Llama-3.1-8B on 8 GPUs: its printed argument dump (with ``printed``
+    added) and one iteration line."""
     from megasolve.solver.runs import run_from_log
 
     args = dict(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_query_groups=8,
                 group_query_attention=True, swiglu=True, vocab_size=128256, tensor_model_parallel_size=1,
-                pipeline_model_parallel_size=1, world_size=8, seq_length=8192, global_batch_size=64,
-                micro_batch_size=1, bf16=True, fp4="e2m1", fp4_param=True, first_last_layers_bf16=True)
+                pipeline_model_parallel_size=1, world_size=8, seq_length=4096, global_batch_size=64,
+                micro_batch_size=1, bf16=True) | printed
     lines = ["------------------------ arguments ------------------------"]
     lines += [f"  {k} {'.' * (40 - len(k))} {v}" for k, v in sorted(args.items())]
     lines += ["-------------------- end of arguments ---------------------",
               " [2026-01-01 00:00:00] iteration       10/     100 | elapsed time per iteration (ms): 4000.0 |"]
-    run = run_from_log("\n".join(lines), "nvfp4", {"gpu": "b200"})
+    return run_from_log("\n".join(lines), "log", {"gpu": gpu})
+
+
+def test_a_megatron_log_of_an_nvfp4_run_reads_its_precision_and_bf16_layers():
+    """An argument dump prints ``fp4 .... e2m1`` (TC fp4, --fp4-format) and ``fp4_param`` (--fp4-param-gather);
+    first_last_layers_bf16 without counts takes Megatron-Core's defaults, one layer at each end."""
+    run = _llama_8b_log_run("b200", seq_length=8192, fp4="e2m1", fp4_param=True, first_last_layers_bf16=True)
     assert run.workload.precision == "fp4" and run.workload.fp8_param_gather
     assert run.workload.bf16_layers == (1, 1)
 
@@ -192,17 +198,7 @@ def test_muon_state_and_step():
 
 
 def test_muon_reads_exports_and_rules():
-    from megasolve.solver.runs import run_from_log
-
-    args = dict(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_query_groups=8,
-                group_query_attention=True, swiglu=True, vocab_size=128256, tensor_model_parallel_size=1,
-                pipeline_model_parallel_size=1, world_size=8, seq_length=4096, global_batch_size=64,
-                micro_batch_size=1, bf16=True, optimizer="dist_muon")
-    lines = ["------------------------ arguments ------------------------"]
-    lines += [f"  {k} {'.' * (40 - len(k))} {v}" for k, v in sorted(args.items())]
-    lines += ["-------------------- end of arguments ---------------------",
-              " [2026-01-01 00:00:00] iteration       10/     100 | elapsed time per iteration (ms): 4000.0 |"]
-    run = run_from_log("\n".join(lines), "muon", {"gpu": "h100"})
+    run = _llama_8b_log_run("h100", optimizer="dist_muon")
     assert run.workload.optimizer == "muon" and run.layout.distributed_optimizer
     cluster = Cluster.from_flags(num_gpus=8, gpu="h100")
     flags = " ".join(megatron_flags(run.spec, cluster, run.workload, run.layout))
