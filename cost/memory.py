@@ -1122,12 +1122,15 @@ def userbuffer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape
 #   balanced or force-balanced) and the dispatcher buffers derived from source: +5 %. Unfused attention
 #   adds the score path's kernel choice (torch softmax traced; the fused kernels and the backward
 #   workspace derived): +5 %. DSA layers (dsa_attention_terms: absorbed MLA, the top-k indices, the indexer): the
-#   PyTorch path traced on a CPU, the fused kernels' part from source, no run measured: +5 %.
+#   PyTorch path traced on a CPU, the fused kernels' part from source, no run measured: +5 %. NVFP4 (precision
+#   fp4: saved GEMM inputs and weight caches from TE's NVFP4 tensor layout, 0.5 + 1/16 B per element; no NVFP4 run's
+#   peak measured): +5 %.
 # * fixed allocations: sizes from source, exact.
 UNCERTAINTY_STATIC_PARTS = 1  # 0.5 % in parts per combine.BAND_SCALE
 UNCERTAINTY_ACTIVATION_PARTS = {"flash": 10, "unfused": 20}  # 5 %, 10 %
 UNCERTAINTY_MOE_EXTRA_PARTS = 10  # +5 %
 UNCERTAINTY_DSA_EXTRA_PARTS = 10  # +5 %
+UNCERTAINTY_FP4_EXTRA_PARTS = 10  # +5 %
 UNCERTAINTY_STATIC_FRACTION = UNCERTAINTY_STATIC_PARTS / combine.BAND_SCALE
 UNCERTAINTY_ACTIVATION_FRACTION = {k: v / combine.BAND_SCALE for k, v in UNCERTAINTY_ACTIVATION_PARTS.items()}
 UNCERTAINTY_MOE_EXTRA_FRACTION = UNCERTAINTY_MOE_EXTRA_PARTS / combine.BAND_SCALE
@@ -1135,16 +1138,20 @@ UNCERTAINTY_MOE_EXTRA_FRACTION = UNCERTAINTY_MOE_EXTRA_PARTS / combine.BAND_SCAL
 
 def band_parts(workload: Workload, moe_stage: bool, spec: ModelSpec | None = None) -> combine.Band:
     """The band's fractions of one stage in parts per ``combine.BAND_SCALE``: static, activations (``spec``: a DSA
-    model's band is wider).
+    model's band is wider; so is an NVFP4 run's).
 
     >>> band_parts(Workload(), moe_stage=False), band_parts(Workload(attention="unfused"), moe_stage=True)
     (Band(static=1, activation=10), Band(static=1, activation=30))
+    >>> band_parts(Workload(precision="fp4"), moe_stage=False)
+    Band(static=1, activation=20)
     """
     activation = UNCERTAINTY_ACTIVATION_PARTS["unfused" if workload.attention == "unfused" else "flash"]
     if moe_stage:
         activation += UNCERTAINTY_MOE_EXTRA_PARTS
     if spec is not None and spec.dsa is not None:
         activation += UNCERTAINTY_DSA_EXTRA_PARTS
+    if workload.precision == "fp4":
+        activation += UNCERTAINTY_FP4_EXTRA_PARTS
     return combine.Band(static=UNCERTAINTY_STATIC_PARTS, activation=activation)
 
 
