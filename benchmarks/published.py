@@ -310,6 +310,11 @@ NO_TP_OVERLAP_RECIPES = (("Qwen3-235B-A22B", "H100-SXM-80GB"),)
 # nemotron_3_super.py`` L29-139 @v0.4.0 .. v0.5.1; ``recipes/common.py::_pretrain_common`` and the perf scripts'
 # ``set_workload_base_configs`` / ``_set_common_perf_overrides`` add none), so its TP 2 rows run without TP overlap
 NEMOTRON_3_SUPER = "Nemotron 3 Super (~120B hybrid Mamba-Transformer MoE)"
+# Rows whose VP column is empty although the release's perf recipe sets a virtual pipeline size: (software version,
+# model, GPU, precision) -> vpp. Llama 3 70B MXFP8 on GB300 in 26.02.01 (Megatron-Bridge v0.3.1):
+# scripts/performance/configs/llama/llama3_workload_base_configs.py L70-74 / L219-223 (FP8_MX V1 / V2:
+# pipeline_model_parallel_size=4, virtual_pipeline_model_parallel_size=5), as the table prints it for 26.04.
+RECIPE_VPP = {("NeMo container 26.02.01", "Llama 3 70B", "GB300", "MXFP8"): 5}
 NO_TP_OVERLAP_MODELS = (NEMOTRON_3_SUPER,)
 # Nemotron 3 Super's perf recipe pads each expert's routed tokens to the quantisation alignment in NVFP4 and MXFP8
 # (``moe_router_padding_for_quantization = True``: ``scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py``
@@ -481,6 +486,11 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     tp = _int_or(tp, 1, "tp", notes)
     pp = _int_or(pp, 1, "pp", notes)
     vpp = par.get("vpp") or 1
+    recipe_vpp = RECIPE_VPP.get((record.get("software_version"), record["model"]["name"], hardware["gpu"],
+                                 par.get("precision")))
+    if par.get("vpp") is None and recipe_vpp:
+        vpp = recipe_vpp
+        notes.append(f"vpp {vpp}: the table leaves VP empty, the release's recipe sets it (RECIPE_VPP)")
     cp = par.get("cp") or 1
     ep = par.get("ep") or 1
     if par.get("mbs") is None:
