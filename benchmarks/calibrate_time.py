@@ -58,6 +58,9 @@ FREE: dict[str, tuple[tuple[tuple[str, ...], ...], float, float]] = {
     "e_max blackwell fp4": ((("gemm_efficiency", "blackwell", "fp4"), ("gemm_efficiency", "default", "fp4")),
                             0.2, 0.95),
     "e_max blackwell-ultra fp4": ((("gemm_efficiency", "blackwell-ultra", "fp4"),), 0.2, 0.95),
+    # Blackwell Ultra's flash attention: twice the softmax exponent throughput of Blackwell (SFU EX2 10.7 vs 5
+    # TeraExp/s; NVIDIA "Inside NVIDIA Blackwell Ultra": "2x attention-layer acceleration") at the same bf16 peak
+    "attention blackwell-ultra": ((("attention_efficiency", "blackwell-ultra"),), 0.3, 0.95),
     "gemm_half_width": ((("gemm_half_width",),), 64, 1024),
     "grouped_gemm_factor": ((("grouped_gemm_factor",),), 0.4, 1.0),
     "per_moe_layer_overhead_s": ((("per_moe_layer_overhead_s",),), 1e-4, 3e-3),

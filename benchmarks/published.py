@@ -316,6 +316,12 @@ NEMOTRON_3_SUPER = "Nemotron 3 Super (~120B hybrid Mamba-Transformer MoE)"
 # pipeline_model_parallel_size=4, virtual_pipeline_model_parallel_size=5), as the table prints it for 26.04.
 RECIPE_VPP = {("NeMo container 26.02.01", "Llama 3 70B", "GB300", "MXFP8"): 5}
 NO_TP_OVERLAP_MODELS = (NEMOTRON_3_SUPER,)
+# Known and NOT applied: the Llama perf configs also turn TP overlap off in NVFP4 (``cfg.comm_overlap.tp_comm_overlap
+# = False if precision == "nvfp4"``, scripts/performance/configs/llama/llama3_llm_pretrain.py L79-80, L114-115,
+# L149-150, L184-185 and llama31_llm_pretrain.py L74-75, L109-110, L139-140 @v0.3.1; v0.3.0 .. v0.5.0 alike). Applied,
+# the NVFP4 factors must rise to 0.66 / 0.84 and the Llama and Nemotron rows pull apart (in-fit 4.8 -> 9.3 % dense):
+# the exposed TP all-gathers are priced in bf16 bytes (step.tp_comm_s) while Transformer Engine gathers the quantized
+# inputs under sequence parallelism -- a missing term, so these rows keep the overlap until it is modelled.
 # Nemotron 3 Super's perf recipe pads each expert's routed tokens to the quantisation alignment in NVFP4 and MXFP8
 # (``moe_router_padding_for_quantization = True``: ``scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py``
 # L53-54 @v0.4.0, L55-56 @v0.5.1)

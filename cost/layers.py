@@ -163,11 +163,14 @@ def model_layer_kinds(spec: ModelSpec, workload: Workload | None = None) -> tupl
     return tuple(seen)
 
 
-def mtp_layer_kind(spec: ModelSpec) -> LayerKind:
+def mtp_layer_kind(spec: ModelSpec, workload: Workload | None = None) -> LayerKind:
     """Each MTP depth holds one transformer layer of the last decoder layer's kind (``params.stage_params``); with
-    DSA it runs its own indexer (MTP layers are numbered from 1, ``params.mtp_layer_params``; costed as depth 1's)."""
-    kind = layer_kind(spec, spec.num_layers - 1)
-    return replace(kind, reuses_topk=False) if kind.reuses_topk else kind
+    DSA it runs its own indexer (MTP layers are numbered from 1, ``params.mtp_layer_params``; costed as depth 1's).
+    With ``workload``: under FP8 it takes the global FP8 context, under FP4 none -- its GEMMs run in bf16
+    (``multi_token_prediction.py`` L1385-1394 @d98e8a6: "currently ignoring FP4 in MTP layers")."""
+    kind = _layer_kind(spec, spec.num_layers - 1)
+    kind = replace(kind, reuses_topk=False) if kind.reuses_topk else kind
+    return replace(kind, bf16=True) if workload is not None and workload.precision == "fp4" else kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -880,10 +880,11 @@ def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationS
     outputs are concatenated, and only the concatenation, the ``eh_proj`` input ``4h``, is kept) and the
     depth's final norm input and output (``4h``): ``12*T*h/sigma`` per depth
     (``multi_token_prediction.py::MultiTokenPredictionLayer.forward``; traced with torch norms, case
-    ``mla-moe-mtp1``). Its fp32 logits are in ``last_stage_extra_bytes``."""
+    ``mla-moe-mtp1``). Its fp32 logits are in ``last_stage_extra_bytes``. Under FP4 the MTP layer runs in bf16
+    (``layers.mtp_layer_kind``) and keeps bf16 GEMM inputs."""
     if not spec.mtp_num_layers:
         return 0.0
-    layer = layer_activation_bytes(spec, workload, shape, moe=spec.is_moe_layer(spec.num_layers - 1),
+    layer = layer_activation_bytes(spec, workload.layer_precision(workload.precision == "fp4"), shape, moe=spec.is_moe_layer(spec.num_layers - 1),
                                    recompute=recompute, recompute_modules=recompute_modules)
     T = shape.tokens(workload)
     return spec.mtp_num_layers * (layer + 12 * T * spec.hidden_size / shape.sigma)

@@ -889,7 +889,7 @@ def logits_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Ac
     themselves, with the layout's expert parallelism."""
     out = output_head_time(spec, cluster, workload, shape)
     if spec.mtp_num_layers:
-        kind = mtp_layer_kind(spec)
+        kind = mtp_layer_kind(spec, workload)
         out = out + spec.mtp_num_layers * layer_time(spec, cluster, workload, shape, ep=ep, moe=kind.moe,
                                                      recompute="none", kind=kind)
     return out

@@ -305,7 +305,7 @@ class CostTables:
                 spec, cluster, w, sh, ep=ep, moe=True, recompute="none", kind=kind).total) for kind in moe_kinds))
 
         self.moe_workload = moe_workload
-        mtp_kind = mtp_layer_kind(spec) if spec.mtp_num_layers else None
+        mtp_kind = mtp_layer_kind(spec, wl) if spec.mtp_num_layers else None
 
         @functools.cache
         def head_time(sh):
