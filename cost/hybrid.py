@@ -116,7 +116,8 @@ def mamba_elementwise_bytes_per_token(spec: ModelSpec) -> float:
 
 
 def mamba_activation_terms(spec: ModelSpec, workload: Workload, tokens: float, tp: int, sigma: int,
-                           gemm_input_bytes: int, cp: int = 1) -> dict[str, float]:
+                           gemm_input_bytes: float, cp: int = 1, norm_output_bytes: float | None = None
+                           ) -> dict[str, float]:
     """Saved tensors of one Mamba layer (per micro-batch per rank), by name:
 
     * the fused pre-norm of ``in_proj`` (``TELayerNormColumnParallelLinear``): its input ``2 T h/sigma``
@@ -143,7 +144,7 @@ def mamba_activation_terms(spec: ModelSpec, workload: Workload, tokens: float, t
     delta = 1 if workload.hidden_dropout > 0 else 0
     return {
         "mamba_norm_input": BF16 * T * h / sigma,
-        "mamba_fused_norm_output": gemm_input_bytes * T * h / sigma,
+        "mamba_fused_norm_output": (norm_output_bytes or gemm_input_bytes) * T * h / sigma,
         "mamba_dropout_mask": delta * T * h / sigma,
         "mamba_zxbcdt": BF16 * T * (mamba_projection_width(spec)
                                     + 2 * m.num_groups * m.state_dim * (mamba_group_repeat(spec, tp, cp) - 1)) / tp,
@@ -224,7 +225,7 @@ def gdn_elementwise_bytes_per_token(spec: ModelSpec) -> float:
 
 
 def gdn_activation_terms(spec: ModelSpec, workload: Workload, tokens: float, tp: int, sigma: int,
-                         gemm_input_bytes: int) -> dict[str, float]:
+                         gemm_input_bytes: float, norm_output_bytes: float | None = None) -> dict[str, float]:
     """Saved tensors of one gated-DeltaNet mixer (per micro-batch per rank), by name: the fused pre-norm's
     input and output and the residual dropout mask (as attention); the conv1d input ``2 T (2K+V)/t``
     (``causal_conv1d_fn`` saves x); the delta-rule kernel's q, k, v ``2 T (2K+V)/t``, fp32 gate ``g``
@@ -238,7 +239,7 @@ def gdn_activation_terms(spec: ModelSpec, workload: Workload, tokens: float, tp:
     delta = 1 if workload.hidden_dropout > 0 else 0
     return {
         "gdn_norm_input": BF16 * T * h / sigma,
-        "gdn_fused_norm_output": gemm_input_bytes * T * h / sigma,
+        "gdn_fused_norm_output": (norm_output_bytes or gemm_input_bytes) * T * h / sigma,
         "gdn_dropout_mask": delta * T * h / sigma,
         "gdn_conv_input": BF16 * T * (2 * k + v) / tp,
         "gdn_qkv": BF16 * T * (2 * k + v) / tp + 2 * FP32 * T * g.num_key_heads / tp,

@@ -185,6 +185,16 @@ def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: Ran
 
 
 # ---------------------------------------------------------------------------- activations per layer
+def fused_norm_output_bytes(workload: Workload, shape: ActivationShape) -> float:
+    """Bytes per element of a ``LayerNormLinear``'s saved norm output (the fused QKV / fc1 input): the GEMM
+    input's (``gemm_input_bytes``), but under NVFP4 with sequence parallelism TE keeps both the rowwise and the
+    columnwise copy of the local shard (it drops the rowwise one only for MXFP8 / block-scaled FP8 or when nothing
+    is gathered: TE ``module/layernorm_linear.py`` L468-487 @d0067d0d), ``2 * NVFP4_BYTES``."""
+    if workload.precision == "fp4" and shape.sequence_parallel and shape.tp > 1:
+        return 2 * NVFP4_BYTES
+    return gemm_input_bytes(workload)
+
+
 def gemm_input_bytes(workload: Workload) -> float:
     """Bytes per element of a saved GEMM input: Transformer Engine keeps the quantized copy of the LN
     output / attention output / activation output that the wgrad GEMM reads -- FP8 (1 B), or NVFP4's
@@ -367,7 +377,7 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
     if spec.mla is None:
         d, g = spec.kv_channels, spec.num_query_groups
         g_local = max(g / t, 1)
-        terms["attn_fused_norm_output"] = a * T * h / sigma
+        terms["attn_fused_norm_output"] = fused_norm_output_bytes(workload, shape) * T * h / sigma
         terms["qkv"] = BF16 * T * d * (n / t + 2 * g_local)
         terms["core_output"] = a * T * n * d / t
         if spec.attention_output_gate:  # the sigmoid gate's input, kept by the gating multiply (not traced)
@@ -525,7 +535,7 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     terms = {"mlp_norm_input": BF16 * T * h / sigma, "mlp_dropout_mask": delta * T * h / sigma}
     if not moe:
         F = spec.ffn_hidden_size / t
-        terms["mlp_fused_norm_output"] = a * T * h / sigma
+        terms["mlp_fused_norm_output"] = fused_norm_output_bytes(workload, shape) * T * h / sigma
         terms["fc1_output"] = BF16 * glu * T * F
         terms["act_output"] = a * T * F
         terms["act_unfused"] = unfused_activation_bytes(spec, workload, weighted=False) * T * F
@@ -599,9 +609,10 @@ def block_activation_terms(spec: ModelSpec, workload: Workload, shape: Activatio
     if kind.mixer == "attention":
         terms |= attention_activation_terms(spec, workload, shape)
     elif kind.mixer == "mamba":
-        terms |= hybrid.mamba_activation_terms(spec, workload, T, t, sigma, a, shape.cp)
+        terms |= hybrid.mamba_activation_terms(spec, workload, T, t, sigma, a, shape.cp,
+                                               fused_norm_output_bytes(workload, shape))
     elif kind.mixer == "gdn":
-        terms |= hybrid.gdn_activation_terms(spec, workload, T, t, sigma, a)
+        terms |= hybrid.gdn_activation_terms(spec, workload, T, t, sigma, a, fused_norm_output_bytes(workload, shape))
     if kind.mlp:
         terms |= mlp_activation_terms(spec, workload, shape, kind.moe)
     return terms

@@ -205,3 +205,19 @@ def test_muon_reads_exports_and_rules():
     assert "--optimizer muon" in flags and "--use-distributed-optimizer" in flags
     with pytest.raises(MegasolveError, match="fsdp"):  # Muon under Megatron-FSDP is refused (not modelled)
         solve(run.spec, cluster, run.workload, top_k=2, time_limit_s=60, explain=False, fixed={"fsdp": True})
+
+
+def test_nvfp4_layernorm_linear_keeps_both_copies_under_sequence_parallelism():
+    """TE's LayerNormLinear drops the rowwise copy of its quantized norm output only for MXFP8 / block-scaled FP8
+    or when nothing is gathered: under NVFP4 with SP the fused QKV / fc1 input keeps both (2 x 0.5625 B)."""
+    from megasolve.cost.memory import attention_activation_terms, fused_norm_output_bytes, mlp_activation_terms
+
+    spec = load_preset("llama-3.1-8b")
+    sp = ActivationShape(tp=2, cp=1, mbs=1, sequence_parallel=True)
+    no_sp = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    assert fused_norm_output_bytes(FP4, sp) == 2 * NVFP4_BYTES and fused_norm_output_bytes(FP4, no_sp) == NVFP4_BYTES
+    fp8 = dataclasses.replace(FP4, precision="fp8", fp8_recipe="mxfp8")
+    assert fused_norm_output_bytes(fp8, sp) == 1
+    T = FP4.seq_length
+    assert attention_activation_terms(spec, FP4, sp)["attn_fused_norm_output"] == 2 * NVFP4_BYTES * T * 4096 / 2
+    assert mlp_activation_terms(spec, FP4, no_sp, False)["mlp_fused_norm_output"] == NVFP4_BYTES * T * 4096
