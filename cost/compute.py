@@ -17,7 +17,7 @@ from megasolve.cost.calibration import calibration, chip_family
 from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind
 from megasolve.cost.memory import ActivationShape
 from megasolve.cost.moe_routing import routed_rows
-from megasolve.models.layout import NVFP4_BYTES, Workload
+from megasolve.models.layout import ELEMENT_BYTES, Workload
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.gpus import GpuSpec
 
@@ -373,7 +373,7 @@ def weight_stream_bytes(weights: float, precision: str, recompute: str, grad_byt
     >>> weight_stream_bytes(1e6, "bf16", "none"), weight_stream_bytes(1e6, "fp8", "full")
     (12000000.0, 11000000.0)
     """
-    weight_bytes = {"fp8": 1, "fp4": NVFP4_BYTES}.get(precision, 2)
+    weight_bytes = ELEMENT_BYTES[precision]
     reads = 3 if recompute == "full" else 2
     return weights * (reads * weight_bytes + 2 * grad_bytes)
 

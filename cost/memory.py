@@ -20,8 +20,8 @@ from megasolve.cost import combine
 from megasolve.cost.calibration import calibration, chip_family
 from megasolve.cost.moe_routing import routed_rows
 from megasolve.cost import hybrid
-from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, stage_layers
-from megasolve.models.layout import NVFP4_BYTES, Layout, Workload
+from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, mtp_layer_kind, stage_layers
+from megasolve.models.layout import ELEMENT_BYTES, NVFP4_BYTES, Layout, Workload
 from megasolve.models.params import RankParams, StageParams, embedding_params, output_params, stage_params
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
@@ -171,7 +171,7 @@ def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: Ran
     >>> s.weights, s.grads, s.optimizer  # (2 + 4 + 12)/8 per parameter + 2 layers x (2 + 4) bytes
     (6000000.0, 12000000.0, 12000000.0)
     """
-    gathered = {"fp8": 1, "fp4": NVFP4_BYTES}.get(precision, BF16) if fp8_param_gather else BF16
+    gathered = ELEMENT_BYTES[precision] if fp8_param_gather else BF16
     fp8 = calibration()["memory"]["fp8_weight_cache_bytes_per_param"] if fp8_bytes is None else fp8_bytes
     fp8_copy = fp8 if precision in ("fp8", "fp4") and not fp8_param_gather else 0
 
@@ -199,7 +199,7 @@ def gemm_input_bytes(workload: Workload) -> float:
     """Bytes per element of a saved GEMM input: Transformer Engine keeps the quantized copy of the LN
     output / attention output / activation output that the wgrad GEMM reads -- FP8 (1 B), or NVFP4's
     columnwise copy (``NVFP4_BYTES``) -- and bf16 (2 B) otherwise."""
-    return {"fp8": 1, "fp4": NVFP4_BYTES}.get(workload.precision, BF16)
+    return ELEMENT_BYTES[workload.precision]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -895,7 +895,8 @@ def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationS
     (``layers.mtp_layer_kind``) and keeps bf16 GEMM inputs."""
     if not spec.mtp_num_layers:
         return 0.0
-    layer = layer_activation_bytes(spec, workload.layer_precision(workload.precision == "fp4"), shape, moe=spec.is_moe_layer(spec.num_layers - 1),
+    mtp_workload = workload.layer_precision(mtp_layer_kind(spec, workload).bf16)
+    layer = layer_activation_bytes(spec, mtp_workload, shape, moe=spec.is_moe_layer(spec.num_layers - 1),
                                    recompute=recompute, recompute_modules=recompute_modules)
     T = shape.tokens(workload)
     return spec.mtp_num_layers * (layer + 12 * T * spec.hidden_size / shape.sigma)

@@ -33,6 +33,8 @@ PRECISION_CHOICES = ("bf16", "fp8", "fp8-params", "fp4", "nvfp4", "fp4-params")
 # bytes per element of an NVFP4 tensor: a 4-bit E2M1 value plus one 1-byte E4M3 scale per 16 elements
 # (TE ``NVFP4BlockScaling``, ``tensor/nvfp4_tensor.py``; the per-tensor fp32 scale is negligible)
 NVFP4_BYTES = 0.5 + 1 / 16
+# bytes per element of a GEMM operand in each precision (one layout, scales included): the one table of them
+ELEMENT_BYTES = {"bf16": 2, "fp8": 1, "fp4": NVFP4_BYTES}
 
 
 def precision_fields(choice: str) -> dict[str, object]:
@@ -443,9 +445,7 @@ class Workload:
     def param_bytes(self) -> float:
         """Bytes per GEMM weight element that the parameter all-gather moves (1 with FP8 primary weights,
         ``NVFP4_BYTES`` with NVFP4 ones: TE gathers the rowwise data and scales, fp4_utils.py)."""
-        if not self.fp8_param_gather:
-            return 2
-        return NVFP4_BYTES if self.precision == "fp4" else 1
+        return ELEMENT_BYTES[self.precision] if self.fp8_param_gather else ELEMENT_BYTES["bf16"]
 
     @property
     def bf16_layers(self) -> tuple[int, int]:
