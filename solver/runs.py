@@ -528,6 +528,9 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
             # L827-831 @d98e8a6), where Adam's parameters stay inside the layer-wise optimizer too
             notes.append("--no-use-layer-wise-param-layout (Muon's legacy layer-wise path) is costed as the default "
                          "layout path; its buffers differ and are not modelled")
+        for key, default in MUON_COSTED_DEFAULTS.items():
+            if args.get(key) not in (None, default):
+                notes.append(f"--{key.replace('_', '-')} {args[key]} costed as Megatron-LM's default {default}")
     elif isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # sgd, adaptive_muon, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
     if args.get("deterministic_mode") is True or args.get("deterministic") is True:
@@ -1106,6 +1109,11 @@ def _cp_comm_types(value: Any) -> list[str]:
 BRIDGE_FP8_DTYPES = {"fp8_cs": "tensorwise", "fp8_mx": "mxfp8", "fp8_sc": "blockwise"}
 
 
+# the Muon settings its cost depends on, at Megatron-LM's defaults (ARG L2648-2664 @d98e8a6): the Newton-Schulz
+# steps, where TP shards are orthogonalised, which optimizer takes the non-matrix parameters
+MUON_COSTED_DEFAULTS = {"muon_num_ns_steps": 5, "muon_tp_mode": "duplicated", "muon_scalar_optimizer": "adam"}
+
+
 def _precision(args: dict[str, Any], notes: list[str]) -> str:
     if args.get("_params_dtype") == "float32":
         notes.append("fp32 parameters (no --bf16/--fp16): megasolve models 16-bit training; costed as bf16, "
@@ -1116,6 +1124,8 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
     # NVFP4: Megatron-LM --fp4-format e2m1 (TC ``fp4``), Bridge's MixedPrecisionConfig ``fp4`` / compute_dtype nvfp4
     fp4 = args.get("fp4") or args.get("fp4_format")
     if isinstance(fp4, str) and fp4.lower() == "e2m1":
+        if str(args.get("fp4_recipe") or "nvfp4").lower() != "nvfp4":  # --fp4-recipe custom (TC L679-692)
+            notes.append(f"--fp4-recipe {args['fp4_recipe']} costed as nvfp4 (its quantizers are not modelled)")
         return "fp4"
     precision = str(args.get("precision") or "").lower()
     if "fp8" in precision:

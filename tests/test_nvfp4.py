@@ -221,3 +221,13 @@ def test_nvfp4_layernorm_linear_keeps_both_copies_under_sequence_parallelism():
     T = FP4.seq_length
     assert attention_activation_terms(spec, FP4, sp)["attn_fused_norm_output"] == 2 * NVFP4_BYTES * T * 4096 / 2
     assert mlp_activation_terms(spec, FP4, no_sp, False)["mlp_fused_norm_output"] == NVFP4_BYTES * T * 4096
+
+
+def test_settings_the_cost_does_not_follow_are_named():
+    """A log's Muon settings other than Megatron-LM's defaults and a custom FP4 recipe are costed as the defaults,
+    said rather than dropped."""
+    run = _llama_8b_log_run("b200", optimizer="muon", muon_tp_mode="blockwise", muon_num_ns_steps=5, fp4="e2m1",
+                            fp4_recipe="custom")
+    assert any("--muon-tp-mode blockwise costed as Megatron-LM's default duplicated" in n for n in run.notes)
+    assert not any("--muon-num-ns-steps" in n for n in run.notes)
+    assert any("--fp4-recipe custom costed as nvfp4" in n for n in run.notes)
