@@ -1858,6 +1858,9 @@ CONFIG_KEYS = {
     # NVFP4 (TC fp4 / fp4_recipe / fp4_param; Bridge's mixed_precision.fp4_param_gather) and the layers kept in bf16
     "fp4", "fp4_recipe", "fp4_param", "fp4_param_gather", "first_last_layers_bf16", "num_layers_at_start_in_bf16",
     "num_layers_at_end_in_bf16",
+    # the optimizer (Megatron-LM's --optimizer adam / muon / dist_muon; Bridge's OptimizerConfig.optimizer) and the
+    # Muon settings the cost follows at their defaults (runs.py MUON_COSTED_DEFAULTS names the others)
+    "optimizer", "muon_num_ns_steps", "muon_tp_mode", "muon_scalar_optimizer",
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",

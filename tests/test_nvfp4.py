@@ -231,3 +231,23 @@ def test_settings_the_cost_does_not_follow_are_named():
     assert any("--muon-tp-mode blockwise costed as Megatron-LM's default duplicated" in n for n in run.notes)
     assert not any("--muon-num-ns-steps" in n for n in run.notes)
     assert any("--fp4-recipe custom costed as nvfp4" in n for n in run.notes)
+
+
+def test_a_bridge_config_dump_reads_muon_and_nvfp4():
+    """Megatron-Bridge prints its ConfigContainer as YAML: ``optimizer: muon`` under the ``optimizer:`` section (its
+    OptimizerConfig field) and the mixed-precision ``fp4`` keys under ``mixed_precision:``."""
+    dump = "\n".join([
+        "model:", "  num_layers: 32", "  hidden_size: 4096", "  ffn_hidden_size: 14336", "  num_attention_heads: 32",
+        "  num_query_groups: 8", "  kv_channels: 128", "  vocab_size: 128256", "  seq_length: 8192",
+        "  tensor_model_parallel_size: 2", "  pipeline_model_parallel_size: 1", "  sequence_parallel: true",
+        "mixed_precision:", "  fp4: e2m1", "  fp4_recipe: nvfp4", "  fp4_param_gather: false",
+        "optimizer:", "  _target_: megatron.bridge.training.config.OptimizerConfig", "  lr: 0.0003",
+        "  optimizer: muon", "  use_distributed_optimizer: true",
+        "train:", "  global_batch_size: 64", "  micro_batch_size: 1",
+        "Step Time : 4.10s GPU utilization: 500.0MODEL_TFLOP/s/GPU"])
+    from megasolve.solver.runs import run_from_log
+
+    run = run_from_log(dump, "dump", {"gpu": "b200", "num_gpus": 8, "model": "llama-3.1-8b"})
+    assert run.workload.optimizer == "muon" and run.layout.distributed_optimizer
+    assert run.workload.precision == "fp4" and not run.workload.fp8_param_gather
+    assert (run.layout.tp, run.layout.dp) == (2, 4)
