@@ -34,8 +34,8 @@ Mapping rules (each applied rule is recorded in ``PublishedRun.assumptions``):
   TFLOP/s with the source's own FLOP formula: Narayanan 2021 Eq. 3 (hardware FLOPs, includes the
   recompute forward: ``96*B*s*l*h^2*(1 + s/6h + V/(16*l*h))``), Megatron-LM README r0.8 and
   Korthikanti MFU (``72*B*s*l*h^2*(1 + s/6h + V/(12*l*h))``, full attention).
-* Skipped: hybrid Mamba models without a preset (Nemotron 3 Nano and Super map to theirs), LoRA / SFT (not pretraining), NVFP4 (not a
-  ``Workload`` precision), ZeRO-3 (not a Megatron layout), layer micro-benchmarks (unit checks in
+* Skipped: hybrid Mamba models without a preset (Nemotron 3 Nano and Super map to theirs), LoRA / SFT (not pretraining),
+  ZeRO-3 (not a Megatron layout), layer micro-benchmarks (unit checks in
   tests/test_time.py), feasibility-only and memory-only records, layouts not stated, Megatron-Bridge MoE rows
   whose release recipe ``bridge_moe_recipes.yaml`` does not hold, expert grids that do not divide the GPUs.
 * Split: deterministic, ``sha256(group) % 10 < 3`` -> holdout (~30%), where ``group`` is the
@@ -316,12 +316,12 @@ NEMOTRON_3_SUPER = "Nemotron 3 Super (~120B hybrid Mamba-Transformer MoE)"
 # pipeline_model_parallel_size=4, virtual_pipeline_model_parallel_size=5), as the table prints it for 26.04.
 RECIPE_VPP = {("NeMo container 26.02.01", "Llama 3 70B", "GB300", "MXFP8"): 5}
 NO_TP_OVERLAP_MODELS = (NEMOTRON_3_SUPER,)
-# Known and NOT applied: the Llama perf configs also turn TP overlap off in NVFP4 (``cfg.comm_overlap.tp_comm_overlap
-# = False if precision == "nvfp4"``, scripts/performance/configs/llama/llama3_llm_pretrain.py L79-80, L114-115,
-# L149-150, L184-185 and llama31_llm_pretrain.py L74-75, L109-110, L139-140 @v0.3.1; v0.3.0 .. v0.5.0 alike). Applied,
-# the NVFP4 factors must rise to 0.66 / 0.84 and the Llama and Nemotron rows pull apart (in-fit 4.8 -> 9.3 % dense):
-# the exposed TP all-gathers are priced in bf16 bytes (step.tp_comm_s) while Transformer Engine gathers the quantized
-# inputs under sequence parallelism -- a missing term, so these rows keep the overlap until it is modelled.
+# The Llama perf configs turn TP overlap off in NVFP4 (``cfg.comm_overlap.tp_comm_overlap = False if precision ==
+# "nvfp4"``, scripts/performance/configs/llama/llama3_llm_pretrain.py L79-80, L114-115, L149-150, L184-185 and
+# llama31_llm_pretrain.py L74-75, L109-110, L139-140 @v0.3.1; v0.3.0 .. v0.5.0 alike). Applied since the TP all-gathers
+# move Transformer Engine's quantized bytes (``Workload.tp_gather_bytes``); priced at bf16 they had pulled the Llama
+# and Nemotron NVFP4 rows apart (in-fit 4.8 -> 9.3 % dense).
+NO_TP_OVERLAP_NVFP4_MODELS = ("Llama 3",)
 # Nemotron 3 Super's perf recipe pads each expert's routed tokens to the quantisation alignment in NVFP4 and MXFP8
 # (``moe_router_padding_for_quantization = True``: ``scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py``
 # L53-54 @v0.4.0, L55-56 @v0.5.1)
@@ -329,7 +329,8 @@ ROUTER_PADDING_MODELS = (NEMOTRON_3_SUPER,)
 
 
 def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str], *, stated_vpp: int,
-                  model_name: str, gpu_name: str, recipe: dict[str, Any] | None = None) -> dict[str, bool]:
+                  model_name: str, gpu_name: str, precision: str = "bf16",
+                  recipe: dict[str, Any] | None = None) -> dict[str, bool]:
     """Overlap knobs of a source's recipes. Megatron-Bridge MoE perf recipes set
     ``overlap_moe_expert_parallel_comm`` (with ``delay_wgrad_compute``) wherever Megatron's conditions
     allow it (``perf_recipes/deepseek/common.py`` L76-77, ``gpt_oss/common.py`` L47-49,
@@ -337,7 +338,8 @@ def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str]
     schedule when pp > 1 (the recipe's stated vpp: Bridge pipeline layouts keep it where the layers do
     not split evenly), no full recompute."""
     tp_overlap = source in TP_OVERLAP_SOURCES and layout.tp > 1 and layout.sequence_parallel \
-        and (model_name, gpu_name) not in NO_TP_OVERLAP_RECIPES and model_name not in NO_TP_OVERLAP_MODELS
+        and (model_name, gpu_name) not in NO_TP_OVERLAP_RECIPES and model_name not in NO_TP_OVERLAP_MODELS \
+        and not (precision == "fp4" and model_name.startswith(NO_TP_OVERLAP_NVFP4_MODELS))
     out = {"tp_comm_overlap": tp_overlap, "overlap_p2p_comm": source not in NO_P2P_OVERLAP_SOURCES}
     if out["tp_comm_overlap"]:
         notes.append("TP comm overlap (--tp-comm-overlap, as the source's recipes set)")
@@ -605,7 +607,8 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     if loss == "te":
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
     overlap = _comm_overlap(source, spec, layout, notes, stated_vpp=vpp,
-                            model_name=record["model"]["name"], gpu_name=hardware["gpu"], recipe=recipe)
+                            model_name=record["model"]["name"], gpu_name=hardware["gpu"], precision=precision,
+                            recipe=recipe)
     graph = _cuda_graph_impl(recipe)
     if graph != "none":
         notes.append(f"CUDA graphs {graph} (the recipe at {recipe['revision']}: {recipe['cuda_graph']})")

@@ -135,7 +135,8 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
               recompute: str, kind: LayerKind | None = None) -> float:
     """Exposed TP collectives of one layer (section 5.2). ``M_h = 2*(s/c)*b*h``.
 
-    With SP: dense layer ``6 AG + 4 RS`` (fwd 2+2, bwd 4+2); without: ``4 AR``. An MoE layer does this
+    With SP: dense layer ``6 AG + 4 RS`` (fwd 2+2, bwd 4+2); without: ``4 AR``. In FP8 / NVFP4 the linear
+    layers' all-gathers move quantized bytes (``Workload.tp_gather_bytes``), the reduce-scatters bf16. An MoE layer does this
     for attention (half) and for shared experts (half), not for routed experts. Full recompute repeats
     the forward collectives. MLA gathers its latents instead of ``h``. A hybrid layer (``kind``) has the
     blocks it holds: a Mamba-2 / DeltaNet mixer is a column-parallel ``in_proj`` of ``h`` and a
@@ -166,12 +167,14 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
         halves.append((m_h, m_h))
     seconds = hidden = 0.0
     refwd = 1 if recompute == "full" else 0
+    q_in, q_grad = (q / BF16 for q in workload.tp_gather_bytes)  # quantized gathers (Workload.tp_gather_bytes)
     for gathered, reduced in halves:
         if shape.sequence_parallel:
-            ag = collective_time_s("all_gather", gathered, t, link)
+            ag_in = collective_time_s("all_gather", q_in * gathered, t, link)
+            ag_grad = collective_time_s("all_gather", q_grad * reduced, t, link)
             rs = collective_time_s("reduce_scatter", reduced, t, link)
-            seconds += (2 + refwd) * ag + (1 + refwd) * rs
-            hidden += ag + rs
+            seconds += (1 + refwd) * ag_in + ag_grad + (1 + refwd) * rs
+            hidden += ag_in + collective_time_s("reduce_scatter", gathered, t, link)
         else:
             seconds += (1 + refwd) * collective_time_s("all_reduce", reduced, t, link)
             hidden += collective_time_s("all_reduce", reduced, t, link)
@@ -845,8 +848,10 @@ def selective_extra_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload
         sub_blocks += 1
     if t > 1 and sub_blocks:
         link = cluster.group_link(1, t)
-        if shape.sequence_parallel:
-            one = collective_time_s("all_gather", m_h, t, link) + collective_time_s("reduce_scatter", m_h, t, link)
+        if shape.sequence_parallel:  # the recomputed forward's input gather, quantized as in tp_comm_s
+            q_in = workload.tp_gather_bytes[0] / BF16
+            one = collective_time_s("all_gather", q_in * m_h, t, link) \
+                + collective_time_s("reduce_scatter", m_h, t, link)
         else:
             one = collective_time_s("all_reduce", m_h, t, link)
         tp = sub_blocks * one

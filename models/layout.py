@@ -465,6 +465,27 @@ class Workload:
                        moe_router_padding_for_fp8=False, num_layers_at_start_in_bf16=0, num_layers_at_end_in_bf16=0)
 
     @property
+    def tp_gather_bytes(self) -> tuple[float, float]:
+        """Bytes per element of a sequence-parallel TP all-gather of a linear layer: ``(input, grad_output)``.
+
+        Transformer Engine quantizes before it gathers (``distributed.py`` ``gather_along_first_dim``
+        @d0067d0d: ``_all_gather_fp8`` / ``_mxfp8`` / ``_nvfp4`` / ``_fp8_blockwise``): the forward input of a
+        column-parallel linear with rowwise usage only (``layernorm_linear.py`` L296-312), the backward's
+        grad output of a row-parallel one with the usages its dgrad and wgrad GEMMs need (``base.py``
+        ``grad_output_preprocess`` L1719-1750): per-tensor FP8 gathers the rowwise bytes and transposes
+        after (1 B); the block-scaled formats gather rowwise and columnwise data, each with its scales
+        (MXFP8 ``2 x (1 + 1/32)``, blockwise ``2 x (1 + 4/128)``, NVFP4 ``2 x NVFP4_BYTES``). bf16: 2 and 2.
+        Reduce-scatters stay bf16.
+
+        >>> Workload(precision="fp8", fp8_recipe="mxfp8").tp_gather_bytes
+        (1.03125, 2.0625)
+        """
+        if not self.quantized:
+            return ELEMENT_BYTES["bf16"], ELEMENT_BYTES["bf16"]
+        one = {"nvfp4": NVFP4_BYTES, "mxfp8": 1 + 1 / 32, "blockwise": 1 + 4 / 128}.get(self.quant_recipe, 1)
+        return one, (2 * one if self.quant_recipe in ("nvfp4", "mxfp8", "blockwise") else one)
+
+    @property
     def quantized(self) -> bool:
         """GEMMs in FP8 or NVFP4 through Transformer Engine (anything but plain bf16)."""
         return self.precision != "bf16"

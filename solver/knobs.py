@@ -4,8 +4,9 @@ see below; the TP overlap's userbuffers follow its chosen setting).
 
 * ``tp_comm_overlap`` (``--tp-comm-overlap``, TE userbuffers): Megatron allows it only with sequence
   parallelism (ARG L1441-1442), so it is on exactly where ``tp > 1`` and SP is on. It hides all but
-  ``tp_overlap_exposed_fraction`` (7.7 %) of the TP traffic, and an SP layer's exposed share without
-  it is at least 3/5 of the traffic (``step.tp_comm_s``), so where it is allowed it is never slower:
+  ``tp_overlap_exposed_fraction`` (20.7 %) of the TP traffic, and an SP layer's exposed share without
+  it is more than half of the traffic (3/5 in bf16, 0.57-0.63 with quantized all-gathers; ``step.tp_comm_s``),
+  so where it is allowed it is never slower:
   the search sets it wherever Megatron allows it. It costs memory outside the allocator (TE's userbuffers,
   ``memory.userbuffer_bytes``: the tables' ``other_ub`` term follows the chosen setting), so a layout that
   fits only without it is not found by the search; ``--fix tp_comm_overlap=false`` pins it off.

@@ -136,6 +136,35 @@ def test_tp_is_fully_exposed_unless_tp_comm_overlap_is_launched():
     assert "tp_comm_overlap_needs_sp" in {v.rule for v in violations(ctx, Layout(tp=8))}
 
 
+
+@pytest.mark.parametrize("precision, recipe, q_in, q_grad", [
+    ("fp8", "tensorwise", 1, 1), ("fp8", "delayed", 1, 1),  # rowwise gathered, transposed after (_all_gather_fp8)
+    ("fp8", "mxfp8", 1 + 1 / 32, 2 * (1 + 1 / 32)),  # E8M0 scale per 32; grad output rowwise + columnwise
+    ("fp4", "delayed", 0.5625, 1.125),  # NVFP4: E2M1 + E4M3 scale per 16, both usages for the grad output
+])
+def test_tp_all_gathers_move_the_quantized_bytes(precision, recipe, q_in, q_grad):
+    """TE quantizes before it gathers (distributed.py gather_along_first_dim @d0067d0d): the forward input of a
+    column-parallel linear rowwise, the backward grad output of a row-parallel one with both GEMMs' usages;
+    the reduce-scatters stay bf16. Hand-checked: without overlap a sub-block exposes AG(in) + AG(grad) + RS."""
+    from megasolve.cost.comm import collective_time_s
+    spec, cluster = load_preset("llama-3.1-70b"), Cluster.from_flags(num_gpus=8, gpu="b200")
+    shape = ActivationShape(tp=8, cp=1, mbs=1, sequence_parallel=True)
+    workload = Workload(seq_length=8192, precision=precision, fp8_recipe=recipe)
+    assert workload.tp_gather_bytes == pytest.approx((q_in, q_grad))
+    link = cluster.group_link(1, 8)
+    m_h = BF16 * 8192 * 8192
+
+    def ag(q: float) -> float:
+        return collective_time_s("all_gather", q / BF16 * m_h, 8, link)
+    rs = collective_time_s("reduce_scatter", m_h, 8, link)
+    got = tp_comm_s(spec, cluster, workload, shape, moe=False, recompute="none")
+    assert got == pytest.approx(2 * (ag(q_in) + ag(q_grad) + rs))
+    bf16 = tp_comm_s(spec, cluster, Workload(seq_length=8192), shape, moe=False, recompute="none")
+    assert got < bf16
+    # a layer kept in bf16 gathers bf16
+    assert Workload(seq_length=8192, precision=precision, fp8_recipe=recipe).layer_precision(True).tp_gather_bytes \
+        == (2, 2)
+
 # ---------------------------------------------------------------------------- pipeline schedules
 def _simulate_schedule(p: int, v: int, m: int, f: float, b: float, c: float, overlap: bool) -> float:
     """Makespan of Megatron's pipeline schedule on ``p`` equal stages, one chunk's forward ``f`` and
