@@ -136,8 +136,8 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     """Exposed TP collectives of one layer (section 5.2). ``M_h = 2*(s/c)*b*h``.
 
     With SP: dense layer ``6 AG + 4 RS`` (fwd 2+2, bwd 4+2); without: ``4 AR``. In FP8 / NVFP4 the linear
-    layers' all-gathers move quantized bytes (``Workload.tp_gather_bytes``), the reduce-scatters bf16. An MoE layer does this
-    for attention (half) and for shared experts (half), not for routed experts. Full recompute repeats
+    layers' all-gathers move quantized bytes (``Workload.tp_gather_bytes``), the reduce-scatters bf16. An MoE
+    layer does this for attention (half) and for shared experts (half), not for routed experts. Full recompute repeats
     the forward collectives. MLA gathers its latents instead of ``h``. A hybrid layer (``kind``) has the
     blocks it holds: a Mamba-2 / DeltaNet mixer is a column-parallel ``in_proj`` of ``h`` and a
     row-parallel ``out_proj`` back to ``h`` (``mamba_mixer.py`` L281-294, L435-451), one half like attention's.
