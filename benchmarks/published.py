@@ -315,13 +315,20 @@ NEMOTRON_3_SUPER = "Nemotron 3 Super (~120B hybrid Mamba-Transformer MoE)"
 # scripts/performance/configs/llama/llama3_workload_base_configs.py L70-74 / L219-223 (FP8_MX V1 / V2:
 # pipeline_model_parallel_size=4, virtual_pipeline_model_parallel_size=5), as the table prints it for 26.04.
 RECIPE_VPP = {("NeMo container 26.02.01", "Llama 3 70B", "GB300", "MXFP8"): 5}
-NO_TP_OVERLAP_MODELS = (NEMOTRON_3_SUPER,)
-# The Llama perf configs turn TP overlap off in NVFP4 (``cfg.comm_overlap.tp_comm_overlap = False if precision ==
-# "nvfp4"``, scripts/performance/configs/llama/llama3_llm_pretrain.py L79-80, L114-115, L149-150, L184-185 and
-# llama31_llm_pretrain.py L74-75, L109-110, L139-140 @v0.3.1; v0.3.0 .. v0.5.0 alike). Applied since the TP all-gathers
-# move Transformer Engine's quantized bytes (``Workload.tp_gather_bytes``); priced at bf16 they had pulled the Llama
-# and Nemotron NVFP4 rows apart (in-fit 4.8 -> 9.3 % dense).
-NO_TP_OVERLAP_NVFP4_MODELS = ("Llama 3",)
+# ... and every DeepSeek-V3 and Kimi K2 row: their pretrain recipes set ``CommOverlapConfig(tp_comm_overlap=False)`` in
+# every release (``recipes/deepseek/deepseek_v3.py`` L314-317 @v0.1.0rc4, L350-352 @v0.2.0, L168 / L313 @v0.3.1-v0.4.2,
+# L212 / L357 @v0.5.0-v0.5.1, ``recipes/deepseek/h100/deepseek_v3.py`` L213 / L369 @v0.6.0; ``recipes/kimi/kimi_k2.py``
+# L393 @v0.3.0, L179-182 @v0.3.1-v0.5.1, ``recipes/kimi/h100/kimi_k2.py`` L189 @v0.6.0), and their perf scripts change
+# only the userbuffer config (``tp_comm_overlap_cfg``, unused without the flag; run_script.py L122-125 @v0.1.0rc4)
+NO_TP_OVERLAP_MODELS = (NEMOTRON_3_SUPER, "DeepSeek-V3 671B", "Kimi K2 (1T-A32B)")
+# No TP overlap in NVFP4 or blockwise FP8: Transformer Engine's userbuffers cannot gather those tensors
+# (``Workload.tp_overlap_supported``), and the recipes say so: the Llama and GPT-OSS perf configs turn it off in NVFP4
+# (``cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4"``, scripts/performance/configs/llama/
+# llama3_llm_pretrain.py L79-80, L114-115, L149-150, L184-185 and llama31_llm_pretrain.py L74-75, L109-110, L139-140
+# @v0.3.1; v0.3.0 .. v0.5.0 alike; gpt_oss_llm_pretrain.py L81-82 @v0.4.2), Bridge's own test says "NVFP4's
+# fp4_param_gather path is incompatible with TP comm overlap" (tests/unit_tests/recipes/test_qwen_perf_recipes.py
+# @067f987df). Priced in bf16 bytes, the exposed gathers had pulled the Llama and Nemotron NVFP4 rows apart (in-fit
+# 4.8 -> 9.3 % dense); they move the quantized bytes since (``Workload.tp_gather_bytes``).
 # Nemotron 3 Super's perf recipe pads each expert's routed tokens to the quantisation alignment in NVFP4 and MXFP8
 # (``moe_router_padding_for_quantization = True``: ``scripts/performance/configs/nemotronh/nemotron_3_llm_pretrain.py``
 # L53-54 @v0.4.0, L55-56 @v0.5.1)
@@ -329,7 +336,7 @@ ROUTER_PADDING_MODELS = (NEMOTRON_3_SUPER,)
 
 
 def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str], *, stated_vpp: int,
-                  model_name: str, gpu_name: str, precision: str = "bf16",
+                  model_name: str, gpu_name: str, precision: str = "bf16", fp8_recipe: str = "delayed",
                   recipe: dict[str, Any] | None = None) -> dict[str, bool]:
     """Overlap knobs of a source's recipes. Megatron-Bridge MoE perf recipes set
     ``overlap_moe_expert_parallel_comm`` (with ``delay_wgrad_compute``) wherever Megatron's conditions
@@ -339,7 +346,7 @@ def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str]
     not split evenly), no full recompute."""
     tp_overlap = source in TP_OVERLAP_SOURCES and layout.tp > 1 and layout.sequence_parallel \
         and (model_name, gpu_name) not in NO_TP_OVERLAP_RECIPES and model_name not in NO_TP_OVERLAP_MODELS \
-        and not (precision == "fp4" and model_name.startswith(NO_TP_OVERLAP_NVFP4_MODELS))
+        and precision != "fp4" and fp8_recipe != "blockwise"
     out = {"tp_comm_overlap": tp_overlap, "overlap_p2p_comm": source not in NO_P2P_OVERLAP_SOURCES}
     if out["tp_comm_overlap"]:
         notes.append("TP comm overlap (--tp-comm-overlap, as the source's recipes set)")
@@ -608,7 +615,7 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
     overlap = _comm_overlap(source, spec, layout, notes, stated_vpp=vpp,
                             model_name=record["model"]["name"], gpu_name=hardware["gpu"], precision=precision,
-                            recipe=recipe)
+                            fp8_recipe=fp8_recipe if precision == "fp8" else "delayed", recipe=recipe)
     graph = _cuda_graph_impl(recipe)
     if graph != "none":
         notes.append(f"CUDA graphs {graph} (the recipe at {recipe['revision']}: {recipe['cuda_graph']})")

@@ -25,6 +25,20 @@ class MegasolveError(ValueError):
             text += f"; fix: {fix}"
         super().__init__(text)
 
+    def __reduce__(self):
+        """Pickle by the keyword fields (a worker process of ``whatif`` sends its error back to the CLI).
+
+        >>> import pickle
+        >>> e = pickle.loads(pickle.dumps(UnknownNameError(field="--gpu", value="x", rule="unknown")))
+        >>> type(e).__name__, str(e)
+        ('UnknownNameError', '--gpu=x: unknown')
+        """
+        return _rebuild, (type(self), self.field, self.value, self.rule, self.fix)
+
+
+def _rebuild(cls: type[MegasolveError], field: str, value: object, rule: str, fix: str) -> MegasolveError:
+    return cls(field=field, value=value, rule=rule, fix=fix)
+
 
 class UnknownNameError(MegasolveError):
     """A preset, GPU or alias name that is not in a catalog (message suggests close names)."""

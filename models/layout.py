@@ -360,6 +360,15 @@ class Workload:
                                  rule="the output projection runs in FP8 only with the mxfp8 recipe "
                                       "(fp8_utils.py L730-745)",
                                  fix="add --precision fp8 --fp8-recipe mxfp8, or drop --fp8-output-proj")
+        if self.tp_comm_overlap and not self.tp_overlap_supported:
+            raise MegasolveError(field="--tp-comm-overlap", value=True,
+                                 rule=f"Transformer Engine's userbuffers gather only bf16, per-tensor FP8 and MXFP8 "
+                                      f"tensors, not {'NVFP4' if self.precision == 'fp4' else 'blockwise FP8'} "
+                                      "(module/base.py fill_userbuffers_buffer_for_all_gather L607-755 @d0067d0d: "
+                                      "'Unsupported quantizer for Userbuffers'; Megatron-Bridge turns it off in every "
+                                      "NVFP4 recipe)",
+                                 fix="drop --tp-comm-overlap" + (", or use --fp8-recipe tensorwise or mxfp8"
+                                                                 if self.precision == "fp8" else ""))
         _check_choice("--moe-dispatcher", self.moe_dispatcher, MOE_DISPATCHERS)
         _check_choice("--cuda-graph-impl", self.cuda_graph_impl, CUDA_GRAPH_IMPLS)
         if self.cp_comm_type not in (None, CP_COMM_FASTEST):
@@ -484,6 +493,13 @@ class Workload:
             return ELEMENT_BYTES["bf16"], ELEMENT_BYTES["bf16"]
         one = {"nvfp4": NVFP4_BYTES, "mxfp8": 1 + 1 / 32, "blockwise": 1 + 4 / 128}.get(self.quant_recipe, 1)
         return one, (2 * one if self.quant_recipe in ("nvfp4", "mxfp8", "blockwise") else one)
+
+    @property
+    def tp_overlap_supported(self) -> bool:
+        """Whether ``--tp-comm-overlap`` can run: Transformer Engine's userbuffers all-gather bf16, per-tensor
+        FP8 (delayed / current scaling) and MXFP8 tensors and raise for any other quantizer (``module/base.py``
+        ``fill_userbuffers_buffer_for_all_gather`` L607-755 @d0067d0d), i.e. not NVFP4 and not blockwise FP8."""
+        return self.quant_recipe not in ("nvfp4", "blockwise") if self.quantized else True
 
     @property
     def quantized(self) -> bool:

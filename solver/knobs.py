@@ -9,7 +9,8 @@ see below; the TP overlap's userbuffers follow its chosen setting).
   so where it is allowed it is never slower:
   the search sets it wherever Megatron allows it. It costs memory outside the allocator (TE's userbuffers,
   ``memory.userbuffer_bytes``: the tables' ``other_ub`` term follows the chosen setting), so a layout that
-  fits only without it is not found by the search; ``--fix tp_comm_overlap=false`` pins it off.
+  fits only without it is not found by the search; ``--fix tp_comm_overlap=false`` pins it off. Not searched
+  in NVFP4 or blockwise FP8, whose all-gathers TE's userbuffers cannot do (``Workload.tp_overlap_supported``).
 * ``moe_ep_overlap`` (``--overlap-moe-expert-parallel-comm``) and ``moe_shared_expert_overlap``
   (``--moe-shared-expert-overlap``) are exclusive (TC L3039-3041); each hides the EP all-to-all behind
   different work (``step.ep_comm_s``), so the faster one depends on the shapes. Per pipeline row,
@@ -75,10 +76,17 @@ def resolve_knobs(workload: Workload, fixed: dict[str, Any] | None,
     unknown = knobs - set(COMM_KNOBS)
     if unknown:
         raise ValueError(f"unknown communication knobs {sorted(unknown)}")
+    knobs = applicable(knobs, workload)
     base = replace(workload, **pins, **{k: False for k in knobs if k not in NAMED_KNOBS})
     if "cp_comm_type" in knobs:
         base = replace(base, cp_comm_type=None)  # the rules and the memory read the model's default
     return base, knobs, fixed
+
+
+def applicable(knobs: Iterable[str], workload: Workload) -> frozenset[str]:
+    """The knobs that can be searched for ``workload``: not the TP overlap in NVFP4 or blockwise FP8, whose
+    all-gathers TE's userbuffers cannot do (``Workload.tp_overlap_supported``)."""
+    return frozenset(k for k in knobs if k != "tp_comm_overlap" or workload.tp_overlap_supported)
 
 
 NCCL = "nccl"  # the ``disp`` value "alltoall or allgather, the faster" (the same memory: no DeepEP buffers)

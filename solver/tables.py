@@ -154,7 +154,7 @@ class CostTables:
         ``solve``'s default); ``knobs``: the communication knobs chosen per layout (``knobs.py``; off in
         ``workload``)."""
         self.spec, self.cluster, self.workload = spec, cluster, workload
-        self.knobs = frozenset(knobs)
+        self.knobs = knobs_.applicable(knobs, workload)
         # the time terms' workload: the TP overlap on wherever Megatron allows it (knobs.py)
         # and the CP communication resolved per shape to the fastest type allowed (cost/step.py)
         self.time_workload = replace(workload, tp_comm_overlap=True) if "tp_comm_overlap" in self.knobs else workload

@@ -251,3 +251,29 @@ def test_a_bridge_config_dump_reads_muon_and_nvfp4():
     assert run.workload.optimizer == "muon" and run.layout.distributed_optimizer
     assert run.workload.precision == "fp4" and not run.workload.fp8_param_gather
     assert (run.layout.tp, run.layout.dp) == (2, 4)
+
+
+def test_tp_comm_overlap_only_where_userbuffers_can_gather():
+    """TE's userbuffers all-gather bf16, per-tensor FP8 and MXFP8 tensors and raise for NVFP4 and blockwise FP8
+    (module/base.py fill_userbuffers_buffer_for_all_gather): refused with the fix, never searched, and a log that
+    says it is read without it, with a note."""
+    from megasolve.solver.knobs import COMM_KNOBS
+
+    with pytest.raises(MegasolveError, match="userbuffers.*NVFP4"):
+        Workload(precision="fp4", tp_comm_overlap=True)
+    with pytest.raises(MegasolveError, match="blockwise FP8"):
+        Workload(precision="fp8", fp8_recipe="blockwise", tp_comm_overlap=True)
+    assert Workload(precision="fp8", fp8_recipe="mxfp8", tp_comm_overlap=True).tp_overlap_supported
+    spec, cluster = load_preset("llama-3.1-70b"), Cluster.from_flags(num_gpus=16, gpu="b200")
+    for precision, can in (("fp4", False), ("fp8", True)):
+        result = solve(spec, cluster, Workload(seq_length=8192, global_batch_size=64, precision=precision,
+                                               fp8_recipe="mxfp8"),
+                       top_k=5, time_limit_s=120, explain=False, knobs=COMM_KNOBS)
+        tp_sp = [r for r in result.layouts if r.layout.tp > 1 and r.layout.sequence_parallel]
+        assert tp_sp and all(r.workload.tp_comm_overlap == can for r in tp_sp)
+    from megasolve.solver.tables import CostTables  # whatif's feasibility search builds its tables directly
+    assert "tp_comm_overlap" not in CostTables(spec, cluster, Workload(precision="fp4"), knobs=COMM_KNOBS).knobs
+    run = _llama_8b_log_run("b200", fp4="e2m1", tensor_model_parallel_size=2, sequence_parallel=True,
+                            tp_comm_overlap=True)
+    assert run.workload.precision == "fp4" and not run.workload.tp_comm_overlap
+    assert any("userbuffers cannot gather NVFP4" in n for n in run.notes)
