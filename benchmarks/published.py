@@ -346,7 +346,7 @@ def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str]
     not split evenly), no full recompute."""
     tp_overlap = source in TP_OVERLAP_SOURCES and layout.tp > 1 and layout.sequence_parallel \
         and (model_name, gpu_name) not in NO_TP_OVERLAP_RECIPES and model_name not in NO_TP_OVERLAP_MODELS \
-        and precision != "fp4" and fp8_recipe != "blockwise"
+        and Workload(precision=precision, fp8_recipe=fp8_recipe).tp_overlap_supported
     out = {"tp_comm_overlap": tp_overlap, "overlap_p2p_comm": source not in NO_P2P_OVERLAP_SOURCES}
     if out["tp_comm_overlap"]:
         notes.append("TP comm overlap (--tp-comm-overlap, as the source's recipes set)")

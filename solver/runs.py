@@ -989,9 +989,9 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
                       ("overlap_grad_reduce", "dp_comm_overlap")):
         if isinstance(args.get(arg), bool):
             work[name] = args[arg]
-    quant = "NVFP4" if work["precision"].startswith("fp4") else \
-        "blockwise FP8" if work["precision"].startswith("fp8") and work.get("fp8_recipe") == "blockwise" else None
-    if work.get("tp_comm_overlap") and quant:  # Workload.tp_overlap_supported
+    quantized = Workload(**precision_fields(work["precision"]), fp8_recipe=work.get("fp8_recipe", "delayed"))
+    if work.get("tp_comm_overlap") and not quantized.tp_overlap_supported:
+        quant = "NVFP4" if quantized.precision == "fp4" else "blockwise FP8"
         work["tp_comm_overlap"] = False
         notes.append(f"--tp-comm-overlap with {quant}: Transformer Engine's userbuffers cannot gather {quant} tensors "
                      "(fill_userbuffers_buffer_for_all_gather raises), so the TP collectives are costed without it")
