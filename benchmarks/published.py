@@ -321,6 +321,11 @@ RECIPE_VPP = {("NeMo container 26.02.01", "Llama 3 70B", "GB300", "MXFP8"): 5}
 # L393 @v0.3.0, L179-182 @v0.3.1-v0.5.1, ``recipes/kimi/h100/kimi_k2.py`` L189 @v0.6.0), and their perf scripts change
 # only the userbuffer config (``tp_comm_overlap_cfg``, unused without the flag; run_script.py L122-125 @v0.1.0rc4)
 NO_TP_OVERLAP_MODELS = (NEMOTRON_3_SUPER, "DeepSeek-V3 671B", "Kimi K2 (1T-A32B)")
+# The DeepSeek-V3 H100 perf config does not overlap the DP gradient reduction (``overlap_grad_reduce = False``:
+# scripts/performance/run_script.py L97-102 @v0.1.0rc4, configs/deepseek/deepseek_llm_pretrain.py
+# ``deepseek_v3_pretrain_config_h100`` L170 @v0.2.0, L223 @v0.3.1, L250 @v0.4.2, L291 @v0.5.1,
+# perf_recipes/deepseek/h100/deepseek_v3.py L46 / L95 @v0.6.0); every other GPU's config overlaps it
+NO_DP_OVERLAP_RECIPES = (("DeepSeek-V3 671B", "H100-SXM-80GB"),)
 # No TP overlap in NVFP4 or blockwise FP8: Transformer Engine's userbuffers cannot gather those tensors
 # (``Workload.tp_overlap_supported``), and the recipes say so: the Llama and GPT-OSS perf configs turn it off in NVFP4
 # (``cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4"``, scripts/performance/configs/llama/
@@ -350,6 +355,9 @@ def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str]
     out = {"tp_comm_overlap": tp_overlap, "overlap_p2p_comm": source not in NO_P2P_OVERLAP_SOURCES}
     if out["tp_comm_overlap"]:
         notes.append("TP comm overlap (--tp-comm-overlap, as the source's recipes set)")
+    if source == "megatron_bridge_perf_summary" and (model_name, gpu_name) in NO_DP_OVERLAP_RECIPES:
+        out["dp_comm_overlap"] = False
+        notes.append("DP gradient reduction not overlapped (the recipe sets overlap_grad_reduce = False)")
     allowed = spec.is_moe and layout.ep > 1 and (layout.pp == 1 or stated_vpp > 1) and layout.recompute != "full" \
         and spec.mtp_num_layers <= 1
     if recipe is not None:
