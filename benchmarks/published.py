@@ -623,7 +623,7 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
     overlap = _comm_overlap(source, spec, layout, notes, stated_vpp=vpp,
                             model_name=record["model"]["name"], gpu_name=hardware["gpu"], precision=precision,
-                            fp8_recipe=fp8_recipe if precision == "fp8" else "delayed", recipe=recipe)
+                            fp8_recipe=fp8_recipe, recipe=recipe)
     graph = _cuda_graph_impl(recipe)
     if graph != "none":
         notes.append(f"CUDA graphs {graph} (the recipe at {recipe['revision']}: {recipe['cuda_graph']})")

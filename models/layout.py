@@ -491,8 +491,10 @@ class Workload:
         """
         if not self.quantized:
             return ELEMENT_BYTES["bf16"], ELEMENT_BYTES["bf16"]
-        one = {"nvfp4": NVFP4_BYTES, "mxfp8": 1 + 1 / 32, "blockwise": 1 + 4 / 128}.get(self.quant_recipe, 1)
-        return one, (2 * one if self.quant_recipe in ("nvfp4", "mxfp8", "blockwise") else one)
+        block_scaled = {"nvfp4": NVFP4_BYTES, "mxfp8": 1 + 1 / 32, "blockwise": 1 + 4 / 128}
+        if self.quant_recipe in block_scaled:
+            return block_scaled[self.quant_recipe], 2 * block_scaled[self.quant_recipe]
+        return 1, 1
 
     @property
     def tp_overlap_supported(self) -> bool:

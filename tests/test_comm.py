@@ -136,7 +136,6 @@ def test_tp_is_fully_exposed_unless_tp_comm_overlap_is_launched():
     assert "tp_comm_overlap_needs_sp" in {v.rule for v in violations(ctx, Layout(tp=8))}
 
 
-
 @pytest.mark.parametrize("precision, recipe, q_in, q_grad", [
     ("fp8", "tensorwise", 1, 1), ("fp8", "delayed", 1, 1),  # rowwise gathered, transposed after (_all_gather_fp8)
     ("fp8", "mxfp8", 1 + 1 / 32, 2 * (1 + 1 / 32)),  # E8M0 scale per 32; grad output rowwise + columnwise
@@ -164,6 +163,7 @@ def test_tp_all_gathers_move_the_quantized_bytes(precision, recipe, q_in, q_grad
     # a layer kept in bf16 gathers bf16
     assert Workload(seq_length=8192, precision=precision, fp8_recipe=recipe).layer_precision(True).tp_gather_bytes \
         == (2, 2)
+
 
 # ---------------------------------------------------------------------------- pipeline schedules
 def _simulate_schedule(p: int, v: int, m: int, f: float, b: float, c: float, overlap: bool) -> float:
