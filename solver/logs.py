@@ -305,6 +305,7 @@ class LogFacts:
     memory: dict[int, tuple[float, float]] = field(default_factory=dict)  # rank -> (max alloc, max reserved) MiB
     theoretical_mb: float | None = None
     oom: bool = False
+    oom_logged: bool = False  # the OOM is an error message, not only words ("OOM occurs")
     oom_capacity_gib: float | None = None
     padded_vocab: tuple[int, int] | None = None
     gpu_names: dict[str, int] = field(default_factory=dict)
@@ -723,7 +724,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError|Cuda failure 2 'out of "
                                       r"memory'|cudaErrorMemoryAllocation|CUresult error: 2 \(out of memory\)",
                                       line, re.I):
-        facts.oom = True  # the message cut before "Tried to allocate", or quoted in the post
+        facts.oom = facts.oom_logged = True  # the message cut before "Tried to allocate", or quoted in the post
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
     if found := list(_RANK_PARAMS.finditer(line)):
@@ -779,6 +780,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                 value = m.group(2).strip()
                 if t := _ANNOTATED.match(value):  # a dataclass field as written: "num_layers: int = 8"
                     value = t.group(1)
+                if "$" in value:  # a shell or OmegaConf reference, "num_layers=${num_layers:-94}": the launch
+                    continue  # script reader expands it (Victarry/PyTorch-Memory-Profiler's qwen3_235b.sh)
                 facts.args.setdefault(key, scalar(value.strip("'\"")))
 
 
@@ -787,6 +790,15 @@ def _parse_line(line: str, facts: LogFacts) -> None:
 # "2 nodes, 16 H100s" / "8xB200" (NVIDIA-NeMo/Megatron-Bridge#5098). Flags and config keys, read elsewhere, win.
 _PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipeline)[\w -]*?parallel(?:ism| size)?\s*"
                              r"\((TP|PP|CP|EP|VPP|ETP)\)\s*[:=]\s*(\d+)\b", re.I)
+# "4-way tensor parallel and 8-way pipeline parallelism" (zai-org/GLM-130B#6), "8-way expert-parallel"
+_PROSE_WAY = re.compile(r"\b(\d+)-way\s+(tensor|pipeline|context|expert|data)[ -](?:model[ -])?parallel(?:ism)?\b", re.I)
+_WAY_ARGS = {"tensor": "tensor_model_parallel_size", "pipeline": "pipeline_model_parallel_size",
+             "context": "context_parallel_size", "expert": "expert_model_parallel_size",
+             "data": "_prose_data_parallel_size"}
+# a rate stated in prose: "approximately 135 TFLOPS / GPU" (zai-org/GLM-130B#6), "approximately 996 calibrated
+# TFLOP/s/GPU versus 967 for the MCore-direct reference" (NVIDIA-NeMo/Megatron-Bridge#4808): the first one stated
+_STATED_TFLOPS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:calibrated\s+|model\s+|achieved\s+)?TFLOP(?:S|s)?"
+                            r"(?:\s*/\s*s)?\s*(?:/|per)\s*GPU\b")
 # (a full stop may end the sentence: "divided using PP=8 and TP=4.", NVIDIA-NeMo/Speech#9031; not "4.5")
 _COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?!\d|\.\d|[a-z])")
 _COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?!\d|\.\d)")  # "tp=4,pp=2"
@@ -836,6 +848,26 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
                            r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|ran\s+out|exhausted)|✅"
                            r"|(?:不会|没有|没|避免|防止|不)\s*(?:爆显存|显存不足|显存溢出|显存不够)", re.I)
+# the condition an OOM sentence puts on a size, before it ("When tp=1 is set, OOM occurs", verl-project/verl#2197,
+# where the run's own train_tp is 2) or right after it ("OOM occurs if pp=2")
+_OOM_IF_BEFORE = re.compile(r"\b(?:when|if|once|with)\b[^.;!?]*?(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|mbs)\s*(?:=|==|is)?"
+                            r"\s*(\d+)(?![\d.])[^.;!?]*$", re.I)
+_OOM_IF_AFTER = re.compile(r"^[^.;!?]{0,20}?\b(?:when|if|with)\b[^.;!?]{0,20}?(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|mbs)"
+                           r"\s*(?:=|==|is)?\s*(\d+)(?![\d.])", re.I)
+
+
+def _oom_condition(line: str, m: re.Match[str]) -> tuple[str, int] | None:
+    """``(size, value)`` where the sentence puts the OOM under a condition on a parallel size or the micro batch.
+
+    >>> import re; line = "When tp=1 is set, OOM occurs"; _oom_condition(line, _PROSE_OOM.search(line))
+    ('tp', 1)
+    >>> line = "we keep getting OOM errors"; _oom_condition(line, _PROSE_OOM.search(line)) is None
+    True
+    """
+    c = _OOM_IF_BEFORE.search(line[:m.start()]) or _OOM_IF_AFTER.search(line[m.end():])
+    return (c.group(1).lower(), int(c.group(2))) if c else None
+
+
 # an OOM told in Chinese: "爆显存", "显存不足", "每一张卡显存都满了" (alibaba/Pai-Megatron-Patch#409: every card's memory full)
 _PROSE_OOM_CN = re.compile(r"爆显存|显存(?:不足|溢出|不够|爆了|都满了|满了)")
 # sizes written the other way round or run together: "2pp-1dp-1cp-8ep" (mlc-ai/pith-train#7), "tp2pp1" / "tp2 pp1"
@@ -900,7 +932,9 @@ _BOUND_COUNT = re.compile(rf"\b(?:at least|at most|a minimum of|minimum of|up to
 # "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
 _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
 _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b{_NOT_NODES}", re.I)
-_GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)GPUs?(?![A-Za-z0-9])")
+# "256GPUs", and in a run id "deepseekv3_671b_bf16_h200_256gpus-2026-03-25" (AI-Hypercomputer/gpu-recipes#195); not
+# a recipe's name, "glm52_pretrain_416gpu_h100_bf16_config", which a text often names beside others (Bridge#5039)
+_GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)(?:GPUs?|gpus)(?![A-Za-z0-9])")
 _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
 # GPU counts in Chinese posts: "N卡" is N GPUs ("增加资源到8卡", alibaba/Pai-Megatron-Patch#409; "H800 256卡"), "N机M卡" N
 # nodes and M GPUs in all ("单机8卡", flagos-ai/FlagPerf#439), "16机 * A800 80 GB * 8卡" 16 nodes of 8 (alibaba/Megatron-LLaMA#22)
@@ -1247,6 +1281,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
                   if not _PROSE_NO_OOM.search(line[max(0, m.start() - 40):m.end()])), None):
         facts.oom = True
         _prose_set(facts, "_prose_oom", line[max(0, m.start() - 40):m.end() + 20].strip())
+        if cond := _oom_condition(line, m):  # "When tp=1 is set, OOM occurs": maybe another layout's (runs.py)
+            facts.args.setdefault("_prose_oom_if", cond)
     # a Markdown table's bold cells, "| **TP** | **4** |" (NVIDIA-NeMo/Megatron-Bridge#4214), are its plain ones
     row = _TABLE_ROW.match(_BOLD_CELL.sub(r"\1\2", line)) or _NAMED_SIZE.match(line) or _SPACED_ROW.match(line)
     names = [_table_key(part) for part in row.group(1).split("/")] if row else []
@@ -1258,6 +1294,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             _prose_set(facts, name, int(m.group(2)))
     if m := _SUMMARY_TFLOPS.search(line):
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
+    elif (m := _STATED_TFLOPS.search(line)) and not facts.reported_tflops:
+        facts.reported_tflops.append(float(m.group(1).replace(",", "")))
+    for m in _PROSE_WAY.finditer(line):
+        _prose_set(facts, _WAY_ARGS[m.group(2).lower()], int(m.group(1)))
     if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None:  # "GB300: 14,920.840 ms/step" ...
         value = float(next(g for g in m.groups() if g).replace(",", ""))
         facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3) or m.group(6)) else value
@@ -1529,7 +1569,7 @@ def _flag_dest(name: str, value: Any) -> tuple[str, Any]:
 
 
 # flags that take a list of words (argparse nargs='*'): --recompute-modules core_attn moe_act, --cp-comm-type
-LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type", "offload_modules"})
+LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type", "offload_modules", "rampup_batch_size"})
 # Megatron-LM's training entry points (pretrain_gpt.py, pretrain_mamba.py, ...), run as a script
 _MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b")
 _SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=(\S+)", re.M)
@@ -1578,6 +1618,9 @@ _ASSOC_FLAG = re.compile(r"^(\s*)[A-Za-z_]\w*\[([a-z][a-z0-9_-]*)\]=", re.M)
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
 _QUOTED_VALUE = re.compile(r"=(['\"])([^'\"\s]+)\1")
 _SHELL_OPERATOR = re.compile(r"\d?>>?(?:&\d)?|<|\|\|?|&&?|;")  # a whole token: redirection, pipe, list
+
+
+_GPU_COUNT_VARS = ("NUM_GPUS", "N_GPUS", "NGPUS")  # a launch script's GPU count, by the names scripts give it
 
 
 def _script_args(text: str, facts: LogFacts) -> None:
@@ -1655,13 +1698,15 @@ def _script_args(text: str, facts: LogFacts) -> None:
                     flags.setdefault("_env_nodes_unset", True)
                 continue  # "--tensor-model-parallel-size $TP" with TP never set: unknown, not a value
             flags.setdefault(*_flag_dest(name.replace("-", "_"), value))
-    for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE", "NUM_GPUS", "NODES", "N_PER_NODE"):
-        # Megatron-DeepSpeed's scripts set NUM_GPUS to every GPU of the run (NUM_NODE = NUM_GPUS / NUM_GPUS_PERNODE);
-        # beside a node count above one and at most a node's 8, it counts one node's (SkyRL: NUM_NODES=4, NUM_GPUS=8)
+    for key in ("GPUS_PER_NODE", "NPROC_PER_NODE", "NNODES", "NUM_NODES", "WORLD_SIZE", *_GPU_COUNT_VARS, "NODES",
+                "N_PER_NODE"):
+        # Megatron-DeepSpeed's scripts set NUM_GPUS to every GPU of the run (NUM_NODE = NUM_GPUS / NUM_GPUS_PERNODE),
+        # BigScience's N_GPUS likewise (bigscience-workshop/Megatron-DeepSpeed#93); beside a node count above one
+        # and at most a node's 8, it counts one node's (SkyRL: NUM_NODES=4, NUM_GPUS=8)
         nodes = next((scalar(env[k]) for k in ("NNODES", "NUM_NODES", "NODES") if k in env), None)
-        per_node = key == "NUM_GPUS" and isinstance(nodes, int) and nodes > 1 \
-            and scalar(env.get(key, "")) in range(1, 9)
-        name = ("_env_gpus_per_node" if per_node else "_env_world_size") if key == "NUM_GPUS" else "_env_" + key.lower()
+        gpu_count = key in _GPU_COUNT_VARS
+        per_node = gpu_count and isinstance(nodes, int) and nodes > 1 and scalar(env.get(key, "")) in range(1, 9)
+        name = ("_env_gpus_per_node" if per_node else "_env_world_size") if gpu_count else "_env_" + key.lower()
         if key in env and isinstance(scalar(env[key]), int):
             flags.setdefault(name, scalar(env[key]))
         elif key in ("NNODES", "NUM_NODES", "NODES") and key in env and "$" in env[key]:

@@ -349,10 +349,15 @@ SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
 # tokenizer -> vocabulary size where the log names a well-known tokenizer and prints no size (first match
 # wins): GPT-2 BPE 50257 (Radford et al. 2019); the rest are the vocab_size of the families' HF configs
 # (Llama 2 / Mistral 7B / Mixtral 32000, Mistral-Nemo 131072, Llama 3 128256, Qwen3 151936,
-# DeepSeek-V3 129280). Qwen2 / Qwen2.5 are left out: their sizes differ by model (151936, 152064).
-TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("gpt2-vocab", 50257), ("llama-3", 128256), ("llama3", 128256), ("meta-llama-3", 128256),
-                   ("llama-2", 32000), ("llama2", 32000), ("mistral-nemo", 131072), ("mistral", 32000),
-                   ("mixtral", 32000), ("qwen3", 151936), ("deepseek-v3", 129280))
+# DeepSeek-V3 129280); T5's 32100 is len() of its tokenizer (32000 pieces + 100 sentinel ids), the size
+# Megatron-DeepSpeed's PretrainedFromHF tokenizer reports (megatron/tokenizer/tokenizer.py _AutoTokenizer.vocab_size).
+# Qwen2 / Qwen2.5 are left out: their sizes differ by model (151936, 152064). A key matches at a word's start.
+TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("gpt2-vocab", 50257), ("llama-3", 128256), ("llama3", 128256),
+                   ("meta-llama-3", 128256), ("llama-2", 32000), ("llama2", 32000), ("mistral-nemo", 131072),
+                   ("mistral", 32000), ("mixtral", 32000), ("qwen3", 151936), ("deepseek-v3", 129280),
+                   ("t5-small", 32100), ("t5-base", 32100), ("t5-large", 32100), ("t5-3b", 32100), ("t5-11b", 32100))
+# tokenizer types that load a Hugging Face tokenizer by name or path (Megatron-DeepSpeed, Megatron-LM)
+HF_TOKENIZER_TYPES = ("pretrainedfromhf", "huggingfacetokenizer")
 
 
 # the sizes ``validate_args`` prints on its "using world size" line -> argument names
@@ -533,6 +538,10 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
                 notes.append(f"--{key.replace('_', '-')} {args[key]} costed as Megatron-LM's default {default}")
     elif isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # sgd, adaptive_muon, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
+    if isinstance(ramp := args.get("rampup_batch_size"), str) and len(words := ramp.split()) == 3:
+        # --rampup-batch-size START INCREMENT SAMPLES (ARG, nargs='*'): smaller batches over the first SAMPLES
+        notes.append(f"batch-size ramp-up (--rampup-batch-size {ramp}): iterations of the first {words[2]} samples "
+                     f"run global batches from {words[0]} up; costed at the full global batch")
     if args.get("deterministic_mode") is True or args.get("deterministic") is True:
         # Megatron-LM --deterministic-mode (NCCL ring algorithms, TE's deterministic attention backward, deterministic
         # MoE scatter), Megatron-Bridge's --deterministic: costed as the default, non-deterministic run
@@ -621,10 +630,14 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if not vocab and model_args.get("padded_vocab_size"):
         vocab = model_args["padded_vocab_size"]
     if not vocab:
+        # a Hugging Face tokenizer loads by name or path; a --vocab-file beside it is unused (bigscience-workshop/
+        # Megatron-DeepSpeed#93: VOCAB_FILE=data/gpt2-vocab.json set, --tokenizer-name-or-path t5-small used)
+        by_name = str(model_args.get("tokenizer_type") or "").lower() in HF_TOKENIZER_TYPES
         tokenizer = " ".join(str(model_args.get(k) or "") for k in ("tokenizer_type", "tokenizer_model",
-                                                                      "vocab_file")).lower()
+                                                                      "tokenizer_name_or_path",
+                                                                      *(() if by_name else ("vocab_file",)))).lower()
         for key, size in TOKENIZER_VOCAB:
-            if key in tokenizer.replace("_", "-") or key in tokenizer:
+            if any(re.search(rf"(?<![a-z0-9]){re.escape(key)}", t) for t in {tokenizer, tokenizer.replace("_", "-")}):
                 vocab = size
                 notes.append(f"vocabulary {size} assumed from the tokenizer ({key})")
                 break
@@ -1166,11 +1179,16 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
     if step is None and peak is None and reserved is None and not facts.oom:
         missing.append(("measurement (iteration timing, memory report or OOM)",
                         "a log with iteration lines, or --step-time SECONDS"))
-    if facts.oom:
+    oom = facts.oom
+    if oom and not facts.oom_logged and (cond := facts.args.get("_prose_oom_if")) and layout.get(cond[0], 1) != cond[1]:
+        oom = False  # verl-project/verl#2197: train_tp=2 ..., "When tp=1 is set, OOM occurs"
+        notes.append(f"the text's OOM is under {cond[0]}={cond[1]}, not this run's {cond[0]}={layout.get(cond[0], 1)}: "
+                     f"not taken as this run's (\"{facts.args.get('_prose_oom')}\")")
+    if oom:
         notes.append("the run ran out of memory" + (f" (GPU capacity {facts.oom_capacity_gib} GiB)"
                                                      if facts.oom_capacity_gib else "")
                      + (f", as the text says: \"{facts.args['_prose_oom']}\"" if facts.args.get("_prose_oom") else ""))
-    return Measured(step_time_s=step, peak_allocated_gb=peak, peak_reserved_gb=reserved, rank=rank, oom=facts.oom,
+    return Measured(step_time_s=step, peak_allocated_gb=peak, peak_reserved_gb=reserved, rank=rank, oom=oom,
                     tflops_per_gpu=tflops, iterations=used,
                     theoretical_memory_gb=facts.theoretical_mb * MIB / 1e9 if facts.theoretical_mb else None)
 

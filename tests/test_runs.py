@@ -39,6 +39,12 @@ def test_real_log_facts(entry):
     if "memory_rank" in want:
         assert facts.memory == {want["memory_rank"]: (want["max_allocated_mib"], want["max_reserved_mib"])}
     assert facts.oom == want.get("oom", False)
+    if "oom_if" in want:  # the condition the text puts on its OOM ("When tp=1 is set, OOM occurs")
+        assert list(facts.args["_prose_oom_if"]) == want["oom_if"]
+    if "reported_tflops" in want:  # rates stated outside iteration lines
+        assert facts.reported_tflops == want["reported_tflops"]
+    if "stated_step_s" in want:
+        assert facts.stated_step_s == pytest.approx(want["stated_step_s"])
     if "oom_capacity_gib" in want:
         assert facts.oom_capacity_gib == want["oom_capacity_gib"]
     if "theoretical_mb" in want:
