@@ -8,6 +8,7 @@ finishes. Run (one core, as the solver runs by default)::
     python benchmarks/solver_benchmark.py --quick    # the small instances only
     python benchmarks/solver_benchmark.py --oracle-limit 600
     python benchmarks/solver_benchmark.py --no-knobs  # without the communication knobs (solver/knobs.py)
+    python benchmarks/solver_benchmark.py --probe     # CP-SAT with and without the probe (solver/solve.py _probe)
 
 Columns: instance, search-space size (Cartesian product of the axis domains), rule-legal layouts
 (counted by the oracle), CP-SAT variables / constraints, CP-SAT wall time (and the part of it that
@@ -50,6 +51,38 @@ LADDER = [
     ("deepseek-v3", "deepseek-v3", 16384, "h100", 4096, 16384, 10),
 ]
 QUICK = 3
+# where the probe runs (large MoE spaces whose bounds sit far below their layouts' steps), top-5 as the CLI asks
+PROBE_CASES = [("deepseek-v3", "deepseek-v3", 16384, "h100", 4096, 1024, 5),
+               ("kimi-k2", "kimi-k2", 4096, "h100", 4096, 1024, 5),
+               ("deepseek-v3", "deepseek-v3", 2048, "h100", 4096, 1024, 5),
+               ("qwen3-235b-a22b", "qwen3-235b-a22b", 256, "h100", 4096, 1024, 5)]
+
+
+def probe_study() -> int:
+    """CP-SAT in-process with the probe and without it (``PROBE_MIN_KEYS`` out of reach), back to back: seconds,
+    CP-SAT solves, and whether the top-k agree (exit 1 if not)."""
+    import importlib
+
+    solve_module = importlib.import_module("megasolve.solver.solve")
+    on = solve_module.PROBE_MIN_KEYS
+    print(f"{'instance':<24}{'without s':>10}{'solves':>7}{'with s':>8}{'solves':>7}  agree")
+    failures = 0
+    for label, model, gpus, gpu, seq, gbs, top_k in PROBE_CASES:
+        results = []
+        for keys in (10**12, on):
+            solve_module.PROBE_MIN_KEYS = keys
+            t0 = time.perf_counter()
+            result = solve(load_preset(model), Cluster.from_flags(num_gpus=gpus, gpu=gpu),
+                           Workload(seq_length=seq, global_batch_size=gbs), top_k=top_k, knobs=COMM_KNOBS)
+            results.append((time.perf_counter() - t0, result))
+        solve_module.PROBE_MIN_KEYS = on
+        (t_off, off), (t_on, with_probe) = results
+        agree = [r.layout for r in off.layouts] == [r.layout for r in with_probe.layouts] \
+            and off.objective_us == with_probe.objective_us
+        failures += not agree
+        print(f"{label + '@' + str(gpus):<24}{t_off:>10.2f}{off.search['solves']:>7}{t_on:>8.2f}"
+              f"{with_probe.search['solves']:>7}  {'yes' if agree else 'NO'}")
+    return 1 if failures else 0
 
 
 def _run(engine: str, model: str, gpus: int, gpu: str, seq: int, gbs: int, top_k: int, limit: float, out,
@@ -94,7 +127,10 @@ def main() -> int:
     parser.add_argument("--cpsat-limit", type=float, default=300.0, help="CP-SAT --time-limit")
     parser.add_argument("--no-knobs", action="store_true",
                         help="do not search the communication knobs (the workload's settings, as before them)")
+    parser.add_argument("--probe", action="store_true", help="CP-SAT with and without the probe, in-process")
     args = parser.parse_args()
+    if args.probe:
+        return probe_study()
     knobs = () if args.no_knobs else COMM_KNOBS
     cases = LADDER[:QUICK] if args.quick else LADDER
     header = f"{'instance':<22}{'space':>14}{'legal':>10}{'vars':>7}{'cons':>8}{'cpsat s':>9}{'import':>8}" \

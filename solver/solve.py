@@ -236,6 +236,8 @@ def _next_threshold(threshold: int, under: list[int], top_k: int, lowest: list[i
         ratio = min(4.0, max(1.5, top_k / len(under)))
         span = best + int((threshold - best) * ratio) + 1
         target = span if target is None else min(target, span)
+    if not under and target is not None:  # nothing found yet: at most 15 % higher (DeepSeek-V3 on 16,384 H100 had
+        target = min(target, _grow(threshold, 0.15))  # jumped 0.57 -> 0.78 s past a best of 0.58 s: 2x the keys)
     return max(_grow(threshold, 0.005), target if target is not None else _grow(threshold, 1.0))
 
 
@@ -271,6 +273,7 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
         return [], True, stats
     lowest = sorted(configs.values())
     threshold = lowest[0]
+    ceiling: int | None = None  # a threshold that holds a known layout (``_probe``), 0 if none was found
     below = 0  # every layout with step <= below is in `found` already
     found: dict[tuple, Ranked] = {}
     proven = True
@@ -294,10 +297,81 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
             continue
         below = threshold
         threshold = _next_threshold(threshold, [plan[0].cost.step_us for plan in plans], top_k, lowest)
+        if not plans and ceiling is None and _keys_under(configs, bounds, threshold) >= PROBE_MIN_KEYS:
+            # the next round is a large model and no layout is known: find one's step first
+            incumbent = _probe(space, tables, rows, bounds, configs, stats, deadline)
+            ceiling = _grow(incumbent, PROBE_MARGIN) if incumbent else 0
+        if not plans and ceiling:  # straight to a known layout's step (and the margin), in one round
+            threshold = max(_grow(below, 0.005), ceiling)
     stats.enumerated = len(found)
     stats.proven_optimal = proven
     plans = group_plans(list(found.values()))[:top_k]
     return [r for plan in plans for r in plan], proven, stats
+
+
+# The bounds of large MoE spaces sit far below the steps their layouts reach (DeepSeek-V3 on 16,384 H100: lowest
+# bound 0.337 s, best layout 0.583 s), so rounds that grow the threshold from the lowest bound find nothing for
+# several rounds and the one that does overshoots (0.780 s), enumerating thousands of configurations to no use.
+# When no layout is known yet and the next round's model would hold PROBE_MIN_KEYS (configuration, vpp, rc) keys or
+# more, the best step among the PROBE_KEYS lowest-bound keys is found first (by minimising) and the threshold is
+# lowered to PROBE_MARGIN above it, where the next plans of a top-k usually lie. Any threshold keeps the search
+# exact; the probe (1-2 s there) only pays off before a large round.
+PROBE_MIN_KEYS = 1000
+PROBE_KEYS = 512
+PROBE_MARGIN = 0.05
+
+
+def _keys_under(configs: dict[tuple, int], bounds, threshold: int) -> int:
+    """How many (configuration, vpp, rc) keys have a bound at most ``threshold``."""
+    return sum(1 for key, low in configs.items() if low <= threshold
+               for bound in bounds.groups(key).values() if bound <= threshold)
+
+
+def _probe(space, tables, rows, bounds, configs, stats, deadline) -> int | None:
+    """The lowest step (us) of a layout in the ``PROBE_KEYS`` keys with the lowest bounds, or None when none
+    fits (or the time limit is reached)."""
+    from ortools.sat.python import cp_model
+
+    from megasolve.solver.bounds import GROUP_AXES
+    from megasolve.solver.cpsat import build_restricted, new_solver
+
+    keys: dict[tuple, int] = {}
+    for key in sorted(configs, key=lambda k: (configs[k], k)):
+        # a key's bound is at least its configuration's: past the PROBE_KEYS-th lowest key bound, none can enter
+        if len(keys) >= PROBE_KEYS and configs[key] > sorted(keys.values())[PROBE_KEYS - 1]:
+            break
+        keys.update({key + group: bound for group, bound in bounds.groups(key).items()})
+    chosen = dict(sorted(keys.items(), key=lambda kv: (kv[1], kv[0]))[:PROBE_KEYS])
+    pp_at, vpp_at = GROUP_AXES.index("pp"), GROUP_AXES.index("vpp")
+    parts: dict[tuple, dict[tuple, int]] = {}
+    for key, bound in chosen.items():
+        parts.setdefault((key[pp_at], key[vpp_at]), {})[key] = bound
+    best = None
+    for _, part in sorted(parts.items()):
+        remaining = None if deadline is None else deadline - time.perf_counter()
+        if remaining is not None and remaining <= 0:
+            return None
+        t0 = time.perf_counter()
+        try:
+            restricted = build_restricted(space, tables, rows, part, deadline=deadline)
+        except TimeoutError:
+            return None
+        finally:
+            stats.build_s += time.perf_counter() - t0
+        if restricted is None:
+            continue
+        built = restricted[1]
+        if best is not None:
+            built.model.Add(built.step < best)
+        solver = new_solver(remaining, 1)
+        solver.parameters.linearization_level = 0
+        t0 = time.perf_counter()
+        status = solver.Solve(built.model)
+        stats.solve_s += time.perf_counter() - t0
+        stats.solves += 1
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            best = solver.Value(built.step)
+    return best
 
 
 def _enumerate_configs(space, tables, rows, configs, threshold, below, found, stats, deadline, workers) -> bool:

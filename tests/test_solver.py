@@ -52,6 +52,25 @@ def test_cpsat_top_k_equals_exhaustive(model, gpus, gpu, seq, gbs, fixed):
         assert report.estimate.fits
 
 
+@pytest.mark.parametrize("model,gpus,gpu,seq,gbs,fixed", [GRID[2], GRID[5]], ids=["mixtral", "deepseek-v3-proxy"])
+def test_cpsat_with_the_probe_equals_exhaustive(monkeypatch, model, gpus, gpu, seq, gbs, fixed):
+    """The probe that sets a threshold from a known layout's step (large MoE spaces) keeps the search exact:
+    forced on here (it runs from PROBE_MIN_KEYS keys), the same top-k as the oracle."""
+    import importlib
+
+    solve_module = importlib.import_module("megasolve.solver.solve")
+    probes = []
+    probe = solve_module._probe
+    monkeypatch.setattr(solve_module, "PROBE_MIN_KEYS", 1)
+    monkeypatch.setattr(solve_module, "_probe", lambda *a: probes.append(probe(*a)) or probes[-1])
+    spec, cluster, workload = instance(model, gpus, gpu, seq, gbs)
+    fast = solve(spec, cluster, workload, top_k=5, fixed=fixed, engine="cpsat", time_limit_s=120)
+    oracle = solve(spec, cluster, workload, top_k=5, fixed=fixed, engine="exhaustive")
+    assert probes and all(p is not None for p in probes)  # it ran and found a layout
+    assert [r.layout for r in fast.layouts] == [r.layout for r in oracle.layouts]
+    assert fast.objective_us == oracle.objective_us
+
+
 @pytest.mark.parametrize("model,gpus,gpu", [("llama-3.1-8b", 16, "h100"), ("mixtral-8x7b", 32, "h100"),
                                             ("deepseek-v3-proxy", 64, "h100"), ("gpt3-175b", 64, "a100-80g")])
 def test_canonical_cost_matches_the_cost_functions(model, gpus, gpu):
