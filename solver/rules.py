@@ -568,11 +568,16 @@ def _min_chunk(ctx: RuleContext, a: Axes) -> int:
 def rule_error(broken: Violation, layout: Layout | None, workload: Workload) -> MegasolveError:
     """The input error for a broken Megatron rule: the flag it concerns and that flag's value."""
     name = _RULE_FIELDS.get(broken.rule, "layout").lstrip("-").replace("-", "_")
+    name = _FIELD_ATTRS.get(name, name)
     value = getattr(layout, name, getattr(workload, name, "see message"))
     return MegasolveError(field=_RULE_FIELDS.get(broken.rule, "layout"), value=value,
                           rule=f"{broken.message} ({broken.source})", fix=broken.fix)
 
 
+# flags whose Layout / Workload attribute is not the flag's own name
+_FIELD_ATTRS = {"gbs": "global_batch_size", "seq_len": "seq_length", "gpus": "world_size",
+                "defer_embedding_wgrad_compute": "defer_embedding_wgrad",
+                "num_distributed_optimizer_instances": "dist_optimizer_instances"}
 _RULE_FIELDS = {
     "num_heads_divisible_by_tp": "--tp", "query_groups_vs_tp": "--tp", "ffn_divisible_by_tp": "--tp",
     "expert_ffn_divisible_by_etp": "--etp", "num_experts_divisible_by_ep": "--ep", "etp_is_tp_for_dense_models": "--etp",
@@ -583,6 +588,23 @@ _RULE_FIELDS = {
     "fp8_needs_hardware": "--precision", "fp8_recipe_needs_hardware": "--fp8-recipe",
     "latent_moe_without_shared_expert_overlap": "--moe-shared-expert-overlap",
     "world_size_divisible_by_model_parallel": "--gpus",
+    "fp4_needs_hardware": "--precision", "fsdp_needs_distributed_optimizer": "--fsdp",
+    "fp8_bf16_layers_per_stage": "--num-layers-at-start-in-bf16", "muon_fsdp_not_modelled": "--optimizer",
+    "tp_comm_overlap_needs_sp": "--tp-comm-overlap", "moe_ep_overlap_conditions": "--moe-ep-overlap",
+    "defer_embedding_wgrad_needs_pp": "--defer-embedding-wgrad-compute",
+    "dist_optimizer_instances_divide_dp": "--num-distributed-optimizer-instances", "tp_inside_nvlink_domain": "--tp",
+    "activation_offload_fits_host": "--cpu-offload-layers", "cpu_offload_layers_below_num_layers": "--cpu-offload-layers",
+    "cpu_offload_needs_pp_1": "--cpu-offload-layers", "cpu_offload_without_recompute": "--cpu-offload-layers",
+    "fine_grained_offload_without_cpu_offload": "--offload-modules",
+    "fine_grained_offload_not_inside_moe_recompute": "--offload-modules", "recompute_modules_usable": "--recompute-modules",
+    "optimizer_offload_needs_distributed_optimizer": "--optimizer-offload-fraction",
+    "optimizer_offload_not_with_muon": "--optimizer-offload-fraction",
+    "optimizer_offload_fp8_param_gather_delayed": "--optimizer-offload-fraction",
+    "mamba_heads_divisible_by_tp": "--tp", "mamba_groups_divisible_by_tp": "--tp", "mamba_heads_groups_vs_cp": "--cp",
+    "hybrid_split_without_accounting": "--account-for-embedding", "hybrid_no_activation_offload": "--cpu-offload-layers",
+    "gdn_heads_divisible_by_tp": "--tp", "gdn_heads_divisible_by_cp": "--cp", "block_layers_fsdp_not_modelled": "--fsdp",
+    "block_layers_offload_not_modelled": "--cpu-offload-layers", "cp_comm_type_supported": "--cp-comm-type",
+    "dsa_attention_is_its_own": "--attention",
 }
 
 

@@ -83,6 +83,8 @@ def test_estimate_json_contract():
      "--moe-ep-overlap=True: llama-3.1-8b has no MoE layers"),
     (["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--moe-expert-capacity-factor", "1.0"],
      "--moe-expert-capacity-factor=1.0: llama-3.1-8b has no MoE layers"),
+    # a broken rule names its flag and value (it had said "layout=see message")
+    (["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--precision", "fp4"], "--precision=fp4: h100 cannot"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
     code, out, err = run(args)
@@ -90,6 +92,21 @@ def test_bad_input_is_one_line_exit_2(args, needle):
     assert "Traceback" not in err
     assert needle in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_every_rule_names_its_flag():
+    """A broken rule's error names the flag it concerns (``rules._RULE_FIELDS``), never a bare "layout"."""
+    from megasolve.solver import rules
+
+    names = {r.name for r in rules.RULES + rules.FIXED_FIELD_RULES}
+    assert names - set(rules._RULE_FIELDS) == set()
+    flags = set(_flags("estimate")) | {"--gpus", "--sequence-parallel"}
+    assert set(rules._RULE_FIELDS.values()) <= flags, set(rules._RULE_FIELDS.values()) - flags
+
+
+def _flags(command: str) -> list[str]:
+    cmd = cli.commands[command]
+    return [opt for param in cmd.params for opt in getattr(param, "opts", []) if opt.startswith("--")]
 
 
 def test_does_not_fit_exits_1():
