@@ -332,8 +332,7 @@ def _probe(space, tables, rows, bounds, configs, stats, deadline) -> int | None:
     fits (or the time limit is reached)."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.bounds import GROUP_AXES
-    from megasolve.solver.cpsat import build_restricted, new_solver
+    from megasolve.solver.cpsat import new_solver
 
     keys: dict[tuple, int] = {}
     for key in sorted(configs, key=lambda k: (configs[k], k)):
@@ -342,22 +341,15 @@ def _probe(space, tables, rows, bounds, configs, stats, deadline) -> int | None:
             break
         keys.update({key + group: bound for group, bound in bounds.groups(key).items()})
     chosen = dict(sorted(keys.items(), key=lambda kv: (kv[1], kv[0]))[:PROBE_KEYS])
-    pp_at, vpp_at = GROUP_AXES.index("pp"), GROUP_AXES.index("vpp")
-    parts: dict[tuple, dict[tuple, int]] = {}
-    for key, bound in chosen.items():
-        parts.setdefault((key[pp_at], key[vpp_at]), {})[key] = bound
     best = None
-    for _, part in sorted(parts.items()):
+    for part in _pipeline_parts(chosen):
         remaining = None if deadline is None else deadline - time.perf_counter()
         if remaining is not None and remaining <= 0:
             return None
-        t0 = time.perf_counter()
         try:
-            restricted = build_restricted(space, tables, rows, part, deadline=deadline)
+            restricted = _build(space, tables, rows, part, stats, deadline)
         except TimeoutError:
             return None
-        finally:
-            stats.build_s += time.perf_counter() - t0
         if restricted is None:
             continue
         built = restricted[1]
@@ -381,31 +373,44 @@ def _enumerate_configs(space, tables, rows, configs, threshold, below, found, st
     One model per (pp, vpp) of the keys: each holds only that pipeline's rows and stage slots, and
     CP-SAT's complete enumeration costs far less in several such models than in their union (Llama-3.1-70B
     @ 256 H100, last round, 75 keys: 2.1 s in one model, 0.3 s per pp; README "Performance")."""
+    for part in _pipeline_parts(configs):
+        if not _enumerate_part(space, tables, rows, part, threshold, below, found, stats, deadline):
+            return False
+    return True
+
+
+def _pipeline_parts(keys: dict[tuple, int]) -> list[dict[tuple, int]]:
+    """``keys`` split by their (pp, vpp), in that order: one CP-SAT model each."""
     from megasolve.solver.bounds import GROUP_AXES
 
     pp_at, vpp_at = GROUP_AXES.index("pp"), GROUP_AXES.index("vpp")
     parts: dict[tuple, dict[tuple, int]] = {}
-    for key, bound in configs.items():
+    for key, bound in keys.items():
         parts.setdefault((key[pp_at], key[vpp_at]), {})[key] = bound
-    for _, part in sorted(parts.items()):
-        if not _enumerate_part(space, tables, rows, part, threshold, below, found, stats, deadline):
-            return False
-    return True
+    return [part for _, part in sorted(parts.items())]
+
+
+def _build(space, tables, rows, keys, stats, deadline):
+    """``cpsat.build_restricted`` over ``keys``, its time counted in ``stats``; raises ``TimeoutError``."""
+    from megasolve.solver.cpsat import build_restricted
+
+    t0 = time.perf_counter()
+    try:
+        return build_restricted(space, tables, rows, keys, deadline=deadline)
+    finally:
+        stats.build_s += time.perf_counter() - t0
 
 
 def _enumerate_part(space, tables, rows, configs, threshold, below, found, stats, deadline) -> bool:
     """``_enumerate_configs`` in one model over ``configs``."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import build_restricted, decode, new_solver
+    from megasolve.solver.cpsat import decode, new_solver
 
-    t0 = time.perf_counter()
     try:
-        restricted = build_restricted(space, tables, rows, configs, deadline=deadline)
+        restricted = _build(space, tables, rows, configs, stats, deadline)
     except TimeoutError:
         return False
-    finally:
-        stats.build_s += time.perf_counter() - t0
     if restricted is None:
         return True
     sub, built = restricted
