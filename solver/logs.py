@@ -1906,6 +1906,9 @@ CONFIG_KEYS = {
     # the optimizer (Megatron-LM's --optimizer adam / muon / dist_muon; Bridge's OptimizerConfig.optimizer) and the
     # Muon settings the cost follows at their defaults (runs.py MUON_COSTED_DEFAULTS names the others)
     "optimizer", "muon_num_ns_steps", "muon_tp_mode", "muon_scalar_optimizer",
+    # a per-module precision recipe (Megatron-LM --te-precision-config-file, Bridge's model.quant_recipe): named as
+    # not modelled (runs.py)
+    "te_precision_config_file", "quant_recipe",
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",

@@ -538,6 +538,14 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
                 notes.append(f"--{key.replace('_', '-')} {args[key]} costed as Megatron-LM's default {default}")
     elif isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # sgd, adaptive_muon, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
+    recipe = args.get("te_precision_config_file") or args.get("quant_recipe")
+    if recipe not in (None, False, "None", "null", ""):
+        # Megatron-LM --te-precision-config-file / Bridge model.quant_recipe: module-matched precisions (Nemotron 3
+        # Super's NVFP4 recipes keep attention, latent projections and MTP in bf16 and Mamba out_proj in MXFP8:
+        # Megatron-Bridge perf_recipes/nemotronh/te_quant.cfg)
+        notes.append(f"per-module precision recipe ({recipe}) is not modelled: every GEMM is costed at the run's "
+                     "precision except the layers --first-last-layers-bf16 keeps in bf16 (expect a slower step if "
+                     "the recipe keeps modules in a wider format)")
     if isinstance(ramp := args.get("rampup_batch_size"), str) and len(words := ramp.split()) == 3:
         # --rampup-batch-size START INCREMENT SAMPLES (ARG, nargs='*'): smaller batches over the first SAMPLES
         notes.append(f"batch-size ramp-up (--rampup-batch-size {ramp}): iterations of the first {words[2]} samples "
