@@ -632,6 +632,11 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         bf16_layers = {key: recipe.get(key, 0) for key in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")}
         notes.append("decoder layers kept in bf16 (the recipe's first_last_layers_bf16): first "
                      f"{bf16_layers['num_layers_at_start_in_bf16']}, last {bf16_layers['num_layers_at_end_in_bf16']}")
+        if precision == "fp4" and record["model"]["name"].startswith("Nemotron 3 Super"):
+            # from v0.4.0 the NVFP4 perf configs also load te_quant.cfg (scripts/performance/configs/nemotronh/
+            # nemotron_3_llm_pretrain.py L48-51 @v0.4.0; perf_recipes/nemotronh/common.py L33 @067f987)
+            notes.append("not modelled: the recipe's per-module precisions (te_quant.cfg: attention QKV / proj, "
+                         "latent projections and MTP in bf16, Mamba out_proj in MXFP8), costed in NVFP4")
     padding = (source == "megatron_bridge_perf_summary" and record["model"]["name"] in ROUTER_PADDING_MODELS
                and (precision == "fp4" or (precision == "fp8" and fp8_recipe == "mxfp8")))
     if padding:
