@@ -535,15 +535,20 @@ def build_space(spec: ModelSpec, cluster: Cluster, workload: Workload, *, fixed:
     if "dop" not in fixed:
         domains["dop"] = (True,)
     # single-axis rules prune each domain once
+    emptied_by: dict[str, str] = {}  # the rule that removed an axis's last value(s), as its message says
     for rule, axes in ((r, a) for r, a in SearchSpace(ctx=ctx, domains=domains, requires=extra).rules()
                        if len(a) == 1):
         axis = axes[0]
-        domains[axis] = tuple(v for v in domains[axis] if rule.check(ctx, _fields_of({axis: v})))
+        kept = tuple(v for v in domains[axis] if rule.check(ctx, _fields_of({axis: v})))
+        if not kept and domains[axis]:
+            emptied_by.setdefault(axis, f"{rule.message(ctx, _fields_of({axis: domains[axis][0]}))} ({rule.source})")
+        domains[axis] = kept
     for axis in AXES:
         if not domains[axis]:
+            why = emptied_by.get(axis)
             raise MegasolveError(field="--fix" if _fixed_axis(axis, fixed) else axis, value=_fixed_value(axis, fixed),
-                                 rule=f"no value of {axis} is allowed by Megatron's rules (and --require) "
-                                      "for this model/cluster",
+                                 rule=why or f"no value of {axis} is allowed by Megatron's rules (and --require) "
+                                             "for this model/cluster",
                                  fix="relax --fix or change the cluster")
     return SearchSpace(ctx=ctx, domains={a: domains[a] for a in AXES}, requires=extra)
 

@@ -83,6 +83,9 @@ def test_estimate_json_contract():
      "--moe-ep-overlap=True: llama-3.1-8b has no MoE layers"),
     (["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--moe-expert-capacity-factor", "1.0"],
      "--moe-expert-capacity-factor=1.0: llama-3.1-8b has no MoE layers"),
+    # a pin that a rule forbids: the rule, not "no value of tp is allowed"
+    (["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--fix", "tp=3"],
+     "--fix=tp=3: num_attention_heads (32) must be a multiple of tensor_model_parallel_size (3)"),
     # a broken rule names its flag and value (it had said "layout=see message")
     (["solve", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--precision", "fp4"], "--precision=fp4: h100 cannot"),
 ])
