@@ -299,7 +299,7 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
         threshold = _next_threshold(threshold, [plan[0].cost.step_us for plan in plans], top_k, lowest)
         if not plans and ceiling is None and _keys_under(configs, bounds, threshold) >= PROBE_MIN_KEYS:
             # the next round is a large model and no layout is known: find one's step first
-            incumbent = _probe(space, tables, rows, bounds, configs, stats, deadline)
+            incumbent = _probe(space, tables, rows, bounds, configs, found, stats, deadline)
             ceiling = _grow(incumbent, PROBE_MARGIN) if incumbent else 0
         if not plans and ceiling:  # straight to a known layout's step (and the margin), in one round
             threshold = max(_grow(below, 0.005), ceiling)
@@ -327,12 +327,13 @@ def _keys_under(configs: dict[tuple, int], bounds, threshold: int) -> int:
                for bound in bounds.groups(key).values() if bound <= threshold)
 
 
-def _probe(space, tables, rows, bounds, configs, stats, deadline) -> int | None:
+def _probe(space, tables, rows, bounds, configs, found, stats, deadline) -> int | None:
     """The lowest step (us) of a layout in the ``PROBE_KEYS`` keys with the lowest bounds, or None when none
-    fits (or the time limit is reached)."""
+    fits; the best found so far when the time limit is reached. Each layout found goes into ``found`` (a time
+    limit that stops the search later still returns it)."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import new_solver
+    from megasolve.solver.cpsat import decode, new_solver
 
     keys: dict[tuple, int] = {}
     for key in sorted(configs, key=lambda k: (configs[k], k)):
@@ -345,14 +346,14 @@ def _probe(space, tables, rows, bounds, configs, stats, deadline) -> int | None:
     for part in _pipeline_parts(chosen):
         remaining = None if deadline is None else deadline - time.perf_counter()
         if remaining is not None and remaining <= 0:
-            return None
+            return best
         try:
             restricted = _build(space, tables, rows, part, stats, deadline)
         except TimeoutError:
-            return None
+            return best
         if restricted is None:
             continue
-        built = restricted[1]
+        sub, built = restricted
         if best is not None:
             built.model.Add(built.step < best)
         solver = new_solver(remaining, 1)
@@ -363,6 +364,12 @@ def _probe(space, tables, rows, bounds, configs, stats, deadline) -> int | None:
         stats.solves += 1
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = solver.Value(built.step)
+            point = decode(sub, built, solver)
+            cost = tables.evaluate(point)
+            if best != cost.step_us or not cost.fits:  # both encodings agree exactly
+                raise AssertionError(f"CP-SAT step {best} != canonical {cost.step_us}")
+            key = point_key(space, point)
+            found.setdefault(key, Ranked(point, cost, key))
     return best
 
 
