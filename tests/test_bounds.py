@@ -24,6 +24,7 @@ CASES = [
     ("deepseek-v3-proxy", 64, "h100", 4096, 512, {"mbs": 1, "cp": 1, "tp": 1}),
     ("llama-3.1-70b", 64, "h100", 16384, 128, {"mbs": 1}),
     ("qwen3-30b-a3b", 16, "h100", 4096, 256, {}),  # unpinned: the benchmark's second instance
+    ("llama-3.1-8b", 64, "h100", 4096, 64, {"mbs": 1, "cp": 1}),  # one micro-batch per DP rank: the DP tail binds
 ]
 
 
@@ -139,3 +140,24 @@ def test_pipeline_accounting_is_searched_and_cpsat_equals_the_oracle(fixed):
     assert fast.objective_us == oracle.objective_us
     for r in fast.layouts:
         assert all(getattr(r.layout, name) for name in fixed) and r.layout.pp > 1
+
+
+def test_the_dp_tail_raises_bounds_where_the_dp_traffic_is_exposed():
+    """With one micro-batch per DP rank the gradient reduction outlasts its overlap window: the bounds with the
+    DP tail's form (``bounds.group_forms``) are higher than with it made void (a huge overlap) on some
+    configuration, and never lower (the case above checks them against every layout's exact step)."""
+    spec, cluster, workload = instance("llama-3.1-8b", 64, "h100", 4096, 64)
+    space = build_space(spec, cluster, workload, fixed={"mbs": 1, "cp": 1})
+    tables = CostTables(spec, cluster, workload)
+    with_tail = ConfigBounds(space, tables, pipeline_rows(space, tables)).configs()
+    tables.overlap_pct *= 10 ** 6  # k * C beyond any traffic: the tail's form never the largest
+    without = ConfigBounds(space, tables, pipeline_rows(space, tables)).configs()
+    assert with_tail.keys() == without.keys()
+    assert all(with_tail[k] >= without[k] for k in with_tail)
+    raised = [k for k in with_tail if with_tail[k] > without[k]]
+    assert len(raised) >= 20  # 26 of the 108 configurations
+    # tp cp pp dp = 4 1 1 16 raised (e.g. 0.481 -> 0.539 s), 1 1 1 64 not (its window hides its gradient traffic);
+    # Megatron-FSDP counts its traffic in the stage time instead
+    ddp = [k for k in with_tail if not k[CONFIG_AXES.index("fsdp")]]
+    assert all(k in raised for k in ddp if k[:4] == (4, 1, 1, 16))
+    assert not any(k in raised for k in ddp if k[:4] == (1, 1, 1, 64))
