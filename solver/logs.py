@@ -205,6 +205,9 @@ _GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×]))(" + _GPU_NAMES_RE +
 
 
 _DATACENTER_GPU = re.compile(_DATACENTER_NAMES_RE, re.I)
+_URL = re.compile(r"https?://\S+")
+_COUNT_BEFORE = re.compile(r"(?<![\w.])\d+\s*[x×*]?\s*(?:NVIDIA\s+)?$")  # "64 GB200", "8xH100", "8 x NVIDIA H100"
+_COUNT_AFTER = re.compile(r"\s*[x×*]\s*\d+\b|\s*\d+\s*[机卡]")  # "H100x8", "B200 x 64", "H1004机32卡" (FlagPerf)
 
 
 def gpu_key(m: re.Match[str]) -> str:
@@ -309,6 +312,7 @@ class LogFacts:
     oom_capacity_gib: float | None = None
     padded_vocab: tuple[int, int] | None = None
     gpu_names: dict[str, int] = field(default_factory=dict)
+    gpu_counted: dict[str, int] = field(default_factory=dict)  # of those, named beside a count ("64 GB200 nodes")
     software: dict[str, str] = field(default_factory=dict)
     # "> number of parameters on (tensor, pipeline) model parallel rank (t, p): N" (training.py get_model)
     rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -317,6 +321,7 @@ class LogFacts:
     variant_notes: dict[str, str] = field(default_factory=dict)  # preset -> what a variant named adds, unmodelled
     reported_tflops: list[float] = field(default_factory=list)  # TFLOP/s/GPU printed outside iteration lines
     stated_step_s: float | None = None  # seconds per iteration a results table's first row or a summary states
+    stated_tokens_per_gpu: float | None = None  # tokens/s per GPU a summary or a results table states (the first)
     dump_keys: set[str] = field(default_factory=set)  # argument names read from a Megatron argument dump
     whole_dump: bool = False  # the dump's start and end lines were both read
     ds_timer_memory: bool = False  # a peak read from DeepSpeed's timer line (no rank)
@@ -741,11 +746,17 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.padded_vocab = (int(m.group(1)), int(m.group(2)))
         return
     _prose_sizes(line, facts)
-    for m in _GPU_NAME.finditer(line):
-        if re.search(r"NVIDIA|Tesla|Instinct|GPU|device|gpu|显卡|\d\s*卡", line) or _GPU_COUNT.search(line) \
-                or _CN_GPU_COUNT.search(line) or _GPU_GRID.search(line) or _DATACENTER_GPU.fullmatch(m.group(1)):
+    named_line = _URL.sub(" ", line)  # a link's words are not the run's: ".../language-modeling-using-megatron-a100-gpu/"
+    for m in _GPU_NAME.finditer(named_line):
+        if re.search(r"NVIDIA|Tesla|Instinct|GPU|device|gpu|显卡|\d\s*卡", named_line) or _GPU_COUNT.search(named_line) \
+                or _CN_GPU_COUNT.search(named_line) or _GPU_GRID.search(named_line) \
+                or _DATACENTER_GPU.fullmatch(m.group(1)):
             key = gpu_key(m)
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
+            # a name with its count ("64 GB200 nodes / 256 GPUs", "8xH100"): what breaks a tie between names
+            if _COUNT_BEFORE.search(named_line[max(0, m.start() - 16):m.start()]) \
+                    or _COUNT_AFTER.match(named_line[m.end():m.end() + 12]):
+                facts.gpu_counted[key] = facts.gpu_counted.get(key, 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
     named = _preset_names_in(line)
@@ -797,11 +808,15 @@ _WAY_ARGS = {"tensor": "tensor_model_parallel_size", "pipeline": "pipeline_model
              "data": "_prose_data_parallel_size"}
 # a rate stated in prose: "approximately 135 TFLOPS / GPU" (zai-org/GLM-130B#6), "approximately 996 calibrated
 # TFLOP/s/GPU versus 967 for the MCore-direct reference" (NVIDIA-NeMo/Megatron-Bridge#4808): the first one stated
-_STATED_TFLOPS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:calibrated\s+|model\s+|achieved\s+)?TFLOP(?:S|s)?"
-                            r"(?:\s*/\s*s)?\s*(?:/|per)\s*GPU\b")
+# (also "~35 TF/GPU", deepspeedai/DeepSpeed#1776; "413 tflops pre sec per gpu", swiss-ai/Megatron-LM#29)
+_STATED_TFLOPS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:calibrated\s+|model\s+|achieved\s+)?(?:TFLOPS?|TF)"
+                            r"(?:\s*/\s*s|\s+(?:pre|per)\s+sec(?:ond)?)?\s*(?:/|per)\s*GPU\b", re.I)
+# a throughput per GPU in tokens: "~**8290** Tokens/Sec/GPU (85 GB)" (swiss-ai/Megatron-LM#33), "1,234 tokens/s/GPU"
+_STATED_TOKENS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\**\s*tokens?\s*/\s*s(?:ec)?\s*/\s*GPU\b", re.I)
 # (a full stop may end the sentence: "divided using PP=8 and TP=4.", NVIDIA-NeMo/Speech#9031; not "4.5")
-_COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?!\d|\.\d|[a-z])")
-_COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?!\d|\.\d)")  # "tp=4,pp=2"
+# (VP is the VPP of NVIDIA's performance tables and bug reports: "TP=1, PP=1, CP=1, ..., VP=1", Megatron-Bridge#1976)
+_COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|VP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?!\d|\.\d|[a-z])")
+_COMPACT_SIZE_EQ = re.compile(r"(?<![A-Za-z_])(tp|pp|vpp|vp|cp|ep|etp|dp|mbs|gbs)\s*=\s*(\d+)(?!\d|\.\d)")  # "tp=4,pp=2"
 _COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s*=?\s*(\d+)(?![\d.]|[a-z])", re.I)
 _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch(?: size)?|"
                         r"(?:rank[- ])?local batch size)(?:\s*\([^)]*\))?\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b", re.I)
@@ -836,7 +851,8 @@ _SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:
 # "❌ OOM at `optimizer.step`" (NVIDIA-NeMo/Automodel#2546); not where the text avoids or fixes one
 _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"
                         r"raise[sd]?|raising|"  # "it even raise oom by the table param" (NVIDIA/Megatron-LM#1571)
-                        r"throws?|threw|fails? with|failed with|dies? with|occurs?|occurred)\s+(?:an?\s+|the\s+)?"
+                        r"throws?|threw|fails? with|failed with|dies? with|occurs?|occurred|"
+                        r"turns? out|turned out)\s+(?:an?\s+|the\s+|to be\s+)?"  # "it turns out OOM" (Megatron-LM#1237)
                         r"(?:CUDA\s+)?(?:OOMs?|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b"
                         r"|^\s*OOM\s+(?:when|while|during|at|in|after)\b"  # "OOM when compute_teacher_logits" (ms-swift#7295)
                         # the verb after it: "GPU OOM always occur after only 3~4 rollout steps" (THUDM/slime#1022),
@@ -911,7 +927,7 @@ _RANK_TAGS = re.compile(r"\[[^\]\n]*\|(?:DP|PP|TP|CP|EP)=\d+[^\]\n]*\]")
 _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")  # not a launcher's WORLD_SIZE (nodes)
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
-_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth)?|seq(?=\s*=))\s*(?:of\s*|[:=-]\s*)?`?"
+_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=))\s*(?:of\s*|[:=-]\s*)?`?"
                         r"(\d{1,3}(?:,\d{3})+|\d{3,}|\d+[kK])\b", re.I)
 # "4 H100 nodes" counts nodes, not GPUs; "a fresh 4xH100 machine" (THUDM/slime#148) is one machine of 4
 # nor recipes or configs: "alongside the existing four H100 recipes" (NVIDIA-NeMo/Megatron-Bridge#5039)
@@ -936,6 +952,16 @@ _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+
 # a recipe's name, "glm52_pretrain_416gpu_h100_bf16_config", which a text often names beside others (Bridge#5039)
 _GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)(?:GPUs?|gpus)(?![A-Za-z0-9])")
 _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
+# what fits in one GPU's memory is not the run's GPU count: "With 64 nodes we are able to fit the 8B with sequence
+# length = 8192 in a single GPU" (swiss-ai/Megatron-LM#33)
+_FITS_IN = re.compile(r"\bfit(?:s|ting)?\b", re.I)
+# FlagPerf's case READMEs define each batch and length and then give the case's value: "1. local_batchsize(micro_
+# batchsize)，简写为LBS ... 在本case中默认为1。" (flagos-ai/FlagPerf training/benchmarks/*/megatron/README.md); the
+# first name the line defines is the one its value belongs to
+_FLAGPERF_DEFAULT = re.compile(r"在本case中默认为\s*(\d+)")
+_FLAGPERF_KEYS = ((r"^\W*\d*\.?\s*(?:local|micro)_?batch_?size", "micro_batch_size"),
+                  (r"^\W*\d*\.?\s*global_?batch_?size", "global_batch_size"),
+                  (r"^\W*\d*\.?\s*(?:seq_?length|max_position_embedding)", "seq_length"))
 # GPU counts in Chinese posts: "N卡" is N GPUs ("增加资源到8卡", alibaba/Pai-Megatron-Patch#409; "H800 256卡"), "N机M卡" N
 # nodes and M GPUs in all ("单机8卡", flagos-ai/FlagPerf#439), "16机 * A800 80 GB * 8卡" 16 nodes of 8 (alibaba/Megatron-LLaMA#22)
 # a sequence length in Chinese: "序列长度 4096" / "序列长度为8192", "训练32k的上下文" (alibaba/Pai-Megatron-Patch), "8k的长度"
@@ -975,7 +1001,7 @@ _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?
 _GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|-rank\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|"
                              r"hosts?\b|boxes\b|instead\b))", re.I)
 PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
-                   "VPP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
+                   "VPP": "virtual_pipeline_model_parallel_size", "VP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
                    "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size",
                    "DP": "data_parallel_size", "MBS": "micro_batch_size", "GBS": "global_batch_size"}
 
@@ -990,7 +1016,7 @@ _NAMED_SIZES = re.compile(r"(?:^|[:,;]\s*)([A-Za-z][A-Za-z ]*[A-Za-z])\s*=\s*(\d
 # (Bridge verification cards), "Final-10: 2481.140 ms, ..." (#5717), "Iteration time ~0.9 s" (swiss-ai/Megatron-LM#23)
 _STATED_STEP = re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s*/\s*(?:step|iter(?:ation)?)\b|step_time_ms\w*\s*[:=]\s*(\d+(?:\.\d+)?)"
                           r"|\bFinal-\d+:\s*(\d[\d,]*\.?\d*)\s*ms\b|\biteration time\s*[:=~≈]*\s*~?(\d+(?:\.\d+)?)\s*s\b"
-                          r"|(\d+(?:\.\d+)?)\s*s\s*/\s*(?:step|iter(?:ation)?)\b"
+                          r"|(\d+(?:\.\d+)?)\s*s\s*/\s*(?:step|iter(?:ation)?|it)\b"  # "**4.1314 s/it**" (Bridge#1976)
                           r"|(\d[\d,]*\.?\d*)\s*ms\s+per\s+(?:step|iter(?:ation)?)\b"
                           r"|(\d+(?:\.\d+)?)\s*s(?:ec(?:onds?)?)?\s+per\s+(?:step|iter(?:ation)?)\b",
                           re.I)
@@ -1091,10 +1117,12 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
-                          r"iter(?:ation)?\s*time|elapsed time per iter(?:ation)?)\s*\((s|ms)\)|step\s+(ms|s))$", re.I)
+                          r"iter(?:ation)?(?:\s*time)?|elapsed time per iter(?:ation)?)\s*\((s|ms)\)|step\s+(ms|s))$", re.I)
 # a results table's step columns named by their statistic, the unit in the cell ("| Mean step | Median step |" with
 # "31.05s", NVIDIA-NeMo/Megatron-Bridge#3880: the median wins), and its peak column ("Peak max allocated", "62.036 GB")
 _STAT_STEP_COLUMN = re.compile(r"^(median|mean|avg|average)\s+step(?:\s*time)?$", re.I)
+# a throughput column per GPU: "token/p/s" (FlagPerf's "平均单卡每秒处理的token数"), "tokens/s/GPU"
+_TOKENS_COLUMN = re.compile(r"^tokens?\s*/\s*(?:p\s*/\s*s|s\s*/\s*(?:gpu|p)|sec\s*/\s*gpu)$", re.I)
 _PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
 _CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
@@ -1192,6 +1220,9 @@ def _tables(text: str, facts: LogFacts) -> None:
             if step := _STEP_COLUMN.match(column):
                 found["_step_s"] = value / (1e3 if "ms" in (step.group(1), step.group(2)) else 1)
                 continue
+            if _TOKENS_COLUMN.match(column):  # FlagPerf's "token/p/s": tokens per second per GPU
+                found["_tokens_per_gpu"] = value
+                continue
             key = TABLE_COLUMNS.get(_column_key(name)) or _table_key(name)
             if key and value == int(value):
                 found[key] = int(value)
@@ -1202,6 +1233,8 @@ def _tables(text: str, facts: LogFacts) -> None:
             found["_prose_num_gpus"] = gpus * nodes if nodes else gpus
         if "_step_s" in found and facts.stated_step_s is None:
             facts.stated_step_s = found.pop("_step_s")
+        if (tokens := found.pop("_tokens_per_gpu", None)) and facts.stated_tokens_per_gpu is None:
+            facts.stated_tokens_per_gpu = tokens
         found.pop("_step_s", None)
         if (peak := found.pop("_peak_mib", None)) and not facts.memory:
             facts.memory[UNKNOWN_RANK] = (peak, peak)
@@ -1296,9 +1329,11 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
     elif (m := _STATED_TFLOPS.search(line)) and not facts.reported_tflops:
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
+    if (m := _STATED_TOKENS.search(line)) and facts.stated_tokens_per_gpu is None:
+        facts.stated_tokens_per_gpu = float(m.group(1).replace(",", ""))
     for m in _PROSE_WAY.finditer(line):
         _prose_set(facts, _WAY_ARGS[m.group(2).lower()], int(m.group(1)))
-    if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None:  # "GB300: 14,920.840 ms/step" ...
+    if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None and not _TQDM.search(line):
         value = float(next(g for g in m.groups() if g).replace(",", ""))
         facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3) or m.group(6)) else value
     for pattern, unit in _STATED_STEP_WORDS:
@@ -1336,6 +1371,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         for key, value in sizes.items():
             facts.prose_sizes.setdefault(key, value)
             _prose_set(facts, key, value)
+    if m := _FLAGPERF_DEFAULT.search(line):  # "seqlength(max_position_embedding) ... 在本case中默认为8192"
+        if key := next((k for name, k in _FLAGPERF_KEYS if re.search(name, line[:m.start()], re.I)), None):
+            _prose_set(facts, key, int(m.group(1)))
+            return
     if m := _PROSE_SEQ.search(line) or _SEQ_AFTER.search(line) or _SEQ_TOKEN.search(line) or _CN_SEQ.search(line):
         value = next(g for g in m.groups() if g).replace(",", "")  # "seq_len 4K": K = 1024
         _prose_set(facts, "seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
@@ -1398,7 +1437,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
     elif m := _GPU_COUNT_SPELLED.search(line):
         _prose_set(facts, "_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
-    elif _SINGLE_GPU.search(line):
+    elif (m := _SINGLE_GPU.search(line)) and not _FITS_IN.search(line[:m.start()]):
         _prose_set(facts, "_prose_num_gpus", 1)
     elif m := _CN_GPU_COUNT.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1) or 1) * int(m.group(2)))
@@ -2062,7 +2101,8 @@ MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
     (r"\bLlama2Config7B\b|\bllama2_7b(?![A-Za-z0-9])|Llama-2-7b\b", "llama-2-7b"),
     (r"\bLlama2Config13B\b|\bllama2_13b(?![A-Za-z0-9])|Llama-2-13b\b", "llama-2-13b"),
     (r"\bLlama2Config70B\b|\bllama2_70b(?![A-Za-z0-9])|Llama-2-70b\b", "llama-2-70b"),
-    (r"\bMixtralConfig8x7B\b|\bmixtral_8x7b(?![A-Za-z0-9])|Mixtral-8x7B\b", "mixtral-8x7b"),
+    # FlagPerf's case names: "mixtral_8*7B" (flagos-ai/FlagPerf README tables)
+    (r"\bMixtralConfig8x7B\b|\bmixtral_8[x*]7b(?![A-Za-z0-9])|Mixtral-8x7B\b", "mixtral-8x7b"),
     (r"\bMixtralConfig8x22B\b|\bmixtral_8x22b(?![A-Za-z0-9])|Mixtral-8x22B\b", "mixtral-8x22b"),
     # "Qwen-next lora" (modelscope/ms-swift#7371): one model of the name
     (r"\bQwen-?next\b(?![-_.]?\d)", "qwen3-next-80b-a3b"),
@@ -2071,7 +2111,10 @@ MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
     (r"(?<![A-Za-z0-9])qwen3[-_]?moe[-_]235b(?![A-Za-z0-9])", "qwen3-235b-a22b"),
     (r"\bQwen3MoEConfig30B_A3B\b|\bqwen3_30b_a3b(?![A-Za-z0-9])|Qwen3-30B-A3B\b", "qwen3-30b-a3b"),
     (r"\bQwen3MoEConfig235B_A22B\b|\bqwen3_235b_a22b(?![A-Za-z0-9])|Qwen3-235B-A22B\b", "qwen3-235b-a22b"),
-    (r"\bDeepSeekV3Config\b|\bdeepseek_v3(?![A-Za-z0-9])|DeepSeek-V3\b", "deepseek-v3"),
+    # "DSv3-671B mxfp8" (NVIDIA-NeMo/Megatron-Bridge#4226)
+    (r"\bDeepSeekV3Config\b|\bdeepseek_v3(?![A-Za-z0-9])|DeepSeek-V3\b|\bDSv3(?:[-_]671B)?(?![A-Za-z0-9.])", "deepseek-v3"),
+    # FlagPerf's "qwen1.5_14B_MoE": Qwen1.5-MoE-A2.7B, 14.3B parameters (flagos-ai/FlagPerf README tables)
+    (r"(?<![A-Za-z0-9])qwen1\.5[-_]14B[-_]MoE(?![A-Za-z0-9])", "qwen1.5-moe-a2.7b"),
     (r"\bDeepSeekV2LiteConfig\b|\bdeepseek_v2_lite(?![A-Za-z0-9])|DeepSeek-V2-Lite\b", "deepseek-v2-lite"),
     # a point release with its predecessor's config.json shape (MiniMaxAI/MiniMax-M2.1: 62 layers, 256 experts top-8)
     (r"\bMiniMax[-_]M2\.1\b", "minimax-m2"),

@@ -833,6 +833,12 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
         name = log_gpu(seen)
         # a text that names two parts equally often ("hybridEP for NVL8 systems (H100, B200, and B300)") names no run's
         tied = {log_gpu(k) for k, n in facts.gpu_names.items() if n == facts.gpu_names[seen]} - {None}
+        counted = {log_gpu(k) for k in facts.gpu_counted} & tied
+        if name and len(tied) > 1 and len(counted) == 1:  # "64 GB200 nodes" beside a GB300 recipe (Bridge#4226)
+            name = counted.pop()
+            notes.append(f"GPU {name} from the log (named as often as {', '.join(sorted(tied - {name}))}, but with "
+                         "the run's GPU count)")
+            return name
         if name and len(tied) > 1:
             notes.append(f"the log names {', '.join(sorted(tied))} equally often: no GPU taken from it")
         elif name:
@@ -1184,7 +1190,10 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
     if not facts.memory and facts.reserved_only_mib:  # Megatron-SWIFT prints only the peak reserved
         reserved = facts.reserved_only_mib * MIB / 1e9
         notes.append("the log prints peak reserved memory only (no allocated figure to compare)")
-    if step is None and peak is None and reserved is None and not facts.oom:
+    tokens = facts.stated_tokens_per_gpu if step is None else None
+    if tokens:
+        notes.append(f"throughput {tokens:g} tokens/s/GPU as the text states it (no step time)")
+    if step is None and tokens is None and peak is None and reserved is None and not facts.oom:
         missing.append(("measurement (iteration timing, memory report or OOM)",
                         "a log with iteration lines, or --step-time SECONDS"))
     oom = facts.oom
@@ -1196,8 +1205,8 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         notes.append("the run ran out of memory" + (f" (GPU capacity {facts.oom_capacity_gib} GiB)"
                                                      if facts.oom_capacity_gib else "")
                      + (f", as the text says: \"{facts.args['_prose_oom']}\"" if facts.args.get("_prose_oom") else ""))
-    return Measured(step_time_s=step, peak_allocated_gb=peak, peak_reserved_gb=reserved, rank=rank, oom=oom,
-                    tflops_per_gpu=tflops, iterations=used,
+    return Measured(step_time_s=step, tokens_per_s_per_gpu=tokens, peak_allocated_gb=peak, peak_reserved_gb=reserved,
+                    rank=rank, oom=oom, tflops_per_gpu=tflops, iterations=used,
                     theoretical_memory_gb=facts.theoretical_mb * MIB / 1e9 if facts.theoretical_mb else None)
 
 
