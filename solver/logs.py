@@ -1948,6 +1948,8 @@ CONFIG_KEYS = {
     # a per-module precision recipe (Megatron-LM --te-precision-config-file, Bridge's model.quant_recipe): named as
     # not modelled (runs.py)
     "te_precision_config_file", "quant_recipe",
+    # activation CPU offloading (Megatron-Core TransformerConfig; --cpu-offloading-num-layers)
+    "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations", "cpu_offloading_weights",
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
     "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",

@@ -940,6 +940,17 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if args.get("use_megatron_fsdp") is True:
         layout["fsdp"] = True
         layout["distributed_optimizer"] = True
+    # activation CPU offloading of the first N layers (--cpu-offloading-num-layers N turns it on, ARG L1950-1951;
+    # Megatron-Core TransformerConfig.cpu_offloading / cpu_offloading_num_layers, as NeMo and Bridge configs set them)
+    offloaded = args.get("cpu_offloading_num_layers")
+    if isinstance(offloaded, int) and not isinstance(offloaded, bool) and offloaded > 0 \
+            and args.get("cpu_offloading") is not False:
+        layout["cpu_offload_layers"] = offloaded
+        if args.get("cpu_offloading_weights") is True:
+            notes.append("--cpu-offloading-weights: weight offloading is not modelled (the layers' weights are "
+                         "counted on the GPU)")
+        if args.get("cpu_offloading_activations") is False:
+            notes.append("cpu_offloading_activations false: costed as activation offloading (Megatron's default)")
     for src, dst in (("decoder_first_pipeline_num_layers", "first_stage_layers"),
                      ("num_layers_in_first_pipeline_stage", "first_stage_layers"),
                      ("decoder_last_pipeline_num_layers", "last_stage_layers"),

@@ -905,3 +905,20 @@ def test_a_per_module_precision_recipe_is_named_not_modelled(tmp_path):
     bare = tmp_path / "bare.sh"
     bare.write_text(script.read_text().replace(" --te-precision-config-file /cfg/te_quant.yaml", ""))
     assert not any("per-module" in n for n in read_runs(bare, gpu="b200", num_gpus=8, step_time_s=2.0)[0].notes)
+
+
+def test_activation_cpu_offloading_is_read(tmp_path):
+    """--cpu-offloading-num-layers N (Megatron-LM turns cpu_offloading on with it; NeMo / Bridge configs set
+    cpu_offloading and cpu_offloading_num_layers) is the layout's activation offloading, not dropped."""
+    script = tmp_path / "run.sh"
+    script.write_text("python pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+                      "--seq-length 4096 --micro-batch-size 1 --global-batch-size 128 --vocab-size 32000 --bf16 "
+                      "--cpu-offloading-num-layers 8 --cpu-offloading-weights\n")
+    run = read_runs(script, gpu="h100", num_gpus=8, step_time_s=2.0)[0]
+    assert run.layout.cpu_offload_layers == 8
+    assert any("weight offloading is not modelled" in n for n in run.notes)
+    config = tmp_path / "config.yaml"
+    config.write_text("model:\n  num_layers: 32\n  hidden_size: 4096\n  num_attention_heads: 32\n  seq_length: 4096\n"
+                      "  cpu_offloading: false\n  cpu_offloading_num_layers: 8\n")
+    assert read_runs(config, gpu="h100", num_gpus=8, step_time_s=2.0, vocab_size=32000, global_batch_size=128,
+                     args={"tensor-model-parallel-size": 1})[0].layout.cpu_offload_layers == 0
