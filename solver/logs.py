@@ -1001,8 +1001,8 @@ _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?
 _GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|-rank\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|"
                              r"hosts?\b|boxes\b|instead\b))", re.I)
 PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
-                   "VPP": "virtual_pipeline_model_parallel_size", "VP": "virtual_pipeline_model_parallel_size", "CP": "context_parallel_size",
-                   "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size",
+                   "VPP": "virtual_pipeline_model_parallel_size", "VP": "virtual_pipeline_model_parallel_size",
+                   "CP": "context_parallel_size", "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size",
                    "DP": "data_parallel_size", "MBS": "micro_batch_size", "GBS": "global_batch_size"}
 
 
@@ -1316,6 +1316,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_oom", line[max(0, m.start() - 40):m.end() + 20].strip())
         if cond := _oom_condition(line, m):  # "When tp=1 is set, OOM occurs": maybe another layout's (runs.py)
             facts.args.setdefault("_prose_oom_if", cond)
+        else:  # an OOM the text states without a condition: the run's, whatever another sentence says
+            facts.args["_prose_oom_always"] = True
     # a Markdown table's bold cells, "| **TP** | **4** |" (NVIDIA-NeMo/Megatron-Bridge#4214), are its plain ones
     row = _TABLE_ROW.match(_BOLD_CELL.sub(r"\1\2", line)) or _NAMED_SIZE.match(line) or _SPACED_ROW.match(line)
     names = [_table_key(part) for part in row.group(1).split("/")] if row else []

@@ -1208,7 +1208,8 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         missing.append(("measurement (iteration timing, memory report or OOM)",
                         "a log with iteration lines, or --step-time SECONDS"))
     oom = facts.oom
-    if oom and not facts.oom_logged and (cond := facts.args.get("_prose_oom_if")) and layout.get(cond[0], 1) != cond[1]:
+    if oom and not facts.oom_logged and not facts.args.get("_prose_oom_always") \
+            and (cond := facts.args.get("_prose_oom_if")) and layout.get(cond[0], 1) != cond[1]:
         oom = False  # verl-project/verl#2197: train_tp=2 ..., "When tp=1 is set, OOM occurs"
         notes.append(f"the text's OOM is under {cond[0]}={cond[1]}, not this run's {cond[0]}={layout.get(cond[0], 1)}: "
                      f"not taken as this run's (\"{facts.args.get('_prose_oom')}\")")

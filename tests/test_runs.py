@@ -922,3 +922,20 @@ def test_activation_cpu_offloading_is_read(tmp_path):
                       "  cpu_offloading: false\n  cpu_offloading_num_layers: 8\n")
     assert read_runs(config, gpu="h100", num_gpus=8, step_time_s=2.0, vocab_size=32000, global_batch_size=128,
                      args={"tensor-model-parallel-size": 1})[0].layout.cpu_offload_layers == 0
+
+
+def test_an_oom_under_another_layout_is_not_the_runs(tmp_path):
+    """verl-project/verl#2197: "When tp=1 is set, OOM occurs" beside train_tp=2 is another layout's OOM; an OOM the
+    text states without a condition stays the run's, whatever another sentence adds."""
+    base = ("python pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+            "--micro-batch-size 1 --global-batch-size 128 --vocab-size 32000 --bf16 --tensor-model-parallel-size 2\n")
+    other = tmp_path / "other.txt"
+    other.write_text(base + "When tp=1 is set, OOM occurs\n")
+    run = read_runs(other, gpu="h100", num_gpus=8, step_time_s=1.0)[0]
+    assert run.measured.oom is False and any("not this run's tp=2" in n for n in run.notes)
+    same = tmp_path / "same.txt"
+    same.write_text(base + "When tp=2 is set, OOM occurs\n")
+    assert read_runs(same, gpu="h100", num_gpus=8)[0].measured.oom is True
+    both = tmp_path / "both.txt"
+    both.write_text(base + "I keep getting OOM errors.\nWhen tp=1 is set, OOM occurs too\n")
+    assert read_runs(both, gpu="h100", num_gpus=8)[0].measured.oom is True
