@@ -106,10 +106,9 @@ def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
     signatures = sorted({tuple(row_slots[stage] for row_slots in slots) for stage in range(pp)})
     time_forms, opt_forms, memory_forms, fsdp_forms, tail_forms = [], [], [], [], []
     fsdp_den = v
-    # the DP tail (combine.dp_exposed with contention) as a linear lower bound, in parts per TAIL_PARTS:
-    # tail >= G + P - k * C with k = (S - c) * overlap / S^2 rounded up (S = OVERLAP_SCALE, c the contention,
-    # G / P the stage's gradient and parameter traffic, C its compute: E >= G + P - overlap * C / S, E + c (G + P
-    # - E) / S with it)
+    # the DP tail (combine.dp_exposed with contention) as a linear lower bound: tail = E + c (G + P - E) / S with
+    # E >= G + P - overlap * C / S, so tail >= G + P - k * C, k = (S - c) * overlap / S^2 rounded up to parts per
+    # TAIL_PARTS (S = OVERLAP_SCALE, c the contention; G / P the stage's gradient and parameter traffic, C its compute)
     scale = combine.OVERLAP_SCALE
     k_parts = -(-(scale - tables.dp_contention) * tables.overlap_pct * TAIL_PARTS // scale ** 2)
     for signature in signatures:
