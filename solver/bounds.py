@@ -117,9 +117,13 @@ def group_forms(tables: CostTables, rows: list[PipelineRow], m: int,
             slot, t_form, c_form, g_form, p_form, o_form, _, _, f_form = parts[j]
             (stage_bound, den), _ = combine.pipeline_relaxations(m, v, pp, LinearForm.of(t_form), total)
             times.append(stage_bound)
-            traffic = LinearForm.of(g_form) + LinearForm.of(p_form)
             # pipeline + tail >= (TAIL_PARTS * stage bound + den * TAIL_PARTS * tail bound) / (den * TAIL_PARTS)
-            tails.append(stage_bound * TAIL_PARTS + (traffic * TAIL_PARTS - LinearForm.of(c_form) * k_parts) * den)
+            tail = {t: c * TAIL_PARTS for t, c in stage_bound.items()}
+            for c, t in (*g_form, *p_form):
+                tail[t] = tail.get(t, 0) + c * TAIL_PARTS * den
+            for c, t in c_form:
+                tail[t] = tail.get(t, 0) - c * k_parts * den
+            tails.append(tail)
             if fsdp:
                 tau, tau_den = combine.stage_time_relaxation(LinearForm.of(t_form), LinearForm.of(f_form),
                                                              LinearForm.of(c_form), tables.fsdp_overlap)
