@@ -813,6 +813,8 @@ _STATED_TFLOPS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:calibrated\s+|
                             r"(?:\s*/\s*s|\s+(?:pre|per)\s+sec(?:ond)?)?\s*(?:/|per)\s*GPU\b", re.I)
 # a throughput per GPU in tokens: "~**8290** Tokens/Sec/GPU (85 GB)" (swiss-ai/Megatron-LM#33), "1,234 tokens/s/GPU"
 _STATED_TOKENS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\**\s*tokens?\s*/\s*s(?:ec)?\s*/\s*GPU\b", re.I)
+_PROSE_FSDP = re.compile(r"(?<![A-Za-z_])FSDP\s*=\s*(?:True|true|1)\b")
+_PROSE_OFFLOAD_LAYERS = re.compile(r"\bcpu[ _]offload(?:ing)?[ _](?:num[ _])?layers\s*=\s*(\d+)\b", re.I)
 # (a full stop may end the sentence: "divided using PP=8 and TP=4.", NVIDIA-NeMo/Speech#9031; not "4.5")
 # (VP is the VPP of NVIDIA's performance tables and bug reports: "TP=1, PP=1, CP=1, ..., VP=1", Megatron-Bridge#1976)
 _COMPACT_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|VP|CP|EP|ETP|DP|MBS|GBS)\s*=?\s*(\d+)(?!\d|\.\d|[a-z])")
@@ -1373,6 +1375,12 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         for key, value in sizes.items():
             facts.prose_sizes.setdefault(key, value)
             _prose_set(facts, key, value)
+        # the same line's Megatron-FSDP and activation offloading: "#GPUS=64, seq_leng=8192, FSDP=True, cpu
+        # offloading_layers=40, TP=1, PP=1, ..." (NVIDIA-NeMo/Megatron-Bridge#1976)
+        if _PROSE_FSDP.search(line):
+            _prose_set(facts, "use_megatron_fsdp", True)
+        if m := _PROSE_OFFLOAD_LAYERS.search(line):
+            _prose_set(facts, "cpu_offloading_num_layers", int(m.group(1)))
     if m := _FLAGPERF_DEFAULT.search(line):  # "seqlength(max_position_embedding) ... 在本case中默认为8192"
         if key := next((k for name, k in _FLAGPERF_KEYS if re.search(name, line[:m.start()], re.I)), None):
             _prose_set(facts, key, int(m.group(1)))
