@@ -51,7 +51,8 @@ LADDER = [
     ("deepseek-v3", "deepseek-v3", 16384, "h100", 4096, 16384, 10),
 ]
 QUICK = 3
-# where the probe runs (large MoE spaces whose bounds sit far below their layouts' steps), top-5 as the CLI asks
+# large MoE spaces, where rounds of 1,000+ keys can come before any layout is found (the probe's trigger); top-5 as
+# the CLI asks
 PROBE_CASES = [("deepseek-v3", "deepseek-v3", 16384, "h100", 4096, 1024, 5),
                ("kimi-k2", "kimi-k2", 4096, "h100", 4096, 1024, 5),
                ("deepseek-v3", "deepseek-v3", 2048, "h100", 4096, 1024, 5),
