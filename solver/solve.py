@@ -309,13 +309,15 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
     return [r for plan in plans for r in plan], proven, stats
 
 
-# The bounds of large MoE spaces sit far below the steps their layouts reach (DeepSeek-V3 on 16,384 H100: lowest
-# bound 0.337 s, best layout 0.583 s), so rounds that grow the threshold from the lowest bound find nothing for
-# several rounds and the one that does overshoots (0.780 s), enumerating thousands of configurations to no use.
-# When no layout is known yet and the next round's model would hold PROBE_MIN_KEYS (configuration, vpp, rc) keys or
-# more, the best step among the PROBE_KEYS lowest-bound keys is found first (by minimising) and the threshold is
-# lowered to PROBE_MARGIN above it, where the next plans of a top-k usually lie. Any threshold keeps the search
-# exact; the probe (1-2 s there) only pays off before a large round.
+# Where the bounds sit below the steps layouts reach, rounds that grow the threshold from the lowest bound find
+# nothing for several rounds and the one that does may overshoot, enumerating thousands of configurations to no use
+# (DeepSeek-V3 on 16,384 H100 before the bounds held the DP tail: lowest bound 0.337 s, best layout 0.583 s, the
+# eighth round at 0.780 s). When no layout is known yet and the next round's model would hold PROBE_MIN_KEYS
+# (configuration, vpp, rc) keys or more, the best step among the PROBE_KEYS lowest-bound keys is found first (by
+# minimising) and the threshold goes to PROBE_MARGIN above it, where the next plans of a top-k usually lie. Any
+# threshold keeps the search exact; with the tail in the bounds the probe saves 0.4 s on that instance and runs
+# rarely elsewhere (benchmarks/solver_benchmark.py --probe); its layouts also answer a --time-limit that stops the
+# search before any round finds one.
 PROBE_MIN_KEYS = 1000
 PROBE_KEYS = 512
 PROBE_MARGIN = 0.05
