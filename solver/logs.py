@@ -1125,6 +1125,7 @@ _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
 _STAT_STEP_COLUMN = re.compile(r"^(median|mean|avg|average)\s+step(?:\s*time)?$", re.I)
 # a throughput column per GPU: "token/p/s" (FlagPerf's "平均单卡每秒处理的token数"), "tokens/s/GPU"
 _TOKENS_COLUMN = re.compile(r"^tokens?\s*/\s*(?:p\s*/\s*s|s\s*/\s*(?:gpu|p)|sec\s*/\s*gpu)$", re.I)
+_TFLOPS_COLUMN = re.compile(r"^(?:model\s+)?TF(?:LOP)?S?\s*/\s*s(?:ec)?\s*/\s*GPU$", re.I)
 _PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
 _CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
@@ -1225,6 +1226,9 @@ def _tables(text: str, facts: LogFacts) -> None:
             if _TOKENS_COLUMN.match(column):  # FlagPerf's "token/p/s": tokens per second per GPU
                 found["_tokens_per_gpu"] = value
                 continue
+            if _TFLOPS_COLUMN.match(column):  # "TF/s/GPU" (Megatron-Bridge#4226), "TFLOP/s/GPU"
+                found["_tflops"] = value
+                continue
             key = TABLE_COLUMNS.get(_column_key(name)) or _table_key(name)
             if key and value == int(value):
                 found[key] = int(value)
@@ -1237,6 +1241,8 @@ def _tables(text: str, facts: LogFacts) -> None:
             facts.stated_step_s = found.pop("_step_s")
         if (tokens := found.pop("_tokens_per_gpu", None)) and facts.stated_tokens_per_gpu is None:
             facts.stated_tokens_per_gpu = tokens
+        if (tflops := found.pop("_tflops", None)) and not facts.reported_tflops:
+            facts.reported_tflops.append(tflops)
         found.pop("_step_s", None)
         if (peak := found.pop("_peak_mib", None)) and not facts.memory:
             facts.memory[UNKNOWN_RANK] = (peak, peak)
