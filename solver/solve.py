@@ -335,7 +335,7 @@ def _probe(space, tables, rows, bounds, configs, found, stats, deadline) -> int 
     limit that stops the search later still returns it)."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import decode, new_solver
+    from megasolve.solver.cpsat import new_solver
 
     keys: dict[tuple, int] = {}
     for key in sorted(configs, key=lambda k: (configs[k], k)):
@@ -366,13 +366,22 @@ def _probe(space, tables, rows, bounds, configs, found, stats, deadline) -> int 
         stats.solves += 1
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = solver.Value(built.step)
-            point = decode(sub, built, solver)
-            cost = tables.evaluate(point)
-            if best != cost.step_us or not cost.fits:  # both encodings agree exactly
-                raise AssertionError(f"CP-SAT step {best} != canonical {cost.step_us}")
-            key = point_key(space, point)
-            found.setdefault(key, Ranked(point, cost, key))
+            _record(space, tables, sub, built, solver, found)
     return best
+
+
+def _record(space, tables, sub, built, solution, found) -> None:
+    """The layout of a CP-SAT ``solution`` (a solver or a solution callback) into ``found``, its canonical cost
+    checked against the model's step (both encodings agree exactly)."""
+    from megasolve.solver.cpsat import decode
+
+    point = decode(sub, built, solution)
+    key = point_key(space, point)
+    if key not in found:
+        cost = tables.evaluate(point)
+        if solution.Value(built.step) != cost.step_us or not cost.fits:
+            raise AssertionError(f"CP-SAT step {solution.Value(built.step)} != canonical {cost.step_us}")
+        found[key] = Ranked(point, cost, key)
 
 
 def _enumerate_configs(space, tables, rows, configs, threshold, below, found, stats, deadline, workers) -> bool:
@@ -414,7 +423,7 @@ def _enumerate_part(space, tables, rows, configs, threshold, below, found, stats
     """``_enumerate_configs`` in one model over ``configs``."""
     from ortools.sat.python import cp_model
 
-    from megasolve.solver.cpsat import decode, new_solver
+    from megasolve.solver.cpsat import new_solver
 
     try:
         restricted = _build(space, tables, rows, configs, stats, deadline)
@@ -436,13 +445,7 @@ def _enumerate_part(space, tables, rows, configs, threshold, below, found, stats
 
     class Collect(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self) -> None:
-            point = decode(sub, built, self)
-            key = point_key(space, point)
-            if key not in found:
-                cost = tables.evaluate(point)
-                if self.Value(built.step) != cost.step_us or not cost.fits:  # both encodings agree exactly
-                    raise AssertionError(f"CP-SAT step {self.Value(built.step)} != canonical {cost.step_us}")
-                found[key] = Ranked(point, cost, key)
+            _record(space, tables, sub, built, self, found)
 
     remaining = None if deadline is None else deadline - time.perf_counter()
     if remaining is not None and remaining <= 0:
