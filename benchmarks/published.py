@@ -80,6 +80,13 @@ PRESETS = {"Llama 3.1 405B": "llama-3.1-405b", "Llama 3 70B": "llama-3.1-70b", "
            "Nemotron 3 Super (~120B hybrid Mamba-Transformer MoE)": "nemotron-3-super-120b-a12b"}
 
 
+# Megatron-Bridge's Nemotron 3 Super NVFP4 recipes' per-module precision (perf_recipes/nemotronh/te_quant.cfg @067f987,
+# loaded as model.quant_recipe by the B200 / B300 / GB200 / GB300 nvfp4 configs; scripts/performance/configs/nemotronh/
+# nemotron_3_llm_pretrain.py L48-51 @v0.4.0): its matchers in order, as ``Workload.module_precision``
+NEMOTRON_3_SUPER_NVFP4_MODULES = (("*.linear_qkv", "bf16"), ("*.linear_proj", "bf16"),
+                                  ("*mlp.fc[12]_latent_proj", "bf16"), ("mtp.*", "bf16"), ("*mixer.out_proj", "mxfp8"))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PublishedRun:
     """One published throughput measurement, mapped to megasolve's types."""
@@ -635,8 +642,9 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         if precision == "fp4" and record["model"]["name"].startswith("Nemotron 3 Super"):
             # from v0.4.0 the NVFP4 perf configs also load te_quant.cfg (scripts/performance/configs/nemotronh/
             # nemotron_3_llm_pretrain.py L48-51 @v0.4.0; perf_recipes/nemotronh/common.py L33 @067f987)
-            notes.append("not modelled: the recipe's per-module precisions (te_quant.cfg: attention QKV / proj, "
-                         "latent projections and MTP in bf16, Mamba out_proj in MXFP8), costed in NVFP4")
+            bf16_layers["module_precision"] = NEMOTRON_3_SUPER_NVFP4_MODULES
+            notes.append("the recipe's per-module precisions (te_quant.cfg: attention QKV / proj, latent "
+                         "projections and MTP in bf16, Mamba out_proj in MXFP8)")
     padding = (source == "megatron_bridge_perf_summary" and record["model"]["name"] in ROUTER_PADDING_MODELS
                and (precision == "fp4" or (precision == "fp8" and fp8_recipe == "mxfp8")))
     if padding:

@@ -27,11 +27,13 @@ from megasolve.cli.launch_formats import Setting, megatron_flag_list, render
 from megasolve.cost.step import cp_a2a_size, layout_cp_comm_type
 from megasolve.models.layout import Layout, Workload
 from megasolve.models.params import stage_layer_counts, stage_layer_ids
+from megasolve.models.precision_recipe import recipe_text
 from megasolve.models.spec import ModelSpec
 from megasolve.topology.cluster import Cluster
 
 # GPUs of compute capability >= 10 (Blackwell): no CUDA_DEVICE_MAX_CONNECTIONS=1 requirement (ARG L1455)
 BLACKWELL_PREFIXES = ("b200", "gb200", "b300", "gb300")
+TE_PRECISION_FILE = "te_precision.yaml"  # the per-module precision recipe's file name in the exports
 # CUDA_DEVICE_MAX_CONNECTIONS with FSDP: anything but 1 (ARG L1166); 32 is the value ARG L1472 names
 FSDP_MAX_CONNECTIONS = 32
 
@@ -322,6 +324,10 @@ def precision_settings(workload: Workload) -> list[Setting]:
         s += [Setting("first_last_layers_bf16", True, "precision"),
               Setting("num_layers_at_start_in_bf16", workload.num_layers_at_start_in_bf16, "precision"),
               Setting("num_layers_at_end_in_bf16", workload.num_layers_at_end_in_bf16, "precision")]
+    if workload.module_precision and workload.quantized:  # --te-precision-config-file (ARG L2020)
+        s.append(Setting("te_precision_config_file", TE_PRECISION_FILE, "precision",
+                         f"write {TE_PRECISION_FILE} (the recipe the plan was costed with) as: "
+                         + recipe_text(workload.module_precision, one_line=True)))
     return s + [Setting("fp8_param_gather", fp8 and workload.fp8_param_gather, "precision"),
                 Setting("fp8_output_proj", workload.fp8_output_proj, "precision")]
 

@@ -205,6 +205,10 @@ BRIDGE = {
     "fp4_param": "mixed_precision.fp4_param_gather",
     **{name: f"mixed_precision.{name}" for name in ("first_last_layers_bf16", "num_layers_at_start_in_bf16",
                                                      "num_layers_at_end_in_bf16")},
+    # ``model.quant_recipe`` is a RecipeConfig object (perf_recipes/nemotronh/*.py load_quantization_recipe)
+    "te_precision_config_file": NotExpressible(
+        "te_precision_config_file={value}: Bridge takes the recipe as an object, not an override; set "
+        "cfg.model.quant_recipe = load_quantization_recipe('{value}') in the recipe"),
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # optimizer CPU offload: OptimizerConfig fields (megatron/core/optimizer/optimizer_config.py)
     **{name: f"optimizer.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
@@ -270,6 +274,8 @@ NEMO = {
     "first_last_layers_bf16": NotExpressible("first_last_layers_bf16 (layers kept in bf16): not checked in NeMo 2's "
                                              "MegatronMixedPrecision; use the megatron or bridge format"),
     "num_layers_at_start_in_bf16": None, "num_layers_at_end_in_bf16": None,  # go with first_last_layers_bf16
+    "te_precision_config_file": NotExpressible("te_precision_config_file={value} (per-module precision): not "
+                                               "checked in NeMo 2; use the megatron format"),
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # MegatronOptimizerModule(config=OptimizerConfig(...)): the recipe's optim.config
     **{name: f"optim.config.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
@@ -284,6 +290,8 @@ VERL_MODEL = NotExpressible("the architecture: verl reads it from actor_rollout_
                             "point it at the planned model")
 VERL = {
     "num_layers_per_virtual_pipeline_stage": None,
+    "te_precision_config_file": NotExpressible("te_precision_config_file={value} (per-module precision): verl's "
+                                               "engine was not checked for quant_recipe; use the megatron format"),
     "micro_batch_size": ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
                          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
                          "critic.ppo_micro_batch_size_per_gpu"),

@@ -87,7 +87,7 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
                   "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size",
                   "activation_fusion", "offload_modules", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
-                  "optimizer")
+                  "optimizer", "te_precision_config")
 
 
 def recipe_options(func: F) -> F:
@@ -188,6 +188,10 @@ def recipe_options(func: F) -> F:
                      help="Fine-grained activation offloading (Megatron --fine-grained-activation-offloading "
                           "--offload-modules): these modules' saved tensors go to host memory, comma-separated "
                           "(attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act)."),
+        click.option("--te-precision-config", "te_precision_config", default=None, metavar="RECIPE.yaml",
+                     help="Per-module precision recipe (Megatron --te-precision-config-file, Bridge "
+                          "model.quant_recipe): the modules its matchers give bf16 or another format run, gather "
+                          "and save their inputs in it, e.g. Megatron-Bridge's Nemotron 3 Super NVFP4 te_quant.cfg."),
         click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
                      help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
                           "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),
@@ -245,6 +249,11 @@ def recipe_fields(recipe: dict[str, Any]) -> dict[str, Any]:
         modules = [m.strip() for m in modules.replace("+", ",").split(",")]
     if modules:
         out["offload_modules"] = tuple(m for m in modules if m)
+    recipe = out.pop("te_precision_config", None)
+    if recipe:
+        from megasolve.models.precision_recipe import load_precision_recipe
+
+        out["module_precision"] = load_precision_recipe(recipe)
     return out
 
 

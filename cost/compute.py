@@ -41,6 +41,30 @@ def attention_linear_flops_per_token(spec: ModelSpec) -> float:
     return 6.0 * (q_term + mla.kv_lora_rank * (h + n * (qk + dv) + 1) + h * r + n * dv * h)
 
 
+def attention_linear_module_flops_per_token(spec: ModelSpec) -> dict[str, float]:
+    """``attention_linear_flops_per_token`` by module (``layers.gemm_modules``' names); they sum to it.
+
+    >>> from megasolve.models.presets import load_preset
+    >>> {m: f / 6 for m, f in attention_linear_module_flops_per_token(load_preset("llama-3.1-8b")).items()}
+    {'self_attention.linear_qkv': 25165824.0, 'self_attention.linear_proj': 16777216.0}
+    """
+    h, n = spec.hidden_size, spec.num_attention_heads
+    if spec.mla is None:
+        d, g = spec.kv_channels, spec.num_query_groups
+        gate = h * n * d if spec.attention_output_gate else 0
+        return {"self_attention.linear_qkv": 6.0 * (h * (n * d + 2 * g * d) + gate),
+                "self_attention.linear_proj": 6.0 * n * d * h}
+    mla = spec.mla
+    qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
+    out = {"self_attention.linear_q_proj": 6.0 * h * n * (qk + r)} if mla.q_lora_rank is None else {
+        "self_attention.linear_q_down_proj": 6.0 * mla.q_lora_rank * h,
+        "self_attention.linear_q_up_proj": 6.0 * mla.q_lora_rank * (n * (qk + r) + 1)}
+    out["self_attention.linear_kv_down_proj"] = 6.0 * (mla.kv_lora_rank * (h + 1) + h * r)
+    out["self_attention.linear_kv_up_proj"] = 6.0 * mla.kv_lora_rank * n * (qk + dv)
+    out["self_attention.linear_proj"] = 6.0 * n * dv * h
+    return out
+
+
 def attention_core_flops_per_token_seq(spec: ModelSpec) -> float:
     """``core`` of section 6.2 (causal, QK^T and AV): multiply by tokens x sequence length.
 
@@ -195,6 +219,9 @@ class LayerWork:
     expert_flops: float  # routed-expert grouped GEMMs
     attention_flops: float  # flash-attention core
     elementwise_bytes: float  # norms, activations, rope, dropout, permutation: HBM traffic
+    # GEMMs a precision recipe runs in another precision than the run's (``Workload.module_precision``):
+    # ``(precision, dense-curve FLOPs, grouped expert FLOPs)``, not in the two fields above
+    gemm_at: tuple[tuple[str, float, float], ...] = ()
 
 
 def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, moe: bool,
@@ -268,6 +295,10 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     else:
         gemm, expert = lin + mlp_total, 0.0
     gemm += indexer_gemm
+    moved = _overridden_gemm_flops(spec, workload, shape, kind, moe=moe and has_mlp,
+                                   expert_rows=rows.gemm if moe and has_mlp else 1.0)
+    gemm -= sum(d for _, d, _ in moved)
+    expert -= sum(e for _, _, e in moved)
     scores_bytes = 0.0
     # a Mamba-2 / DeltaNet mixer (cost/hybrid.py): its projections at GEMM efficiency, its scan /
     # delta rule with the attention kernels' FLOPs, its conv, gates and norms as HBM traffic
@@ -287,6 +318,7 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     refwd = 4 / 3
     if recompute == "full":
         gemm, expert, core = gemm * refwd, expert * refwd, core * refwd
+        moved = tuple((p, d * refwd, e * refwd) for p, d, e in moved)
     if recompute == "full":
         mixer_scan, mixer_bytes = mixer_scan * refwd, mixer_bytes * refwd
     elif recompute == "selective":
@@ -319,14 +351,97 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     else:
         ffn_bytes = act * T * spec.ffn_hidden_size / t
     if workload.quantized:  # NVFP4 is block-scaled too (a scale per 16 elements): the block-scaling passes
-        per_token_bytes += cal["fp8_cast_bytes_per_token_hidden"] * spec.hidden_size * (
+        # (a precision recipe's bf16 modules quantize nothing: the casts scale with the quantized GEMM share)
+        bf16_share = sum(d + e for p, d, e in moved if p == "bf16") / max(gemm + expert + sum(
+            d + e for _, d, e in moved), 1e-30)
+        per_token_bytes += cal["fp8_cast_bytes_per_token_hidden"] * spec.hidden_size * (1.0 - bf16_share) * (
             cal["block_scaling_cast_factor"] if workload.block_scaled_fp8 or workload.precision == "fp4" else 1.0)
     elementwise = passes / 3 * (per_token_bytes * T / shape.sigma + ffn_bytes) + scores_bytes * (4 / 3 if recompute == "full"
                                                                                    else 1.0)
     if moe and has_mlp:
         elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.expert_hidden_size \
             * rows.dispatch
-    return LayerWork(gemm, expert, core + mixer_scan, elementwise + mixer_bytes)
+    return LayerWork(gemm, expert, core + mixer_scan, elementwise + mixer_bytes, moved)
+
+
+def module_weights(spec: ModelSpec, shape: ActivationShape, kind: LayerKind | None, *, moe: bool, ep: int = 1
+                   ) -> dict[str, float]:
+    """GEMM weights one rank holds of each TE linear module of a layer (``layers.gemm_modules``' names): split over
+    TP, the latent projections duplicated, ``E/ep`` local experts of width ``F_m/etp``; fc1 holds ``f_glu`` of an
+    MLP's ``f_glu + 1`` parts. (The router is not a TE linear.)
+
+    >>> from megasolve.models.presets import load_preset
+    >>> w = module_weights(load_preset("llama-3.1-8b"), ActivationShape(tp=2, cp=1, mbs=1, sequence_parallel=True),
+    ...                    None, moe=False)
+    >>> w["mlp.linear_fc1"] == 2 * 4096 * 14336 / 2, w["self_attention.linear_proj"] == 4096 * 4096 / 2
+    (True, True)
+    """
+    t, h = shape.tp, spec.hidden_size
+    glu = spec.gated_factor / (spec.gated_factor + 1)
+    has_attn = kind is None or kind.mixer == "attention"
+    has_mlp = kind is None or kind.mlp
+    out: dict[str, float] = {}
+    if has_attn:
+        out.update({m: f / 6.0 / t for m, f in attention_linear_module_flops_per_token(spec).items()})
+    elif kind.mixer in ("mamba", "gdn"):
+        prefix = "mixer." if kind.mixer == "mamba" else "self_attention."
+        width_in, width_out = ((hybrid.mamba_projection_width(spec), spec.mamba.d_inner) if kind.mixer == "mamba"
+                               else (hybrid.gdn_projection_width(spec), hybrid.gdn_value_width(spec)))
+        out.update({prefix + "in_proj": h * width_in / t, prefix + "out_proj": h * width_out / t})
+    if has_mlp and moe:
+        _, shared_pt, latent_pt = moe_mlp_flops_per_token(spec)
+        m = spec.moe
+        experts = m.num_experts / ep * spec.expert_hidden_size * m.expert_ffn_hidden_size \
+            * (spec.gated_factor + 1) / shape.etp
+        out.update({"mlp.experts.linear_fc1": experts * glu, "mlp.experts.linear_fc2": experts * (1 - glu),
+                    "mlp.shared_experts.linear_fc1": shared_pt / 6.0 / t * glu,
+                    "mlp.shared_experts.linear_fc2": shared_pt / 6.0 / t * (1 - glu),
+                    "mlp.fc1_latent_proj": latent_pt / 12.0, "mlp.fc2_latent_proj": latent_pt / 12.0})
+    elif has_mlp:
+        mlp = mlp_flops_per_token(spec, False) / 6.0 / t
+        out.update({"mlp.linear_fc1": mlp * glu, "mlp.linear_fc2": mlp * (1 - glu)})
+    return out
+
+
+def _overridden_gemm_flops(spec: ModelSpec, workload: Workload, shape: ActivationShape, kind: LayerKind | None, *,
+                           moe: bool, expert_rows: float) -> tuple[tuple[str, float, float], ...]:
+    """The GEMM FLOPs of one layer (forward + backward, before recompute) that its precision recipe runs in another
+    precision (``Workload.gemm_overrides``, per ``layers.gemm_modules`` module), summed per precision:
+    ``(precision, dense-curve FLOPs, grouped expert FLOPs)``. A module's FLOPs are 6 x its weights x the tokens it
+    sees (``module_weights``): the rank's ``T`` (``T/sigma`` for the duplicated latent projections), the routed
+    experts' ``routed_pt T/t`` rows x the routing padding."""
+    if not workload.gemm_overrides:
+        return ()
+    T = shape.tokens(workload)
+    weights = module_weights(spec, shape, kind, moe=moe)
+    moved: dict[str, list[float]] = {}
+    for module, _ in workload.gemm_overrides:
+        if module not in weights:
+            continue
+        precision = workload.module(module).precision
+        if module.startswith("mlp.experts."):
+            share = spec.gated_factor / (spec.gated_factor + 1)
+            routed = moe_mlp_flops_per_token(spec)[0] * T / shape.tp * expert_rows
+            moved.setdefault(precision, [0.0, 0.0])[1] += routed * (share if module.endswith("fc1") else 1 - share)
+        else:
+            tokens = T / shape.sigma if "latent_proj" in module else T
+            moved.setdefault(precision, [0.0, 0.0])[0] += 6.0 * weights[module] * tokens
+    return tuple((p, d, e) for p, (d, e) in sorted(moved.items()))
+
+
+def overridden_weights(spec: ModelSpec, workload: Workload, shape: ActivationShape, kind: LayerKind | None, *,
+                       moe: bool, ep: int) -> tuple[tuple[str, float], ...]:
+    """The rank's weights of the modules a precision recipe runs in another precision, per precision (their
+    streamed bytes per element differ: ``weight_stream_bytes``)."""
+    if not workload.gemm_overrides:
+        return ()
+    weights = module_weights(spec, shape, kind, moe=moe, ep=ep)
+    out: dict[str, float] = {}
+    for module, _ in workload.gemm_overrides:
+        if module in weights:
+            precision = workload.module(module).precision
+            out[precision] = out.get(precision, 0.0) + weights[module]
+    return tuple(sorted(out.items()))
 
 
 def layer_weights_per_rank(spec: ModelSpec, shape: ActivationShape, *, moe: bool, ep: int,
@@ -498,6 +613,12 @@ def work_time_s(work: LayerWork, gpu: GpuSpec, precision: str, gemm_width: float
     seconds = work.gemm_flops / (peak * gemm_efficiency(gpu, precision, gemm_width)) if work.gemm_flops else 0.0
     if work.expert_flops:
         seconds += work.expert_flops / (peak * expert_gemm_efficiency(gpu, precision, expert_width))
+    for other, dense, grouped in work.gemm_at:  # a precision recipe's modules, at their precision's rate
+        other_peak = gpu.peak_flops(other)
+        if dense:
+            seconds += dense / (other_peak * gemm_efficiency(gpu, other, gemm_width))
+        if grouped:
+            seconds += grouped / (other_peak * expert_gemm_efficiency(gpu, other, expert_width))
     if work.attention_flops:
         seconds += work.attention_flops / (gpu.bf16_flops * attention_efficiency(gpu))
     return seconds + work.elementwise_bytes / gpu.hbm_bytes_per_s

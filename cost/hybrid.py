@@ -170,6 +170,11 @@ def _gdn_dims(spec: ModelSpec) -> tuple[int, int, int]:
     return g.num_key_heads * g.key_head_dim, g.num_value_heads * g.value_head_dim, g.num_value_heads
 
 
+def gdn_value_width(spec: ModelSpec) -> int:
+    """``V``: the DeltaNet's value width (``out_proj``'s input)."""
+    return _gdn_dims(spec)[1]
+
+
 def gdn_projection_width(spec: ModelSpec) -> int:
     """Outputs of the DeltaNet ``in_proj``: ``2K + 2V + 2 n_v`` (q, k, v, z, beta, alpha)."""
     k, v, nv = _gdn_dims(spec)

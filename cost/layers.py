@@ -56,6 +56,9 @@ class LayerKind:
     # activations are costed at bf16 (``Workload.layer_precision``); its static memory as the quantized layers'
     # (the quantized weight copy it does not hold is counted: the safe side)
     bf16: bool = False
+    # GEMM modules a precision recipe (``Workload.module_precision``) runs in another format than the run's:
+    # ``(module, format)``, module as ``gemm_modules`` names it (``Workload.for_kind`` hands them to the costs)
+    overrides: tuple[tuple[str, str], ...] = ()
     layer: int = field(default=0, compare=False, hash=False)
 
     @property
@@ -88,7 +91,7 @@ class LayerKind:
             out += "_idxshare"
         if self.bf16:
             out += "_bf16"
-        return out
+        return out + self._overrides_suffix
 
     @property
     def memory_name(self) -> str:
@@ -98,7 +101,14 @@ class LayerKind:
         a hybrid or DeltaNet kind is its own name."""
         if not self.is_gpt:
             return self.name
-        return ("moe" if self.moe else "dense") + ("_bf16" if self.bf16 else "")
+        return ("moe" if self.moe else "dense") + ("_bf16" if self.bf16 else "") + self._overrides_suffix
+
+    @property
+    def _overrides_suffix(self) -> str:
+        """``_q[linear_qkv=bf16,...]`` for a kind with module overrides, else empty."""
+        if not self.overrides:
+            return ""
+        return "_q[" + ",".join(f"{m.rsplit('.', 1)[-1]}={f}" for m, f in self.overrides) + "]"
 
     def attention_fraction(self, spec: ModelSpec, seq_length: int) -> float:
         """Attended (query, key) pairs relative to full causal attention (1.0 without window or chunk).
@@ -127,7 +137,64 @@ def layer_kind(spec: ModelSpec, layer: int, workload: Workload | None = None) ->
     kind = _layer_kind(spec, layer)
     if workload is not None and workload.in_bf16(layer, spec.num_layers):
         return replace(kind, bf16=True)
+    if workload is not None and workload.module_precision:
+        return replace(kind, overrides=module_overrides(spec, kind, workload, f"decoder.layers.{layer}."))
     return kind
+
+
+def gemm_modules(spec: ModelSpec, kind: LayerKind) -> tuple[str, ...]:
+    """The Transformer Engine linear modules of a decoder layer of ``kind``, by their path inside the layer
+    (``GPTModel`` / ``HybridModel`` ``named_modules()``): attention ``self_attention.linear_qkv`` /
+    ``linear_proj`` (MLA: ``linear_q_proj`` or ``linear_q_down_proj`` + ``linear_q_up_proj``,
+    ``linear_kv_down_proj``, ``linear_kv_up_proj``, ``linear_proj``; ``multi_latent_attention.py``), a Mamba
+    mixer's ``mixer.in_proj`` / ``mixer.out_proj`` (``mamba_layer.py`` L89, ``mamba_mixer.py`` L281, L437), a
+    DeltaNet's ``self_attention.in_proj`` / ``out_proj`` (``gated_delta_net/common.py`` L211, L274), the MLP's
+    ``mlp.linear_fc1`` / ``linear_fc2``, an MoE layer's ``mlp.experts.linear_fc1`` / ``linear_fc2`` (TE grouped),
+    ``mlp.shared_experts.linear_fc1`` / ``linear_fc2`` and latent ``mlp.fc1_latent_proj`` / ``fc2_latent_proj``
+    (``moe_layer.py`` L279-303). The router is not a TE linear (it stays unquantized).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> gemm_modules(load_preset("llama-3.1-8b"), LayerKind())
+    ('self_attention.linear_qkv', 'self_attention.linear_proj', 'mlp.linear_fc1', 'mlp.linear_fc2')
+    """
+    out: list[str] = []
+    if kind.mixer == "attention":
+        if spec.mla is None:
+            out += ["self_attention.linear_qkv", "self_attention.linear_proj"]
+        else:
+            out += ["self_attention.linear_q_proj"] if spec.mla.q_lora_rank is None else [
+                "self_attention.linear_q_down_proj", "self_attention.linear_q_up_proj"]
+            out += ["self_attention.linear_kv_down_proj", "self_attention.linear_kv_up_proj",
+                    "self_attention.linear_proj"]
+    elif kind.mixer == "mamba":
+        out += ["mixer.in_proj", "mixer.out_proj"]
+    elif kind.mixer == "gdn":
+        out += ["self_attention.in_proj", "self_attention.out_proj"]
+    if kind.mlp and kind.moe:
+        out += ["mlp.experts.linear_fc1", "mlp.experts.linear_fc2"]
+        if spec.moe.shared_expert_ffn_hidden_size:
+            out += ["mlp.shared_experts.linear_fc1", "mlp.shared_experts.linear_fc2"]
+        if spec.latent_projection_params:
+            out += ["mlp.fc1_latent_proj", "mlp.fc2_latent_proj"]
+    elif kind.mlp:
+        out += ["mlp.linear_fc1", "mlp.linear_fc2"]
+    return tuple(out)
+
+
+def module_overrides(spec: ModelSpec, kind: LayerKind, workload: Workload, prefix: str) -> tuple[tuple[str, str], ...]:
+    """The modules of ``kind`` that the precision recipe runs in another format than the run's, with their
+    format, their paths under ``prefix`` (``decoder.layers.N.``, ``mtp.layers.N.mtp_model_layer.``).
+    A pattern naming a layer number is matched against the global layer number; Megatron matches the module
+    path of the local model chunk, whose layers are numbered from 0 on each pipeline stage."""
+    if not workload.quantized:
+        return ()
+    default = workload.quant_recipe
+    out = []
+    for module in gemm_modules(spec, kind):
+        fmt = workload.module_format(prefix + module)
+        if fmt != default:
+            out.append((module, fmt))
+    return tuple(out)
 
 
 def _layer_kind(spec: ModelSpec, layer: int) -> LayerKind:
@@ -170,7 +237,11 @@ def mtp_layer_kind(spec: ModelSpec, workload: Workload | None = None) -> LayerKi
     (``multi_token_prediction.py`` L1385-1394 @d98e8a6: "currently ignoring FP4 in MTP layers")."""
     kind = _layer_kind(spec, spec.num_layers - 1)
     kind = replace(kind, reuses_topk=False) if kind.reuses_topk else kind
-    return replace(kind, bf16=True) if workload is not None and workload.precision == "fp4" else kind
+    if workload is not None and workload.precision == "fp4":
+        return replace(kind, bf16=True)
+    if workload is not None and workload.module_precision and workload.quantized:  # under a precision recipe
+        return replace(kind, overrides=module_overrides(spec, kind, workload, "mtp.layers.0.mtp_model_layer."))
+    return kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

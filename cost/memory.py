@@ -371,13 +371,14 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
     T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     h, n = spec.hidden_size, spec.num_attention_heads
     delta = 1 if workload.hidden_dropout > 0 else 0
-    a = gemm_input_bytes(workload)
+    a = gemm_input_bytes(workload.module("self_attention.linear_proj"))  # core_output: linear_proj's input
     terms = {"attn_norm_input": BF16 * T * h / sigma, "attn_dropout_mask": delta * T * h / sigma}
     unfused = workload.attention == "unfused"
     if spec.mla is None:
         d, g = spec.kv_channels, spec.num_query_groups
         g_local = max(g / t, 1)
-        terms["attn_fused_norm_output"] = fused_norm_output_bytes(workload, shape) * T * h / sigma
+        terms["attn_fused_norm_output"] = fused_norm_output_bytes(
+            workload.module("self_attention.linear_qkv"), shape) * T * h / sigma
         terms["qkv"] = BF16 * T * d * (n / t + 2 * g_local)
         terms["core_output"] = a * T * n * d / t
         if spec.attention_output_gate:  # the sigmoid gate's input, kept by the gating multiply (not traced)
@@ -394,7 +395,9 @@ def attention_activation_terms(spec: ModelSpec, workload: Workload, shape: Activ
         mla = spec.mla
         qk, r, dv = mla.qk_head_dim, mla.qk_pos_emb_head_dim, mla.v_head_dim
         latents = (mla.q_lora_rank or 0) + mla.kv_lora_rank
-        terms["attn_norm_output"] = a * T * h / sigma
+        terms["attn_norm_output"] = gemm_input_bytes(workload.module(
+            "self_attention.linear_q_proj" if mla.q_lora_rank is None else "self_attention.linear_q_down_proj")) \
+            * T * h / sigma
         norms = BF16 * T * latents / sigma if spec.qk_layernorm else 0.0
         terms["mla_latents"] = BF16 * T * (latents + r) / sigma + norms
         if spec.dsa is not None:
@@ -450,7 +453,7 @@ def dsa_attention_terms(spec: ModelSpec, workload: Workload, shape: ActivationSh
     """
     T, t, c = shape.tokens(workload), shape.tp, shape.cp
     n, mla, dsa = spec.num_attention_heads, spec.mla, spec.dsa
-    a = gemm_input_bytes(workload)
+    a = gemm_input_bytes(workload.module("self_attention.linear_proj"))
     r = mla.qk_pos_emb_head_dim
     latent = mla.kv_lora_rank + r
     rope_tables = 4 * BF16 * T * r  # one RoPE application's cos / sin copies
@@ -530,31 +533,33 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     h = spec.hidden_size
     delta = 1 if workload.hidden_dropout > 0 else 0
-    a = gemm_input_bytes(workload)
     glu = spec.gated_factor
     terms = {"mlp_norm_input": BF16 * T * h / sigma, "mlp_dropout_mask": delta * T * h / sigma}
-    if not moe:
+    if not moe:  # (each GEMM input in its module's format: ``Workload.module``)
         F = spec.ffn_hidden_size / t
-        terms["mlp_fused_norm_output"] = fused_norm_output_bytes(workload, shape) * T * h / sigma
+        fc1 = workload.module("mlp.linear_fc1")
+        terms["mlp_fused_norm_output"] = fused_norm_output_bytes(fc1, shape) * T * h / sigma
         terms["fc1_output"] = BF16 * glu * T * F
-        terms["act_output"] = a * T * F
+        terms["act_output"] = gemm_input_bytes(workload.module("mlp.linear_fc2")) * T * F
         terms["act_unfused"] = unfused_activation_bytes(spec, workload, weighted=False) * T * F
         return terms
     m = spec.moe
     # capacity dropping / padding and the FP8 alignment padding (cost/moe_routing.py)
     routed_tokens = (T / sigma) * m.top_k * shape.etp * routed_rows(spec, workload, T / sigma).gemm
     F_m, F_s = m.expert_ffn_hidden_size / shape.etp, m.shared_expert_ffn_hidden_size / t
+    a = gemm_input_bytes(workload.module("mlp.shared_experts.linear_fc1" if F_s else "mlp.fc1_latent_proj"
+                                         if m.latent_size else "mlp.experts.linear_fc1"))
     terms["mlp_norm_output"] = a * T * h / sigma
     terms["router"] = (14 * m.num_experts + 20 * m.top_k) * T / sigma
     d = spec.expert_hidden_size
-    terms["expert_input"] = routed_tokens * (a * d + FP32)
+    terms["expert_input"] = routed_tokens * (gemm_input_bytes(workload.module("mlp.experts.linear_fc1")) * d + FP32)
     if m.latent_size:  # fc2_latent_proj keeps its input (the combined latent tokens) for its wgrad
-        terms["latent_up_input"] = a * T * d / sigma
+        terms["latent_up_input"] = gemm_input_bytes(workload.module("mlp.fc2_latent_proj")) * T * d / sigma
     terms["expert_fc1_output"] = BF16 * glu * routed_tokens * F_m
-    terms["expert_act_output"] = a * routed_tokens * F_m
+    terms["expert_act_output"] = gemm_input_bytes(workload.module("mlp.experts.linear_fc2")) * routed_tokens * F_m
     terms["expert_act_unfused"] = unfused_activation_bytes(spec, workload, weighted=True) * routed_tokens * F_m
     terms["shared_fc1_output"] = BF16 * glu * T * F_s
-    terms["shared_act_output"] = a * T * F_s
+    terms["shared_act_output"] = gemm_input_bytes(workload.module("mlp.shared_experts.linear_fc2")) * T * F_s
     terms["shared_act_unfused"] = unfused_activation_bytes(spec, workload, weighted=False) * T * F_s
     return terms
 
@@ -604,15 +609,17 @@ def block_activation_terms(spec: ModelSpec, workload: Workload, shape: Activatio
                            kind: LayerKind) -> dict[str, float]:
     """Saved tensors of one hybrid / DeltaNet layer (``layers.LayerKind``): its mixer's (attention as in a
     transformer layer, Mamba-2 / gated DeltaNet from ``cost/hybrid.py``) and its MLP block's, if any."""
-    T, t, sigma, a = shape.tokens(workload), shape.tp, shape.sigma, gemm_input_bytes(workload)
+    T, t, sigma = shape.tokens(workload), shape.tp, shape.sigma
     terms: dict[str, float] = {}
+    mixer = "mixer." if kind.mixer == "mamba" else "self_attention."
+    a = gemm_input_bytes(workload.module(mixer + "out_proj"))  # each GEMM input in its module's format
+    norm = fused_norm_output_bytes(workload.module(mixer + "in_proj"), shape)
     if kind.mixer == "attention":
         terms |= attention_activation_terms(spec, workload, shape)
     elif kind.mixer == "mamba":
-        terms |= hybrid.mamba_activation_terms(spec, workload, T, t, sigma, a, shape.cp,
-                                               fused_norm_output_bytes(workload, shape))
+        terms |= hybrid.mamba_activation_terms(spec, workload, T, t, sigma, a, shape.cp, norm)
     elif kind.mixer == "gdn":
-        terms |= hybrid.gdn_activation_terms(spec, workload, T, t, sigma, a, fused_norm_output_bytes(workload, shape))
+        terms |= hybrid.gdn_activation_terms(spec, workload, T, t, sigma, a, norm)
     if kind.mlp:
         terms |= mlp_activation_terms(spec, workload, shape, kind.moe)
     return terms
@@ -779,7 +786,8 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
     else:
         dispatch = 0.0 if workload.moe_dispatcher == "allgather" else 2 * BF16 * rows * h
     fc2 = BF16 * rows * (h + F)
-    swiglu = BF16 * rows * (1 + spec.gated_factor) * F - gemm_input_bytes(workload) * rows * F
+    swiglu = BF16 * rows * (1 + spec.gated_factor) * F \
+        - gemm_input_bytes(workload.module("mlp.experts.linear_fc2")) * rows * F
     bias = EXPERT_BIAS_TRANSIENT_BYTES * rows * h if spec.add_bias_linear else 0.0
     return max(dispatch, fc2, swiglu, bias)
 
@@ -895,7 +903,8 @@ def mtp_activation_bytes(spec: ModelSpec, workload: Workload, shape: ActivationS
     (``layers.mtp_layer_kind``) and keeps bf16 GEMM inputs."""
     if not spec.mtp_num_layers:
         return 0.0
-    mtp_workload = workload.layer_precision(mtp_layer_kind(spec, workload).bf16)
+    mtp_kind = mtp_layer_kind(spec, workload)
+    mtp_workload = workload.for_kind(mtp_kind.bf16, mtp_kind.overrides)
     layer = layer_activation_bytes(spec, mtp_workload, shape, moe=spec.is_moe_layer(spec.num_layers - 1),
                                    recompute=recompute, recompute_modules=recompute_modules)
     T = shape.tokens(workload)
@@ -1412,9 +1421,9 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     # quantized kinds' (``largest``, ``by_mlp``), as the solver's tables take them.
     full_layer = dict(quantized)
     for k in model_layer_kinds(spec, workload):
-        if k.bf16:
+        if k.bf16 or k.overrides:  # (a precision recipe's modules keep their inputs in their own format)
             full_layer[k.memory_name] = layer_activation_bytes(
-                spec, workload.layer_precision(True), shape, moe=k.moe, recompute=layer_kind,
+                spec, workload.for_kind(k.bf16, k.overrides), shape, moe=k.moe, recompute=layer_kind,
                 recompute_modules=modules, kind=None if k.is_gpt else k)
     input_only = layer_activation_bytes(spec, workload, shape, moe=False, recompute="full")
     reserve = other_bytes(cluster) + userbuffer_bytes(spec, workload, shape)

@@ -17,6 +17,8 @@ FLOPs, its element-wise passes once more, and the forward collectives inside the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from megasolve.cost.compute import (LayerWork, attention_core_flops_per_token_seq, layer_work,
                                     mlp_flops_per_token)
 from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, RECOMPUTE_MODULES, ActivationShape,
@@ -96,7 +98,8 @@ def selective_extra_work(spec: ModelSpec, workload: Workload, shape: ActivationS
         if module == "mlp" and not moe:
             gemm += mlp_flops_per_token(spec, False) * T / t / 3
         elif module == "moe" and moe:
-            base = layer_work(spec, workload, shape, moe=True, recompute="none")
+            # (a precision recipe's modules are recomputed at the run's precision here: not split)
+            base = layer_work(spec, replace(workload, gemm_overrides=()), shape, moe=True, recompute="none")
             attention_gemm = _attention_gemm_flops(spec, shape, T)
             gemm += (base.gemm_flops - attention_gemm) / 3  # router + shared experts
             expert += base.expert_flops / 3

@@ -18,8 +18,8 @@ from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.comm import all_to_all_time_s, collective_latency_s, collective_time_s
 from megasolve.cost.compute import (LayerWork, layer_weights_per_rank, layer_work, logits_work,
-                                    model_flops_per_sequence, muon_ns_flops_per_param, weight_stream_bytes,
-                                    work_time_s)
+                                    model_flops_per_sequence, muon_ns_flops_per_param, overridden_weights,
+                                    weight_stream_bytes, work_time_s)
 from megasolve.cost.layers import LayerKind, layer_kind, mtp_layer_kind, stage_layers
 from megasolve.cost import hybrid
 from megasolve.cost.memory import (DEFAULT_RECOMPUTE_MODULES, ActivationShape, bf16_weights, block_modules,
@@ -159,16 +159,22 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     m_h = BF16 * tokens * spec.hidden_size
     attn_in = m_h if spec.mla is None else BF16 * tokens * (
         (spec.mla.q_lora_rank or spec.hidden_size) + spec.mla.kv_lora_rank + spec.mla.qk_pos_emb_head_dim)
-    halves = [(attn_in, m_h)]  # (gathered input, reduced output) per sub-block
+    # (gathered input, reduced output, the column- and row-parallel modules) per sub-block
+    first = "self_attention.linear_qkv" if spec.mla is None else (
+        "self_attention.linear_q_proj" if spec.mla.q_lora_rank is None else "self_attention.linear_q_down_proj")
+    halves = [(attn_in, m_h, first, "self_attention.linear_proj")]
     has_attn, has_mlp = kind is None or kind.has_attention, kind is None or kind.mlp
     if not has_attn:  # a Mamba / DeltaNet mixer: column-parallel in_proj of h, row-parallel out_proj to h
-        halves = [(m_h, m_h)] if kind.mixer != "none" else []
+        mixer = "mixer." if kind.mixer == "mamba" else "self_attention."
+        halves = [(m_h, m_h, mixer + "in_proj", mixer + "out_proj")] if kind.mixer != "none" else []
     if has_mlp and (not moe or spec.moe.shared_expert_ffn_hidden_size):
-        halves.append((m_h, m_h))
+        mlp = "mlp.shared_experts." if moe else "mlp."
+        halves.append((m_h, m_h, mlp + "linear_fc1", mlp + "linear_fc2"))
     seconds = hidden = 0.0
     refwd = 1 if recompute == "full" else 0
-    q_in, q_grad = (q / BF16 for q in workload.tp_gather_bytes)  # quantized gathers (Workload.tp_gather_bytes)
-    for gathered, reduced in halves:
+    for gathered, reduced, column, row in halves:
+        # quantized gathers (Workload.tp_gather_bytes), in the format of the module that reads them
+        q_in, q_grad = workload.module(column).tp_gather_bytes[0] / BF16, workload.module(row).tp_gather_bytes[1] / BF16
         if shape.sequence_parallel:
             ag_in = collective_time_s("all_gather", q_in * gathered, t, link)
             ag_grad = collective_time_s("all_gather", q_grad * reduced, t, link)
@@ -640,8 +646,10 @@ def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Act
     recompute or none (``base_layer_time``) plus what the other modules add
     (``selective_modules_time``): their work is linear in the time model, so the sum is exact.
     ``kind`` (``cost/layers.py``): the layer's attention span (None: full causal attention); a kind kept in
-    bf16 (``LayerKind.bf16``) runs at bf16 (``Workload.layer_precision``)."""
-    workload = workload.layer_precision(kind is not None and kind.bf16)
+    bf16 (``LayerKind.bf16``) runs at bf16 (``Workload.layer_precision``), a kind with a precision recipe's
+    overrides (``LayerKind.overrides``) runs those modules in their format (``compute.layer_work``, ``tp_comm_s``)."""
+    if kind is not None:  # in bf16, or with a precision recipe's module overrides
+        workload = workload.for_kind(kind.bf16, kind.overrides)
     if recompute != "selective":
         out = base_layer_time(spec, cluster, workload, shape, ep=ep, moe=moe, recompute=recompute, kind=kind)
     else:
@@ -781,6 +789,9 @@ def layer_time_without_ep(spec: ModelSpec, cluster: Cluster, workload: Workload,
     else:
         compute = work_time_s(work, gpu, precision, _dense_gemm_width(spec, workload, shape), 1.0)
     weights = layer_weights_per_rank(spec, shape, moe=moe, ep=ep, kind=kind)
+    for other, moved in overridden_weights(spec, workload, shape, kind, moe=moe, ep=ep):  # a recipe's modules
+        weights -= moved
+        compute += weight_stream_bytes(moved, other, recompute, workload.grad_bytes) / gpu.hbm_bytes_per_s
     compute += weight_stream_bytes(weights, precision, recompute, workload.grad_bytes) / gpu.hbm_bytes_per_s
     refwd = 4 / 3 if recompute == "full" else 1.0
     has_experts = moe and (kind is None or kind.mlp)

@@ -8,6 +8,7 @@ shape of each field is checked.
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, replace
 
 from megasolve.models import ranks
@@ -53,6 +54,8 @@ CROSS_ENTROPY_KINDS = ("unfused", "native", "te")
 # Megatron ``--fp8-recipe`` (ARG; TE recipes): per-tensor scaling (delayed: amax history, tensorwise:
 # current scaling) or block scaling (mxfp8: E8M0 scale per 32 elements, Blackwell; blockwise: 1x128 / 128x128)
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")
+# the formats a precision recipe (``Workload.module_precision``) can give a GEMM module
+MODULE_FORMATS = ("bf16",) + FP8_RECIPES + ("nvfp4",)
 # Megatron ``--moe-token-dispatcher-type``: all-to-all (one copy of a token per chosen expert), the
 # flex dispatcher (DeepEP / HybridEP: one copy per remote NVLink domain, TC L891-898) or allgather
 # (every rank gathers all tokens of the EP group, ``token_dispatcher.py::MoEAllGatherTokenDispatcher``)
@@ -330,6 +333,19 @@ class Workload:
     # memory after its forward and come back before its backward
     # (``pipeline_parallel/fine_grained_activation_offload.py``; ``memory.offloaded_terms``)
     offload_modules: tuple[str, ...] = ()
+    # ``--te-precision-config-file`` (Megatron-LM; Megatron-Bridge ``model.quant_recipe``): the recipe's enabled
+    # glob matchers in order, ``(pattern, format)``; a GEMM module whose path (``decoder.layers.3.mlp.linear_fc1``)
+    # a pattern matches first runs in that format -- ``bf16`` (a config with an empty training recipe), an FP8
+    # recipe (``fp8_quantization_recipe``: delayed, tensorwise, mxfp8, blockwise) or ``nvfp4``
+    # (``fp4_quantization_recipe``) -- instead of the run's (``quantization/quant_config.py`` ``RecipeConfig``,
+    # ``GlobMatcher``: "the first matcher in the collection that successfully matches ... determines the key");
+    # modules that run unquantized anyway (bf16 layers, the router) are not overridden
+    # (``extensions/TransformerEngineMixedPrecision.md``). () = no recipe file. ``cost/layers.py`` resolves it per
+    # layer into ``gemm_overrides``.
+    module_precision: tuple[tuple[str, str], ...] = ()
+    # resolved per layer kind (``LayerKind.overrides``, set by ``for_kind``; not an input): ``(module, format)``
+    # for each GEMM module of the layer whose format differs from the run's
+    gemm_overrides: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         _check_positive("--seq-len", self.seq_length)
@@ -401,6 +417,7 @@ class Workload:
                                  fix="drop --fp8-output-proj or --defer-embedding-wgrad-compute")
         self._check_moe_capacity()
         self._check_offload_modules()
+        self._check_module_precision()
         if not 0.0 <= self.hidden_dropout < 1.0:
             raise MegasolveError(field="hidden_dropout", value=self.hidden_dropout,
                                  rule="must be in [0, 1)", fix="use 0 (LLM recipes) or 0.1")
@@ -450,6 +467,72 @@ class Workload:
                                       "attention's output, which core attention's backward needs (TC L2148-2153)",
                                  fix="add core_attn or drop attn_proj")
 
+    def _check_module_precision(self) -> None:
+        """The formats a precision recipe may give a module: bf16 always; another quantized format only where the
+        run is quantized (an override applies to quantized modules only) and the GPU class supports it -- NVFP4
+        modules in an FP8 run are not modelled (the run's GPU is not known here)."""
+        if not isinstance(self.module_precision, tuple) or any(not isinstance(m, tuple) for m in self.module_precision):
+            object.__setattr__(self, "module_precision", tuple(tuple(m) for m in (self.module_precision or ())))
+        for entry in self.module_precision:
+            if len(entry) != 2 or not all(isinstance(x, str) and x for x in entry):
+                raise MegasolveError(field="--te-precision-config", value=entry,
+                                     rule="each matcher is a (glob pattern, format) pair",
+                                     fix="e.g. ('*.linear_qkv', 'bf16')")
+            pattern, fmt = entry
+            if fmt not in MODULE_FORMATS:
+                raise MegasolveError(field="--te-precision-config", value=f"{pattern}: {fmt}",
+                                     rule=f"a module's format is one of {', '.join(MODULE_FORMATS)}",
+                                     fix="bf16 for an empty training recipe, the fp8_quantization_recipe's name, or "
+                                         "nvfp4")
+            if fmt == "nvfp4" and self.precision != "fp4":
+                raise MegasolveError(field="--te-precision-config", value=f"{pattern}: {fmt}",
+                                     rule="NVFP4 modules in a run that is not NVFP4 are not modelled",
+                                     fix="train with --precision fp4, or give those modules an FP8 recipe or bf16")
+        if self.gemm_overrides and not self.module_precision:
+            raise MegasolveError(field="gemm_overrides", value=self.gemm_overrides,
+                                 rule="is resolved from module_precision per layer, not an input",
+                                 fix="give the recipe's matchers as module_precision")
+
+    def module_format(self, path: str) -> str:
+        """The format the GEMM module at ``path`` (its name in ``GPTModel.named_modules()``) runs in: the first
+        matcher of ``module_precision`` that matches it, else the run's (``quant_recipe``, or ``bf16``).
+
+        >>> w = Workload(precision="fp4", module_precision=(("*.linear_qkv", "bf16"), ("*mixer.out_proj", "mxfp8")))
+        >>> [w.module_format(p) for p in ("decoder.layers.1.self_attention.linear_qkv",
+        ...                                "decoder.layers.0.mixer.out_proj", "decoder.layers.0.mixer.in_proj")]
+        ['bf16', 'mxfp8', 'nvfp4']
+        """
+        if not self.quantized:
+            return "bf16"
+        for pattern, fmt in self.module_precision:
+            if fnmatch.fnmatchcase(path, pattern):
+                return fmt
+        return self.quant_recipe
+
+    def module(self, name: str) -> Workload:
+        """This workload as GEMM module ``name`` of the current layer kind runs it (``gemm_overrides``): its
+        precision and recipe; itself when the module is not overridden.
+
+        >>> w = Workload(precision="fp4", module_precision=(("*", "bf16"),), gemm_overrides=(("linear_qkv", "bf16"),))
+        >>> w.module("linear_qkv").precision, w.module("linear_fc1").precision
+        ('bf16', 'fp4')
+        """
+        for module, fmt in self.gemm_overrides:
+            if module == name:
+                precision = "bf16" if fmt == "bf16" else "fp4" if fmt == "nvfp4" else "fp8"
+                return replace(self, precision=precision, fp8_recipe=fmt if precision == "fp8" else self.fp8_recipe,
+                               fp8_param_gather=False, fp8_output_proj=False, moe_router_padding_for_fp8=False,
+                               num_layers_at_start_in_bf16=0, num_layers_at_end_in_bf16=0, module_precision=(),
+                               gemm_overrides=())
+        return self
+
+    def for_kind(self, bf16: bool, overrides: tuple[tuple[str, str], ...] = ()) -> Workload:
+        """This workload as a layer kind runs it: in bf16 (``layer_precision``), or with its GEMM modules'
+        overrides (``LayerKind.overrides``)."""
+        if bf16 or not overrides:
+            return self.layer_precision(bf16)
+        return replace(self, gemm_overrides=overrides)
+
     @property
     def param_bytes(self) -> float:
         """Bytes per GEMM weight element that the parameter all-gather moves (1 with FP8 primary weights,
@@ -471,7 +554,8 @@ class Workload:
         if not bf16 or not self.quantized:
             return self
         return replace(self, precision="bf16", fp8_param_gather=False, fp8_output_proj=False,
-                       moe_router_padding_for_fp8=False, num_layers_at_start_in_bf16=0, num_layers_at_end_in_bf16=0)
+                       moe_router_padding_for_fp8=False, num_layers_at_start_in_bf16=0, num_layers_at_end_in_bf16=0,
+                       module_precision=(), gemm_overrides=())
 
     @property
     def tp_gather_bytes(self) -> tuple[float, float]:

@@ -81,6 +81,8 @@ class LayoutReport:
                          "cuda_graph_impl": self.workload.cuda_graph_impl,
                          "activation_fusion": self.workload.activation_fusion,
                          "offload_modules": list(self.workload.offload_modules),
+                         # the precision recipe's matchers in order, [pattern, format] ([]: none)
+                         "module_precision": [list(m) for m in self.workload.module_precision],
                          **({"moe_expert_capacity_factor": self.workload.moe_expert_capacity_factor,
                              "moe_pad_expert_input_to_capacity": self.workload.moe_pad_expert_input_to_capacity,
                              "moe_token_drop_policy": self.workload.moe_token_drop_policy,

@@ -225,7 +225,7 @@ LAYOUT_KEYS = {"tp", "pp", "vpp", "cp", "ep", "etp", "dp", "mbs", "sequence_para
                "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers",
                "pipeline_layout"}
 DERIVED_LAYOUT_KEYS = {"gbs", "num_microbatches"}  # in estimate's JSON, derived from the workload
-WORKLOAD_KEYS = {f.name for f in fields(Workload)} - {"tokens"}  # every Workload field but time-to-train
+WORKLOAD_KEYS = {f.name for f in fields(Workload)} - {"tokens", "gemm_overrides"}  # every input field but time-to-train
 MEASURED_KEYS = {"step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb", "peak_reserved_gb", "rank", "oom",
                  "tflops_per_gpu"}
 
@@ -538,14 +538,6 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
                 notes.append(f"--{key.replace('_', '-')} {args[key]} costed as Megatron-LM's default {default}")
     elif isinstance(optimizer, str) and optimizer and "adam" not in optimizer.lower():  # sgd, adaptive_muon, ...
         notes.append(f"optimizer {optimizer} costed as Adam (its state and step are not modelled)")
-    recipe = args.get("te_precision_config_file") or args.get("quant_recipe")
-    if recipe not in (None, False, "None", "null", ""):
-        # Megatron-LM --te-precision-config-file / Bridge model.quant_recipe: module-matched precisions (Nemotron 3
-        # Super's NVFP4 recipes keep attention, latent projections and MTP in bf16 and Mamba out_proj in MXFP8:
-        # Megatron-Bridge perf_recipes/nemotronh/te_quant.cfg)
-        notes.append(f"per-module precision recipe ({recipe}) is not modelled: every GEMM is costed at the run's "
-                     "precision except the layers --first-last-layers-bf16 keeps in bf16 (expect a slower step if "
-                     "the recipe keeps modules in a wider format)")
     if isinstance(ramp := args.get("rampup_batch_size"), str) and len(words := ramp.split()) == 3:
         # --rampup-batch-size START INCREMENT SAMPLES (ARG, nargs='*'): smaller batches over the first SAMPLES
         notes.append(f"batch-size ramp-up (--rampup-batch-size {ramp}): iterations of the first {words[2]} samples "
@@ -1055,6 +1047,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
             work["wgrad_deferral_limit"] = limit
     _activation_fusion(args, work, notes, megatron_defaults)
     _fine_grained_offload(args, work, notes)
+    _precision_recipe(args, work, notes)
     dropout = args.get("hidden_dropout")
     if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0.0 <= dropout < 1.0:
         work["hidden_dropout"] = float(dropout)
@@ -1106,6 +1099,27 @@ def _activation_fusion(args: dict[str, Any], work: dict[str, Any], notes: list[s
         notes.append(f"routed experts' {activation} unfused (Megatron-Core fuses the probability-weighted activation "
                      "of SwiGLU experts, and of squared ReLU ones with --use-fused-weighted-squared-relu only): "
                      "the activation output and its scaled copy are kept")
+
+
+def _precision_recipe(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -> None:
+    """``Workload.module_precision`` from a per-module precision recipe (Megatron-LM ``--te-precision-config-file``,
+    Bridge ``model.quant_recipe``; e.g. Nemotron 3 Super's NVFP4 recipes keep attention, the latent projections and
+    MTP in bf16 and the Mamba out_proj in MXFP8): the file the log names, read where it exists here (or given with
+    ``--arg te-precision-config-file=PATH``); a log prints only its path (Bridge the recipe object), so otherwise
+    the note says the modules are costed at the run's precision."""
+    recipe = args.get("te_precision_config_file") or args.get("quant_recipe")
+    if recipe in (None, False, "None", "null", ""):
+        return
+    path = Path(str(recipe))
+    if isinstance(recipe, str) and path.suffix in (".yaml", ".yml", ".cfg") and path.is_file():
+        from megasolve.models.precision_recipe import load_precision_recipe
+
+        work["module_precision"] = load_precision_recipe(path)
+        notes.append(f"per-module precision recipe read from {recipe}")
+        return
+    notes.append(f"per-module precision recipe ({recipe}) not read (the log gives no readable file): every GEMM is "
+                 "costed at the run's precision except the layers --first-last-layers-bf16 keeps in bf16; give the "
+                 "file with --arg te-precision-config-file=PATH")
 
 
 def _fine_grained_offload(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -> None:

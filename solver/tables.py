@@ -187,7 +187,8 @@ class CostTables:
         self.block_kinds = tuple(k for k in model_layer_kinds(spec) if not k.is_gpt) if has_block_kinds(spec) else ()
         # the kinds of the layers a quantized run keeps in bf16 (--first-last-layers-bf16), whose saved activations
         # differ (bf16 GEMM inputs): their ``ma_`` terms
-        self.bf16_kinds = tuple(k for k in model_layer_kinds(spec, workload) if k.bf16)
+        # (and the kinds a precision recipe overrides modules of, whose GEMM inputs are kept in their formats)
+        self.bf16_kinds = tuple(k for k in model_layer_kinds(spec, workload) if k.bf16 or k.overrides)
         self.terms: dict[str, Term] = {t.name: t for t in self._define_terms()}
         self._cache: dict[str, dict[tuple, int]] = {name: {} for name in self.terms}
 
@@ -491,7 +492,7 @@ class CostTables:
         for kind in self.block_kinds + self.bf16_kinds:  # a layer kept in bf16: its own saved tensors
             add(f"ma_{kind.memory_name}", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel, kind=kind: quantise_bytes(layer_activation_bytes(
-                    spec, wl.layer_precision(kind.bf16), shape(tp, cp, mbs, sp, etp), moe=kind.moe,
+                    spec, wl.for_kind(kind.bf16, kind.overrides), shape(tp, cp, mbs, sp, etp), moe=kind.moe,
                     recompute=base(sel), kind=None if kind.is_gpt else kind, **_modules_kw(sel))))
         if self.block_kinds:
             # one re-materialised layer (full recompute) / one layer's selectively recomputed tensors:
@@ -794,7 +795,7 @@ class CostTables:
         layers, ``layer_<kind>`` for hybrid / DeltaNet ones."""
         if kind.is_gpt:
             return "moe_layer" if kind.moe else "dense_layer"
-        return f"layer_{replace(kind, bf16=False).name}"  # a layer kept in bf16 holds the same parameters
+        return f"layer_{replace(kind, bf16=False, overrides=()).name}"  # (bf16 layers, recipes: the same parameters)
 
     @staticmethod
     def layer_term(part: str, kind: LayerKind, recomputed: bool) -> str:

@@ -892,16 +892,23 @@ def test_deterministic_mode_is_named_as_not_modelled():
     assert not any("deterministic" in n for n in plain.notes)
 
 
-def test_a_per_module_precision_recipe_is_named_not_modelled(tmp_path):
-    """Megatron-LM --te-precision-config-file (Bridge's model.quant_recipe) matches modules to other precisions;
-    megasolve costs every GEMM at the run's precision, and says so."""
+def test_a_per_module_precision_recipe_is_read_when_its_file_is_here(tmp_path):
+    """Megatron-LM --te-precision-config-file (Bridge's model.quant_recipe) matches modules to other precisions: the
+    file the log names is read where it exists (or given with --arg); otherwise the note says every GEMM is costed
+    at the run's precision."""
     script = tmp_path / "run.sh"
     script.write_text("python pretrain_gpt.py --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
                       "--seq-length 4096 --micro-batch-size 1 --global-batch-size 128 --vocab-size 32000 --bf16 "
                       "--fp4-format e2m1 --te-precision-config-file /cfg/te_quant.yaml\n")
     run = read_runs(script, gpu="b200", num_gpus=8, step_time_s=2.0)[0]
-    assert run.workload.precision == "fp4"
-    assert any("per-module precision recipe (/cfg/te_quant.yaml) is not modelled" in n for n in run.notes)
+    assert run.workload.precision == "fp4" and run.workload.module_precision == ()
+    assert any("per-module precision recipe (/cfg/te_quant.yaml) not read" in n for n in run.notes)
+    recipe = Path(__file__).parent / "data" / "precision" / "nemotron3_super_nvfp4.yaml"
+    here = tmp_path / "here.sh"
+    here.write_text(script.read_text().replace("/cfg/te_quant.yaml", str(recipe)))
+    run = read_runs(here, gpu="b200", num_gpus=8, step_time_s=2.0)[0]
+    assert run.workload.module_precision[0] == ("*.linear_qkv", "bf16")
+    assert any("recipe read from" in n for n in run.notes)
     bare = tmp_path / "bare.sh"
     bare.write_text(script.read_text().replace(" --te-precision-config-file /cfg/te_quant.yaml", ""))
     assert not any("per-module" in n for n in read_runs(bare, gpu="b200", num_gpus=8, step_time_s=2.0)[0].notes)
