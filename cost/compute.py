@@ -236,7 +236,8 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     Attention core: flash attention skips the masked half (causal, reference section 6.2);
     unfused attention (``workload.attention == "unfused"``: Megatron's 2021-2022 ``CoreAttention``,
     Korthikanti et al. 2022 section 4) computes the full ``s x s`` scores as batched GEMMs (2x the
-    causal FLOPs) and streams the scores through the fused scale-mask-softmax and dropout: HBM traffic
+    causal FLOPs; torch's ``baddbmm`` / ``bmm``, ``dot_product_attention.py``, not a Transformer Engine linear, so
+    bf16 even in an FP8 / NVFP4 run: ``LayerWork.gemm_at``) and streams the scores through the fused scale-mask-softmax and dropout: HBM traffic
     ``unfused_attention_bytes_per_score`` per score element (``(n/t)*T*s`` scores per layer).
 
     Elementwise HBM traffic (memory bound, at HBM bandwidth), counted per kernel Megatron-Core runs
@@ -311,20 +312,21 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
         gemm += hybrid.gdn_gemm_flops_per_token(spec) * T / t
         mixer_scan = hybrid.gdn_core_flops_per_token(spec) * T / t
         mixer_bytes = hybrid.gdn_elementwise_bytes_per_token(spec) * T / t
+    bmm = 0.0  # unfused attention's batched GEMMs
     if unfused and has_attn:  # full s x s batched GEMMs (a window is only a mask there) at GEMM efficiency,
-        gemm += 2 * core_full  # softmax/dropout memory bound
+        bmm = 2 * core_full  # softmax/dropout memory bound
         scores_bytes = cal["unfused_attention_bytes_per_score"] * spec.num_attention_heads / t * T * s
         core = 0.0
     refwd = 4 / 3
     if recompute == "full":
-        gemm, expert, core = gemm * refwd, expert * refwd, core * refwd
+        gemm, expert, core, bmm = gemm * refwd, expert * refwd, core * refwd, bmm * refwd
         moved = tuple((p, d * refwd, e * refwd) for p, d, e in moved)
     if recompute == "full":
         mixer_scan, mixer_bytes = mixer_scan * refwd, mixer_bytes * refwd
     elif recompute == "selective":
         core = core * refwd
         if unfused and has_attn:  # the recomputed core attention: QK^T, AV and the softmax forward again
-            gemm += 2 * attention_core_flops_per_token_seq(spec) * T * s / t / 3
+            bmm += 2 * attention_core_flops_per_token_seq(spec) * T * s / t / 3
             scores_bytes *= refwd
     passes = (4 if recompute == "full" else 3)  # elementwise passes: fwd + 2 bwd (+ refwd)
     per_token_bytes = cal["elementwise_bytes_per_token_hidden"] * spec.hidden_size
@@ -361,6 +363,12 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     if moe and has_mlp:
         elementwise += passes / 3 * 8 * (T / shape.sigma) * spec.moe.top_k * shape.etp * spec.expert_hidden_size \
             * rows.dispatch
+    if bmm and workload.quantized:
+        # torch's baddbmm / bmm in CoreAttention: outside Transformer Engine's quantized linears, bf16 in every run
+        bf16 = next(((d, e) for p, d, e in moved if p == "bf16"), (0.0, 0.0))
+        moved = tuple(sorted([m for m in moved if m[0] != "bf16"] + [("bf16", bf16[0] + bmm, bf16[1])]))
+    else:
+        gemm += bmm
     return LayerWork(gemm, expert, core + mixer_scan, elementwise + mixer_bytes, moved)
 
 

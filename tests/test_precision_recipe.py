@@ -142,3 +142,18 @@ def test_the_cli_reads_the_file_reports_it_and_exports_it(tmp_path, capsys):
     spec, cluster = load_preset("nemotron-h-8b"), Cluster.from_flags(num_gpus=8, gpu="b200")
     flags = megatron_flags(spec, cluster, Workload(precision="fp4", module_precision=SUPER_NVFP4), Layout(dp=8))
     assert "--te-precision-config-file te_precision.yaml" in flags
+
+
+def test_unfused_attention_batched_gemms_stay_bf16_in_a_quantized_run():
+    """CoreAttention's QK^T and AV are torch batched GEMMs (dot_product_attention.py baddbmm / bmm), outside Transformer
+    Engine's quantized linears: an FP8 run costs them at bf16, a bf16 run in its GEMMs as before."""
+    from megasolve.cost.compute import attention_core_flops_per_token_seq, layer_work
+
+    spec = load_preset("llama-3.1-8b")
+    shape = ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    bmm = 2 * attention_core_flops_per_token_seq(spec) * 4096 * 4096
+    fp8 = layer_work(spec, Workload(precision="fp8", fp8_recipe="tensorwise", attention="unfused"), shape,
+                     moe=False, recompute="none")
+    bf16 = layer_work(spec, Workload(attention="unfused"), shape, moe=False, recompute="none")
+    assert fp8.gemm_at == (("bf16", pytest.approx(bmm), 0.0),)
+    assert bf16.gemm_flops == pytest.approx(fp8.gemm_flops + bmm) and bf16.gemm_at == ()
