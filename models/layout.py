@@ -585,7 +585,10 @@ class Workload:
         """Whether ``--tp-comm-overlap`` can run: Transformer Engine's userbuffers all-gather bf16, per-tensor
         FP8 (delayed / current scaling) and MXFP8 tensors and raise for any other quantizer (``module/base.py``
         ``fill_userbuffers_buffer_for_all_gather`` L607-755 @d0067d0d), i.e. not NVFP4 and not blockwise FP8."""
-        return self.quant_recipe not in ("nvfp4", "blockwise") if self.quantized else True
+        unsupported = ("nvfp4", "blockwise")
+        if any(fmt in unsupported for _, fmt in self.module_precision):  # a recipe's module in such a format
+            return False
+        return self.quant_recipe not in unsupported if self.quantized else True
 
     @property
     def quantized(self) -> bool:

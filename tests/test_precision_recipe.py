@@ -157,3 +157,13 @@ def test_unfused_attention_batched_gemms_stay_bf16_in_a_quantized_run():
     bf16 = layer_work(spec, Workload(attention="unfused"), shape, moe=False, recompute="none")
     assert fp8.gemm_at == (("bf16", pytest.approx(bmm), 0.0),)
     assert bf16.gemm_flops == pytest.approx(fp8.gemm_flops + bmm) and bf16.gemm_at == ()
+
+
+def test_a_recipe_format_userbuffers_cannot_gather_rules_out_tp_overlap():
+    """TE's userbuffers raise for NVFP4 and blockwise FP8 tensors: a recipe giving any module such a format rules
+    --tp-comm-overlap out (refused as input, never searched), as the run's own precision does."""
+    blockwise = (("*experts.linear_fc2", "blockwise"),)
+    assert not Workload(precision="fp8", fp8_recipe="mxfp8", module_precision=blockwise).tp_overlap_supported
+    assert Workload(precision="fp8", fp8_recipe="mxfp8", module_precision=(("*", "bf16"),)).tp_overlap_supported
+    with pytest.raises(MegasolveError, match="userbuffers"):
+        Workload(precision="fp8", fp8_recipe="mxfp8", module_precision=blockwise, tp_comm_overlap=True)
