@@ -237,8 +237,13 @@ def layer_work(spec: ModelSpec, workload: Workload, shape: ActivationShape, *, m
     unfused attention (``workload.attention == "unfused"``: Megatron's 2021-2022 ``CoreAttention``,
     Korthikanti et al. 2022 section 4) computes the full ``s x s`` scores as batched GEMMs (2x the
     causal FLOPs; torch's ``baddbmm`` / ``bmm``, ``dot_product_attention.py``, not a Transformer Engine linear, so
-    bf16 even in an FP8 / NVFP4 run: ``LayerWork.gemm_at``) and streams the scores through the fused scale-mask-softmax and dropout: HBM traffic
-    ``unfused_attention_bytes_per_score`` per score element (``(n/t)*T*s`` scores per layer).
+    bf16 even in an FP8 / NVFP4 run: ``LayerWork.gemm_at``) and streams the scores through the fused
+    scale-mask-softmax and dropout: HBM traffic ``unfused_attention_bytes_per_score`` per score element
+    (``(n/t)*T*s`` scores per layer).
+
+    A precision recipe (``Workload.module_precision``, resolved per kind into ``gemm_overrides``) moves its modules'
+    GEMM FLOPs into ``LayerWork.gemm_at`` at their precision, and the FP8 / NVFP4 casts scale with the GEMM FLOPs
+    still quantized (a bf16 module quantizes nothing).
 
     Elementwise HBM traffic (memory bound, at HBM bandwidth), counted per kernel Megatron-Core runs
     (bf16 tensors, fwd + bwd; ``calibration.yaml`` has the count): the two norms, the two residual
