@@ -493,6 +493,10 @@ def _without_dump_prefix(lines: list[str]) -> list[str]:
     return lines
 
 
+_BASELINE_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:the\s+)?baseline\b", re.I)
+_COMPARED_RUN = re.compile(r"^\s*(?:[-*+]\s+)?.*\b(?:this PR|this change|improved|proposed|ours)\b", re.I | re.M)
+
+
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``)."""
@@ -505,8 +509,16 @@ def parse_log(text: str) -> LogFacts:
         facts.args["_memory_line_rank"] = ranks.pop()
     in_args = elided = False
     call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)
+    # a post comparing its run with a baseline ("- Baseline (MBS 4, SEQLEN 4096, TP 2): ~8000 Tokens/Sec/GPU" above
+    # "- Improved (This PR, MBS 1, ...)", swiss-ai/Megatron-LM#33): the baseline's prose is read last, so the run the
+    # post is about sets the facts it states
+    deferred: list[str] = []
+    compares = bool(_COMPARED_RUN.search(text))
     for line in _joined_records(_without_dump_prefix([strip_prefix(raw) for raw in text.splitlines()])):
         if not line:
+            continue
+        if compares and _BASELINE_LINE.match(line) and not in_args:
+            deferred.append(line)
             continue
         if call or ("Config(" in line and line.count("(") > line.count(")") and line.rstrip().endswith(("(", ","))):
             call += " " + line
@@ -535,6 +547,8 @@ def parse_log(text: str) -> LogFacts:
         _parse_line(line, facts)  # a dump cut off without its end line still lets the rest through
     if call:  # the excerpt ends inside the constructor call
         _parse_line(call.strip(), facts)
+    for line in deferred:
+        _parse_line(line, facts)
     for config in _EMBEDDED_CONFIG.finditer(text):
         # GPT-NeoX prints the config files it read as one dump value, their text with escaped newlines
         # ("config_files .... {'410M.yml': '{\n  \"num-layers\": 24,\n ...'}"): their lines count too,

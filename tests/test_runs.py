@@ -946,3 +946,16 @@ def test_an_oom_under_another_layout_is_not_the_runs(tmp_path):
     both = tmp_path / "both.txt"
     both.write_text(base + "I keep getting OOM errors.\nWhen tp=1 is set, OOM occurs too\n")
     assert read_runs(both, gpu="h100", num_gpus=8)[0].measured.oom is True
+
+
+def test_a_baseline_line_yields_to_the_run_the_post_is_about():
+    """swiss-ai/Megatron-LM#33 lists "Baseline (MBS 4, SEQLEN 4096, TP 2)" before "Improved (This PR, MBS 1, SEQLEN
+    8192, TP 1)": the baseline's prose is read last, so the PR's run sets the sizes and the rate; a post with no
+    compared run keeps its baseline line."""
+    text = ("- Baseline (MBS 4, SEQLEN 4096, TP 2): ~8000 Tokens/Sec/GPU\n"
+            "- Improved (This PR, MBS 1, SEQLEN 8192, TP 1): ~8290 Tokens/Sec/GPU\n")
+    facts = parse_log(text)
+    assert facts.args["micro_batch_size"] == 1 and facts.args["tensor_model_parallel_size"] == 1
+    assert facts.args["seq_length"] == 8192
+    alone = parse_log("- Baseline (MBS 4, SEQLEN 4096, TP 2): ~8000 Tokens/Sec/GPU\n")
+    assert alone.args["micro_batch_size"] == 4 and alone.args["tensor_model_parallel_size"] == 2
