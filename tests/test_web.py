@@ -132,6 +132,19 @@ def test_api_cluster_text_reads_like_the_cli_reads_a_cluster_file(base, tmp_path
     assert expected["cluster"]["num_gpus"] == 16
 
 
+def test_api_precision_recipe_text_reads_like_the_cli_reads_the_file(base, tmp_path):
+    recipe = Path(__file__).parent / "data" / "precision" / "nemotron3_super_nvfp4.yaml"
+    body = {"model": "nemotron-h-8b", "gpus": 8, "gpu": "b200", "precision": "fp4",
+            "precision_recipe_text": recipe.read_text()}
+    status, _, answer = request(base, "POST", "/api/estimate", body)
+    assert status == 200, answer
+    assert json.loads(answer) == cli_json(["estimate", "-m", "nemotron-h-8b", "-n", "8", "-g", "b200", "--precision",
+                                           "fp4", "--te-precision-config", str(recipe)])[1]
+    assert json.loads(answer)["workload"]["module_precision"][0] == ["*.linear_qkv", "bf16"]
+    status, _, answer = request(base, "POST", "/api/estimate", {**body, "precision_recipe_text": "matchers: 3\n"})
+    assert status == 400 and json.loads(answer)["field"] == "precision_recipe_text"
+
+
 def test_api_profile_text_reads_like_the_cli_reads_a_profile(base, tmp_path):
     text = "base: published-megatron-runs\noverrides: {memory.other_reserve_gb: 4.0}\n"
     body = {"model": "llama-3.1-8b", "gpus": 8, "gpu": "h100", "profile_text": text}

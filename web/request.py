@@ -30,11 +30,14 @@ from megasolve.models.errors import MegasolveError, UnknownNameError, closest_na
 
 COMMANDS = ("solve", "estimate", "whatif")
 # Text fields that stand in for a file path option: body field -> the CLI option it feeds.
-TEXT_FIELDS = {"model_text": "--model", "cluster_text": "--cluster", "profile_text": "--profile"}
+TEXT_FIELDS = {"model_text": "--model", "cluster_text": "--cluster", "profile_text": "--profile",
+               "precision_recipe_text": "--te-precision-config"}
 TEXT_HELP = {"model_text": "A Hugging Face config.json or a YAML/JSON of Megatron argument names, as text (instead "
                            "of model).",
              "cluster_text": "A cluster YAML, as text (instead of the gpus/gpu fields).",
-             "profile_text": "A calibration profile YAML written by `megasolve calibrate --out`, as text."}
+             "profile_text": "A calibration profile YAML written by `megasolve calibrate --out`, as text.",
+             "precision_recipe_text": "A per-module precision recipe in Megatron's format (--te-precision-config-file: "
+                                      "configs and glob matchers), as text."}
 # A metavar that names a file: such an option takes a path on the server's disk, which a client may not
 # name (new path options are refused even when they are plain strings, e.g. --profile PROFILE.yaml).
 PATH_METAVAR = re.compile(r"FILE|PATH|DIR|\.(ya?ml|json|csv|png|svg|md|html|log)\b", re.IGNORECASE)
