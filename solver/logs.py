@@ -771,6 +771,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             if _COUNT_BEFORE.search(named_line[max(0, m.start() - 16):m.start()]) \
                     or _COUNT_AFTER.match(named_line[m.end():m.end() + 12]):
                 facts.gpu_counted[key] = facts.gpu_counted.get(key, 0) + 1
+    if _DGX2_NAME.search(named_line):  # a DGX-2 system: its GPUs are 32 GB V100s
+        facts.gpu_names["V100-32"] = facts.gpu_names.get("V100-32", 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
     named = _preset_names_in(line)
@@ -915,6 +917,11 @@ _GPUS_TO = re.compile(r"\bGPUs\s+to\s+(\d+)\b", re.I)  # "reduce minimum gpus to
 # nodes of k GPUs: "two complete four-GPU GB200 nodes" (NVIDIA-NeMo/Megatron-Bridge#5124), "4 8-GPU nodes"
 _NODES_OF_K_GPUS = re.compile(rf"\b(an?|single|one|two|four|eight|sixteen|\d+)\s+(?:[a-z]+\s+)?(one|two|four|eight|\d+)-GPU\s+"
                               rf"(?:NVIDIA\s+)?(?:(?:DGX-?)?{_GPU_NAMES_RE}\s+)?(?:nodes?|servers?|machines?|hosts?)\b", re.I)
+# NVIDIA DGX-2 / DGX-2H: 16 Tesla V100 SXM3 32 GB on NVSwitch (DGX-2 datasheet); named as a system, not a GPU
+_DGX2 = r"DGX[- ]?2(?:[- ]?H)?(?![\w.])"
+_DGX2_NAME = re.compile(r"\b" + _DGX2, re.I)
+_DGX2_NODES = re.compile(rf"\b(one|a|an|two|four|eight|\d+)\s+(?:nodes?|servers?|systems?|machines?)\s+of\s+{_DGX2}"
+                         rf"|\b(one|a|an|two|four|eight|\d+)\s+{_DGX2}\s+(?:nodes?|servers?|systems?|machines?)\b", re.I)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
 # a node's GPU count, not the run's: "DGX nodes, each equipped with 8 H100 GPUs" (NVIDIA-NeMo/NeMo#9031), and the
 # node count as a results row writes it: "#nodes=4,    DP=1, GBPT = 2 sec" (the first one stated is read)
@@ -1469,6 +1476,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
     elif (m := _SINGLE_GPU.search(line)) and not _FITS_IN.search(line[:m.start()]):
         _prose_set(facts, "_prose_num_gpus", 1)
+    elif m := _DGX2_NODES.search(line):  # "one node of DGX2", "2 DGX-2 nodes": 16 V100s each
+        count = next(g for g in m.groups() if g)
+        _prose_set(facts, "_prose_num_gpus", 16 * ({"a": 1, "an": 1, **_GPU_COUNT_WORDS}.get(count.lower())
+                                                   or int(count)))
     elif m := _CN_GPU_COUNT.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1) or 1) * int(m.group(2)))
     elif m := _CN_NODES_TIMES_CARDS.search(line):
