@@ -198,13 +198,16 @@ _BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
 # "GPU" or a count
 _DATACENTER_NAMES_RE = r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A800|A100|MI300X|MI325X|MI355X|L40S"
 _GPU_NAMES_RE = "(?:" + _DATACENTER_NAMES_RE + r"|H20|A40(?!\d)|V100|" + _BOARD_NAMES_RE + ")"
-_GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×]))(" + _GPU_NAMES_RE + r")"  # "on 8xH800" (THUDM/slime#1305)
+_GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×])|(?<=NVIDIA_))(" + _GPU_NAMES_RE + r")"  # "on 8xH800" (THUDM/slime#1305),
+                       # FlagPerf's "加速卡型号: NVIDIA_A800-SXM4-80GB"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
 
 
 _DATACENTER_GPU = re.compile(_DATACENTER_NAMES_RE, re.I)
+_DEVICE_LINE = re.compile(r"加速卡型号|机器型号|(?:GPU|accelerator)\s*(?:model|type)\s*[:：]", re.I)
+DEVICE_LINE_WEIGHT = 3
 _URL = re.compile(r"https?://\S+")
 _COUNT_BEFORE = re.compile(r"(?<![\w.])\d+\s*[x×*]?\s*(?:NVIDIA\s+)?$")  # "64 GB200", "8xH100", "8 x NVIDIA H100"
 _COUNT_AFTER = re.compile(r"\s*[x×*]\s*\d+\b|\s*\d+\s*[机卡]")  # "H100x8", "B200 x 64", "H1004机32卡" (FlagPerf)
@@ -766,7 +769,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                 or _CN_GPU_COUNT.search(named_line) or _GPU_GRID.search(named_line) \
                 or _DATACENTER_GPU.fullmatch(m.group(1)):
             key = gpu_key(m)
-            facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
+            # a line that states the device ("加速卡型号: NVIDIA_A800-SXM4-80GB", "机器型号: NVIDIA DGX A800(80G)", "GPU
+            # model: ...") outweighs labels elsewhere ("A100单机8卡" in FlagPerf's tables, copied from the A100 README)
+            weight = DEVICE_LINE_WEIGHT if _DEVICE_LINE.search(named_line) else 1
+            facts.gpu_names[key] = facts.gpu_names.get(key, 0) + weight
             # a name with its count ("64 GB200 nodes / 256 GPUs", "8xH100"): what breaks a tie between names
             if _COUNT_BEFORE.search(named_line[max(0, m.start() - 16):m.start()]) \
                     or _COUNT_AFTER.match(named_line[m.end():m.end() + 12]):
@@ -1106,7 +1112,8 @@ TABLE_KEYS = {"layers": "num_layers", "transformer layers": "num_layers", "model
               "micro batch": "micro_batch_size", "minibatch size": "micro_batch_size", "seqlength": "seq_length",
               "minibatchsize": "micro_batch_size", "global batch": "global_batch_size",
               "global batchsize": "global_batch_size", "micro batchsize": "micro_batch_size",
-              "mini batch size": "micro_batch_size"}
+              "mini batch size": "micro_batch_size", "vpp": "virtual_pipeline_model_parallel_size",
+              "etp": "expert_tensor_parallel_size"}
 
 
 def _table_key(name: str) -> str | None:
@@ -1130,7 +1137,7 @@ _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)+\|?\
 TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_table_gpus", "gpu num": "_table_gpus",
                  "gpus per node": "_table_gpus",
                  "num gpus": "_table_gpus", "max seq length": "seq_length", "seqlen": "seq_length",
-                 "seq": "seq_length", "seq len": "seq_length",
+                 "seq": "seq_length", "seq len": "seq_length", "sequence length": "seq_length",
                  "globalbatchsize": "global_batch_size", "gbs": "global_batch_size", "mbs": "micro_batch_size",
                  "micro batch size": "micro_batch_size", "expert parallelism": "expert_model_parallel_size",
                  "dp": "_prose_data_parallel_size",
@@ -1140,13 +1147,14 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
-                          r"iter(?:ation)?(?:\s*time)?|elapsed time per iter(?:ation)?)\s*\((s|ms)\)|step\s+(ms|s))$", re.I)
+                          r"iter(?:ation)?(?:\s*time)?|elapsed time per iter(?:ation)?)\s*\((s|sec|ms)\)|step\s+(ms|s))$", re.I)
 # a results table's step columns named by their statistic, the unit in the cell ("| Mean step | Median step |" with
 # "31.05s", NVIDIA-NeMo/Megatron-Bridge#3880: the median wins), and its peak column ("Peak max allocated", "62.036 GB")
 _STAT_STEP_COLUMN = re.compile(r"^(median|mean|avg|average)\s+step(?:\s*time)?$", re.I)
 # a throughput column per GPU: "token/p/s" (FlagPerf's "平均单卡每秒处理的token数"), "tokens/s/GPU"
 _TOKENS_COLUMN = re.compile(r"^tokens?\s*/\s*(?:p\s*/\s*s|s\s*/\s*(?:gpu|p)|sec\s*/\s*gpu)$", re.I)
-_TFLOPS_COLUMN = re.compile(r"^(?:model\s+)?TF(?:LOP)?S?\s*/\s*s(?:ec)?\s*/\s*GPU$", re.I)
+_TFLOPS_COLUMN = re.compile(r"^(?:model\s+)?TF(?:LOP)?S?\s*/\s*s(?:ec)?\s*/\s*GPU$|^per\s+GPU\s+TF(?:LOP)?S?(?:\s*/\s*s)?$",
+                            re.I)
 _PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
 _CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
@@ -1185,13 +1193,20 @@ def _run_row(header: list[str], below: list[str], n: int, facts: LogFacts) -> li
     return None
 
 
+_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_HTML_BREAK = re.compile(r"<br\s*/?>", re.I)
+
+
 def _cell_number(text: str) -> float | None:
     """A table cell's number: "**~13**" -> 13, "4k" -> 4096, "1,024" -> 1024, "42.537" -> 42.537, and the first of
     an annotated cell, "~88  (Qwen3.5) / ~135 incl JIT" -> 88, "28.4 / 35" -> 28.4; else None.
 
     >>> _cell_number("~88  (Qwen3.5) / ~135 incl JIT (Qwen3.6)"), _cell_number("128K"), _cell_number("2 (full)")
     (88.0, 131072.0, 2.0)
+    >>> _cell_number("[797*](https://developer.nvidia.com/blog/setting-new-records)")
+    797.0
     """
+    text = _MD_LINK.sub(r"\1", text)  # a link's text: "[797*](https://developer.nvidia.com/...)" (NeMo launcher)
     m = re.fullmatch(r"[*~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*([kK])?[*\s]*(?:(?:\(|/)[^|]*)?", text)
     if not m:
         return None
@@ -1213,10 +1228,16 @@ def _tables(text: str, facts: LogFacts) -> None:
         if not _TABLE_SEPARATOR.match(lines[i]) or "|" not in lines[i - 1]:
             continue
         n = len(cells(lines[i]))
-        header, row = cells(lines[i - 1], n), cells(lines[i + 1], n)
+        # a header's line breaks and emphasis ("Sequence <br> Length", "***Est. time ...***") are not its words
+        header, row = [_HTML_BREAK.sub(" ", c) for c in cells(lines[i - 1], n)], cells(lines[i + 1], n)
+        header = [" ".join(c.split()) for c in header]
+        below = i + 1
+        while sum(1 for c in row if c) <= 1 and below + 1 < len(lines) and "|" in lines[below + 1]:
+            below += 1  # a section row ("| Cross-node EP strategy | | | ...", Megatron-MoE-ModelZoo): the next
+            row = cells(lines[below], n)
         if not (len(row) == len(header) == n):
             continue
-        row = _run_row(header, lines[i + 1:], n, facts) or row
+        row = _run_row(header, lines[below:], n, facts) or row
         found: dict[str, Any] = {}
         for name, cell in zip(header, row):
             sizes = {PROSE_SIZE_ARGS[k.upper()]: int(v) for k, v in _COMPACT_SIZE_ANY.findall(cell)}
@@ -1281,6 +1302,11 @@ def _prose_set(facts: LogFacts, key: str, value: Any) -> None:
         facts.prose_keys.add(key)
 
 
+_EXAMPLE_TAIL = re.compile(r"(?:例如|比如|e\.g\.|for example)[\s:：,，]*(?:(?:TP|PP|DP|EP|CP|VPP|ETP)\s*\d+[\s/,_x]*)+",
+                           re.I)
+_CARD_GRID = re.compile(r"卡\s*[（(]\s*(\d+)\s*[x×]\s*(\d+)\s*[）)]")
+
+
 def _prose_sizes(line: str, facts: LogFacts) -> None:
     """Parallel sizes, batch, sequence length and GPU count written as prose (``_PROSE_PARALLEL`` ...); a line
     must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count, or one with its word
@@ -1337,6 +1363,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line).replace("\\*", "*")  # Markdown's escaped "4\*H200" (THUDM/slime#1022)
+    # a legend's example is not the run: "格式为TPxPPyDPz，例如TP2PP1DP4" ("the format is ..., e.g. ...", FlagPerf)
+    line = _EXAMPLE_TAIL.sub(" ", line)
+    if m := _CARD_GRID.search(line):  # FlagPerf's configuration cell "H800单机8卡（4x8）": 4 nodes of 8
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
     # an OOM not denied by the words just before it: "it OOMs at zero2/zero3... does not OOM when using CPU offloading"
     # (EleutherAI/gpt-neox#892) is one
     if m := next((m for pattern in (_PROSE_OOM, _PROSE_OOM_CN) for m in pattern.finditer(line)

@@ -821,10 +821,16 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
     if defaults.get("gpu"):
         return str(defaults["gpu"])
     if facts.gpu_names:
-        seen = max(facts.gpu_names, key=facts.gpu_names.get)
+        # names of one catalog GPU count together ("A800" and "NVIDIA_A800-SXM4-80GB": a800)
+        totals: dict[str | None, int] = {}
+        for key, count in facts.gpu_names.items():
+            totals[log_gpu(key)] = totals.get(log_gpu(key), 0) + count
+        best = max((n for n in totals if n), key=totals.get, default=None)
+        seen = max((k for k in facts.gpu_names if log_gpu(k) == best), key=facts.gpu_names.get) if best else \
+            max(facts.gpu_names, key=facts.gpu_names.get)
         name = log_gpu(seen)
         # a text that names two parts equally often ("hybridEP for NVL8 systems (H100, B200, and B300)") names no run's
-        tied = {log_gpu(k) for k, n in facts.gpu_names.items() if n == facts.gpu_names[seen]} - {None}
+        tied = {n for n, total in totals.items() if best and total == totals[best]} - {None}
         counted = {log_gpu(k) for k in facts.gpu_counted} & tied
         if name and len(tied) > 1 and len(counted) == 1:  # "64 GB200 nodes" beside a GB300 recipe (Bridge#4226)
             name = counted.pop()
