@@ -560,6 +560,7 @@ def parse_log(text: str) -> LogFacts:
             if sub.strip():
                 _parse_line(sub.strip(), facts)
     _script_args(text, facts)
+    _rocm_model_size(text, facts)
     _tables(text, facts)
     if _SWIFT_ARGS_JSON.search(text) and (m := re.search(r'"max_length"\s*:\s*(\d+)', text)):
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
@@ -779,6 +780,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                 facts.gpu_counted[key] = facts.gpu_counted.get(key, 0) + 1
     if _DGX2_NAME.search(named_line):  # a DGX-2 system: its GPUs are 32 GB V100s
         facts.gpu_names["V100-32"] = facts.gpu_names.get("V100-32", 0) + 1
+    if m := _AMD_ARCH.search(line):  # ROCm's target ("PYTORCH_ROCM_ARCH=gfx942"): the Instinct part it builds for
+        facts.gpu_names[_AMD_ARCH_GPU[m.group(1).lower()]] = facts.gpu_names.get(_AMD_ARCH_GPU[m.group(1).lower()], 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
     named = _preset_names_in(line)
@@ -926,6 +929,10 @@ _NODES_OF_K_GPUS = re.compile(rf"\b(an?|single|one|two|four|eight|sixteen|\d+)\s
 # NVIDIA DGX-2 / DGX-2H: 16 Tesla V100 SXM3 32 GB on NVSwitch (DGX-2 datasheet); named as a system, not a GPU
 _DGX2 = r"DGX[- ]?2(?:[- ]?H)?(?![\w.])"
 _DGX2_NAME = re.compile(r"\b" + _DGX2, re.I)
+# AMD Instinct GPUs by their LLVM target (ROCm docs, "GPU hardware specifications"): gfx942 is MI300X (also MI300A and
+# MI325X, the same CDNA 3 chip), gfx950 MI355X (CDNA 4)
+_AMD_ARCH = re.compile(r"\b(gfx942|gfx950)\b", re.I)
+_AMD_ARCH_GPU = {"gfx942": "MI300X", "gfx950": "MI355X"}
 _DGX2_NODES = re.compile(rf"\b(one|a|an|two|four|eight|\d+)\s+(?:nodes?|servers?|systems?|machines?)\s+of\s+{_DGX2}"
                          rf"|\b(one|a|an|two|four|eight|\d+)\s+{_DGX2}\s+(?:nodes?|servers?|systems?|machines?)\b", re.I)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
@@ -1088,8 +1095,13 @@ _STATED_STEP_WORDS = (
 # a Megatron-Bridge verification card's keys: "peak_allocated_memory_gib: 158.220", "peak_reserved_memory_gib: 162.290"
 # (NVIDIA-NeMo/Megatron-Bridge#5124)
 _CARD_PEAK = re.compile(r"\bpeak_(allocated|reserved)_memory_gib\s*:\s*(\d+(?:\.\d+)?)\b")
-_PROSE_PEAK = re.compile(r"\bpeak (?:allocated memory|(?:rank[- ](\d+) )?memory)\s*:\s*(\d+(?:\.\d+)?)\s*GiB"
+# ... and as a sentence: "Observed peak memory was 65.223 GiB allocated / 72.356 GiB reserved" (Megatron-Bridge#5506)
+_PROSE_PEAK = re.compile(r"\bpeak (?:allocated memory|(?:rank[- ](\d+) )?memory)\s*(?::|was|of)\s*(\d+(?:\.\d+)?)\s*GiB"
                          r"(?:\s*allocated\s*/\s*(\d+(?:\.\d+)?)\s*GiB reserved)?", re.I)
+# the size first: "2377.386 ms average step time and 9.001975 GB peak allocated memory" (ISEEKYAN/Megatron-LM#169)
+_PROSE_PEAK_AFTER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:GB|GiB)\s+peak allocated memory\b", re.I)
+# data parallelism only, with the node it fills: "DP8 on one 8-GPU node" (ISEEKYAN/Megatron-LM#169)
+_DP_ON_NODES = re.compile(r"\bDP\s*=?\s*(\d+)\s+on\s+(one|a|\d+)\s+(\d+)[- ]GPU nodes?\b", re.I)
 # a printed table's row, symbol, description and value apart by runs of spaces:
 # "       b                                     Global batchsize   1200" (a DataFrame, NVIDIA/Megatron-LM#617)
 _SPACED_ROW = re.compile(r"^\s*(?:\S{1,3}\s{2,})?([A-Za-z][A-Za-z /-]*[A-Za-z])\s{2,}(\d[\d,]*)\s*$")
@@ -1408,6 +1420,12 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         rank = int(m.group(1)) if m.group(1) is not None else UNKNOWN_RANK
         allocated = float(m.group(2)) * 1024
         facts.memory[rank] = (allocated, float(m.group(3)) * 1024 if m.group(3) else allocated)
+    elif (m := _PROSE_PEAK_AFTER.search(line)) and not facts.memory:  # (GB as torch reports it: 2^30, as above)
+        facts.memory[UNKNOWN_RANK] = (float(m.group(1)) * 1024, float(m.group(1)) * 1024)
+    if m := _DP_ON_NODES.search(line):
+        nodes = {"one": 1, "a": 1}.get(m.group(2).lower()) or int(m.group(2))
+        _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(3)))
+        _prose_set(facts, "_prose_data_parallel_size", int(m.group(1)))
     for m in _PROSE_PARALLEL.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _PROSE_NAMED_PARALLEL.finditer(line):
@@ -1649,6 +1667,8 @@ def _script_var_arg(name: str, value: str) -> tuple[str, Any] | None:
     # Megatron-DeepSpeed's examples spell them in lower case too (num_attn_heads=16, seq_len=32768; #415)
     arg = SCRIPT_VARS.get(name) or SCRIPT_VARS.get(name.upper()) \
         or (name.lower() if name.lower() in _SCRIPT_ARG_NAMES else None)
+    if name.upper() == "TE_FP8" and value in ("1", "true", "True"):  # ROCm Megatron-LM's examples/llama/*.sh
+        return ("precision", "fp8")
     if arg is None or "$" in value:
         return None
     parsed = scalar(value)
@@ -1731,6 +1751,20 @@ _SHELL_OPERATOR = re.compile(r"\d?>>?(?:&\d)?|<|\|\|?|&&?|;")  # a whole token: 
 
 
 _GPU_COUNT_VARS = ("NUM_GPUS", "N_GPUS", "NGPUS")  # a launch script's GPU count, by the names scripts give it
+
+
+# ROCm Megatron-LM's Llama launchers size the model by MODEL_SIZE (examples/llama/train_llama2.sh: 7, 13, 70;
+# train_llama3.sh: 8, 70 -- Llama 3.1's shapes): "MODEL_SIZE=7 ... bash examples/llama/train_llama2.sh"
+_ROCM_LLAMA_SCRIPT = re.compile(r"\btrain_llama(2|3|3\.1|31)\.sh\b", re.I)
+_MODEL_SIZE_VAR = re.compile(r"(?:^|\s)MODEL_SIZE=['\"]?(\d+)\b", re.M)
+
+
+def _rocm_model_size(text: str, facts: LogFacts) -> None:
+    """The preset a ROCm Llama launcher's ``MODEL_SIZE`` names (``_ROCM_LLAMA_SCRIPT``)."""
+    if (script := _ROCM_LLAMA_SCRIPT.search(text)) and (size := _MODEL_SIZE_VAR.search(text)):
+        family = "llama2" if script.group(1) == "2" else "llama-3.1"
+        for preset in _preset_names_in(f"{family}-{size.group(1)}b"):
+            facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
 
 
 def _script_args(text: str, facts: LogFacts) -> None:

@@ -418,7 +418,9 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     gpu = _gpu(facts, defaults, notes, missing)
     whole_command = bool(args.get("_megatron_launch")) and not args.get("_nemo") and not args.get("_unresolved_vars")
     if not any(k in args for k in LAYOUT_ARGS) and num_gpus != 1:  # one GPU: every parallel size is 1
-        if whole_command:  # a pretrain_*.py command with every variable set: no size flag means Megatron's 1
+        if args.get("_prose_data_parallel_size") == num_gpus:  # "DP8 on one 8-GPU node": data parallelism only
+            notes.append(f"parallel sizes 1: the text states data parallelism {num_gpus} over all {num_gpus} GPUs")
+        elif whole_command:  # a pretrain_*.py command with every variable set: no size flag means Megatron's 1
             notes.append("parallel sizes 1: the command passes no --tensor/--pipeline/--context/--expert-model-"
                          "parallel-size (Megatron-LM's defaults)")
         else:
@@ -1254,7 +1256,11 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         steady = [v for i, (it, v) in enumerate(ordered) if i > 0 and it > WARMUP_ITERATIONS]
         if not steady:
             steady = [v for _, v in ordered]
-            notes.append("only warm-up iterations logged: their time includes start-up")
+            if len(ordered) == 1 and ordered[0][0] > 5 * WARMUP_ITERATIONS:  # "iteration 50/ 50" after a "<snip>"
+                notes.append(f"one iteration logged ({ordered[0][0]}): its time averages the iterations since the "
+                             "log before it, start-up included if none was logged before")
+            else:
+                notes.append("only warm-up iterations logged: their time includes start-up")
         step = statistics.median(s for s, _ in steady)
         tfl = [t for _, t in steady if t is not None] or _steady(facts.reported_tflops)
         return step, len(steady), statistics.median(tfl) if tfl else None
