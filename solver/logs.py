@@ -887,7 +887,10 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         r"|\bOOM\s+(?:errors?\s+)?(?:always\s+|consistently\s+|still\s+|often\s+|sometimes\s+|"
                         r"randomly\s+)?(?:occurs?|occurred|happens?|happened)\b"
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
-                        r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b", re.I)
+                        r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b"
+                        # Chinese posts: "显存不够" / "显存不足" (GPU memory not enough), "爆显存", and the cards named as
+                        # not enough, "8卡 H200 也完全不够" (modelscope/ms-swift#8169)
+                        r"|显存(?:占用)?(?:不够|不足|爆了|溢出)|爆显存|\d+\s*卡\s*\S{0,12}?\s*也?(?:完全)?不够", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
                            r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|ran\s+out|exhausted)|✅"
                            r"|(?:不会|没有|没|避免|防止|不)\s*(?:爆显存|显存不足|显存溢出|显存不够)", re.I)
