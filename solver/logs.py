@@ -1000,7 +1000,8 @@ _FITS_IN = re.compile(r"\bfit(?:s|ting)?\b", re.I)
 _FLAGPERF_DEFAULT = re.compile(r"在本case中默认为\s*(\d+)")
 _FLAGPERF_KEYS = ((r"^\W*\d*\.?\s*(?:local|micro)_?batch_?size", "micro_batch_size"),
                   (r"^\W*\d*\.?\s*global_?batch_?size", "global_batch_size"),
-                  (r"^\W*\d*\.?\s*(?:seq_?length|max_position_embedding)", "seq_length"))
+                  (r"^\W*\d*\.?\s*(?:seq_?length|max_position_embedding)", "seq_length"),
+                  (r"^\W*\d*\.?\s*gradient_?accumulat\w*_?steps", "_grad_accum_steps"))
 # GPU counts in Chinese posts: "N卡" is N GPUs ("增加资源到8卡", alibaba/Pai-Megatron-Patch#409; "H800 256卡"), "N机M卡" N
 # nodes and M GPUs in all ("单机8卡", flagos-ai/FlagPerf#439), "16机 * A800 80 GB * 8卡" 16 nodes of 8 (alibaba/Megatron-LLaMA#22)
 # a sequence length in Chinese: "序列长度 4096" / "序列长度为8192", "训练32k的上下文" (alibaba/Pai-Megatron-Patch), "8k的长度"
@@ -1103,6 +1104,8 @@ _PROSE_PEAK = re.compile(r"\bpeak (?:allocated memory|(?:rank[- ](\d+) )?memory)
                          r"(?:\s*allocated\s*/\s*(\d+(?:\.\d+)?)\s*GiB reserved)?", re.I)
 # the size first: "2377.386 ms average step time and 9.001975 GB peak allocated memory" (ISEEKYAN/Megatron-LM#169)
 _PROSE_PEAK_AFTER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:GB|GiB)\s+peak allocated memory\b", re.I)
+# Megatron's --recompute-activations (selective recompute) as a list item of a README's optimisations (FlagPerf)
+_BULLET_RECOMPUTE = re.compile(r"^\s*[-*]\s+`?(?:--)?recompute[-_]activations`?\s*$", re.I)
 # data parallelism only, with the node it fills: "DP8 on one 8-GPU node" (ISEEKYAN/Megatron-LM#169)
 _DP_ON_NODES = re.compile(r"\bDP\s*=?\s*(\d+)\s+on\s+(one|a|\d+)\s+(\d+)[- ]GPU nodes?\b", re.I)
 # a printed table's row, symbol, description and value apart by runs of spaces:
@@ -1274,6 +1277,9 @@ def _tables(text: str, facts: LogFacts) -> None:
             if unit and _PEAK_COLUMN.match(column) and unit.group(2) in ("GB", "GiB"):
                 found["_peak_mib"] = float(unit.group(1).replace(",", "")) * 1024  # "GB" as torch reports it, 2^30
                 continue
+            if column.lower() in ("precision", "dtype") and cell.strip().lower() in _PRECISIONS | {"amp"}:
+                found["precision"] = cell.strip().lower()  # FlagPerf's "precision" column (fp32/amp/fp16/bf16)
+                continue
             value = _cell_number(cell)
             if value is None:
                 continue
@@ -1425,6 +1431,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.memory[rank] = (allocated, float(m.group(3)) * 1024 if m.group(3) else allocated)
     elif (m := _PROSE_PEAK_AFTER.search(line)) and not facts.memory:  # (GB as torch reports it: 2^30, as above)
         facts.memory[UNKNOWN_RANK] = (float(m.group(1)) * 1024, float(m.group(1)) * 1024)
+    if _BULLET_RECOMPUTE.match(line):  # FlagPerf's optimisation list: "   - recompute-activations"
+        _prose_set(facts, "recompute_activations", True)
     if m := _DP_ON_NODES.search(line):
         nodes = {"one": 1, "a": 1}.get(m.group(2).lower()) or int(m.group(2))
         _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(3)))

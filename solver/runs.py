@@ -407,6 +407,14 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
 
     spec = _spec(args, facts, defaults, notes, missing)
     num_gpus = _world(args, facts, defaults, notes, missing)
+    if not isinstance(args.get("global_batch_size"), int) and isinstance(args.get("_grad_accum_steps"), int) \
+            and num_gpus:  # FlagPerf: "global_batchsize恒等于local_batchsize*gradient_accumulate_steps*data_parallel_size"
+        mp = _int(args, "tensor_model_parallel_size", 1) * _int(args, "pipeline_model_parallel_size", 1) \
+            * _int(args, "context_parallel_size", 1)
+        if num_gpus % mp == 0 and isinstance(args.get("micro_batch_size"), int):
+            args["global_batch_size"] = args["micro_batch_size"] * args["_grad_accum_steps"] * (num_gpus // mp)
+            notes.append(f"global batch {args['global_batch_size']} = micro batch {args['micro_batch_size']} x "
+                         f"{args['_grad_accum_steps']} accumulation steps x {num_gpus // mp} data-parallel ranks")
     if not isinstance(args.get("global_batch_size"), int) and isinstance(args.get("batch_size"), int) and num_gpus:
         # Megatron-LM before 2021: --batch-size per data-parallel rank, no gradient accumulation
         mp = _int(args, "tensor_model_parallel_size", _int(args, "model_parallel_size", 1)) \
@@ -824,12 +832,19 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
         return str(defaults["gpu"])
     if facts.gpu_names:
         # names of one catalog GPU count together ("A800" and "NVIDIA_A800-SXM4-80GB": a800)
+        # and a chip named without its memory joins the size the text gives it elsewhere ("A100" in FlagPerf's labels
+        # beside "NVIDIA_A100-SXM4-40GB": a100-40g, not the 80 GB default)
+        names = dict(facts.gpu_names)
+        for key in [k for k in names if not re.search(r"-\d+$", k)]:
+            sized = [k for k in names if re.fullmatch(re.escape(key) + r"-\d+", k)]
+            if sized:
+                target = max(sized, key=names.get)
+                names[target] += names.pop(key)
         totals: dict[str | None, int] = {}
-        for key, count in facts.gpu_names.items():
+        for key, count in names.items():
             totals[log_gpu(key)] = totals.get(log_gpu(key), 0) + count
         best = max((n for n in totals if n), key=totals.get, default=None)
-        seen = max((k for k in facts.gpu_names if log_gpu(k) == best), key=facts.gpu_names.get) if best else \
-            max(facts.gpu_names, key=facts.gpu_names.get)
+        seen = max((k for k in names if log_gpu(k) == best), key=names.get) if best else max(names, key=names.get)
         name = log_gpu(seen)
         # a text that names two parts equally often ("hybridEP for NVL8 systems (H100, B200, and B300)") names no run's
         tied = {n for n, total in totals.items() if best and total == totals[best]} - {None}
@@ -1203,6 +1218,9 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
         return "fp8"
     if args.get("fp16") is True or precision.startswith("16") or "fp16" in precision:
         notes.append("fp16 run costed as bf16 (the same bytes and tensor-core rate)")
+    elif precision in ("fp32", "32"):  # a results table's precision column (FlagPerf)
+        notes.append("fp32 run: megasolve models 16-bit training; costed as bf16, so expect the run to be slower and "
+                     "larger than predicted")
     return "bf16"
 
 
