@@ -959,3 +959,12 @@ def test_a_baseline_line_yields_to_the_run_the_post_is_about():
     assert facts.args["seq_length"] == 8192
     alone = parse_log("- Baseline (MBS 4, SEQLEN 4096, TP 2): ~8000 Tokens/Sec/GPU\n")
     assert alone.args["micro_batch_size"] == 4 and alone.args["tensor_model_parallel_size"] == 2
+
+
+def test_a_readme_names_its_gpu_by_its_hardware_lines_and_its_memory():
+    """FlagPerf READMEs copy labels from one another ("A100单机8卡" in an A800 README): the hardware lines
+    (机器型号 / 加速卡型号) outweigh them, and a bare "A100" joins the size the text gives it (A100-SXM4-40GB)."""
+    gpus = {name: read_runs(LOGS / name)[0].cluster.gpu.name for name in (
+        "FlagOpen-FlagPerf-llama2_7b-megatron-deepspeed-a100-40g.txt", "FlagOpen-FlagPerf-llama3_8B-megatron-a800-pp2dp4.txt",
+        "FlagOpen-FlagPerf-llama2_70B-megatron-h800-32gpu-tp8pp4.txt")}
+    assert list(gpus.values()) == ["a100-40g", "a800", "h800"]
