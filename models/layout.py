@@ -473,6 +473,11 @@ class Workload:
         modules in an FP8 run are not modelled (the run's GPU is not known here)."""
         if not isinstance(self.module_precision, tuple) or any(not isinstance(m, tuple) for m in self.module_precision):
             object.__setattr__(self, "module_precision", tuple(tuple(m) for m in (self.module_precision or ())))
+        if self.module_precision and not self.quantized:
+            raise MegasolveError(field="--te-precision-config", value=f"{len(self.module_precision)} matcher(s)",
+                                 rule="a precision recipe overrides quantized modules only (TransformerEngineMixedPrecision"
+                                      ".md: override_nonquantized_autocast is off): a bf16 run changes nothing",
+                                 fix="train with --precision fp8 or fp4, or drop the recipe")
         for entry in self.module_precision:
             if len(entry) != 2 or not all(isinstance(x, str) and x for x in entry):
                 raise MegasolveError(field="--te-precision-config", value=entry,

@@ -1134,6 +1134,9 @@ def _precision_recipe(args: dict[str, Any], work: dict[str, Any], notes: list[st
     if recipe in (None, False, "None", "null", ""):
         return
     path = Path(str(recipe))
+    if work.get("precision", "bf16") == "bf16":
+        notes.append(f"per-module precision recipe ({recipe}) ignored: a bf16 run has no quantized module to override")
+        return
     if isinstance(recipe, str) and path.suffix in (".yaml", ".yml", ".cfg") and path.is_file():
         from megasolve.models.precision_recipe import load_precision_recipe
 

@@ -69,7 +69,8 @@ def test_modules_resolve_like_megatrons_first_matching_glob():
     assert mtp_layer_kind(spec, w).bf16
     fp8 = Workload(precision="fp8", fp8_recipe="mxfp8", module_precision=SUPER_NVFP4)
     assert set(dict(mtp_layer_kind(spec, fp8).overrides).values()) == {"bf16"}
-    assert all(not k.overrides for k in model_layer_kinds(spec, Workload(module_precision=SUPER_NVFP4)))
+    with pytest.raises(MegasolveError, match="overrides quantized modules only"):  # a bf16 run: nothing to override
+        Workload(module_precision=SUPER_NVFP4)
     # first match wins, as RecipeConfig.match_to_config_key
     first = Workload(precision="fp8", fp8_recipe="mxfp8", module_precision=(("*fc1", "bf16"), ("*", "tensorwise")))
     assert dict(layer_kind(load_preset("llama-3.1-8b"), 0, first).overrides) == {
