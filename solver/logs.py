@@ -838,6 +838,9 @@ _STATED_TFLOPS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:calibrated\s+|
                             r"(?:\s*/\s*s|\s+(?:pre|per)\s+sec(?:ond)?)?\s*(?:/|per)\s*GPU\b", re.I)
 # a throughput per GPU in tokens: "~**8290** Tokens/Sec/GPU (85 GB)" (swiss-ai/Megatron-LM#33), "1,234 tokens/s/GPU"
 _STATED_TOKENS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\**\s*tokens?\s*/\s*s(?:ec)?\s*/\s*GPU\b", re.I)
+# ... labelled, the value after: "tokens/GPU/s: 12786.891099" (ROCm Megatron-LM's examples/llama/train_llama2.sh summary)
+_STATED_TOKENS_LABEL = re.compile(r"\btokens?\s*/\s*(?:GPU\s*/\s*s(?:ec)?|s(?:ec)?\s*/\s*GPU)\s*[:=]\s*(\d[\d,]*(?:\.\d+)?)",
+                                  re.I)
 _PROSE_FSDP = re.compile(r"(?<![A-Za-z_])FSDP\s*=\s*(?:True|true|1)\b")
 _PROSE_OFFLOAD_LAYERS = re.compile(r"\bcpu[ _]offload(?:ing)?[ _](?:num[ _])?layers\s*=\s*(\d+)\b", re.I)
 # (a full stop may end the sentence: "divided using PP=8 and TP=4.", NVIDIA-NeMo/Speech#9031; not "4.5")
@@ -1411,7 +1414,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
     elif (m := _STATED_TFLOPS.search(line)) and not facts.reported_tflops:
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
-    if (m := _STATED_TOKENS.search(line)) and facts.stated_tokens_per_gpu is None:
+    if (m := _STATED_TOKENS.search(line) or _STATED_TOKENS_LABEL.search(line)) and facts.stated_tokens_per_gpu is None:
         facts.stated_tokens_per_gpu = float(m.group(1).replace(",", ""))
     for m in _PROSE_WAY.finditer(line):
         _prose_set(facts, _WAY_ARGS[m.group(2).lower()], int(m.group(1)))

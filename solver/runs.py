@@ -795,8 +795,27 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     if isinstance(args.get("_prose_data_parallel_size"), int):  # "TP1PP1DP8" with no GPU count stated
         notes.append("GPU count from the sizes the text states (TP x PP x CP x DP; --gpus N to override)")
         return tp * pp * cp * args["_prose_data_parallel_size"]
+    if derived := _gpus_from_rates(args, facts):
+        notes.append(f"{derived} GPUs: the stated tokens/s/GPU times GPUs equals global batch x sequence / step time "
+                     "(--gpus N to override)")
+        return derived
     missing.append(("world size (GPU count)", "--gpus N"))
     return 0
+
+
+def _gpus_from_rates(args: dict[str, Any], facts: LogFacts) -> int | None:
+    """The GPU count a text implies when it states both a step time and tokens/s/GPU with the batch and sequence
+    (``gbs x seq / (step x tokens per GPU)``, within 2 % of a whole number), else None."""
+    tokens = facts.stated_tokens_per_gpu
+    steps = [s for _, s, _, _ in facts.iterations] or ([facts.stated_step_s] if facts.stated_step_s else [])
+    gbs = args.get("global_batch_size")
+    if not isinstance(gbs, int) and facts.iterations:
+        gbs = next((g for *_, g in facts.iterations if g), None)
+    seq = args.get("seq_length")
+    if not (tokens and steps and isinstance(gbs, int) and isinstance(seq, int)):
+        return None
+    count = gbs * seq / (statistics.median(steps) * tokens)
+    return round(count) if round(count) >= 1 and abs(count - round(count)) <= 0.02 * count else None
 
 
 def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
