@@ -174,7 +174,8 @@ def tp_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     refwd = 1 if recompute == "full" else 0
     for gathered, reduced, column, row in halves:
         # quantized gathers (Workload.tp_gather_bytes), in the format of the module that reads them
-        q_in, q_grad = workload.module(column).tp_gather_bytes[0] / BF16, workload.module(row).tp_gather_bytes[1] / BF16
+        q_in = workload.module(column).tp_gather_bytes[0] / BF16
+        q_grad = workload.module(row).tp_gather_bytes[1] / BF16
         if shape.sequence_parallel:
             ag_in = collective_time_s("all_gather", q_in * gathered, t, link)
             ag_grad = collective_time_s("all_gather", q_grad * reduced, t, link)

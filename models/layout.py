@@ -475,8 +475,9 @@ class Workload:
             object.__setattr__(self, "module_precision", tuple(tuple(m) for m in (self.module_precision or ())))
         if self.module_precision and not self.quantized:
             raise MegasolveError(field="--te-precision-config", value=f"{len(self.module_precision)} matcher(s)",
-                                 rule="a precision recipe overrides quantized modules only (TransformerEngineMixedPrecision"
-                                      ".md: override_nonquantized_autocast is off): a bf16 run changes nothing",
+                                 rule="a precision recipe overrides quantized modules only (Megatron's "
+                                      "TransformerEngineMixedPrecision.md: override_nonquantized_autocast is off): a "
+                                      "bf16 run changes nothing",
                                  fix="train with --precision fp8 or fp4, or drop the recipe")
         for entry in self.module_precision:
             if len(entry) != 2 or not all(isinstance(x, str) and x for x in entry):

@@ -198,8 +198,8 @@ _BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
 # "GPU" or a count
 _DATACENTER_NAMES_RE = r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A800|A100|MI300X|MI325X|MI355X|L40S"
 _GPU_NAMES_RE = "(?:" + _DATACENTER_NAMES_RE + r"|H20|A40(?!\d)|V100|" + _BOARD_NAMES_RE + ")"
-_GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×])|(?<=NVIDIA_))(" + _GPU_NAMES_RE + r")"  # "on 8xH800" (THUDM/slime#1305),
-                       # FlagPerf's "加速卡型号: NVIDIA_A800-SXM4-80GB"
+# ("on 8xH800", THUDM/slime#1305; FlagPerf's "加速卡型号: NVIDIA_A800-SXM4-80GB")
+_GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×])|(?<=NVIDIA_))(" + _GPU_NAMES_RE + r")"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
@@ -781,7 +781,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if _DGX2_NAME.search(named_line):  # a DGX-2 system: its GPUs are 32 GB V100s
         facts.gpu_names["V100-32"] = facts.gpu_names.get("V100-32", 0) + 1
     if m := _AMD_ARCH.search(line):  # ROCm's target ("PYTORCH_ROCM_ARCH=gfx942"): the Instinct part it builds for
-        facts.gpu_names[_AMD_ARCH_GPU[m.group(1).lower()]] = facts.gpu_names.get(_AMD_ARCH_GPU[m.group(1).lower()], 0) + 1
+        part = _AMD_ARCH_GPU[m.group(1).lower()]
+        facts.gpu_names[part] = facts.gpu_names.get(part, 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
     named = _preset_names_in(line)
@@ -839,8 +840,8 @@ _STATED_TFLOPS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:calibrated\s+|
 # a throughput per GPU in tokens: "~**8290** Tokens/Sec/GPU (85 GB)" (swiss-ai/Megatron-LM#33), "1,234 tokens/s/GPU"
 _STATED_TOKENS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\**\s*tokens?\s*/\s*s(?:ec)?\s*/\s*GPU\b", re.I)
 # ... labelled, the value after: "tokens/GPU/s: 12786.891099" (ROCm Megatron-LM's examples/llama/train_llama2.sh summary)
-_STATED_TOKENS_LABEL = re.compile(r"\btokens?\s*/\s*(?:GPU\s*/\s*s(?:ec)?|s(?:ec)?\s*/\s*GPU)\s*[:=]\s*(\d[\d,]*(?:\.\d+)?)",
-                                  re.I)
+_STATED_TOKENS_LABEL = re.compile(
+    r"\btokens?\s*/\s*(?:GPU\s*/\s*s(?:ec)?|s(?:ec)?\s*/\s*GPU)\s*[:=]\s*(\d[\d,]*(?:\.\d+)?)", re.I)
 _PROSE_FSDP = re.compile(r"(?<![A-Za-z_])FSDP\s*=\s*(?:True|true|1)\b")
 _PROSE_OFFLOAD_LAYERS = re.compile(r"\bcpu[ _]offload(?:ing)?[ _](?:num[ _])?layers\s*=\s*(\d+)\b", re.I)
 # (a full stop may end the sentence: "divided using PP=8 and TP=4.", NVIDIA-NeMo/Speech#9031; not "4.5")
