@@ -273,6 +273,9 @@ _ACTUAL_SEQLEN = re.compile(r"\|\s*actual seqlen:\s*(\d+)")
 # Megatron-DeepSpeed's iteration line: "consumed samples: 4 | consumed tokens: 512 |" -- their ratio is the sequence
 # length (without curriculum learning, which shortens early samples: the ratio is then below the final length)
 _CONSUMED = re.compile(r"consumed samples:\s*(\d+)\s*\|\s*consumed tokens:\s*(\d+)")
+# Megatron-LM's "consumed samples: 51200" on every iteration line: with no "global batch size" field, the samples per
+# iteration between two logged lines are the global batch (haok1402/megatron-deepseek-v2-lite README)
+_CONSUMED_SAMPLES = re.compile(r"consumed samples:\s*(\d+)\b")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
 
@@ -316,6 +319,7 @@ class LogFacts:
     padded_vocab: tuple[int, int] | None = None
     gpu_names: dict[str, int] = field(default_factory=dict)
     gpu_counted: dict[str, int] = field(default_factory=dict)  # of those, named beside a count ("64 GB200 nodes")
+    consumed: dict[int, int] = field(default_factory=dict)  # iteration -> consumed samples, from iteration lines
     software: dict[str, str] = field(default_factory=dict)
     # "> number of parameters on (tensor, pipeline) model parallel rank (t, p): N" (training.py get_model)
     rank_params: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -500,6 +504,17 @@ _BASELINE_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:the\s+)?baseline\b", 
 _COMPARED_RUN = re.compile(r"^\s*(?:[-*+]\s+)?.*\b(?:this PR|this change|improved|proposed|ours)\b", re.I | re.M)
 
 
+def _batch_from_consumed(facts: LogFacts) -> None:
+    """Iteration lines without a global batch get the one their consumed samples imply: the same number of samples
+    per iteration between every pair of logged lines (a batch ramp-up gives several, and then none is taken)."""
+    if any(g for *_, g in facts.iterations) or len(facts.consumed) < 2:
+        return
+    its = sorted(facts.consumed)
+    rates = {(facts.consumed[b] - facts.consumed[a]) / (b - a) for a, b in zip(its, its[1:])}
+    if len(rates) == 1 and (rate := rates.pop()) > 0 and rate == int(rate):
+        facts.iterations = [(i, s, t, int(rate)) for i, s, t, _ in facts.iterations]
+
+
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``)."""
@@ -565,6 +580,7 @@ def parse_log(text: str) -> LogFacts:
     if _SWIFT_ARGS_JSON.search(text) and (m := re.search(r'"max_length"\s*:\s*(\d+)', text)):
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
+    _batch_from_consumed(facts)
     if facts.ds_timer_memory and any(rank >= 0 for rank in facts.memory):  # Megatron's own report names the rank
         facts.memory.pop(UNKNOWN_RANK, None)  # that DeepSpeed's timer line (rank 0's) repeats
     if facts.whole_dump:  # the Megatron that ran had no such argument: a script's variable for it
@@ -658,6 +674,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.args.setdefault("seq_length", int(q.group(1)))
         if (c := _CONSUMED.search(m.group(3))) and int(c.group(1)) and int(c.group(2)) % int(c.group(1)) == 0:
             facts.args.setdefault("seq_length", int(c.group(2)) // int(c.group(1)))
+        if c := _CONSUMED_SAMPLES.search(m.group(3)):
+            facts.consumed[int(m.group(1))] = int(c.group(1))
         return
     if m := _SWIFT_DICT_STEP.search(line):
         facts.iterations.append((int(m.group(1)), float(m.group(2)), None, None))
@@ -780,6 +798,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                 facts.gpu_counted[key] = facts.gpu_counted.get(key, 0) + 1
     if _DGX2_NAME.search(named_line):  # a DGX-2 system: its GPUs are 32 GB V100s
         facts.gpu_names["V100-32"] = facts.gpu_names.get("V100-32", 0) + 1
+    if m := _GCP_MACHINE.search(named_line):  # a Google Cloud machine type names its GPU ("a3-megagpu-8g": H100)
+        part = _GCP_MACHINE_GPU[m.group(1).lower()]
+        facts.gpu_names[part] = facts.gpu_names.get(part, 0) + 1
     if m := _AMD_ARCH.search(line):  # ROCm's target ("PYTORCH_ROCM_ARCH=gfx942"): the Instinct part it builds for
         part = _AMD_ARCH_GPU[m.group(1).lower()]
         facts.gpu_names[part] = facts.gpu_names.get(part, 0) + 1
@@ -888,8 +909,9 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         r"|^\s*OOM\s+(?:when|while|during|at|in|after)\b"  # "OOM when compute_teacher_logits" (ms-swift#7295)
                         # the verb after it: "GPU OOM always occur after only 3~4 rollout steps" (THUDM/slime#1022),
                         # "the CUDA OOM error consistently occurs" (THUDM/slime#274)
-                        r"|\bOOM\s+(?:errors?\s+)?(?:always\s+|consistently\s+|still\s+|often\s+|sometimes\s+|"
-                        r"randomly\s+)?(?:occurs?|occurred|happens?|happened)\b"
+                        r"|\bOOM\s+(?:errors?\s+)?(?:is\s+)?(?:always\s+|consistently\s+|still\s+|often\s+|sometimes\s+|"
+                        r"randomly\s+|suddenly\s+)?(?:occurs?|occurred|happens?|happened)\b"  # "OOM suddenly occurs
+                        # while backwarding", "OOM is still occurred processing backward" (NVIDIA/Megatron-LM#1300)
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
                         r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b"
                         # Chinese posts: "显存不够" / "显存不足" (GPU memory not enough), "爆显存", and the cards named as
@@ -940,6 +962,12 @@ _DGX2_NAME = re.compile(r"\b" + _DGX2, re.I)
 # MI325X, the same CDNA 3 chip), gfx950 MI355X (CDNA 4)
 _AMD_ARCH = re.compile(r"\b(gfx942|gfx950)\b", re.I)
 _AMD_ARCH_GPU = {"gfx942": "MI300X", "gfx950": "MI355X"}
+# Google Cloud's accelerator-optimized machine types (cloud.google.com/compute/docs/gpus, "GPU machine types"): A2
+# Standard A100 40 GB, A2 Ultra A100 80 GB, A3 High / Mega / Edge H100 80 GB, A3 Ultra H200, A4 B200
+_GCP_MACHINE = re.compile(r"\b(a2-highgpu|a2-megagpu|a2-ultragpu|a3-highgpu|a3-megagpu|a3-edgegpu|a3-ultragpu|a4-highgpu)"
+                          r"-\d+g\b", re.I)
+_GCP_MACHINE_GPU = {"a2-highgpu": "A100-40", "a2-megagpu": "A100-40", "a2-ultragpu": "A100-80", "a3-highgpu": "H100-80",
+                    "a3-megagpu": "H100-80", "a3-edgegpu": "H100-80", "a3-ultragpu": "H200", "a4-highgpu": "B200"}
 _DGX2_NODES = re.compile(rf"\b(one|a|an|two|four|eight|\d+)\s+(?:nodes?|servers?|systems?|machines?)\s+of\s+{_DGX2}"
                          rf"|\b(one|a|an|two|four|eight|\d+)\s+{_DGX2}\s+(?:nodes?|servers?|systems?|machines?)\b", re.I)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
@@ -1110,6 +1138,7 @@ _PROSE_PEAK = re.compile(r"\bpeak (?:allocated memory|(?:rank[- ](\d+) )?memory)
 _PROSE_PEAK_AFTER = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*(?:GB|GiB)\s+peak allocated memory\b", re.I)
 # Megatron's --recompute-activations (selective recompute) as a list item of a README's optimisations (FlagPerf)
 _BULLET_RECOMPUTE = re.compile(r"^\s*[-*]\s+`?(?:--)?recompute[-_]activations`?\s*$", re.I)
+_BATCH_OF = re.compile(r"\b(micro[- ]?batch size|global batch size)\s*(?:\(`?\w+`?\)\s*)?of\s+(\d+)\b", re.I)
 # data parallelism only, with the node it fills: "DP8 on one 8-GPU node" (ISEEKYAN/Megatron-LM#169)
 _DP_ON_NODES = re.compile(r"\bDP\s*=?\s*(\d+)\s+on\s+(one|a|\d+)\s+(\d+)[- ]GPU nodes?\b", re.I)
 # a printed table's row, symbol, description and value apart by runs of spaces:
@@ -1327,6 +1356,7 @@ def _prose_set(facts: LogFacts, key: str, value: Any) -> None:
         facts.prose_keys.add(key)
 
 
+_RANK_RANGE = re.compile(r"\b(TP|PP|CP|EP|DP)(\d+)\s*[–—~-]\s*\1(\d+)\b", re.I)
 _EXAMPLE_TAIL = re.compile(r"(?:例如|比如|e\.g\.|for example)[\s:：,，]*(?:(?:TP|PP|DP|EP|CP|VPP|ETP)\s*\d+[\s/,_x]*)+",
                            re.I)
 _CARD_GRID = re.compile(r"卡\s*[（(]\s*(\d+)\s*[x×]\s*(\d+)\s*[）)]")
@@ -1390,6 +1420,11 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     line = _RANK_TAGS.sub(" ", line).replace("\\*", "*")  # Markdown's escaped "4\*H200" (THUDM/slime#1022)
     # a legend's example is not the run: "格式为TPxPPyDPz，例如TP2PP1DP4" ("the format is ..., e.g. ...", FlagPerf)
     line = _EXAMPLE_TAIL.sub(" ", line)
+    # a range of ranks is not a size, but from rank 0 it counts them: "across PP0–PP3" is 4 stages (Megatron-LM#6392)
+    for m in _RANK_RANGE.finditer(line):
+        if int(m.group(2)) == 0 and m.group(1).upper() in PROSE_SIZE_ARGS:
+            _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(3)) + 1)
+    line = _RANK_RANGE.sub(" ", line)
     if m := _CARD_GRID.search(line):  # FlagPerf's configuration cell "H800单机8卡（4x8）": 4 nodes of 8
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
     # an OOM not denied by the words just before it: "it OOMs at zero2/zero3... does not OOM when using CPU offloading"
@@ -1437,6 +1472,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.memory[UNKNOWN_RANK] = (float(m.group(1)) * 1024, float(m.group(1)) * 1024)
     if _BULLET_RECOMPUTE.match(line):  # FlagPerf's optimisation list: "   - recompute-activations"
         _prose_set(facts, "recompute_activations", True)
+    for m in _BATCH_OF.finditer(line):  # "a micro-batch size (`mbs`) of 1 and global batch size (`gbs`) of 32"
+        _prose_set(facts, "micro_batch_size" if m.group(1).lower().startswith("micro") else "global_batch_size",
+                   int(m.group(2)))
     if m := _DP_ON_NODES.search(line):
         nodes = {"one": 1, "a": 1}.get(m.group(2).lower()) or int(m.group(2))
         _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(3)))
