@@ -796,14 +796,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             if _COUNT_BEFORE.search(named_line[max(0, m.start() - 16):m.start()]) \
                     or _COUNT_AFTER.match(named_line[m.end():m.end() + 12]):
                 facts.gpu_counted[key] = facts.gpu_counted.get(key, 0) + 1
-    if _DGX2_NAME.search(named_line):  # a DGX-2 system: its GPUs are 32 GB V100s
-        facts.gpu_names["V100-32"] = facts.gpu_names.get("V100-32", 0) + 1
-    if m := _GCP_MACHINE.search(named_line):  # a Google Cloud machine type names its GPU ("a3-megagpu-8g": H100)
-        part = _GCP_MACHINE_GPU[m.group(1).lower()]
-        facts.gpu_names[part] = facts.gpu_names.get(part, 0) + 1
-    if m := _AMD_ARCH.search(line):  # ROCm's target ("PYTORCH_ROCM_ARCH=gfx942"): the Instinct part it builds for
-        part = _AMD_ARCH_GPU[m.group(1).lower()]
-        facts.gpu_names[part] = facts.gpu_names.get(part, 0) + 1
+    for pattern, part in _SYSTEM_GPUS:  # a system, machine type or build target that names its GPU
+        if pattern.search(named_line):
+            facts.gpu_names[part] = facts.gpu_names.get(part, 0) + 1
     for m in _VERSION.finditer(line):
         facts.software.setdefault(m.group(1).lower().replace("_", "-").replace(" ", "-"), m.group(2))
     named = _preset_names_in(line)
@@ -957,17 +952,16 @@ _NODES_OF_K_GPUS = re.compile(rf"\b(an?|single|one|two|four|eight|sixteen|\d+)\s
                               rf"(?:NVIDIA\s+)?(?:(?:DGX-?)?{_GPU_NAMES_RE}\s+)?(?:nodes?|servers?|machines?|hosts?)\b", re.I)
 # NVIDIA DGX-2 / DGX-2H: 16 Tesla V100 SXM3 32 GB on NVSwitch (DGX-2 datasheet); named as a system, not a GPU
 _DGX2 = r"DGX[- ]?2(?:[- ]?H)?(?![\w.])"
-_DGX2_NAME = re.compile(r"\b" + _DGX2, re.I)
-# AMD Instinct GPUs by their LLVM target (ROCm docs, "GPU hardware specifications"): gfx942 is MI300X (also MI300A and
-# MI325X, the same CDNA 3 chip), gfx950 MI355X (CDNA 4)
-_AMD_ARCH = re.compile(r"\b(gfx942|gfx950)\b", re.I)
-_AMD_ARCH_GPU = {"gfx942": "MI300X", "gfx950": "MI355X"}
-# Google Cloud's accelerator-optimized machine types (cloud.google.com/compute/docs/gpus, "GPU machine types"): A2
-# Standard A100 40 GB, A2 Ultra A100 80 GB, A3 High / Mega / Edge H100 80 GB, A3 Ultra H200, A4 B200
-_GCP_MACHINE = re.compile(r"\b(a2-highgpu|a2-megagpu|a2-ultragpu|a3-highgpu|a3-megagpu|a3-edgegpu|a3-ultragpu|a4-highgpu)"
-                          r"-\d+g\b", re.I)
-_GCP_MACHINE_GPU = {"a2-highgpu": "A100-40", "a2-megagpu": "A100-40", "a2-ultragpu": "A100-80", "a3-highgpu": "H100-80",
-                    "a3-megagpu": "H100-80", "a3-edgegpu": "H100-80", "a3-ultragpu": "H200", "a4-highgpu": "B200"}
+# names that are not a GPU's but fix it, as ``gpu_key`` spells the GPU: a DGX-2 (32 GB V100s); AMD Instinct parts by
+# their LLVM target (ROCm docs, "GPU hardware specifications": gfx942 is MI300X -- also MI300A and MI325X, the same
+# CDNA 3 chip --, gfx950 MI355X), as ROCm builds name them ("PYTORCH_ROCM_ARCH=gfx942"); Google Cloud's
+# accelerator-optimized machine types (cloud.google.com/compute/docs/gpus, "GPU machine types": A2 Standard A100 40 GB,
+# A2 Ultra A100 80 GB, A3 High / Mega / Edge H100 80 GB, A3 Ultra H200, A4 B200)
+_SYSTEM_GPUS = tuple((re.compile(pattern, re.I), part) for pattern, part in (
+    (r"\b" + _DGX2, "V100-32"), (r"\bgfx942\b", "MI300X"), (r"\bgfx950\b", "MI355X"),
+    (r"\ba2-(?:highgpu|megagpu)-\d+g\b", "A100-40"), (r"\ba2-ultragpu-\d+g\b", "A100-80"),
+    (r"\ba3-(?:highgpu|megagpu|edgegpu)-\d+g\b", "H100-80"), (r"\ba3-ultragpu-\d+g\b", "H200"),
+    (r"\ba4-highgpu-\d+g\b", "B200")))
 _DGX2_NODES = re.compile(rf"\b(one|a|an|two|four|eight|\d+)\s+(?:nodes?|servers?|systems?|machines?)\s+of\s+{_DGX2}"
                          rf"|\b(one|a|an|two|four|eight|\d+)\s+{_DGX2}\s+(?:nodes?|servers?|systems?|machines?)\b", re.I)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
