@@ -293,15 +293,21 @@ DSA_RULES: tuple[Rule, ...] = (
 
 def _fp8_recipe_problem(gpu: Any, workload: Any) -> str | None:
     """What Transformer Engine's ``check_recipe_support`` says of the FP8 recipe on this GPU: MXFP8 needs
-    compute capability 10.x (not 12.0+), block-scaled FP8 9.0 or higher. None when it runs, when the
-    run is not FP8, or when the GPU's capability is not known (AMD parts, a custom GPU)."""
+    compute capability 10.x (not 12.0+), block-scaled FP8 9.0 or higher -- for the run's recipe and for each a precision
+    recipe gives its modules. None when it runs, when nothing is FP8, or when the GPU's capability is not known (AMD
+    parts, a custom GPU)."""
     cc = gpu.compute_capability
-    if workload.precision != "fp8" or cc is None:
+    if cc is None:
         return None
-    if workload.fp8_recipe == "mxfp8" and not 10.0 <= cc < 12.0:
-        return f"{gpu.name} (compute capability {cc}) cannot run MXFP8: it needs compute capability 10.x (Blackwell)"
-    if workload.fp8_recipe == "blockwise" and cc < 9.0:
-        return f"{gpu.name} (compute capability {cc}) cannot run block-scaled FP8: it needs 9.0 or higher"
+    # the run's recipe, and those a precision recipe gives its modules (``Workload.module_precision``)
+    recipes = [(workload.fp8_recipe, "")] if workload.precision == "fp8" else []
+    recipes += [(fmt, f" (--te-precision-config: {pattern})") for pattern, fmt in workload.module_precision]
+    for recipe, where in recipes:
+        if recipe == "mxfp8" and not 10.0 <= cc < 12.0:
+            return (f"{gpu.name} (compute capability {cc}) cannot run MXFP8{where}: it needs compute capability 10.x "
+                    "(Blackwell)")
+        if recipe == "blockwise" and cc < 9.0:
+            return f"{gpu.name} (compute capability {cc}) cannot run block-scaled FP8{where}: it needs 9.0 or higher"
     return None
 
 

@@ -168,3 +168,15 @@ def test_a_recipe_format_userbuffers_cannot_gather_rules_out_tp_overlap():
     assert Workload(precision="fp8", fp8_recipe="mxfp8", module_precision=(("*", "bf16"),)).tp_overlap_supported
     with pytest.raises(MegasolveError, match="userbuffers"):
         Workload(precision="fp8", fp8_recipe="mxfp8", module_precision=blockwise, tp_comm_overlap=True)
+
+
+def test_a_module_format_the_gpu_cannot_run_is_refused():
+    """MXFP8 modules need Blackwell, as an MXFP8 run does (TE check_recipe_support): a recipe giving an H100 run's
+    experts MXFP8 is refused, naming the matcher."""
+    from megasolve.solver.api import check_layout
+
+    spec, cluster = load_preset("qwen3-30b-a3b"), Cluster.from_flags(num_gpus=8, gpu="h100")
+    workload = Workload(precision="fp8", fp8_recipe="tensorwise", module_precision=(("*experts*", "mxfp8"),))
+    with pytest.raises(MegasolveError, match=r"cannot run MXFP8 \(--te-precision-config: \*experts\*\)"):
+        check_layout(spec, cluster, workload, Layout(ep=8, dp=8))
+    check_layout(spec, Cluster.from_flags(num_gpus=8, gpu="b200"), workload, Layout(ep=8, dp=8))
