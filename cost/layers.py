@@ -22,6 +22,7 @@ whose mixer is a gated DeltaNet (``--linear-attention-freq``). Every engine pick
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from megasolve.models.layout import Layout, Workload
@@ -181,6 +182,7 @@ def gemm_modules(spec: ModelSpec, kind: LayerKind) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def module_overrides(spec: ModelSpec, kind: LayerKind, workload: Workload, prefix: str) -> tuple[tuple[str, str], ...]:
     """The modules of ``kind`` that the precision recipe runs in another format than the run's, with their
     format, their paths under ``prefix`` (``decoder.layers.N.``, ``mtp.layers.N.mtp_model_layer.``).
