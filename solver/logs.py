@@ -992,7 +992,9 @@ _RANK_TAGS = re.compile(r"\[[^\]\n]*\|(?:DP|PP|TP|CP|EP)=\d+[^\]\n]*\]")
 _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")  # not a launcher's WORLD_SIZE (nodes)
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
-_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=))\s*(?:of\s*|[:=-]\s*)?`?"
+# NeMo's and AutoModel's packed sequences are the trained length: "packed_sequence_size=1024" (PackedSequenceSpecs)
+_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=)|packed[ _]sequence[ _]size)\s*"
+                        r"(?:of\s*|[:=-]\s*)?`?"
                         r"(\d{1,3}(?:,\d{3})+|\d{3,}|\d+[kK])\b", re.I)
 # "4 H100 nodes" counts nodes, not GPUs; "a fresh 4xH100 machine" (THUDM/slime#148) is one machine of 4
 # nor recipes or configs: "alongside the existing four H100 recipes" (NVIDIA-NeMo/Megatron-Bridge#5039)
@@ -1484,7 +1486,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "tensor_model_parallel_size", int(m.group(1)))
     for m in _CN_PARALLEL.finditer(line):
         _prose_set(facts, _CN_PARALLEL_KINDS[m.group(2) or m.group(3)], int(m.group(1) or m.group(4)))
-    compact = _COMPACT_SIZE.findall(line) or [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)] \
+    # upper- and lower-case sizes on one line together: "configured for **PP=8 / dp=4** (32 GPUs)" (NVIDIA-NeMo/Automodel#2673)
+    upper = _COMPACT_SIZE.findall(line)
+    compact = upper + [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)
+                       if k.upper() not in {name for name, _ in upper}] \
         or [(k.upper(), v) for v, k in _SIZE_FIRST.findall(line)] \
         or [(k.upper(), v) for k, v in _SIZE_ATTACHED.findall(line)]
     # a size 0 names a rank, not a size: SGLang's "[2025-11-25 08:01:52 TP0 EP0]" tag (THUDM/slime#953)
@@ -2200,6 +2205,20 @@ _SIZED_NAME = re.compile(r"(?<![A-Za-z0-9.])([A-Za-z][A-Za-z0-9.]*?)[-_ ]?(\d+(?
 # "Chinese-Qwen3-235B-2507-Distill-data" (a dataset, modelscope/ms-swift#5737)
 
 
+# a version written with underscores, as recipe and file names do: "llama_3_3_70b", "qwen3_5_35b_a3b"
+# (NVIDIA-NeMo/Automodel#2673) read as "llama-3.3-70b", "qwen3.5-35b-a3b" (the same length: positions stay)
+_UNDERSCORED_VERSION = re.compile(r"(?<=[A-Za-z])(_?)(\d)_(\d)_(?=\d+(?:\.\d+)?[bB](?![A-Za-z0-9]))")
+
+
+def _dotted_version(m: re.Match) -> str:
+    """The dotted spelling of one ``_UNDERSCORED_VERSION`` match.
+
+    >>> _UNDERSCORED_VERSION.sub(_dotted_version, "llama_3_3_70b llama3_1_8b qwen3_5_35b_a3b run_1_2.sh")
+    'llama-3.3-70b llama3.1-8b qwen3.5-35b_a3b run_1_2.sh'
+    """
+    return f"{'-' if m.group(1) else ''}{m.group(2)}.{m.group(3)}-"
+
+
 @functools.cache
 def _preset_sizes() -> tuple[tuple[str, str, float, float], ...]:
     """``(preset, name without separators, total, active parameters in billions)`` of every preset."""
@@ -2234,6 +2253,7 @@ def _preset_names_in(line: str) -> dict[str, int]:
     (``_sized_preset``)."""
     if not re.search(r"\d", line):  # every preset's name holds a digit
         return {}
+    line = _UNDERSCORED_VERSION.sub(_dotted_version, line)
     spans = [(m.start(), m.end(), name) for pattern, name in _preset_patterns() for m in pattern.finditer(line)]
     for m in _SIZED_NAME.finditer(line):
         if name := _sized_preset(m.group(1), float(m.group(2)), float(m.group(3)) if m.group(3) else None):
