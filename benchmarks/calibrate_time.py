@@ -36,6 +36,8 @@ from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from published import PublishedRun, load_published  # noqa: E402
@@ -300,6 +302,24 @@ def write_back(params: dict[str, float], provenance: str) -> None:
     CALIBRATION_FILE.write_text(head + sep + body, encoding="utf-8")
 
 
+def speed_basis(runs: list[PublishedRun]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """What the shipped speed factors rest on, per chip family, precision and kind: ``[runs, median |error| %]``
+    of the fit split with the committed factors (``calibration.yaml`` ``basis``, which ``estimate`` / ``solve``
+    show next to a prediction; ``tests/test_published.py`` checks the file against this). Only the fit split:
+    the holdout is not what the factors were fitted on, and reading it here would spend it."""
+    from megasolve.cost.calibration import chip_family
+
+    fit_runs = [r for r in runs if r.split == "fit"]
+    errs = errors(fit_runs)
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for r in fit_runs:
+        groups.setdefault((chip_family(r.cluster.gpu), r.workload.precision, r.kind), []).append(errs[r.id])
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for (family, precision, kind), found in sorted(groups.items()):
+        out.setdefault(family, {}).setdefault(precision, {})[kind] = [len(found), round(median_abs_pct(found), 1)]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default=None, help="calibration_runs.yaml (default ../shared/data/...)")
@@ -312,7 +332,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="also score the frozen holdout split (once per calibration, never while tuning)")
     parser.add_argument("--cv", action="store_true",
                         help="leave-one-series-out refits on the fit split (slow; never reads the holdout)")
+    parser.add_argument("--basis", action="store_true",
+                        help="print the `basis:` section of calibration.yaml (fit-split runs and median error per "
+                             "chip family, precision and kind) and stop")
     args = parser.parse_args(argv)
+    if args.basis:
+        print(yaml.safe_dump({"basis": speed_basis(load_published(args.data)[0])}, sort_keys=False,
+                             default_flow_style=None, width=110), end="")
+        return 0
     runs, skipped = load_published(args.data)
     print(f"{len(runs)} runs mapped ({sum(r.split == 'fit' for r in runs)} fit, "
           f"{sum(r.split == 'holdout' for r in runs)} holdout); {sum(skipped.values())} records skipped:")

@@ -188,5 +188,7 @@ def print_estimate(data: dict) -> None:
     out.print(render.time_table(data))
     out.print(f"{t['tokens_per_s_per_gpu']:.0f} tokens/s/GPU, {t['model_tflops_per_gpu']:.0f} model TFLOP/s/GPU, "
               f"MFU {t['mfu']:.1%}, bubble {t['bubble_fraction']:.1%}")
+    if line := render.speed_basis_line(data):
+        out.print(line)
     for v in data["violations"]:
         out.print(f"[red]violation[/] {v['rule']}: {v['message']} -> {v['fix']}")

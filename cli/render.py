@@ -56,6 +56,16 @@ def note(text: str) -> None:
     print(f"note: {text}", file=sys.stderr)
 
 
+def speed_basis_line(data: dict) -> str | None:
+    """The ``speed:`` line of the tables: what the step time rests on (``calibration.speed_basis``), yellow where
+    no fitted run stands behind it."""
+    basis = data.get("speed_basis")
+    if not basis:
+        return None
+    borrowed = not basis["published_runs"] and not basis["profile_runs"]
+    return f"[yellow]speed: {basis['note']}[/]" if borrowed else f"speed: {basis['note']}"
+
+
 def gb(value_bytes: float) -> str:
     return f"{value_bytes / 1e9:.1f}"
 

@@ -120,7 +120,9 @@ def memory_blocks(entry: dict[str, Any]) -> list[Block]:
                   "(docs/memory-audit.md).")]
 
 
-def time_blocks(entry: dict[str, Any]) -> list[Block]:
+def time_blocks(entry: dict[str, Any], basis: dict[str, Any] | None = None) -> list[Block]:
+    """The step-time table of a costed layout, and what the prediction rests on (``basis``: the
+    ``speed_basis`` of estimate's / solve's JSON)."""
     t = entry["time"]
     step = t["step_s"] or 1.0
     rows = [[term.replace("_", " "), f"{value:.3f}", f"{value / step:.1%}"] for term, value in t["breakdown_s"].items()]
@@ -128,7 +130,8 @@ def time_blocks(entry: dict[str, Any]) -> list[Block]:
     return [("h2", "Step time"),
             ("table", (["term", "seconds", "share"], rows)),
             ("p", f"{t['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, {t['model_tflops_per_gpu']:.0f} model TFLOP/s "
-                  f"per GPU, MFU {t['mfu']:.1%}, pipeline bubble {t['bubble_fraction']:.1%}.")]
+                  f"per GPU, MFU {t['mfu']:.1%}, pipeline bubble {t['bubble_fraction']:.1%}.")] \
+        + ([("p", f"Speed basis: {basis['note']}.")] if basis else [])
 
 
 def launch_blocks(flags: str) -> list[Block]:
@@ -150,7 +153,8 @@ def estimate_document(data: dict[str, Any], *, spec: ModelSpec, cluster: Cluster
     if data["violations"]:
         blocks += [("h2", "Rule violations"),
                    ("ul", [f"{v['rule']}: {v['message']} (fix: {v.get('fix', '')})" for v in data["violations"]])]
-    blocks += memory_blocks(data) + time_blocks(data) + launch_blocks(flags) + assumptions_blocks()
+    blocks += memory_blocks(data) + time_blocks(data, data.get("speed_basis")) + launch_blocks(flags) \
+        + assumptions_blocks()
     return blocks
 
 
@@ -184,7 +188,7 @@ def solve_document(data: dict[str, Any], *, spec: ModelSpec, cluster: Cluster, w
                ("p", f"Search: {search['engine']} over {search['space_size']:,} combinations, {proven}.")]
     best = data["layouts"][0]
     blocks += [("h2", "Best layout (#1)")] + layout_blocks(best)
-    blocks += memory_blocks(best) + time_blocks(best)
+    blocks += memory_blocks(best) + time_blocks(best, data.get("speed_basis"))
     if flags is not None:
         blocks += launch_blocks(flags)
     return blocks + assumptions_blocks()

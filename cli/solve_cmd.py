@@ -285,6 +285,8 @@ def print_solve(data: dict, model: str, cluster, workload) -> None:
         out.print(line)
     out.print(render.model_line(data["model_params"]))
     out.print(f"why #1: {why_line(data)}")
+    if line := render.speed_basis_line(data):
+        out.print(line)
     proven = "proven optimal under the cost model" if search["proven_optimal"] else \
         "NOT proven optimal (time limit): best found so far"
     out.print(f"search: {search['engine']}, {search['space_size']:,} combinations, {proven}, {search['wall_s']:.1f} s")

@@ -227,6 +227,9 @@ def print_whatif(data: dict[str, Any], out) -> None:
         out.print("* best found within --time-limit, not proven optimal")
     out.print("scaling: tokens/s/GPU relative to the smallest fitting size of the same GPU, seq and gbs"
               + (f"; cost at {data['gpu_hour_price']:g} per GPU-hour" if with_cost else ""))
+    for name, basis in data.get("speed_basis", {}).items():
+        line = render.speed_basis_line({"speed_basis": basis})
+        out.print(line.replace("speed: ", f"speed on {name}: ", 1) if len(data["speed_basis"]) > 1 else line)
     for m in data["min_gpus"].values():
         where = f"{m['gpu']}, seq {m['seq_length']}, gbs {m['global_batch_size']}"
         if m["num_gpus"] is None:

@@ -226,3 +226,71 @@ def chip_family(gpu: Any) -> str:
     """The silicon a GPU SKU (a ``GpuSpec``) is built on (``calibration.yaml`` ``time.chip_family``; ``default`` for
     SKUs not listed): compute efficiency is a property of the chip, the network of the system."""
     return calibration()["time"]["chip_family"].get(gpu.name, "default")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeedBasis:
+    """What a step-time prediction rests on (``calibration.yaml`` ``basis``): the published runs of the GPU's chip
+    family, precision and kind (dense / MoE) the speed factors were fitted on, their median error (in-sample),
+    and the user profile in use. ``note``: one sentence for the tables."""
+
+    gpu: str
+    chip_family: str
+    precision: str
+    kind: str
+    published_runs: int
+    median_error_pct: float | None
+    profile: str | None
+    profile_runs: int
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gpu": self.gpu, "chip_family": self.chip_family, "precision": self.precision, "kind": self.kind,
+                "published_runs": self.published_runs, "median_error_pct": self.median_error_pct,
+                "profile": self.profile, "profile_runs": self.profile_runs, "note": self.note}
+
+    @property
+    def borrowed(self) -> bool:
+        """No fitted run stands behind this prediction (the chip, or its precision and kind, is uncalibrated)."""
+        return self.published_runs == 0 and self.profile_runs == 0
+
+
+def speed_basis(gpu: Any, precision: str, moe: bool) -> SpeedBasis:
+    """The ``SpeedBasis`` of a prediction on ``gpu`` (a ``GpuSpec``) at ``precision`` (bf16 / fp8 / fp4) for a
+    dense or MoE model, under the active profile.
+
+    >>> from megasolve.topology.gpus import get_gpu
+    >>> speed_basis(get_gpu("h100"), "fp8", moe=False).published_runs > 0
+    True
+    >>> b = speed_basis(get_gpu("mi300x"), "bf16", moe=False)
+    >>> b.chip_family, b.published_runs, b.borrowed
+    ('default', 0, True)
+    """
+    family = chip_family(gpu)
+    kind = "moe" if moe else "dense"
+    table = shipped().data.get("basis", {})
+    by_kind = table.get(family, {}).get(precision, {})
+    runs, error = by_kind.get(kind, (0, None))
+    other = "dense" if moe else "moe"
+    profile = active()
+    user = profile.base is not None  # a profile written by `megasolve calibrate` (the shipped one has no base)
+    profile_runs = len(profile.runs) if user and profile.gpu in (None, gpu.name) else 0
+    if family not in table:
+        note = (f"no published run on {gpu.name}: its efficiencies are the default ones (fitted on Hopper), "
+                f"expect larger errors")
+    elif runs:
+        note = f"fitted on {runs} published {kind} {precision} runs on {family} GPUs (their median error {error:.1f} %)"
+    elif other in by_kind:
+        note = (f"no published {kind} {precision} run on {family} GPUs: the {precision} efficiency comes from "
+                f"{by_kind[other][0]} {other} runs, expect larger errors")
+    else:
+        note = f"no published {precision} run on {family} GPUs: the {precision} efficiency is borrowed, expect larger errors"
+    if profile_runs:
+        note = f"profile {profile.name} ({profile_runs} of your runs on {profile.gpu or 'any GPU'}); shipped: {note}"
+    elif user:
+        note = f"profile {profile.name} was fitted on {profile.gpu}, not {gpu.name}; shipped: {note}"
+    if not runs and not profile_runs:
+        note += "; calibrating on your own runs (`megasolve calibrate`) narrows it"
+    return SpeedBasis(gpu=gpu.name, chip_family=family, precision=precision, kind=kind, published_runs=int(runs),
+                      median_error_pct=None if error is None else float(error), profile=profile.name if user else None,
+                      profile_runs=profile_runs, note=note)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from megasolve.cost.calibration import Profile, load_profile, use_profile
+from megasolve.cost.calibration import Profile, SpeedBasis, load_profile, speed_basis, use_profile
 from megasolve.cost.estimate import Estimate, estimate as cost_estimate
 from megasolve.cost.step import layout_cp_comm_type
 from megasolve.models.errors import MegasolveError
@@ -29,6 +29,7 @@ class LayoutReport:
     layout: Layout
     estimate: Estimate
     violations: list[Violation] = field(default_factory=list)
+    speed_basis: SpeedBasis | None = None  # what the step time rests on (``calibration.speed_basis``)
 
     @property
     def feasible(self) -> bool:
@@ -93,6 +94,8 @@ class LayoutReport:
             "violations": violations_out,
             "memory": self.estimate.memory_dict(),
             "time": self.estimate.time_dict(),
+            # added 2026-12-05: the published runs (and the user profile) behind the step time, and a note
+            **({"speed_basis": self.speed_basis.as_dict()} if self.speed_basis else {}),
         }
 
 
@@ -135,5 +138,6 @@ def estimate(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Layo
     soft = check_layout(spec, cluster, workload, layout, allow_cross_domain_tp)
     with use_profile(load_profile(profile)):
         costed = cost_estimate(spec, cluster, workload, layout)
+        basis = speed_basis(cluster.gpu, workload.precision, spec.is_moe)
     return LayoutReport(spec=spec, cluster=cluster, workload=workload, layout=layout,
-                        estimate=costed, violations=soft)
+                        estimate=costed, violations=soft, speed_basis=basis)

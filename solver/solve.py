@@ -63,6 +63,8 @@ class SolveResult:
                    "ignored_features": first["ignored_features"], "model_notes": first["model_notes"],
                    "cluster": first["cluster"],
                    "workload": first["workload"], **out}
+            if "speed_basis" in first:  # the same for every layout: the GPU, precision and kind decide it
+                out["speed_basis"] = first["speed_basis"]
         out["search"] = self.search
         if self.status in ("infeasible", "unknown"):
             out["reasons"] = self.reasons

@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from megasolve.cost.calibration import Profile, load_profile, use_profile
+from megasolve.cost.calibration import Profile, load_profile, speed_basis, use_profile
 from megasolve.cost.calibration import active as active_profile
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Workload, default_global_batch, precision_fields
@@ -93,6 +93,7 @@ class WhatIfResult:
     gpu_hour_price: float | None = None
     wall_s: float = 0.0
     jobs: int = 1
+    speed_basis: tuple[tuple[str, dict[str, Any]], ...] = ()  # per GPU: calibration.speed_basis, as a dict
 
     def baseline(self, point: PointResult) -> PointResult | None:
         """The smallest point of ``point``'s series that found a layout."""
@@ -167,6 +168,7 @@ class WhatIfResult:
             "points": [self.point_dict(p) for p in self.points],
             "min_gpus": {f"{m.gpu}/seq{m.seq_length}/gbs{m.global_batch_size}": m.as_dict() for m in self.min_gpus},
             "search": {"points": len(self.points), "jobs": self.jobs, "wall_s": round(self.wall_s, 3)},
+            "speed_basis": dict(self.speed_basis),
         }
 
 
@@ -321,8 +323,11 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
         if result.best is None and result.reason is None:
             result = replace(result, reason=_infeasible_reason(result, found_min))
         ordered.append(result)
+    with use_profile(chosen):
+        basis = tuple((k.name, speed_basis(k.gpu_spec, series[0][1].precision, spec.is_moe).as_dict()) for k in kinds)
     return WhatIfResult(model=spec.name, points=tuple(ordered), min_gpus=found_min, tokens=tokens,
-                        gpu_hour_price=gpu_hour_price, wall_s=time.perf_counter() - start, jobs=jobs)
+                        gpu_hour_price=gpu_hour_price, wall_s=time.perf_counter() - start, jobs=jobs,
+                        speed_basis=basis)
 
 
 def _infeasible_reason(point: PointResult, found: Sequence[MinGpus]) -> str:

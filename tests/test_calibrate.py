@@ -230,6 +230,43 @@ def test_cli_calibrate_then_estimate_with_the_profile(tmp_path, capsys):
     assert calibrated > 1.15 * base
 
 
+def test_speed_basis_names_the_published_runs_behind_a_prediction_and_the_profile_in_use(tmp_path, capsys):
+    """estimate / solve / whatif say what the step time rests on: the published runs of the GPU's chip family,
+    precision and kind (calibration.yaml ``basis``), a borrowed efficiency where there are none, and a user
+    profile's runs when one is in use."""
+    spec, moe = load_model("llama-3.1-8b"), load_model("qwen3-30b-a3b")
+    h100 = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="h100"), Workload(precision="fp8"), Layout(dp=8))
+    basis = h100.as_dict()["speed_basis"]
+    assert basis["chip_family"] == "hopper" and basis["kind"] == "dense" and basis["precision"] == "fp8"
+    assert basis["published_runs"] == shipped().data["basis"]["hopper"]["fp8"]["dense"][0] > 0
+    assert basis["median_error_pct"] == shipped().data["basis"]["hopper"]["fp8"]["dense"][1]
+    assert basis["profile"] is None and "published dense fp8 runs on hopper" in basis["note"]
+    # an H200 is the H100's silicon: the same runs stand behind it
+    h200 = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="h200"), Workload(precision="fp8"), Layout(dp=8))
+    assert h200.speed_basis.published_runs == basis["published_runs"]
+    # no published run on the chip: said so, and what narrows it
+    mi = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="mi300x"), Workload(), Layout(dp=8)).speed_basis
+    assert mi.borrowed and mi.chip_family == "default" and "megasolve calibrate" in mi.note
+    # Blackwell BF16 has MoE runs only: a dense model there borrows them
+    b200 = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="b200"), Workload(), Layout(dp=8)).speed_basis
+    assert b200.borrowed and "moe runs" in b200.note
+    assert not estimate(moe, Cluster.from_flags(num_gpus=8, gpu="b200"), Workload(),
+                        Layout(dp=8, ep=8)).speed_basis.borrowed
+    # a user profile: its runs on its GPU count, and another GPU is named
+    mine = shipped().with_overrides({H100_BF16: 0.6}, name="mine", gpu="h100", runs=("a", "b"))
+    on = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="h100"), Workload(), Layout(dp=8), profile=mine)
+    assert on.speed_basis.profile == "mine" and on.speed_basis.profile_runs == 2 and "2 of your runs" in on.speed_basis.note
+    off = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="b200"), Workload(), Layout(dp=8), profile=mine)
+    assert off.speed_basis.profile_runs == 0 and "fitted on h100, not b200" in off.speed_basis.note
+    # the CLI: solve's JSON carries it once, the tables print it
+    assert _cli(["-m", "llama-3.1-8b", "-n", "8", "-g", "mi300x", "--format", "json", "--top-k", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["speed_basis"]["gpu"] == "mi300x"
+    assert _cli(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "mi300x"]) == 0
+    assert "speed: no published run on mi300x" in capsys.readouterr().out
+    sweep = whatif(spec, gpus=[8], gpu=["h100", "mi300x"], min_gpus=False, jobs=1).as_dict()["speed_basis"]
+    assert sweep["h100"]["published_runs"] > 0 and sweep["mi300x"]["published_runs"] == 0
+
+
 def test_cli_unreadable_run_exits_2_naming_the_flag(tmp_path, capsys):
     log = tmp_path / "train.log"
     log.write_text(" iteration 5/ 10 | elapsed time per iteration (ms): 100.0 | global batch size: 8 |\n")

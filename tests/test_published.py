@@ -222,3 +222,22 @@ def test_release_recipe_settings_reach_the_workload(run_id, dispatcher, ep_overl
     run = next(r for r in RUNS if r.id == run_id)
     assert (run.workload.moe_dispatcher, run.workload.moe_ep_overlap, run.workload.cuda_graph_impl) == \
         (dispatcher, ep_overlap, graph)
+
+
+# ---------------------------------------------------------------------------- what the speed factors rest on
+def test_calibration_basis_matches_the_fit_split():
+    """``calibration.yaml`` ``basis`` (printed next to every prediction) is what the fit split holds: the run count
+    per chip family, precision and kind exactly, the in-sample median error within half a point (regenerate with
+    ``python benchmarks/calibrate_time.py --basis`` after a refit or new data)."""
+    from megasolve.cost.calibration import shipped
+
+    expected = load("calibrate_time").speed_basis(RUNS)
+    written = shipped().data["basis"]
+    assert {(f, p, k) for f in written for p in written[f] for k in written[f][p]} == \
+        {(f, p, k) for f in expected for p in expected[f] for k in expected[f][p]}
+    for family, by_precision in expected.items():
+        for precision, by_kind in by_precision.items():
+            for kind, (runs, error) in by_kind.items():
+                got_runs, got_error = written[family][precision][kind]
+                assert got_runs == runs, (family, precision, kind)
+                assert abs(got_error - error) <= 0.5, (family, precision, kind, got_error, error)

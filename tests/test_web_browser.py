@@ -67,6 +67,9 @@ def test_fill_the_form_and_read_the_ranked_table(site):
         assert row[2] == f"{entry['memory']['peak_gb']:.1f}"
         assert row[4] == f"{entry['time']['step_s']:.3f}"
     assert browser.js("document.querySelector('#why').textContent").startswith("why #1: fastest predicted step")
+    # what the speed rests on, under the ranking (a calibrated GPU: no warning)
+    assert browser.js("document.querySelector('.speed-basis').textContent") == f"speed: {expected['speed_basis']['note']}"
+    assert not browser.js("document.querySelector('.speed-basis').classList.contains('warning')")
     # the URL now holds the inputs: loading it again reproduces the plan
     query = parse_qs(urlparse(browser.js("location.href")).query)
     assert query == {"view": ["plan"], "model": ["llama-3.1-8b"], "gpus": ["8"], "gpu": ["h100"], "top_k": ["3"]}

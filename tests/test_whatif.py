@@ -232,7 +232,7 @@ POINT_KEYS = {"cluster", "workload", "status", "reason", "layout", "memory", "ti
 
 def test_json_contract_per_point(dense_sweep):
     data = json.loads(json.dumps(dense_sweep.as_dict()))
-    assert set(data) == {"model", "tokens", "gpu_hour_price", "points", "min_gpus", "search"}
+    assert set(data) == {"model", "tokens", "gpu_hour_price", "points", "min_gpus", "search", "speed_basis"}
     estimate_shape = dense_sweep.points[1].best.as_dict()
     for point in data["points"]:
         assert set(point) == POINT_KEYS

@@ -460,6 +460,14 @@ function summary(report, label) {
     el("dt", {text: "bubble"}), el("dd", {text: fmt.pct(t.bubble_fraction)}));
 }
 
+// what the step time rests on (the JSON's speed_basis): a warning where no fitted run stands behind it
+function speedBasis(data) {
+  const b = data.speed_basis;
+  if (!b) return document.createTextNode("");
+  const borrowed = !b.published_runs && !b.profile_runs;
+  return el("p", {class: borrowed ? "speed-basis warning" : "speed-basis", text: `speed: ${b.note}`});
+}
+
 function topComm(t) {
   const comm = Object.entries(t.breakdown_s).filter(([k]) => k.endsWith("_comm"));
   if (!comm.length) return "-";
@@ -526,6 +534,7 @@ async function solveAndShow(form, options, status, results) {
     el("h2", {text: `${data.layouts.length} fastest layouts that fit`}),
     el("table", {class: "ranked", id: "ranked"}, thead, tbody),
     el("p", {class: "why", id: "why", text: `why #1: ${run.why}`}),
+    speedBasis(data),
     el("p", {class: "search", text: `search: ${s.engine}, ${fmt.int(s.space_size)} combinations, ` +
       (s.proven_optimal ? "proven optimal under the cost model" : "NOT proven optimal (time limit): best found so far") +
       `, ${s.wall_s.toFixed(1)} s`}),
@@ -596,7 +605,7 @@ async function layoutView(params) {
     summary(report, json.label),
     ...report.violations.map((v) => el("p", {class: "violation", text: `violation ${v.rule}: ${v.message} -> ${v.fix}`})),
     el("h2", {text: "Memory per GPU, by pipeline stage"}), memoryChart(report),
-    el("h2", {text: "Step time"}), timeBreakdown(report),
+    el("h2", {text: "Step time"}), timeBreakdown(report), speedBasis(report),
     el("h2", {text: "Launch settings"}),
     el("div", {class: "launch"}, launch.map((run) => {
       const pre = el("pre", {class: `launch-text launch-${run.format}`, text: run.text || run.error});
