@@ -200,7 +200,7 @@ _DATACENTER_NAMES_RE = r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A800|A100|MI
 _GPU_NAMES_RE = "(?:" + _DATACENTER_NAMES_RE + r"|H20|A40(?!\d)|V100|" + _BOARD_NAMES_RE + ")"
 # ("on 8xH800", THUDM/slime#1305; FlagPerf's "加速卡型号: NVIDIA_A800-SXM4-80GB")
 _GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×])|(?<=NVIDIA_))(" + _GPU_NAMES_RE + r")"
-                       r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:(\d+)\s?G(?:B|(?![A-Za-z])))?"
+                       r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:\(?(\d+)\s?G(?:B|(?![A-Za-z]))\)?)?"  # "A100 (40GB)"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
 
@@ -262,6 +262,19 @@ _BIG_PARAMS = re.compile(r"^\[(\d{3})-(\d{3})\]\s+(\d*\.?\d+)B\s*/\s*[\d.]+B$")
 _PROGRESS_GPUS = re.compile(r"#\s*GPUs:\s*(\d+)")
 # the number first, on a summary line: "Final-10: 12455.140 ms, 937.770 TFLOP/s/GPU, 42094.107 tokens/s/GPU"
 # (NVIDIA-NeMo/Megatron-Bridge#5718)
+# Megatron-LM's parameter report (training.py, report_theoretical_memory's neighbour): "Total number of parameters
+# in billions: 6.44"
+_TOTAL_PARAMS_B = re.compile(r"\bTotal number of parameters in billions:\s*(\d+(?:\.\d+)?)\b")
+# an MPI launch, one rank a process: "mpirun --np 8 singularity exec --nv ./pytorch.sif bash train_gpt3_7b_mpi.sh"
+# (fixstars/mdk's Megatron-LM guide), "mpirun -np 16", "mpiexec -n 4"
+_MPIRUN_NP = re.compile(r"\b(?:mpirun|mpiexec)\b[^|;&]*?\s-{1,2}(?:np|n)\s*=?\s*(\d+)\b")
+# a Markdown row of one snake_case key and its value, both maybe in backticks (Megatron-Bridge's verification cards,
+# docs/model-verification: "| `last_10_steps_step_time_ms_avg` | `11636.35` |"), read as "key: value"
+_KEY_VALUE_ROW = re.compile(r"^\s*\|\s*`?([a-z][a-z0-9_]*)`?\s*\|\s*`?(\d[\d,]*(?:\.\d+)?)`?\s*\|\s*$")
+# ... and the card's rates: "last_10_steps_model_tflops_per_gpu_avg: 386.59",
+# "last_10_steps_tokens_per_second_per_gpu_avg: 22528.026"
+_CARD_RATES = re.compile(r"\b(?:last_\d+_steps_)?(model_tflops_per_gpu|tokens_per_second_per_gpu)(?:_avg)?\s*[:=]\s*"
+                         r"(\d[\d,]*(?:\.\d+)?)")
 _SUMMARY_TFLOPS = re.compile(r"\bFinal-\d+:.*?\b(\d[\d,]*\.?\d*)\s*TFLOP/s/GPU\b")
 _PROGRESS_TFLOPS = re.compile(r"\bJob throughput:\s*(\d*\.?\d+)\s*TFLOP/s/GPU")
 # slime's timers (slime/utils/timer.py): "Timer train end (elapsed: 3.4s)", one pass of the training loop
@@ -518,7 +531,7 @@ def _batch_from_consumed(facts: LogFacts) -> None:
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``)."""
-    text = undiff(text.translate(_SPACES))
+    text = _one_cell_tables(undiff(text.translate(_SPACES)))
     facts = LogFacts()
     # the rank a launcher prefix names on NeMo's memory lines (which name none): slurm's "0: ", torchrun's "[rank0]:"
     ranks = {int(m.group(1) or m.group(2)) for raw in text.splitlines() if "max_memory_allocated" in raw
@@ -581,6 +594,11 @@ def parse_log(text: str) -> LogFacts:
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
     _batch_from_consumed(facts)
+    if facts.oom and not facts.oom_logged and _HOST_OOM.search(text):  # the text's OOM is the host's, not a GPU's
+        facts.oom = False
+        facts.args["_host_oom"] = facts.args.pop("_prose_oom", "host memory")
+        for key in ("_prose_oom_if", "_prose_oom_always"):
+            facts.args.pop(key, None)
     if facts.ds_timer_memory and any(rank >= 0 for rank in facts.memory):  # Megatron's own report names the rank
         facts.memory.pop(UNKNOWN_RANK, None)  # that DeepSpeed's timer line (rank 0's) repeats
     if facts.whole_dump:  # the Megatron that ran had no such argument: a script's variable for it
@@ -589,16 +607,71 @@ def parse_log(text: str) -> LogFacts:
     return facts
 
 
+_CELL_LINE = re.compile(r"^\s*[^|]*[^|\s][^|]*\|\s*$")  # "LLAMA3-8B |": one cell and its closing pipe
+
+
+def _one_cell_tables(text: str) -> str:
+    r"""A Markdown table copied from a rendered page, one cell a line (NeMo's performance summary as stored:
+    "Model |", "#-GPUs |", ..., "---|---|...|", then each row's cells, a line each), written back as rows: the
+    ``n`` lines above a separator of ``n`` columns are the header, the lines below it rows of ``n``.
+
+    >>> print(_one_cell_tables("Model |\nGPUs |\n---|---|\nLLAMA3-8B |\n8 |\nLLAMA3-70B |\n64 |\nnotes"))
+    | Model | GPUs |
+    |---|---|
+    | LLAMA3-8B | 8 |
+    | LLAMA3-70B | 64 |
+    notes
+    """
+    if "|\n" not in text:
+        return text
+    lines, out, i = text.splitlines(), [], 0
+    while i < len(lines):
+        line = lines[i]
+        n = line.strip().strip("|").count("|") + 1 if _TABLE_SEPARATOR.match(line) else 0
+        head = lines[i - n:i] if n >= 2 and i >= n else []
+        if head and all(_CELL_LINE.match(h) for h in head) and out[-n:] == head:
+            rows, k = [], i + 1
+            while k + n <= len(lines) and all(_CELL_LINE.match(c) for c in lines[k:k + n]):
+                rows.append(lines[k:k + n])
+                k += n
+            if rows:
+                cells = lambda group: "| " + " | ".join(c.strip().rstrip("|").strip() for c in group) + " |"  # noqa: E731
+                out[-n:] = [cells(head), "|" + "---|" * n]
+                out += [cells(row) for row in rows]
+                i = k
+                continue
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
 # parallel sizes an old Megatron-LM lacked (v1.x: only --model-parallel-size; bigscience-workshop/bigscience
 # meg_ds_zero_gpt2_perf_n16 runs DeepSpeedExamples' Megatron-LM v1.1.5)
 _LATER_SIZES = {"pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size", "context_parallel_size",
                 "expert_model_parallel_size", "expert_tensor_parallel_size"}
 
 
+# an out-of-memory of the host, not of a GPU: "Pre-Training 20TB Dataset out-of-memory (CPU memory)" (data loader
+# workers, NVIDIA/NeMo#11784), "CPU OOM", "host memory OOM", "OOM-killed" (the kernel's OOM killer)
+_HOST_OOM = re.compile(r"\bout[- ]of[- ]memory\s*\(\s*(?:CPU|host|system)\b|\b(?:CPU|host|system)[- ](?:memory[- ])?(?:OOM|"
+                       r"out[- ]of[- ]memory)\b|\bOOM[- ]kill(?:ed|er)\b|\boom_kill\b", re.I)
 _EMBEDDED_CONFIG = re.compile(r"config_files\s*\.*\s*(\{.*\\n.*)$", re.M)
 
 
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if m := _TOTAL_PARAMS_B.search(line):  # Megatron-LM's report of the model it built
+        facts.args.setdefault("_printed_params_b", float(m.group(1)))
+        return
+    if m := _MPIRUN_NP.search(line):  # Open MPI / MPICH start one rank a process: "mpirun --np 8 ... train.sh"
+        facts.args.setdefault("_mpirun_np", int(m.group(1)))
+    if m := _KEY_VALUE_ROW.match(line):  # "| `last_10_steps_step_time_ms_avg` | `11636.35` |": a key and its value
+        line = f"{m.group(1)}: {m.group(2)}"
+    if m := _CARD_RATES.search(line):
+        if m.group(1) == "model_tflops_per_gpu":
+            facts.reported_tflops.append(float(m.group(2).replace(",", "")))
+        elif facts.stated_tokens_per_gpu is None:
+            facts.stated_tokens_per_gpu = float(m.group(2).replace(",", ""))
+        return
     if m := _SLIME_TRAIN.search(line):
         facts.nemo_steps.append((None, float(m.group(1))))
         return
@@ -854,10 +927,18 @@ _WAY_ARGS = {"tensor": "tensor_model_parallel_size", "pipeline": "pipeline_model
 _STATED_TFLOPS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:calibrated\s+|model\s+|achieved\s+)?(?:TFLOPS?|TF)"
                             r"(?:\s*/\s*s|\s+(?:pre|per)\s+sec(?:ond)?)?\s*(?:/|per)\s*GPU\b", re.I)
 # a throughput per GPU in tokens: "~**8290** Tokens/Sec/GPU (85 GB)" (swiss-ai/Megatron-LM#33), "1,234 tokens/s/GPU"
-_STATED_TOKENS = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\**\s*tokens?\s*/\s*s(?:ec)?\s*/\s*GPU\b", re.I)
+_STATED_TOKENS = re.compile(r"(?<![A-Za-z0-9_.])(\d[\d,]*(?:\.\d+)?)\**\s*tokens?\s*/\s*(?:s(?:ec)?\s*/\s*GPU\b|GPU\s*/\s*s(?:ec)?\b)",
+                            re.I)  # "1845 tokens / gpu / s" (alibaba/Megatron-LLaMA#49)
 # ... labelled, the value after: "tokens/GPU/s: 12786.891099" (ROCm Megatron-LM's examples/llama/train_llama2.sh summary)
 _STATED_TOKENS_LABEL = re.compile(
     r"\btokens?\s*/\s*(?:GPU\s*/\s*s(?:ec)?|s(?:ec)?\s*/\s*GPU)\s*[:=]\s*(\d[\d,]*(?:\.\d+)?)", re.I)
+# the precision a post or a results page states in words: "the pre-training performance of various models using FP8
+# precision" (NeMo's performance summary), "trained in MXFP8 precision"; a flag, argument or config value wins
+_PROSE_PRECISION = re.compile(r"\b(?:using|in|with|at)\s+(FP8|MXFP8|NVFP4|BF16|FP16)\s+(?:mixed[- ])?precision\b", re.I)
+# ... and its FP8 scaling: "per-tensor FP8 quantization, leveraging scaling factors computed in the current step"
+# (NeMo 25.x performance summary: current scaling, Megatron's --fp8-recipe tensorwise)
+_PROSE_CURRENT_SCALING = re.compile(r"\bscaling factors computed in the current step\b|\bper-tensor current scaling\b",
+                                    re.I)
 _PROSE_FSDP = re.compile(r"(?<![A-Za-z_])FSDP\s*=\s*(?:True|true|1)\b")
 _PROSE_OFFLOAD_LAYERS = re.compile(r"\bcpu[ _]offload(?:ing)?[ _](?:num[ _])?layers\s*=\s*(\d+)\b", re.I)
 # (a full stop may end the sentence: "divided using PP=8 and TP=4.", NVIDIA-NeMo/Speech#9031; not "4.5")
@@ -899,6 +980,7 @@ _SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:
 _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(?:s|ting)?|run(?:s|ning)? into|ran into|"
                         r"raise[sd]?|raising|"  # "it even raise oom by the table param" (NVIDIA/Megatron-LM#1571)
                         r"throws?|threw|fails? with|failed with|dies? with|occurs?|occurred|"
+                        r"(?:will\s+)?report(?:s|ed)?|"  # "several ranks ... will report an OOM error" (Megatron-LM#1516)
                         r"turns? out|turned out)\s+(?:an?\s+|the\s+|to be\s+)?"  # "it turns out OOM" (Megatron-LM#1237)
                         r"(?:CUDA\s+)?(?:OOMs?|out[- ]of[- ]memory)\b|\bOOMs\b|\bOOMed\b|❌\s*(?:still\s+)?OOM\b"
                         r"|^\s*OOM\s+(?:when|while|during|at|in|after)\b"  # "OOM when compute_teacher_logits" (ms-swift#7295)
@@ -961,7 +1043,12 @@ _SYSTEM_GPUS = tuple((re.compile(pattern, re.I), part) for pattern, part in (
     (r"\b" + _DGX2, "V100-32"), (r"\bgfx942\b", "MI300X"), (r"\bgfx950\b", "MI355X"),
     (r"\ba2-(?:highgpu|megagpu)-\d+g\b", "A100-40"), (r"\ba2-ultragpu-\d+g\b", "A100-80"),
     (r"\ba3-(?:highgpu|megagpu|edgegpu)-\d+g\b", "H100-80"), (r"\ba3-ultragpu-\d+g\b", "H200"),
-    (r"\ba4-highgpu-\d+g\b", "B200")))
+    (r"\ba4-highgpu-\d+g\b", "B200"),
+    # the same machines by their family names: "a GKE cluster with 2 A3 Mega nodes" (NVIDIA/NeMo#11784)
+    (r"\bA3[- ](?:Mega|High)\b", "H100-80"), (r"\bA3[- ]Ultra\b", "H200")))
+# nodes of those Google Cloud machines, 8 GPUs each: "2 A3 Mega nodes"
+_GCP_NODES = re.compile(r"\b(one|a|an|two|four|eight|\d+)\s+(?:GCP\s+)?A3[- ](?:Mega|High|Ultra)\s+"
+                        r"(?:nodes?|VMs?|instances?|machines?|hosts?)\b", re.I)
 _DGX2_NODES = re.compile(rf"\b(one|a|an|two|four|eight|\d+)\s+(?:nodes?|servers?|systems?|machines?)\s+of\s+{_DGX2}"
                          rf"|\b(one|a|an|two|four|eight|\d+)\s+{_DGX2}\s+(?:nodes?|servers?|systems?|machines?)\b", re.I)
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
@@ -993,7 +1080,8 @@ _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b") 
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 # NeMo's and AutoModel's packed sequences are the trained length: "packed_sequence_size=1024" (PackedSequenceSpecs)
-_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=)|packed[ _]sequence[ _]size)\s*"
+_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=)|packed[ _]sequence[ _]size|"
+                        r"(?<!max )(?<!maximum )context[ -]length)\s*"  # "Llama-3.1-8B context length 8192" (okoge-kaz)
                         r"(?:of\s*|[:=-]\s*)?`?"
                         r"(\d{1,3}(?:,\d{3})+|\d{3,}|\d+[kK])\b", re.I)
 # "4 H100 nodes" counts nodes, not GPUs; "a fresh 4xH100 machine" (THUDM/slime#148) is one machine of 4
@@ -1197,7 +1285,10 @@ _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"iter(?:ation)?(?:\s*time)?|elapsed time per iter(?:ation)?)\s*\((s|sec|ms)\)|step\s+(ms|s))$", re.I)
 # a results table's step columns named by their statistic, the unit in the cell ("| Mean step | Median step |" with
 # "31.05s", NVIDIA-NeMo/Megatron-Bridge#3880: the median wins), and its peak column ("Peak max allocated", "62.036 GB")
-_STAT_STEP_COLUMN = re.compile(r"^(median|mean|avg|average)\s+step(?:\s*time)?$", re.I)
+# "Steady mean, iters 3-8" with "41.25s" (NVIDIA-NeMo/Megatron-Bridge#3862): the steady-state mean of a step
+_STAT_STEP_COLUMN = re.compile(r"^(?:(median|mean|avg|average)\s+step(?:\s*time)?|steady(?:[- ]state)?\s+"
+                               r"(median|mean|avg|average)(?:\s*(?:step(?:\s*time)?|iter(?:ation)?\s*time))?"
+                               r"(?:\s*,\s*iters?\s*\d+\s*[-–]\s*\d+)?)$", re.I)
 # a throughput column per GPU: "token/p/s" (FlagPerf's "平均单卡每秒处理的token数"), "tokens/s/GPU"
 _TOKENS_COLUMN = re.compile(r"^tokens?\s*/\s*(?:p\s*/\s*s|s\s*/\s*(?:gpu|p)|sec\s*/\s*gpu)$", re.I)
 _TFLOPS_COLUMN = re.compile(r"^(?:model\s+)?TF(?:LOP)?S?\s*/\s*s(?:ec)?\s*/\s*GPU$|^per\s+GPU\s+TF(?:LOP)?S?(?:\s*/\s*s)?$",
@@ -1300,7 +1391,7 @@ def _tables(text: str, facts: LogFacts) -> None:
             column = name.strip("* ")
             unit = _CELL_WITH_UNIT.fullmatch(cell)
             if unit and (stat := _STAT_STEP_COLUMN.match(column)) and unit.group(2) in ("s", "ms"):
-                if stat.group(1).lower() == "median" or "_step_s" not in found:
+                if (stat.group(1) or stat.group(2)).lower() == "median" or "_step_s" not in found:
                     found["_step_s"] = float(unit.group(1).replace(",", "")) / (1e3 if unit.group(2) == "ms" else 1)
                 continue
             if unit and _PEAK_COLUMN.match(column) and unit.group(2) in ("GB", "GiB"):
@@ -1358,6 +1449,20 @@ _EXAMPLE_TAIL = re.compile(r"(?:例如|比如|e\.g\.|for example)[\s:：,，]*(?
 _CARD_GRID = re.compile(r"卡\s*[（(]\s*(\d+)\s*[x×]\s*(\d+)\s*[）)]")
 
 
+# sizes named together and their values together, in the same order: "GBS/MBS 1024/2" (Megatron-Bridge's
+# verification cards), "TP/PP/EP = 2/4/8"
+_SIZE_NAMES = r"(?:TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)"
+_SLASH_SIZES = re.compile(rf"(?<![A-Za-z/])({_SIZE_NAMES}(?:\s*/\s*{_SIZE_NAMES})+)\s*[:=]?\s*(\d+(?:\s*/\s*\d+)+)(?![\d/.])",
+                          re.I)
+
+
+def _paired_sizes(m: re.Match[str]) -> str:
+    names, values = re.split(r"\s*/\s*", m.group(1)), re.split(r"\s*/\s*", m.group(2))
+    if len(names) != len(values):
+        return m.group(0)
+    return " ".join(f"{n.upper()}{v}" for n, v in zip(names, values))
+
+
 def _prose_sizes(line: str, facts: LogFacts) -> None:
     """Parallel sizes, batch, sequence length and GPU count written as prose (``_PROSE_PARALLEL`` ...); a line
     must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count, or one with its word
@@ -1397,7 +1502,11 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     >>> f = LogFacts(); _prose_sizes("The global batch size and the mini batch size of the testing are 256 and 4 "
     ...                              "respectively.", f); f.args
     {'global_batch_size': 256, 'micro_batch_size': 4}
+    >>> f = LogFacts(); _prose_sizes("at TP1/PP1/CP1/EP8/ETP1, DP16, GBS/MBS 1024/2, and 32-way", f)
+    >>> f.args["micro_batch_size"], f.args["global_batch_size"]
+    (2, 1024)
     """
+    line = _SLASH_SIZES.sub(_paired_sizes, line)  # "GBS/MBS 1024/2" -> "GBS1024 MBS2"
     stripped = line.lstrip()
     if (m := _PROSE_NODES_EQ.match(line)) and stripped.startswith("#nodes"):  # a results row, not a comment
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
@@ -1448,6 +1557,13 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
     if (m := _STATED_TOKENS.search(line) or _STATED_TOKENS_LABEL.search(line)) and facts.stated_tokens_per_gpu is None:
         facts.stated_tokens_per_gpu = float(m.group(1).replace(",", ""))
+    if m := _PROSE_PRECISION.search(line):
+        word = m.group(1).lower()
+        facts.args.setdefault("_prose_precision", {"mxfp8": "fp8", "nvfp4": "fp4"}.get(word, word))
+        if word == "mxfp8":
+            facts.args.setdefault("_prose_fp8_recipe", "mxfp8")
+    if _PROSE_CURRENT_SCALING.search(line):
+        facts.args.setdefault("_prose_fp8_recipe", "tensorwise")
     for m in _PROSE_WAY.finditer(line):
         _prose_set(facts, _WAY_ARGS[m.group(2).lower()], int(m.group(1)))
     if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None and not _TQDM.search(line):
@@ -1562,7 +1678,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     elif m := _NODES_OF_K_GPUS.search(line):
         nodes, per_node = ({"a": 1, "an": 1, "single": 1, **_GPU_COUNT_WORDS}.get(g.lower()) or int(g) for g in m.groups())
         _prose_set(facts, "_prose_num_gpus", nodes * per_node)
-    elif m := _NODES_GPUS_TOKEN.search(line):
+    elif found := list(_NODES_GPUS_TOKEN.finditer(line)):
+        # the one the run is "on", not a reference recipe's name: "a single-node variant of the reference recipe
+        # `grpo-...-2n8g-megatron-ep16.yaml` on 1n8g with EP=4, TP=2 instead of 2n8g" (NVIDIA-NeMo/RL#2319)
+        m = next((t for t in found if re.search(r"\bon\s+$", line[:t.start()])), found[0])
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
     elif m := _GPUS_EQ.search(line) or _GPUS_TO.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
@@ -1576,6 +1695,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
     elif (m := _SINGLE_GPU.search(line)) and not _FITS_IN.search(line[:m.start()]):
         _prose_set(facts, "_prose_num_gpus", 1)
+    elif m := _GCP_NODES.search(line):  # "2 A3 Mega nodes": 8 GPUs each
+        _prose_set(facts, "_prose_num_gpus", 8 * ({"a": 1, "an": 1, **_GPU_COUNT_WORDS}.get(m.group(1).lower())
+                                                  or int(m.group(1))))
     elif m := _DGX2_NODES.search(line):  # "one node of DGX2", "2 DGX-2 nodes": 16 V100s each
         count = next(g for g in m.groups() if g)
         _prose_set(facts, "_prose_num_gpus", 16 * ({"a": 1, "an": 1, **_GPU_COUNT_WORDS}.get(count.lower())

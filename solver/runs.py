@@ -55,7 +55,8 @@ from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.logs import NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar, undiff
 from megasolve.topology.cluster import Cluster
-from megasolve.topology.gpus import get_gpu
+from megasolve.topology.gpus import all_gpus, get_gpu
+from megasolve.models.params import total_params
 
 MIB = 2**20
 GIB = 2**30
@@ -602,6 +603,17 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         # reports for Qwen3-30B-A3B and Qwen3-235B-A22B?", alibaba/Pai-Megatron-Patch#643)
         named = {name: lines for name, lines in facts.model_names.items()  # a proxy is described by its base model
                  if f"{name}-proxy" not in facts.model_names}  # ("Layer parameters are same as DeepSeek-V3 model")
+        printed = args.get("_printed_params_b")
+        if isinstance(printed, float) and printed > 0:  # a name the model Megatron built does not match is not its
+            # (a script copied from train_gpt3_175b_distributed.sh into a 7B run's: "Total number of parameters in
+            # billions: 6.44", fixstars/mdk)
+            sized = {name: lines for name, lines in named.items()
+                     if 0.75 <= total_params(resolve_model(name).spec) / 1e9 / printed <= 1.33}
+            if not sized:
+                missing.append((f"model (the log names {', '.join(named)} but prints {printed:g}B parameters)",
+                                "--model NAME|config.json"))
+                return None  # type: ignore[return-value]
+            named = sized
         most = max(named.values())
         preset = next(name for name, lines in named.items() if lines == most)
         others = [name for name in facts.model_names if name != preset]
@@ -765,6 +777,9 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return per_node * nodes
     if isinstance(args.get("_env_world_size"), int):
         return args["_env_world_size"]
+    if isinstance(args.get("_mpirun_np"), int) and args["_mpirun_np"] > 0:
+        notes.append(f"world size {args['_mpirun_np']} from mpirun's process count (-np)")
+        return args["_mpirun_np"]
     # GPUs per node and no node count: the launchers' default of one node, unless the script leaves the count to a
     # variable it never sets or the user gives --gpus
     nodes_stated = any(isinstance(args.get(k), int) for k in node_keys)
@@ -833,17 +848,36 @@ def log_gpu(seen: str) -> str | None:
     """A GPU name as ``logs.gpu_key`` spells it (``H100-80``, ``A100-PCIE-40``, ``RTX4090``, ``GH200-480``) -> its
     catalog entry (``topology/gpus.yaml``, by name or alias): with its memory size, without it, the chip alone.
 
+    A size no catalog part of that chip has is not another part's: the A100 64GB (NVIDIA/Megatron-LM#1841) is None,
+    not the 80 GB A100.
+
     >>> [log_gpu(k) for k in ("H100-80", "A100-40", "A100", "A100-PCIE", "H100-NVL-94", "GH200-624", "RTX2080TI", "X9")]
     ['h100', 'a100-40g', 'a100-80g', 'a100-pcie-80g', 'h100-nvl', 'gh200-144g', 'rtx-2080-ti', None]
+    >>> log_gpu("A100-64"), log_gpu("H800-80"), log_gpu("H100-94")
+    (None, 'h800', 'h100-nvl')
     """
     key = seen.lower()
-    sized = key + "g" if re.search(r"-\d+$", key) else key
+    size = re.search(r"-(\d+)$", key)
+    sized = key + "g" if size else key
     for name in dict.fromkeys((sized, re.sub(r"-\d+$", "", key), key.split("-")[0])):
         try:
-            return get_gpu(name).name
+            gpu = get_gpu(name)
         except MegasolveError:
             continue
+        # the chip's part without the size: only if its memory is the size stated (GB or GiB, as logs print it)
+        if size and name != sized and not gpu.name.startswith("gh200") and not _same_size(int(size.group(1)), gpu):
+            # another part of the chip with that memory ("H100-94": the H100 NVL), else none
+            chip = key.split("-")[0]
+            parts = [g.name for g in all_gpus() if (g.name == chip or g.name.startswith(chip + "-"))
+                     and _same_size(int(size.group(1)), g)]
+            return parts[0] if len(parts) == 1 else None
+        return gpu.name
     return None
+
+
+def _same_size(gb: int, gpu: Any) -> bool:
+    """A memory size as a log prints it (GB or GiB, "80GB" or "81559MiB" rounded) is ``gpu``'s."""
+    return 0.9 <= gb * 1e9 / gpu.memory_bytes <= 1.12
 
 
 def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: list[tuple[str, str]]) -> str:
@@ -878,6 +912,10 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
         elif name:
             notes.append(f"GPU {name} from the log ({seen})")
             return name
+        elif re.search(r"-\d+$", seen):  # "A100 64GB": a size no catalog part of the chip has
+            missing.append(("GPU type", f"--gpu TYPE (the log's {seen.replace('-', ' ', 1)}GB is no catalog part, "
+                                        "see `megasolve gpus`; or give its numbers in a --cluster file)"))
+            return ""
     missing.append(("GPU type", "--gpu TYPE"))
     return ""
 
@@ -1029,7 +1067,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         work["precision"] = "fp8-params"
     if work["precision"] == "fp4" and True in (args.get("fp4_param"), args.get("fp4_param_gather")):
         work["precision"] = "fp4-params"
-    recipe = args.get("fp8_recipe") or BRIDGE_FP8_DTYPES.get(str(args.get("compute_dtype") or "").lower())
+    recipe = args.get("fp8_recipe") or BRIDGE_FP8_DTYPES.get(str(args.get("compute_dtype") or "").lower()) \
+        or args.get("_prose_fp8_recipe")
     if work["precision"].startswith("fp8") and isinstance(recipe, str) and recipe in ("delayed", "tensorwise", "mxfp8",
                                                                                       "blockwise"):
         work["fp8_recipe"] = recipe
@@ -1238,6 +1277,10 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
         return "fp4"
     if dtype in BRIDGE_FP8_DTYPES:
         return "fp8"
+    if not any(k in args for k in ("fp16", "bf16", "precision", "compute_dtype", "fp8", "fp8_format")) \
+            and args.get("_prose_precision") in ("fp8", "fp4"):
+        notes.append(f"{args['_prose_precision'].upper()} as the text states it (no precision flag in the log)")
+        return args["_prose_precision"]
     if args.get("fp16") is True or precision.startswith("16") or "fp16" in precision:
         notes.append("fp16 run costed as bf16 (the same bytes and tensor-core rate)")
     elif precision in ("fp32", "32"):  # a results table's precision column (FlagPerf)
@@ -1270,6 +1313,9 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         missing.append(("measurement (iteration timing, memory report or OOM)",
                         "a log with iteration lines, or --step-time SECONDS"))
     oom = facts.oom
+    if facts.args.get("_host_oom"):
+        notes.append(f"the text's out-of-memory is the host's (CPU memory), not a GPU's: not taken as a GPU OOM "
+                     f"(\"{facts.args['_host_oom']}\")")
     if oom and not facts.oom_logged and not facts.args.get("_prose_oom_always") \
             and (cond := facts.args.get("_prose_oom_if")) and layout.get(cond[0], 1) != cond[1]:
         oom = False  # verl-project/verl#2197: train_tp=2 ..., "When tp=1 is set, OOM occurs"
