@@ -1553,7 +1553,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             _prose_set(facts, name, int(m.group(2)))
     if m := _SUMMARY_TFLOPS.search(line):
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
-    elif (m := _STATED_TFLOPS.search(line)) and not facts.reported_tflops:
+    elif (m := _STATED_TFLOPS.search(line)) and not facts.reported_tflops \
+            and not re.search(r"\bpeak\b", line[max(0, m.start() - 40):m.start()], re.I):
+        # (not a GPU's peak: "I considered a peak capacity of 312 TFLOP/s/GPU", NVIDIA/Megatron-LM#1841)
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
     if (m := _STATED_TOKENS.search(line) or _STATED_TOKENS_LABEL.search(line)) and facts.stated_tokens_per_gpu is None:
         facts.stated_tokens_per_gpu = float(m.group(1).replace(",", ""))
@@ -1930,12 +1932,21 @@ _GPU_COUNT_VARS = ("NUM_GPUS", "N_GPUS", "NGPUS")  # a launch script's GPU count
 # ROCm Megatron-LM's Llama launchers size the model by MODEL_SIZE (examples/llama/train_llama2.sh: 7, 13, 70;
 # train_llama3.sh: 8, 70 -- Llama 3.1's shapes): "MODEL_SIZE=7 ... bash examples/llama/train_llama2.sh"
 _ROCM_LLAMA_SCRIPT = re.compile(r"\btrain_llama(2|3|3\.1|31)\.sh\b", re.I)
-_MODEL_SIZE_VAR = re.compile(r"(?:^|\s)MODEL_SIZE=['\"]?(\d+)\b", re.M)
+_ROCM_DEEPSEEK_SCRIPT = re.compile(r"\btrain_deepseekv3\.sh\b")
+_MODEL_SIZE_VAR = re.compile(r"(?:^|\s)MODEL_SIZE=['\"]?(\d+)[bB]?\b", re.M)  # "MODEL_SIZE=70", "MODEL_SIZE=16B"
 
 
 def _rocm_model_size(text: str, facts: LogFacts) -> None:
-    """The preset a ROCm Llama launcher's ``MODEL_SIZE`` names (``_ROCM_LLAMA_SCRIPT``)."""
-    if (script := _ROCM_LLAMA_SCRIPT.search(text)) and (size := _MODEL_SIZE_VAR.search(text)):
+    """The preset a ROCm Llama launcher's ``MODEL_SIZE`` names (``_ROCM_LLAMA_SCRIPT``). ROCm's
+    ``examples/deepseek_v3/train_deepseekv3.sh`` builds DeepSeek-V3 only with ``MODEL_SIZE=671B``; its 16B and 236B
+    are shapes of its own (16B: 27 layers, 64 experts, the first 3 dense, q_lora_rank 512; not DeepSeek-V2-Lite's 1
+    dense layer and no q LoRA), so the script's name is not the model's then."""
+    size = _MODEL_SIZE_VAR.search(text)
+    if size and _ROCM_DEEPSEEK_SCRIPT.search(text) and size.group(1) != "671":
+        facts.model_names.pop("deepseek-v3", None)
+        facts.args["_model_not_preset"] = (f"ROCm Megatron-LM's train_deepseekv3.sh with MODEL_SIZE={size.group(1)}B, "
+                                           "a shape of its own")
+    if (script := _ROCM_LLAMA_SCRIPT.search(text)) and size:
         family = "llama2" if script.group(1) == "2" else "llama-3.1"
         for preset in _preset_names_in(f"{family}-{size.group(1)}b"):
             facts.model_names[preset] = facts.model_names.get(preset, 0) + 1

@@ -622,6 +622,9 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         if preset in facts.variant_notes:  # a variant read as this preset, whose difference is not modelled
             notes.append(facts.variant_notes[preset])
         return _with_printed_mtp(_with_printed_shape(resolve_model(preset).spec, args, notes), args, notes)
+    if absent and args.get("_model_not_preset"):
+        missing.append((f"model ({args['_model_not_preset']}, no preset)", "--model config.json"))
+        return None  # type: ignore[return-value]
     if absent:
         missing.append((f"model shape ({', '.join(absent)})", "--model NAME|config.json"))
         return None  # type: ignore[return-value]
