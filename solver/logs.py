@@ -34,6 +34,8 @@ _COLLECTOR_PREFIX = re.compile(
     r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]\s*"
     rf"|\[{_LEVEL}\]\s*|(?:[\w.]+\s+-\s+)?{_LEVEL}\s+-\s+|\[[a-z_]\w*(?:\.\w+)+\]\s*"
     r"|\[NeMo [DIWEC] [^\]]*\]\s?|\[\d+,\d+\]<std(?:out|err)>:\s?|[\w.-]+[-_]\d+\s+\|\s|\[pod/[^\]]+\]\s"
+    # AMD Primus's logger: "[20251114 13:54:06][rank-0/16][DEBUG] [------arguments.py:1028] :   bf16 ...... True"
+    rf"|\[\d{{8}} \d\d:\d\d:\d\d\]|\[rank-\d+/\d+\]|\[\s*{_LEVEL}\s*\]\s*|\[-*[\w.]+\.py:\d+\]\s*:\s?"
     r"|(?:>[ \t]?)+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # spaces a web page or chat client puts in copied text: no-break, narrow no-break, figure and thin spaces as spaces,
@@ -199,7 +201,8 @@ _BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
 _DATACENTER_NAMES_RE = r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A800|A100|MI300X|MI325X|MI355X|L40S"
 _GPU_NAMES_RE = "(?:" + _DATACENTER_NAMES_RE + r"|H20|A40(?!\d)|V100|" + _BOARD_NAMES_RE + ")"
 # ("on 8xH800", THUDM/slime#1305; FlagPerf's "加速卡型号: NVIDIA_A800-SXM4-80GB")
-_GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×])|(?<=NVIDIA_))(" + _GPU_NAMES_RE + r")"
+_GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×])|(?<=[xX×]\d)|(?<=[xX×]\d\d)|(?<=NVIDIA_))("  # "4x8H100"
+                       + _GPU_NAMES_RE + r")"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?))*)[- ]?(?:\(?(\d+)\s?G(?:B|(?![A-Za-z]))\)?)?"  # "A100 (40GB)"
                        r"((?:[- ](?:SXM\d?|PCIE|NVL|HBM3e?)(?![A-Za-z0-9]))*)", re.I)  # "80GB", "80G";
 # not "A100 40 GPUs"
@@ -305,6 +308,8 @@ def strip_prefix(line: str) -> str:
     'iteration 5/ 10 |'
     >>> strip_prefix("[2025-01-01 10:00:00,123] [INFO] [megatron.training.utils] iteration 5/ 10 |")
     'iteration 5/ 10 |'
+    >>> strip_prefix("[20251114 13:54:06][rank-0/16][DEBUG] [------arguments.py:1028] :   bf16 ...... True")
+    'bf16 ...... True'
     """
     line = _ANSI.sub("", line)
     for _ in range(6):
@@ -1060,7 +1065,11 @@ _EACH_NODE_GPUS = re.compile(rf"\b(?:(\d+|one|two|four|eight)\s+(?:[A-Za-z-]+\s+
 _PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
-_SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?:gth)?)\b", re.I)
+_SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?:gth)?|context(?:[ -]length)?"
+                        r"(?![ -]window))\b", re.I)  # "Qwen3 32b + 128k context is runnable" (NVIDIA-NeMo/RL#957)
+# activation checkpointing in words: "using TP8+CP4+actckpt", "with activation checkpointing" (full recompute)
+_PROSE_ACT_CKPT = re.compile(r"(?<![A-Za-z])actckpt\b|\b(?:with|using|and|\+)\s*(?:full\s+)?activation[ _-]checkpointing\b"
+                             r"|\bactivation[ _-]checkpointing\s*(?:=|:)\s*(?:true|on|enabled)\b", re.I)
 _SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  # "seq8192", "seq 2048" (trl#6869)
 # a Megatron config key and its value in running text: "num_layers 24, num_heads 16, hidden_size 2048"
 # (bigcode-project/Megatron-LM#41), "with expert_tensor_parallel_size=1 and sequence_parallel=True" (NVIDIA-NeMo/RL#2668)
@@ -1278,7 +1287,9 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
                  "dp": "_prose_data_parallel_size",
                  "tensor parallelism": "tensor_model_parallel_size", "pipeline parallelism": "pipeline_model_parallel_size",
                  "context parallelism": "context_parallel_size",
-                 "model parallel gpus": "tensor_model_parallel_size"}
+                 "model parallel gpus": "tensor_model_parallel_size",
+                 # verl's MoE recipe tables (docs/perf/dpsk.md): LAST_LAYER is the last pipeline stage's layer count
+                 "last_layer": "decoder_last_pipeline_num_layers", "last layer": "decoder_last_pipeline_num_layers"}
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
@@ -1584,6 +1595,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.memory[rank] = (allocated, float(m.group(3)) * 1024 if m.group(3) else allocated)
     elif (m := _PROSE_PEAK_AFTER.search(line)) and not facts.memory:  # (GB as torch reports it: 2^30, as above)
         facts.memory[UNKNOWN_RANK] = (float(m.group(1)) * 1024, float(m.group(1)) * 1024)
+    if _PROSE_ACT_CKPT.search(line):
+        facts.args.setdefault("_prose_recompute", "full")
     if _BULLET_RECOMPUTE.match(line):  # FlagPerf's optimisation list: "   - recompute-activations"
         _prose_set(facts, "recompute_activations", True)
     for m in _BATCH_OF.finditer(line):  # "a micro-batch size (`mbs`) of 1 and global batch size (`gbs`) of 32"
@@ -2371,13 +2384,18 @@ def _sized_preset(family: str, total: float, active: float | None) -> str | None
 
     >>> _sized_preset("glm4.5", 106, 12), _sized_preset("glm4.5", 355, 32), _sized_preset("glm4.5", 50, None)
     ('glm-4.5-air', 'glm-4.5', None)
+    >>> _sized_preset("DeepSeek", 671, None)  # the base model, not its V3.2 of the same size
+    'deepseek-v3'
     """
     key = re.sub(r"[-_ ]", "", family.lower())
     if len(key) < 3 or total <= 0 or active == 0:  # "Qwen3-0B": no model
         return None
     found = [name for name, flat, n, a in _preset_sizes() if flat.startswith(key) and abs(n / total - 1) <= 0.10
              and (active is None or abs(a / active - 1) <= 0.15)]
-    return found[0] if len(found) == 1 else None
+    # of a base model and its later variants of the same size, the base: "DeepSeek 671b" is DeepSeek-V3, not V3.2
+    # (verl's docs/perf/dpsk.md benchmark row)
+    base = [name for name in found if all(other.startswith(name) for other in found)]
+    return found[0] if len(found) == 1 else base[0] if len(base) == 1 and len(found) == 2 else None
 
 
 def _preset_names_in(line: str) -> dict[str, int]:

@@ -467,6 +467,15 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         work_raw["moe_dispatcher"] = "alltoall"  # megasolve models alltoall and flex; Megatron's default is allgather
         notes.append("MoE dispatcher costed as alltoall (the log does not say; "
                      "--arg moe-token-dispatcher-type=flex for DeepEP)")
+    ep_grid = layout_raw["tp"] * layout_raw.get("ep", 1) * layout_raw["pp"]
+    if spec.is_moe and "etp" not in layout_raw and layout_raw["tp"] > 1 and num_gpus % ep_grid \
+            and num_gpus % (ep_grid // layout_raw["tp"]) == 0:
+        # Megatron's default ETP is TP (ARG), which these GPUs cannot hold: the run set it, as launchers do, to 1
+        # (verl's DeepSeek 671B row: TP 8, EP 8, PP 12 on 96 GPUs)
+        layout_raw["etp"] = 1
+        notes.append(f"expert-tensor-parallel size taken as 1: the log does not say, and Megatron's default (TP = "
+                     f"{layout_raw['tp']}) cannot split {num_gpus} GPUs into TP x EP x PP expert groups "
+                     "(--arg expert-tensor-parallel-size=N to override)")
     if not spec.is_moe and "etp" in layout_raw:
         # Megatron accepts --expert-tensor-parallel-size for a dense model and builds its (unused) expert groups;
         # launchers pass it for every model (THUDM/slime#1522: ETP_SIZE=1 with a dense 4B model)
@@ -970,6 +979,10 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         granularity = granularity or "selective"
     if args.get("checkpoint_activations") is True:  # Megatron-LM before 2022
         granularity = "full"
+    if granularity is None and args.get("_prose_recompute"):  # "TP8+CP4+actckpt" (NVIDIA-NeMo/RL#957)
+        granularity = "full"
+        notes.append("full recompute: the text says activation checkpointing (NeMo RL's activation_checkpointing is "
+                     "Megatron's full, uniform recompute)")
     if granularity in ("full", "selective"):
         layout["recompute"] = granularity
         modules = _words(args.get("recompute_modules"))
@@ -1015,6 +1028,12 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if args.get("use_megatron_fsdp") is True:
         layout["fsdp"] = True
         layout["distributed_optimizer"] = True
+    elif args.get("use_torch_fsdp2") is True:  # Megatron-LM --use-torch-fsdp2 (torch_fully_sharded_data_parallel.py)
+        layout["fsdp"] = True
+        layout["distributed_optimizer"] = True
+        notes.append("--use-torch-fsdp2 costed as Megatron-FSDP's full sharding (parameters, gradients and optimizer "
+                     "state over DP, gathered a layer at a time); torch FSDP2's own buffers and prefetch are not "
+                     "modelled")
     # activation CPU offloading of the first N layers (--cpu-offloading-num-layers N turns it on, ARG L1950-1951;
     # Megatron-Core TransformerConfig.cpu_offloading / cpu_offloading_num_layers, as NeMo and Bridge configs set them)
     offloaded = args.get("cpu_offloading_num_layers")
