@@ -34,6 +34,9 @@ def run_options(func):
                      help="Global batch size where the log has none."),
         click.option("--step-time", "step_time_s", type=float, default=None,
                      help="Measured seconds per step where the log has no iteration lines."),
+        click.option("--oom", "oom", is_flag=True, default=None,
+                     help="The run ran out of GPU memory where the log does not show it (e.g. only an issue's title "
+                          "says so)."),
         click.option("--arg", "args", multiple=True, metavar="NAME=VALUE",
                      help="A Megatron argument the log does not print, or prints wrong (repeatable; it wins over "
                           "the log), e.g. "

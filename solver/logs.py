@@ -1145,7 +1145,23 @@ _CN_GPU_COUNT = re.compile(rf"(?<![\d.])(?:(\d+)\s*[*x×]\s*)?(\d+)\s*(?:块|张
 # ("4台A800 80G，共32卡训练": 4 machines, 32 GPUs, modelscope/ms-swift#8081)
 _CN_COUNT_WORDS = {"单": 1, "一": 1, "两": 2, "二": 2, "四": 4, "八": 8}
 _CN_NODES_TIMES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台|节点)\s*[*x×]\s*(?:[^*x×\n]{0,24}[*x×]\s*)?(\d+)\s*(?:张\s*)?卡")
-_CN_NODES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台机器|台|节点)\s*(\d+)\s*(?:张\s*)?卡")
+# the cards in Chinese numerals too: "单机八卡" (modelscope/ms-swift's Megatron-SWIFT benchmark), "双机十六卡"
+_CN_NODES_CARDS = re.compile(r"(\d+|[单双一两二四八])\s*(?:机|台机器|台|节点)\s*(\d+|[一二两三四五六七八九十]+)\s*(?:张\s*)?卡")
+_CN_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+
+
+def _cn_int(text: str) -> int:
+    """A count in Arabic or Chinese numerals (up to 99).
+
+    >>> [_cn_int(t) for t in ("16", "八", "十", "十六", "三十二")]
+    [16, 8, 10, 16, 32]
+    """
+    if text.isdigit():
+        return int(text)
+    tens, _, ones = text.partition("十")
+    if not _:
+        return _CN_DIGITS.get(text, 0)
+    return (_CN_DIGITS.get(tens, 0) if tens else 1) * 10 + _CN_DIGITS.get(ones, 0)
 _CN_CARDS = re.compile(r"(?<![\d.A-Za-z])(\d+)\s*(?:张\s*)?卡(?![型住死顿])")  # not 卡住 / 卡死: stuck
 _CN_ALTERNATIVES = re.compile(r"卡\s*(?:或者?|or|/)\s*\d")  # "32卡或64卡": either (Pai-Megatron-Patch#643), not read
 # multi-query attention: one key-value group ("Some tests with a 1B MQA model", bigcode-project/Megatron-LM#41)
@@ -1722,7 +1738,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     elif m := _CN_NODES_TIMES_CARDS.search(line):
         _prose_set(facts, "_prose_num_gpus", (_CN_COUNT_WORDS.get(m.group(1)) or int(m.group(1))) * int(m.group(2)))
     elif ((m := _CN_NODES_CARDS.search(line)) or (m := _CN_CARDS.search(line))) and not _CN_ALTERNATIVES.search(line):
-        _prose_set(facts, "_prose_num_gpus", int(m.group(m.lastindex)))
+        _prose_set(facts, "_prose_num_gpus", _cn_int(m.group(m.lastindex)))
 
 
 def _mllog_record(text: str, facts: LogFacts) -> None:

@@ -149,7 +149,7 @@ def read_runs(path: str | Path, **defaults: Any) -> list[Run]:
     ``defaults`` fill what the input does not say (what it says wins): ``gpu``, ``num_gpus``,
     ``gpus_per_node``, ``nvlink_domain``, ``model`` (anything ``--model`` takes; it replaces the shape in
     the log, and ``gpu`` replaces a GPU name found in it),
-    ``vocab_size``, ``seq_length``, ``global_batch_size``, ``precision``, ``step_time_s``, and ``args``
+    ``vocab_size``, ``seq_length``, ``global_batch_size``, ``precision``, ``step_time_s``, ``oom`` and ``args``
     (a mapping of Megatron argument names, e.g. ``{"tensor-model-parallel-size": 2}``, for logs that do
     not print their argument dump).
     """
@@ -1331,10 +1331,14 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
     tokens = facts.stated_tokens_per_gpu if step is None else None
     if tokens:
         notes.append(f"throughput {tokens:g} tokens/s/GPU as the text states it (no step time)")
-    if step is None and tokens is None and peak is None and reserved is None and not facts.oom:
+    if step is None and tokens is None and peak is None and reserved is None and not facts.oom \
+            and not defaults.get("oom"):
         missing.append(("measurement (iteration timing, memory report or OOM)",
                         "a log with iteration lines, or --step-time SECONDS"))
     oom = facts.oom
+    if defaults.get("oom") and not oom:
+        oom = True
+        notes.append("the run ran out of GPU memory, as given (--oom)")
     if facts.args.get("_host_oom"):
         notes.append(f"the text's out-of-memory is the host's (CPU memory), not a GPU's: not taken as a GPU OOM "
                      f"(\"{facts.args['_host_oom']}\")")

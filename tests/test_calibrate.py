@@ -267,6 +267,19 @@ def test_speed_basis_names_the_published_runs_behind_a_prediction_and_the_profil
     assert sweep["h100"]["published_runs"] > 0 and sweep["mi300x"]["published_runs"] == 0
 
 
+def test_cli_check_takes_an_oom_the_log_does_not_show(capsys):
+    """``--oom``: an out-of-memory stated only outside the log (verl#2865's title) is the run's outcome."""
+    from pathlib import Path
+
+    log = Path(__file__).parent / "data" / "logs" / "verl-project-verl-2865-qwen3-30b-a3b-grpo-launch-zh.md"
+    args = ["check", str(log), "--gpu", "h100", "--gpus", "32", "--seq-len", "4096", "--gbs", "256", "--format", "json"]
+    assert _cli(args) == 2  # no measurement: named, not guessed
+    capsys.readouterr()
+    assert _cli(args + ["--oom"]) == 0
+    result = json.loads(capsys.readouterr().out)[0]
+    assert result["oom"]["measured"] is True and "as given (--oom)" in " ".join(result["notes"])
+
+
 def test_cli_unreadable_run_exits_2_naming_the_flag(tmp_path, capsys):
     log = tmp_path / "train.log"
     log.write_text(" iteration 5/ 10 | elapsed time per iteration (ms): 100.0 | global batch size: 8 |\n")
