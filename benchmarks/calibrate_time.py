@@ -40,7 +40,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from published import PublishedRun, load_published  # noqa: E402
+from published import PublishedRun, load_log_runs, load_published  # noqa: E402
 
 from megasolve.cost.calibration import calibration  # noqa: E402
 from megasolve.cost.step import step_time  # noqa: E402
@@ -306,7 +306,8 @@ def speed_basis(runs: list[PublishedRun]) -> dict[str, dict[str, dict[str, list[
     """What the shipped speed factors rest on, per chip family, precision and kind: ``[runs, median |error| %]``
     of the fit split with the committed factors (``calibration.yaml`` ``basis``, which ``estimate`` / ``solve``
     show next to a prediction; ``tests/test_published.py`` checks the file against this). Only the fit split:
-    the holdout is not what the factors were fitted on, and reading it here would spend it."""
+    the holdout is not what the factors were fitted on, and reading it here would spend it. ``--basis`` passes the
+    published runs and the public logs of ``log_runs.yaml`` (CDNA3's, fitted by ``calibrate_cdna3.py``)."""
     from megasolve.cost.calibration import chip_family
 
     fit_runs = [r for r in runs if r.split == "fit"]
@@ -337,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                              "chip family, precision and kind) and stop")
     args = parser.parse_args(argv)
     if args.basis:
-        print(yaml.safe_dump({"basis": speed_basis(load_published(args.data)[0])}, sort_keys=False,
+        print(yaml.safe_dump({"basis": speed_basis(load_published(args.data)[0] + load_log_runs())}, sort_keys=False,
                              default_flow_style=None, width=110), end="")
         return 0
     runs, skipped = load_published(args.data)

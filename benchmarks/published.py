@@ -71,7 +71,9 @@ HOLDOUT_BUCKETS = 3  # of 10
 GPU_NAMES = {"A100-SXM-80GB": "a100-80g", "H100-SXM-80GB": "h100", "B200": "b200", "B300": "b300",
              "GB200": "gb200", "GB300": "gb300"}
 GPU_FAMILY = {"a100-80g": "ampere", "h100": "hopper", "b200": "blackwell", "b300": "blackwell",
-              "gb200": "blackwell", "gb300": "blackwell"}
+              "gb200": "blackwell", "gb300": "blackwell", "mi300x": "cdna3", "mi325x": "cdna3"}
+LOG_RUNS = Path(__file__).resolve().parent / "log_runs.yaml"
+LOGS = REPO / "tests" / "data" / "logs"
 PRESETS = {"Llama 3.1 405B": "llama-3.1-405b", "Llama 3 70B": "llama-3.1-70b", "Llama 3 8B": "llama-3.1-8b",
            "Llama 2 7B": "llama-2-7b", "Llama 2 13B": "llama-2-13b", "Llama 2 70B": "llama-2-70b",
            "Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen3-235B-A22B": "qwen3-235b-a22b",
@@ -733,6 +735,25 @@ def load_published(path: str | Path | None = None) -> tuple[list[PublishedRun], 
         except Skip as exc:
             skipped[str(exc)] += 1
     return runs, skipped
+
+
+def load_log_runs(path: str | Path = LOG_RUNS) -> list[PublishedRun]:
+    """The public training logs of ``log_runs.yaml``, read as ``megasolve check`` reads them (``read_runs`` with the
+    entry's ``given`` and ``args``), as fit-split runs: too few to hold any out, so their error is in-sample."""
+    from megasolve.solver.runs import read_runs
+
+    out = []
+    for entry in yaml.safe_load(Path(path).read_text(encoding="utf-8")):
+        given = dict(entry.get("given") or {})
+        if entry.get("args"):
+            given["args"] = {k: str(v) for k, v in entry["args"].items()}
+        run = read_runs(LOGS / entry["file"], **given)[0]
+        out.append(PublishedRun(
+            id=f"user_log:{entry['file']}", source_group="user_logs", software=" ".join(run.software),
+            spec=run.spec, cluster=run.cluster, workload=run.workload, layout=run.layout,
+            measured_tokens_per_s_per_gpu=run.measured_tokens_per_s_per_gpu, measured_from="step_time_s (log)",
+            comparison_group=None, series_group=entry["series"], split="fit"))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

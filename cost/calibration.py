@@ -262,27 +262,38 @@ def speed_basis(gpu: Any, precision: str, moe: bool) -> SpeedBasis:
     >>> from megasolve.topology.gpus import get_gpu
     >>> speed_basis(get_gpu("h100"), "fp8", moe=False).published_runs > 0
     True
-    >>> b = speed_basis(get_gpu("mi300x"), "bf16", moe=False)
+    >>> b = speed_basis(get_gpu("v100-32g"), "bf16", moe=False)
     >>> b.chip_family, b.published_runs, b.borrowed
     ('default', 0, True)
     """
     family = chip_family(gpu)
     kind = "moe" if moe else "dense"
     table = shipped().data.get("basis", {})
-    by_kind = table.get(family, {}).get(precision, {})
+    by_family = table.get(family, {})
+    by_kind = by_family.get(precision, {})
     runs, error = by_kind.get(kind, (0, None))
     other = "dense" if moe else "moe"
     profile = active()
     user = profile.base is not None  # a profile written by `megasolve calibrate` (the shipped one has no base)
     profile_runs = len(profile.runs) if user and profile.gpu in (None, gpu.name) else 0
+    # the family's runs: published benchmark rows, or (``basis_runs``) what else they are
+    source = shipped().data.get("basis_runs", {}).get(family)
+    noun = (lambda n: f"{n} public log{'s' if n != 1 else ''}") if source else \
+        (lambda n: f"{n} published run{'s' if n != 1 else ''}")
+    family_runs = sum(n for kinds in by_family.values() for n, _ in kinds.values())
     if family not in table:
         note = (f"no published run on {gpu.name}: its efficiencies are the default ones (fitted on Hopper), "
                 f"expect larger errors")
     elif runs:
-        note = f"fitted on {runs} published {kind} {precision} runs on {family} GPUs (their median error {error:.1f} %)"
+        note = f"fitted on {noun(runs)} ({kind}, {precision}) on {family} GPUs, median error {error:.1f} % on them"
+        if source:
+            note += f" ({source})"
+    elif source:
+        note = (f"no {kind} {precision} log on {family} GPUs: its efficiency is the family's ratio, fitted on "
+                f"{noun(family_runs)} of other kinds ({source}), expect larger errors")
     elif other in by_kind:
         note = (f"no published {kind} {precision} run on {family} GPUs: the {precision} efficiency comes from "
-                f"{by_kind[other][0]} {other} runs, expect larger errors")
+                f"{by_kind[other][0]} {other} runs only, expect larger errors")
     else:
         note = f"no published {precision} run on {family} GPUs: the {precision} efficiency is borrowed, expect larger errors"
     if profile_runs:

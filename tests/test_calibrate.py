@@ -240,13 +240,18 @@ def test_speed_basis_names_the_published_runs_behind_a_prediction_and_the_profil
     assert basis["chip_family"] == "hopper" and basis["kind"] == "dense" and basis["precision"] == "fp8"
     assert basis["published_runs"] == shipped().data["basis"]["hopper"]["fp8"]["dense"][0] > 0
     assert basis["median_error_pct"] == shipped().data["basis"]["hopper"]["fp8"]["dense"][1]
-    assert basis["profile"] is None and "published dense fp8 runs on hopper" in basis["note"]
+    assert basis["profile"] is None and "published runs (dense, fp8) on hopper" in basis["note"]
     # an H200 is the H100's silicon: the same runs stand behind it
     h200 = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="h200"), Workload(precision="fp8"), Layout(dp=8))
     assert h200.speed_basis.published_runs == basis["published_runs"]
-    # no published run on the chip: said so, and what narrows it
-    mi = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="mi300x"), Workload(), Layout(dp=8)).speed_basis
+    # no run on the chip: said so, and what narrows it
+    mi = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="mi355x"), Workload(), Layout(dp=8)).speed_basis
     assert mi.borrowed and mi.chip_family == "default" and "megasolve calibrate" in mi.note
+    # CDNA3: public logs, not published tables, and one ratio for every precision
+    cdna3 = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="mi325x"), Workload(precision="fp8"), Layout(dp=8))
+    assert cdna3.speed_basis.chip_family == "cdna3" and "public logs" in cdna3.speed_basis.note
+    bf16 = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="mi300x"), Workload(), Layout(dp=8)).speed_basis
+    assert bf16.borrowed and "the family's ratio" in bf16.note
     # Blackwell BF16 has MoE runs only: a dense model there borrows them
     b200 = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="b200"), Workload(), Layout(dp=8)).speed_basis
     assert b200.borrowed and "moe runs" in b200.note
@@ -259,12 +264,12 @@ def test_speed_basis_names_the_published_runs_behind_a_prediction_and_the_profil
     off = estimate(spec, Cluster.from_flags(num_gpus=8, gpu="b200"), Workload(), Layout(dp=8), profile=mine)
     assert off.speed_basis.profile_runs == 0 and "fitted on h100, not b200" in off.speed_basis.note
     # the CLI: solve's JSON carries it once, the tables print it
-    assert _cli(["-m", "llama-3.1-8b", "-n", "8", "-g", "mi300x", "--format", "json", "--top-k", "1"]) == 0
-    assert json.loads(capsys.readouterr().out)["speed_basis"]["gpu"] == "mi300x"
-    assert _cli(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "mi300x"]) == 0
-    assert "speed: no published run on mi300x" in capsys.readouterr().out
-    sweep = whatif(spec, gpus=[8], gpu=["h100", "mi300x"], min_gpus=False, jobs=1).as_dict()["speed_basis"]
-    assert sweep["h100"]["published_runs"] > 0 and sweep["mi300x"]["published_runs"] == 0
+    assert _cli(["-m", "llama-3.1-8b", "-n", "8", "-g", "mi355x", "--format", "json", "--top-k", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["speed_basis"]["gpu"] == "mi355x"
+    assert _cli(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "mi355x"]) == 0
+    assert "speed: no published run on mi355x" in capsys.readouterr().out
+    sweep = whatif(spec, gpus=[8], gpu=["h100", "mi355x"], min_gpus=False, jobs=1).as_dict()["speed_basis"]
+    assert sweep["h100"]["published_runs"] > 0 and sweep["mi355x"]["published_runs"] == 0
 
 
 def test_cli_check_takes_an_oom_the_log_does_not_show(capsys):
