@@ -1119,6 +1119,9 @@ _SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "52
 # what fits in one GPU's memory is not the run's GPU count: "With 64 nodes we are able to fit the 8B with sequence
 # length = 8192 in a single GPU" (swiss-ai/Megatron-LM#33)
 _FITS_IN = re.compile(r"\bfit(?:s|ting)?\b", re.I)
+# nor a metric's definition: "**Tokens/sec/GPU**: The rate at which the tokens are processed ... on a single GPU"
+# (NeMo RL's performance summary)
+_RATE_DEFINITION = re.compile(r"\b(?:the\s+)?rate\s+at\s+which\b|/\s*GPU\W*\s*:", re.I)
 # FlagPerf's case READMEs define each batch and length and then give the case's value: "1. local_batchsize(micro_
 # batchsize)，简写为LBS ... 在本case中默认为1。" (flagos-ai/FlagPerf training/benchmarks/*/megatron/README.md); the
 # first name the line defines is the one its value belongs to
@@ -1724,7 +1727,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
     elif m := _GPU_COUNT_SPELLED.search(line):
         _prose_set(facts, "_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
-    elif (m := _SINGLE_GPU.search(line)) and not _FITS_IN.search(line[:m.start()]):
+    elif (m := _SINGLE_GPU.search(line)) and not _FITS_IN.search(line[:m.start()]) \
+            and not _RATE_DEFINITION.search(line[:m.start()]):
         _prose_set(facts, "_prose_num_gpus", 1)
     elif m := _GCP_NODES.search(line):  # "2 A3 Mega nodes": 8 GPUs each
         _prose_set(facts, "_prose_num_gpus", 8 * ({"a": 1, "an": 1, **_GPU_COUNT_WORDS}.get(m.group(1).lower())
