@@ -1161,8 +1161,8 @@ def _cn_int(text: str) -> int:
     """
     if text.isdigit():
         return int(text)
-    tens, _, ones = text.partition("十")
-    if not _:
+    tens, ten, ones = text.partition("十")
+    if not ten:
         return _CN_DIGITS.get(text, 0)
     return (_CN_DIGITS.get(tens, 0) if tens else 1) * 10 + _CN_DIGITS.get(ones, 0)
 _CN_CARDS = re.compile(r"(?<![\d.A-Za-z])(\d+)\s*(?:张\s*)?卡(?![型住死顿])")  # not 卡住 / 卡死: stuck

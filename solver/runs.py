@@ -51,12 +51,12 @@ from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPAT
                                      precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
+from megasolve.models.params import total_params
 from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.logs import NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar, undiff
 from megasolve.topology.cluster import Cluster
 from megasolve.topology.gpus import all_gpus, get_gpu
-from megasolve.models.params import total_params
 
 MIB = 2**20
 GIB = 2**30
