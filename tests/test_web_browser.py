@@ -141,6 +141,8 @@ def test_whatif_charts(site):
     assert titles == ["throughput (tokens/s)", "MFU", "days to train", "cost to train"]
     assert browser.js("document.querySelectorAll('#charts svg')[0].querySelectorAll('circle').length") == 3
     assert browser.js("document.querySelectorAll('#sweep tbody tr').length") == 3
+    # one GPU type: what its speed rests on, under the table
+    assert browser.js("document.querySelector('.speed-basis').textContent").startswith("speed on h100: fitted on ")
     assert not browser.console_errors
 
 

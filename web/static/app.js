@@ -695,7 +695,12 @@ async function sweepAndShow(form, options, status, results) {
     el("div", {class: "charts", id: "charts"}, charts),
     el("table", {class: "ranked", id: "sweep"}, el("thead", {}, el("tr", {}, ["GPU", "GPUs", "best layout", "peak GB", "step s", "tok/s/GPU", "MFU", "days", "cost"].map((h) => el("th", {text: h})))),
       el("tbody", {}, rows)),
-    el("ul", {class: "min-gpus"}, mins));
+    el("ul", {class: "min-gpus"}, mins),
+    ...Object.entries(data.speed_basis || {}).map(([gpu, basis]) => {
+      const line = speedBasis({speed_basis: basis});
+      line.textContent = line.textContent.replace("speed: ", `speed on ${gpu}: `);
+      return line;
+    }));
 }
 
 // ------------------------------------------------------------------------------------------ routing
