@@ -694,8 +694,15 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     known = {k: v for k, v in model_args.items() if k in MODEL_ARG_NAMES and (v is not None or k == "q_lora_rank")}
     if not isinstance(known.get("moe_layer_freq", 1), (int, list, str)):
         known.pop("moe_layer_freq")
+    # the name: a model the log names whose shape it prints ("mixtral-8x7b (printed shape)"), else "from-log"
+    label = "from-log"
+    for preset in sorted(facts.model_names, key=lambda n: -facts.model_names[n]):
+        named = resolve_model(preset).spec
+        if all(model_args.get(k) == getattr(named, k) for k in ("num_layers", "hidden_size", "num_attention_heads")):
+            label = f"{preset} (printed shape)"
+            break
     try:
-        return spec_from_megatron_args(known, name=str(defaults.get("name") or "from-log"), source="training log")
+        return spec_from_megatron_args(known, name=str(defaults.get("name") or label), source="training log")
     except (ValueError, TypeError, ZeroDivisionError) as exc:  # a printed value of the wrong kind (a cut line)
         raise MegasolveError(field=f"{defaults.get('_name', 'log')}: model arguments", value=str(exc).split("\n")[0],
                              rule="do not make a model", fix="check the log's model arguments, or pass --model") from None
