@@ -1238,6 +1238,11 @@ _STATED_STEP_WORDS = (
     (re.compile(r"\b(?:median|mean|average)\s+(?:steady[- ]state\s+)?(?:iteration|step) time\s*\|\s*(\d+(?:\.\d+)?)\s*s\b",
                 re.I), 1.0),  # "| Mean step time | 2.807s |" (NVIDIA-NeMo/RL#2438)
 )
+# a step time stated as a range: "一个训练 step 4～5min", "一个训练step就是大概4-5min" (THUDM/slime#2324), "each step takes
+# 4-5 minutes"; read as its middle (runs.py says so)
+_STEP_RANGE = re.compile(r"(?:\bsteps?\b|step(?=[^\x00-\x7f])|迭代|\biter(?:ation)?s?\b)[^\d\n|]{0,12}?"
+                         r"(\d+(?:\.\d+)?)\s*[～~\-–到至]\s*(\d+(?:\.\d+)?)\s*(min(?:ute)?s?|分钟|s|sec(?:ond)?s?|秒)"
+                         r"(?![A-Za-z])", re.I)
 # a peak stated in words: "Peak allocated memory: 62.166 GiB/GPU" (#5123), "Peak rank-0 memory: 72.066 GiB allocated
 # / 75.340 GiB reserved" (#5266)
 # a Megatron-Bridge verification card's keys: "peak_allocated_memory_gib: 158.220", "peak_reserved_memory_gib: 162.290"
@@ -1604,6 +1609,12 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     for pattern, unit in _STATED_STEP_WORDS:
         if facts.stated_step_s is None and (m := pattern.search(line)):
             facts.stated_step_s = float(m.group(1).replace(",", "")) * unit
+    if facts.stated_step_s is None and (m := _STEP_RANGE.search(line)):  # "step 4～5min": the middle of the range
+        low, high = float(m.group(1)), float(m.group(2))
+        if 0 < low <= high <= 2 * low:
+            facts.stated_step_s = (low + high) / 2 * (60.0 if m.group(3).lower() in ("min", "mins", "minutes", "分钟")
+                                                      else 1.0)
+            facts.args["_step_range"] = m.group(0).strip()
     if (m := _CARD_PEAK.search(line)) and set(facts.memory) <= {UNKNOWN_RANK}:
         allocated, reserved = facts.memory.get(UNKNOWN_RANK, (0.0, 0.0))
         value = float(m.group(2)) * 1024

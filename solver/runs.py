@@ -1395,6 +1395,10 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         tfl = _steady(facts.reported_tflops)
         return statistics.median(steady), len(steady), statistics.median(tfl) if tfl else None
     tfl = _steady(facts.reported_tflops)
+    if facts.stated_step_s and facts.args.get("_step_range"):  # "step 4～5min": a range, its middle taken
+        notes.append(f"step time {facts.stated_step_s:g} s: the middle of the range the text states "
+                     f"(\"{facts.args['_step_range']}\"); --step-time SECONDS to give the measured one")
+        return facts.stated_step_s, 1, statistics.median(tfl) if tfl else None
     if facts.stated_step_s:  # a results table's first row, or a summary line (logs.py _tables, _STATED_STEP)
         notes.append(f"step time {facts.stated_step_s:g} s as the text states it (a results table's first row or a "
                      "summary line, not iteration lines)")
