@@ -660,6 +660,8 @@ _LATER_SIZES = {"pipeline_model_parallel_size", "virtual_pipeline_model_parallel
 # workers, NVIDIA/NeMo#11784), "CPU OOM", "host memory OOM", "OOM-killed" (the kernel's OOM killer)
 _HOST_OOM = re.compile(r"\bout[- ]of[- ]memory\s*\(\s*(?:CPU|host|system)\b|\b(?:CPU|host|system)[- ](?:memory[- ])?(?:OOM|"
                        r"out[- ]of[- ]memory)\b|\bOOM[- ]kill(?:ed|er)\b|\boom_kill\b", re.I)
+# Ray's memory monitor: "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory"
+_RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|node running low on memory", re.I)
 _EMBEDDED_CONFIG = re.compile(r"config_files\s*\.*\s*(\{.*\\n.*)$", re.M)
 
 
@@ -840,9 +842,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     # NCCL's own allocation failure is an OOM too: "NCCL WARN Cuda failure 2 'out of memory'" (CUDA error 2,
     # cudaErrorMemoryAllocation; NVIDIA-NeMo/Megatron-Bridge#771)
     # and the driver API's: "[torch_memory_saver.cpp] CUresult error: 2 (out of memory)" (THUDM/slime#274)
-    if _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError|Cuda failure 2 'out of "
-                                      r"memory'|cudaErrorMemoryAllocation|CUresult error: 2 \(out of memory\)",
-                                      line, re.I):
+    if _RAY_HOST_OOM.search(line):  # Ray's memory monitor killed a task: the node's RAM, not a GPU's (slime#1851)
+        facts.args.setdefault("_host_oom", line.strip()[:100])
+    elif _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError|Cuda failure 2 'out of "
+                                        r"memory'|cudaErrorMemoryAllocation|CUresult error: 2 \(out of memory\)",
+                                        line, re.I):
         facts.oom = facts.oom_logged = True  # the message cut before "Tried to allocate", or quoted in the post
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
@@ -961,7 +965,9 @@ _PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*|[:
 _PER_SAMPLE_FLOPS = re.compile(r"\bflops\b.*\bfor\s+GBS\s*=\s*1\b", re.I)
 # one size named with its word: "the pp parallelism is 4" (zero-bubble#24), "(pp size=8, tp size=1)" (zero-bubble#10)
 _PROSE_NAMED_PARALLEL = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp)[ _-]?(?:parallel(?:ism)?[ _-]?)?"
-                                   r"(?:size|parallelism|degree)\s*(?:is|=|:|of)\s*(\d+)\b", re.I)
+                                   r"(?:size|parallelism|degree)\s*(?:is|=|:|of)\s*(\d+)\b"
+                                   # the abbreviation alone, in capitals: "PP is 2" (Megatron-DeepSpeed#330)
+                                   r"|(?<![A-Za-z])(?-i:(TP|PP|VPP|CP|EP|ETP))\s+is\s+(\d+)\b", re.I)
 # "model parallelism degree 8": Megatron-LM's and GPT-NeoX's older name for the tensor-parallel size
 # (EleutherAI/gpt-neox#409), not the pipeline's
 _PROSE_MP_DEGREE = re.compile(r"(?<![\w-])(?<!pipeline )(?<!expert )(?<!pipeline_)(?<!expert_)model[- _]parallel(?:ism)?"
@@ -1639,7 +1645,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     for m in _PROSE_PARALLEL.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _PROSE_NAMED_PARALLEL.finditer(line):
-        _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
+        _prose_set(facts, PROSE_SIZE_ARGS[(m.group(1) or m.group(3)).upper()], int(m.group(2) or m.group(4)))
     for m in _WITH_SIZE.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     if (m := _PROSE_MP_DEGREE.search(line)) and "model_parallel_size" not in m.group(0).lower():
@@ -2356,8 +2362,9 @@ def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
         # ("-Distill": a student of another family or a dataset, "Chinese-DeepSeek-R1-Distill-data-110k-SFT")
         # (a module path's dot may precede it, "recipes.nemotronh.nemotron_3_super" (Megatron-Bridge#4214); a version's,
         # "v3.1-8b", may not)
+        # ("-Flash": another model of the family, "glm-4.7-flash" is 30B-A3B, not GLM-4.7; THUDM/slime#2384)
         out.append((re.compile(rf"(?<![A-Za-z0-9])(?<!\d\.){_name_body(name)}(?![A-Za-z0-9]|[-_ .]?(?:lite|mini|nano|small|"
-                               rf"tiny|proxy|distill|a\d+b|\d)\b)", re.I), targets[name]))
+                               rf"tiny|proxy|distill|flash|air|turbo|vl|omni|a\d+b|\d)\b)", re.I), targets[name]))
         # short forms, only where the name ends ("Qwen3-235B-2507-..." is a dataset): without the active-parameter
         # suffix ("qwen3_235b"), and without the sizes where a qualifier word stays ("the nemotron-3-super model",
         # NVIDIA-NeMo/Megatron-Bridge#3463), each only where no other model shares it
