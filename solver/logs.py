@@ -1057,11 +1057,13 @@ _SYSTEM_GPUS = tuple((re.compile(pattern, re.I), part) for pattern, part in (
     (r"\ba4-highgpu-\d+g\b", "B200"),
     # the same machines by their family names: "a GKE cluster with 2 A3 Mega nodes" (NVIDIA/NeMo#11784)
     (r"\bA3[- ](?:Mega|High)\b", "H100-80"), (r"\bA3[- ]Ultra\b", "H200")))
-# nodes of those Google Cloud machines, 8 GPUs each: "2 A3 Mega nodes"
-_GCP_NODES = re.compile(r"\b(one|a|an|two|four|eight|\d+)\s+(?:GCP\s+)?A3[- ](?:Mega|High|Ultra)\s+"
-                        r"(?:nodes?|VMs?|instances?|machines?|hosts?)\b", re.I)
-_DGX2_NODES = re.compile(rf"\b(one|a|an|two|four|eight|\d+)\s+(?:nodes?|servers?|systems?|machines?)\s+of\s+{_DGX2}"
-                         rf"|\b(one|a|an|two|four|eight|\d+)\s+{_DGX2}\s+(?:nodes?|servers?|systems?|machines?)\b", re.I)
+# nodes of a system that fixes its GPU count -> GPUs a node: "one node of DGX2", "2 DGX-2 nodes" (16 V100s each);
+# "2 A3 Mega nodes" (Google Cloud, 8 GPUs each)
+_SYSTEM_NODES = tuple((re.compile(pattern, re.I), per_node) for pattern, per_node in (
+    (rf"\b(one|a|an|two|four|eight|\d+)\s+(?:nodes?|servers?|systems?|machines?)\s+of\s+{_DGX2}"
+     rf"|\b(one|a|an|two|four|eight|\d+)\s+{_DGX2}\s+(?:nodes?|servers?|systems?|machines?)\b", 16),
+    (r"\b(one|a|an|two|four|eight|\d+)\s+(?:GCP\s+)?A3[- ](?:Mega|High|Ultra)\s+"
+     r"(?:nodes?|VMs?|instances?|machines?|hosts?)\b", 8)))
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
 # a node's GPU count, not the run's: "DGX nodes, each equipped with 8 H100 GPUs" (NVIDIA-NeMo/NeMo#9031), and the
 # node count as a results row writes it: "#nodes=4,    DP=1, GBPT = 2 sec" (the first one stated is read)
@@ -1747,13 +1749,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     elif (m := _SINGLE_GPU.search(line)) and not _FITS_IN.search(line[:m.start()]) \
             and not _RATE_DEFINITION.search(line[:m.start()]):
         _prose_set(facts, "_prose_num_gpus", 1)
-    elif m := _GCP_NODES.search(line):  # "2 A3 Mega nodes": 8 GPUs each
-        _prose_set(facts, "_prose_num_gpus", 8 * ({"a": 1, "an": 1, **_GPU_COUNT_WORDS}.get(m.group(1).lower())
-                                                  or int(m.group(1))))
-    elif m := _DGX2_NODES.search(line):  # "one node of DGX2", "2 DGX-2 nodes": 16 V100s each
-        count = next(g for g in m.groups() if g)
-        _prose_set(facts, "_prose_num_gpus", 16 * ({"a": 1, "an": 1, **_GPU_COUNT_WORDS}.get(count.lower())
-                                                   or int(count)))
+    elif system := next(((m, n) for pattern, n in _SYSTEM_NODES if (m := pattern.search(line))), None):
+        count = next(g for g in system[0].groups() if g)  # "2 DGX-2 nodes", "2 A3 Mega nodes"
+        _prose_set(facts, "_prose_num_gpus", system[1] * ({"a": 1, "an": 1, **_GPU_COUNT_WORDS}.get(count.lower())
+                                                          or int(count)))
     elif m := _CN_GPU_COUNT.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1) or 1) * int(m.group(2)))
     elif m := _CN_NODES_TIMES_CARDS.search(line):

@@ -678,9 +678,8 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if not vocab and facts.model_names:  # a named model whose printed shape this is: its tokenizer
         # (alibaba/Pai-Megatron-Patch#652: a converter's command prints Qwen2.5-VL-7B's shape and names it)
         preset = max(facts.model_names, key=facts.model_names.__getitem__)
-        named = resolve_model(preset).spec
-        if all(args.get(k) == getattr(named, k) for k in ("num_layers", "hidden_size", "num_attention_heads")):
-            vocab = named.vocab_size
+        if _prints_shape_of(preset, args):
+            vocab = resolve_model(preset).spec.vocab_size
             notes.append(f"vocabulary {vocab} from {preset}, which the log names and whose shape it prints")
     if not vocab:
         missing.append(("vocab_size", "--vocab-size N"))
@@ -695,12 +694,8 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if not isinstance(known.get("moe_layer_freq", 1), (int, list, str)):
         known.pop("moe_layer_freq")
     # the name: a model the log names whose shape it prints ("mixtral-8x7b (printed shape)"), else "from-log"
-    label = "from-log"
-    for preset in sorted(facts.model_names, key=lambda n: -facts.model_names[n]):
-        named = resolve_model(preset).spec
-        if all(model_args.get(k) == getattr(named, k) for k in ("num_layers", "hidden_size", "num_attention_heads")):
-            label = f"{preset} (printed shape)"
-            break
+    label = next((f"{preset} (printed shape)" for preset in sorted(facts.model_names, key=lambda n: -facts.model_names[n])
+                  if _prints_shape_of(preset, model_args)), "from-log")
     try:
         return spec_from_megatron_args(known, name=str(defaults.get("name") or label), source="training log")
     except (ValueError, TypeError, ZeroDivisionError) as exc:  # a printed value of the wrong kind (a cut line)
@@ -752,6 +747,12 @@ def _with_printed_shape(spec: ModelSpec, args: dict[str, Any], notes: list[str])
     notes.append("the log prints " + ", ".join(f"{k} {v}" for k, v in printed.items())
                  + f": {spec.name} costed with them")
     return out
+
+
+def _prints_shape_of(preset: str, args: dict[str, Any]) -> bool:
+    """The layers, width and heads a log prints are ``preset``'s (the preset the log names is the model it built)."""
+    named = resolve_model(preset).spec
+    return all(args.get(k) == getattr(named, k) for k in ("num_layers", "hidden_size", "num_attention_heads"))
 
 
 MODEL_ARG_NAMES = {
