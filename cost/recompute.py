@@ -30,23 +30,31 @@ from megasolve.models.spec import ModelSpec
 CHEAP_MODULES = ("layernorm", "moe_act")
 
 
+def idle_module(spec: ModelSpec, module: str) -> str | None:
+    """Why ``module`` would checkpoint nothing in this model (Megatron accepts it and does nothing with it), or
+    None."""
+    if module in ("moe", "moe_act", "shared_experts") and not spec.is_moe:
+        return f"{module} recompute needs an MoE model (it checkpoints part of the MoE layer)"
+    if module == "shared_experts" and not (spec.is_moe and spec.moe.shared_expert_ffn_hidden_size):
+        return "shared_experts recompute needs shared experts (moe_shared_expert_intermediate_size)"
+    if module == "mlp" and all(spec.is_moe_layer(i) for i in range(spec.num_layers)):
+        return "mlp recompute applies to dense layers only (transformer_layer.py L539) and this model has none"
+    return None
+
+
 def module_problem(spec: ModelSpec, workload: Workload, module: str) -> str | None:
     """Why Megatron refuses ``module`` for this model / workload (TC selective block), or why it would
     save nothing here (megasolve refuses a knob it would silently ignore); None when it is usable."""
     if module not in RECOMPUTE_MODULES:
         return f"{module} is not one of Megatron's modules {sorted(RECOMPUTE_MODULES)} (TC L1944-1962)"
-    if module in ("moe", "moe_act", "shared_experts") and not spec.is_moe:
-        return f"{module} recompute needs an MoE model (it checkpoints part of the MoE layer)"
-    if module == "shared_experts" and not (spec.is_moe and spec.moe.shared_expert_ffn_hidden_size):
-        return "shared_experts recompute needs shared experts (moe_shared_expert_intermediate_size)"
+    if idle := idle_module(spec, module):
+        return idle
     if module == "shared_experts" and workload.moe_shared_expert_overlap:
         return "shared_experts recompute cannot work with --moe-shared-expert-overlap (TC selective block)"
     if module == "mla_up_proj" and spec.mla is None:
         return "mla_up_proj in recompute_modules is only supported with multi_latent_attention (TC selective block)"
     if module == "mla_up_proj" and spec.dsa is not None and workload.precision != "bf16":
         return "FP8/FP4 is not supported for AbsorbedMLA's mla_up_proj recompute (absorbed_mla.py L671-673 @d98e8a6)"
-    if module == "mlp" and all(spec.is_moe_layer(i) for i in range(spec.num_layers)):
-        return "mlp recompute applies to dense layers only (transformer_layer.py L539) and this model has none"
     if module in CHEAP_MODULES and workload.precision == "fp8" and workload.fp8_recipe == "delayed":
         return "Delayed scaling does not support moe_act and layernorm recompute for fp8 (TC selective block)"
     if module == "moe" and workload.moe_ep_overlap:

@@ -43,6 +43,32 @@ def expand(text: str) -> list[str]:
     return stages
 
 
+def even_text(num_layers: int, stages: int, mtp_num_layers: int = 0) -> str:
+    """A layout string that spreads ``num_layers`` decoder layers over ``stages`` virtual stages as evenly as
+    they go (the first ones one more), the embedding in the first, MTP and the loss in the last.
+
+    >>> even_text(61, 16, 1)
+    'Et*4|(t*4|)*12(t*3|)*2t*3mL'
+    >>> expand(even_text(5, 2)) == ["Ettt", "ttL"]
+    True
+    """
+    base, more = divmod(num_layers, stages)
+    sizes = [base + 1] * more + [base] * (stages - more)
+    runs: list[tuple[int, int]] = []  # (layers, stages in a row)
+    for size in sizes[1:-1]:
+        if runs and runs[-1][0] == size:
+            runs[-1] = (size, runs[-1][1] + 1)
+        else:
+            runs.append((size, 1))
+
+    def layers(n: int) -> str:
+        return "t" * n if n <= 1 else f"t*{n}"
+    middle = "".join(f"{layers(n)}|" if k == 1 else f"({layers(n)}|)*{k}" for n, k in runs)
+    first = "E" + layers(sizes[0]) + "|" if stages > 1 else "E" + layers(sizes[0])
+    last = layers(sizes[-1]) + "m" * mtp_num_layers + "L"
+    return first + middle + last if stages > 1 else first + "m" * mtp_num_layers + "L"
+
+
 def _error(text: str, rule: str, fix: str) -> MegasolveError:
     return MegasolveError(field="--pipeline-layout", value=text, rule=rule, fix=fix)
 

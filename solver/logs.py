@@ -75,6 +75,7 @@ def _world_part_name(name: str) -> str:
 
 _WORLD_ERROR = re.compile(r"\bworld_size \((\d+)\) is not (?:divisible|equal)")
 # GPT-NeoX: "NeoXArgs.calculate_derived() Total number of GPUs determined to be: 1" (VHellendoorn/Code-LMs#21)
+_PRIMUS_ENV = re.compile(r"\[Primus:Env\].*?\bworld_size=(\d+)")  # "[Primus:Env] rank=0, world_size=8, local_rank=0"
 _NEOX_GPUS = re.compile(r"Total number of GPUs determined to be:\s*(\d+)")
 # GPT-NeoX's argument dump marks each value "....default" / "....updated" (neox_arguments/arguments.py print)
 _NEOX_SUFFIX = re.compile(r"(?:\.{2,}|(?<=[\]}'\"]))(?:default|updated)$")
@@ -112,7 +113,10 @@ _CPU_BINDING = re.compile(r"\bnum_sockets\b|\bcores_per_socket\b")
 # ":::MLLOG {json}": the batch and sequence as keys, step times in "tracked_stats" (NeMo's "train_step_timing in s",
 # "train_step_time")
 _MLLOG = re.compile(r":::MLLOG\s+(\{.*\})\s*$")
-_MLLOG_ARGS = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_length"}
+_MLLOG_ARGS = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_length",
+               "micro_batch_size": "micro_batch_size", "tensor_parallelism": "tensor_model_parallel_size",
+               "pipeline_parallelism": "pipeline_model_parallel_size", "context_parallelism": "context_parallel_size",
+               "expert_parallelism": "expert_model_parallel_size"}
 _MLLOG_STEP_KEYS = ("train_step_timing in s", "train_step_time")
 # Megatron-LM's start-up lines (initialize.py): "> initialized tensor model parallel with size 8"
 _INITIALIZED_SIZE = re.compile(r"\binitialized (tensor|pipeline) model parallel with size (\d+)")
@@ -187,6 +191,7 @@ _CONFIG_PAIRS = re.compile(r"^\s*[A-Za-z_]\w*\s*[:=]\s*[\w.]+(?:,\s*[A-Za-z_]\w*
 _BULLET = re.compile(r"^\s*[-*]\s+")  # a Markdown list item: "- micro_batch_size=4, global_batch_size=512"
 _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
+_TYPED = re.compile(r"\s+\((?:int|float|bool|str|NoneType|list|tuple|dict)\)$")
 _ANNOTATED = re.compile(r"^(?:int|float|bool|str|Optional\[\w+\]|\w+ \| None)\s*=\s*(.+)$")
 # workstation, consumer and inference boards (topology/gpus.yaml): "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000",
 # "NVIDIA L20", "NVIDIA A10"; GeForce boards also bare where a counter or "GPU" says so, as Chinese posts write them
@@ -355,6 +360,7 @@ class LogFacts:
     timing_table_unit: str | None = None  # "ms" / "s" under a parse_train_timing.sh summary header
     prose_sizes: dict[str, int] = field(default_factory=dict)  # sizes taken from compact prose ("TP2/PP1/EP16")
     prose_keys: set[str] = field(default_factory=set)  # arguments read from prose, which flags and variables replace
+    later_rows: set[str] = field(default_factory=set)  # a results table's rows after its first: other runs' sizes
 
 
 _DIFF_START = re.compile(r"^\s*(?:```\s*diff\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
@@ -456,14 +462,14 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
             yield from wrapped
             wrapped = []
         elif wrapped:
-            if _ITER.search(line) or _LOG_LINE_START.match(line) or line.lstrip().startswith("|") \
-                    or len(wrapped) > _MAX_WRAPPED:  # (a table row is no part of a record)
-                yield from wrapped  # not a wrapped record after all
+            if _ITER.search(line) or _LOG_LINE_START.match(line) or len(wrapped) > _MAX_WRAPPED \
+                    or (line.lstrip().startswith("|") and not _RECORD_FIELD.match(line.lstrip()[1:])):
+                yield from wrapped  # not a wrapped record after all (a table row is no part of a record)
                 wrapped = []
             else:
                 wrapped.append(line)
                 if line.rstrip().endswith("|"):
-                    yield wrapped[0].rstrip() + " " + " ".join(part.strip() for part in wrapped[1:])
+                    yield _rejoined(wrapped)
                     wrapped = []
                 continue
         if record is not None:
@@ -493,6 +499,27 @@ def _joined_records(lines: Iterable[str]) -> Iterator[str]:
 
 
 _MAX_WRAPPED = 3
+# the words of an iteration record: a terminal's wrap inside one ("elapsed time per iterati" / "on (ms): 69179.8",
+# NVIDIA-NeMo/Megatron-Bridge#682) is joined without a space, a wrap between two with one
+_RECORD_WORDS = frozenset("iteration iterations elapsed learning consumed samples tokens global batch loss scale "
+                          "grad norm number skipped throughput".split())
+
+
+def _rejoined(pieces: list[str]) -> str:
+    """A record's wrapped pieces as one line.
+
+    >>> _rejoined(["iteration 1/ 25 | elapsed time per iterati", "on (ms): 69.8 | learning", "rate: 1E-4 |"])
+    'iteration 1/ 25 | elapsed time per iteration (ms): 69.8 | learning rate: 1E-4 |'
+    """
+    out = pieces[0].rstrip()
+    for piece in pieces[1:]:
+        piece = piece.strip()
+        left = re.search(r"[A-Za-z]+$", out)
+        right = re.match(r"[A-Za-z]+", piece)
+        glued = left and right and (left.group(0) + right.group(0)).lower() in _RECORD_WORDS \
+            and left.group(0).lower() not in _RECORD_WORDS
+        out += ("" if glued else " ") + piece
+    return out
 # a line that opens a log record of its own: a launcher's rank tag or a timestamp
 _LOG_LINE_START = re.compile(r"\s*(?:\[[\w.:-]+\]:?|\d{4}-\d\d-\d\d|\d+:\s)")
 # a record that ends right after its timing (a condensed quote, "... | elapsed time per iteration (ms): 3.5"): whole
@@ -543,6 +570,7 @@ def parse_log(text: str) -> LogFacts:
              and (m := _PREFIX_RANK.match(raw))}
     if len(ranks) == 1:
         facts.args["_memory_line_rank"] = ranks.pop()
+    facts.later_rows = _later_table_rows(text)
     in_args = elided = False
     call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)
     # a post comparing its run with a baseline ("- Baseline (MBS 4, SEQLEN 4096, TP 2): ~8000 Tokens/Sec/GPU" above
@@ -722,7 +750,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         if "allocated" in perf:
             _peak_memory(facts, UNKNOWN_RANK, float(perf["allocated"]) * 1024, float(perf.get("reserved", 0.0)) * 1024)
         return
-    if (m := _WORLD_ERROR.search(line)) or (m := _NEOX_GPUS.search(line)):
+    if (m := _WORLD_ERROR.search(line)) or (m := _NEOX_GPUS.search(line)) or (m := _PRIMUS_ENV.search(line)):
         facts.world_size = facts.world_size or int(m.group(1))
         return
     if (m := _DS_TOPOLOGY.search(line)) and m.group(1).rstrip().endswith("}"):  # a cut dict: the sizes unknown
@@ -866,7 +894,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     _prose_sizes(line, facts)
     named_line = _URL.sub(" ", line)  # a link's words are not the run's: ".../language-modeling-using-megatron-a100-gpu/"
     for m in _GPU_NAME.finditer(named_line):
-        if re.search(r"NVIDIA|Tesla|Instinct|GPU|device|gpu|显卡|\d\s*卡", named_line) or _GPU_COUNT.search(named_line) \
+        if re.search(r"NVIDIA|Tesla|Instinct|GPU|device|gpu|显卡|\d\s*卡|(?<![A-Za-z])env\s*:", named_line) \
+                or _GPU_COUNT.search(named_line) \
                 or _CN_GPU_COUNT.search(named_line) or _GPU_GRID.search(named_line) \
                 or _DATACENTER_GPU.fullmatch(m.group(1)):
             key = gpu_key(m)
@@ -915,6 +944,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                 value = m.group(2).strip()
                 if t := _ANNOTATED.match(value):  # a dataclass field as written: "num_layers: int = 8"
                     value = t.group(1)
+                value = _TYPED.sub("", value)  # AMD Primus's dump: "micro_batch_size   : 14 (int)"
                 if "$" in value:  # a shell or OmegaConf reference, "num_layers=${num_layers:-94}": the launch
                     continue  # script reader expands it (Victarry/PyTorch-Memory-Profiler's qwen3_235b.sh)
                 facts.args.setdefault(key, scalar(value.strip("'\"")))
@@ -926,6 +956,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
 _PROSE_PARALLEL = re.compile(r"\b(?:tensor|pipeline|context|expert|virtual pipeline)[\w -]*?parallel(?:ism| size)?\s*"
                              r"\((TP|PP|CP|EP|VPP|ETP)\)\s*[:=]\s*(\d+)\b", re.I)
 # "4-way tensor parallel and 8-way pipeline parallelism" (zai-org/GLM-130B#6), "8-way expert-parallel"
+# a named model cut to N layers, "DeepSeek-V3 (4 layers + MTP, ...)" (AMD Primus's MoE blog), "Qwen3-30B-A3B with
+# only 2 layers"
+_CUT_MODEL = re.compile(r"\b(?:DeepSeek|Qwen|Llama|Mixtral|GPT|Kimi|GLM|Nemotron|Mistral)[\w.-]*\s*(?:\(\s*|with only\s+)"
+                        r"(\d+)\s+(?:decoder\s+|transformer\s+)?layers?\b", re.I)
 _PROSE_WAY = re.compile(r"\b(\d+)-way\s+(tensor|pipeline|context|expert|data)[ -](?:model[ -])?parallel(?:ism)?\b", re.I)
 _WAY_ARGS = {"tensor": "tensor_model_parallel_size", "pipeline": "pipeline_model_parallel_size",
              "context": "context_parallel_size", "expert": "expert_model_parallel_size",
@@ -1004,7 +1038,9 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b"
                         # Chinese posts: "显存不够" / "显存不足" (GPU memory not enough), "爆显存", and the cards named as
                         # not enough, "8卡 H200 也完全不够" (modelscope/ms-swift#8169)
-                        r"|显存(?:占用)?(?:不够|不足|爆了|溢出)|爆显存|\d+\s*卡\s*\S{0,12}?\s*也?(?:完全)?不够", re.I)
+                        r"|显存(?:占用)?(?:不够|不足|爆了|溢出)|爆显存|\d+\s*卡\s*\S{0,12}?\s*也?(?:完全)?不够"
+                        # "遇到OOM" (ran into), "报错OOM" (fails with), "出现OOM", "OOM了" (modelscope/ms-swift#5851, #6387)
+                        r"|(?:遇到|出现|报错|发生)了?\s*(?:CUDA\s*)?OOM(?![A-Za-z])|(?<![A-Za-z])OOM\s*了", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
                            r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|ran\s+out|exhausted)|✅"
                            r"|(?:不会|没有|没|避免|防止|不)\s*(?:爆显存|显存不足|显存溢出|显存不够)", re.I)
@@ -1097,7 +1133,8 @@ _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b") 
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 # NeMo's and AutoModel's packed sequences are the trained length: "packed_sequence_size=1024" (PackedSequenceSpecs)
-_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=)|packed[ _]sequence[ _]size|"
+# "max_length=4096" (a Megatron-SWIFT post's setup, modelscope/ms-swift#5851: its sequence, packed or not)
+_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=)|max_length(?=\s*=)|packed[ _]sequence[ _]size|"
                         r"(?<!max )(?<!maximum )context[ -]length)\s*"  # "Llama-3.1-8B context length 8192" (okoge-kaz)
                         r"(?:of\s*|[:=-]\s*)?`?"
                         r"(\d{1,3}(?:,\d{3})+|\d{3,}|\d+[kK])\b", re.I)
@@ -1218,7 +1255,10 @@ _THROUGHPUT_FORMULA = re.compile(r"\(sequence length\)\s*\*\s*\(global batch siz
 _THROUGHPUT_EXAMPLE = re.compile(r"^\s*E\.g\.\s*(\d+)\s*\*\s*(\d+)\s*/\s*\d*\.?\d+\s*=")
 # ms-swift's Megatron example scripts open with the run they made: GPUs x memory each (nvidia-smi's), seconds an
 # iteration ("# 8 * 57GiB, 2.95s/it"; examples/megatron/moe/moe.sh)
-_SWIFT_EXAMPLE_HEAD = re.compile(r"\s*#\s*(\d+)\s*\*\s*\d+(?:\.\d+)?\s*GiB\s*[,;.]?\s*(\d+(?:\.\d+)?)\s*s/it\b")
+# ms-swift's example scripts open with the run they made: "# 8 * 57GiB, 2.95s/it", "# FP8: 8 * 58GiB 8s/it" (the
+# script's precision first), "# GPU Memory: 4 * 50GB, Training Speed 23s/it"
+_SWIFT_EXAMPLE_HEAD = re.compile(r"\s*#\s*(?:(?:FP8|BF16|FP16|GPU Memory)\s*:\s*)?(\d+)\s*\*\s*(\d+(?:\.\d+)?)\s*Gi?B\s*"
+                                 r"[,;.]?\s*(?:Training Speed\s*:?\s*)?(\d+(?:\.\d+)?)\s*s/it\b", re.I)
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z _/#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")  # FlagPerf's
 # "tensor_parallel = 1" too (flagos-ai/FlagPerf#670)
 # more step times stated in words (Megatron-Bridge verification PRs): "Steps 41-50: 20,147.290 ms average" (#5123),
@@ -1325,7 +1365,8 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
-                          r"iter(?:ation)?(?:\s*time)?|elapsed time per iter(?:ation)?)\s*\((s|sec|ms)\)|step\s+(ms|s))$", re.I)
+                          r"iter(?:ation)?(?:\s*time)?|elapsed time per iter(?:ation)?)\s*\((s|sec|ms)\)|step\s+(ms|s)"
+                          r"|(ms|s)\s*/\s*step)$", re.I)
 # a results table's step columns named by their statistic, the unit in the cell ("| Mean step | Median step |" with
 # "31.05s", NVIDIA-NeMo/Megatron-Bridge#3880: the median wins), and its peak column ("Peak max allocated", "62.036 GB")
 # "Steady mean, iters 3-8" with "41.25s" (NVIDIA-NeMo/Megatron-Bridge#3862): the steady-state mean of a step
@@ -1334,8 +1375,31 @@ _STAT_STEP_COLUMN = re.compile(r"^(?:(median|mean|avg|average)\s+step(?:\s*time)
                                r"(?:\s*,\s*iters?\s*\d+\s*[-–]\s*\d+)?)$", re.I)
 # a throughput column per GPU: "token/p/s" (FlagPerf's "平均单卡每秒处理的token数"), "tokens/s/GPU"
 _TOKENS_COLUMN = re.compile(r"^tokens?\s*/\s*(?:p\s*/\s*s|s\s*/\s*(?:gpu|p)|sec\s*/\s*gpu)$", re.I)
-_TFLOPS_COLUMN = re.compile(r"^(?:model\s+)?TF(?:LOP)?S?\s*/\s*s(?:ec)?\s*/\s*GPU$|^per\s+GPU\s+TF(?:LOP)?S?(?:\s*/\s*s)?$",
-                            re.I)
+_TFLOPS_COLUMN = re.compile(r"^(?:model\s+)?TF(?:LOP)?S?\s*/\s*s(?:ec)?\s*/\s*GPU$|^per\s+GPU\s+TF(?:LOP)?S?(?:\s*/\s*s)?$"
+                            r"|^TF(?:LOP)?S?(?:\s*/\s*s)?\s+per\s+GPU$", re.I)
+# the job's throughput, "Throughput (tokens/s)", "吞吐（tokens/s）" (AMD Primus's MoE blog)
+_TOKENS_TOTAL_COLUMN = re.compile(r"^(?:throughput|吞吐量?)\s*[(（]\s*tokens?\s*/\s*s(?:ec)?\s*[)）]$", re.I)
+# Chinese headers (spaces removed): "GPU 数", "卡数", "序列长度"
+_ZH_COLUMNS = {"gpu数": "_table_gpus", "卡数": "_table_gpus", "序列长度": "seq_length"}
+_PRECISION_COLUMN = re.compile(r"^(?:precision|dtype|精度)$", re.I)
+# sizes named together in one header, "并行（TP/PP/CP/EP/DP）", and a cell of as many numbers
+_SLASH_HEADER = re.compile(r"(?<![A-Za-z])(?:TP|PP|VPP|CP|EP|ETP|DP)(?:\s*/\s*(?:TP|PP|VPP|CP|EP|ETP|DP))+(?![A-Za-z])", re.I)
+_SLASH_CELL = re.compile(r"\s*(\d+(?:\s*/\s*\d+)+)\s*")
+
+
+def _precision_label(cell: str) -> str | None:
+    """The precision a table cell names, or None: "bf16", "amp", "FP8-CS" (Megatron-Bridge's fp8_cs: current scaling)
+    and "FP8-MX" / "MXFP8", "NVFP4".
+
+    >>> [_precision_label(c) for c in ("BF16", "FP8-CS", "fp8_mx", "MXFP8", "NVFP4", "fast")]
+    ['bf16', 'fp8', 'mxfp8', 'mxfp8', 'nvfp4', None]
+    """
+    word = cell.strip().strip("*`").lower().replace("_", "-")
+    if word in _PRECISIONS | {"amp", "nvfp4"}:
+        return word
+    if m := re.fullmatch(r"fp8(?:[- ](cs|mx|sc|bs|ds|delayed|tensorwise|blockwise))?", word):
+        return "mxfp8" if m.group(1) == "mx" else "fp8"
+    return None
 _PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
 _CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
@@ -1395,6 +1459,37 @@ def _cell_number(text: str) -> float | None:
     return value * 1024 if m.group(2) else value
 
 
+def _later_table_rows(text: str) -> set[str]:
+    r"""The data rows after the first of each results table (runs as rows, three columns or more), as the line
+    reader sees them; not those of a table whose rows are settings ("| Micro-batch size | 2 | 4 |": runs as columns).
+
+    >>> sorted(_later_table_rows("|cfg|parallel|tok/s|\n|--|--|--|\n|a|TP1PP1|3.1|\n|b|TP2PP1|3.2|\n|c|TP1PP2|3|\nx"))
+    ['|b|TP2PP1|3.2|', '|c|TP1PP2|3|']
+    >>> _later_table_rows("| |H200|B300|\n|--|--|--|\n|Micro-batch size|2|4|\n|Global batch size|128|128|")
+    set()
+    """
+    lines = text.splitlines()
+    later: set[str] = set()
+    for i in range(1, len(lines) - 1):
+        if not _TABLE_SEPARATOR.match(lines[i]) or "|" not in lines[i - 1] or len(_table_cells(lines[i])) < 3:
+            continue
+        rows = []
+        for line in lines[i + 1:]:
+            if "|" not in line:
+                break
+            rows.append(line)
+        if not rows:
+            continue
+        firsts = [_table_cells(row)[0] if _table_cells(row) else "" for row in rows]
+        if sum(1 for c in firsts if _table_key(c) or TABLE_COLUMNS.get(_column_key(c))) >= 2:
+            continue  # a settings-per-row table
+        first = _table_cells(rows[0])
+        if not (_COMPACT_SIZE_ANY.search(rows[0]) or sum(1 for c in first if _cell_number(c) is not None) >= 2):
+            continue  # the first row states no run (a tracking table's work items)
+        later.update(strip_prefix(row) for row in rows[1:])
+    return later
+
+
 def _tables(text: str, facts: LogFacts) -> None:
     r"""Sizes, GPU count and step time from the first data row of a results table (``_TABLE_SEPARATOR``).
 
@@ -1432,6 +1527,17 @@ def _tables(text: str, facts: LogFacts) -> None:
                         facts.args.pop("recompute_modules", None)
                 continue
             column = name.strip("* ")
+            if (names := _SLASH_HEADER.search(column)) and (values := _SLASH_CELL.fullmatch(cell)):
+                # sizes in one column, "并行（TP/PP/CP/EP/DP）" / "TP/DP/PP" with "1/1/4/8/1" (AMD Primus's blog,
+                # Megatron-LM's discussions)
+                keys, numbers = re.split(r"\s*/\s*", names.group(0).upper()), re.split(r"\s*/\s*", values.group(1))
+                if len(keys) == len(numbers):
+                    for key, number in zip(keys, numbers):
+                        found["_prose_data_parallel_size" if key == "DP" else PROSE_SIZE_ARGS[key]] = int(number)
+                    continue
+            if _PRECISION_COLUMN.match(column) and (label := _precision_label(cell)):
+                found["precision"] = label  # FlagPerf's "precision" (fp32/amp/fp16/bf16), Primus's "精度" (FP8-CS)
+                continue
             unit = _CELL_WITH_UNIT.fullmatch(cell)
             if unit and (stat := _STAT_STEP_COLUMN.match(column)) and unit.group(2) in ("s", "ms"):
                 if (stat.group(1) or stat.group(2)).lower() == "median" or "_step_s" not in found:
@@ -1440,17 +1546,20 @@ def _tables(text: str, facts: LogFacts) -> None:
             if unit and _PEAK_COLUMN.match(column) and unit.group(2) in ("GB", "GiB"):
                 found["_peak_mib"] = float(unit.group(1).replace(",", "")) * 1024  # "GB" as torch reports it, 2^30
                 continue
-            if column.lower() in ("precision", "dtype") and cell.strip().lower() in _PRECISIONS | {"amp"}:
-                found["precision"] = cell.strip().lower()  # FlagPerf's "precision" column (fp32/amp/fp16/bf16)
-                continue
             value = _cell_number(cell)
             if value is None:
                 continue
             if step := _STEP_COLUMN.match(column):
-                found["_step_s"] = value / (1e3 if "ms" in (step.group(1), step.group(2)) else 1)
+                found["_step_s"] = value / (1e3 if "ms" in step.groups() else 1)
                 continue
             if _TOKENS_COLUMN.match(column):  # FlagPerf's "token/p/s": tokens per second per GPU
                 found["_tokens_per_gpu"] = value
+                continue
+            if _TOKENS_TOTAL_COLUMN.match(column):  # the job's tokens per second: per GPU once the GPUs are known
+                found["_tokens_total"] = value
+                continue
+            if key := _ZH_COLUMNS.get("".join(column.lower().split())):
+                found[key] = int(value) if value == int(value) else value
                 continue
             if _TFLOPS_COLUMN.match(column):  # "TF/s/GPU" (Megatron-Bridge#4226), "TFLOP/s/GPU"
                 found["_tflops"] = value
@@ -1465,6 +1574,8 @@ def _tables(text: str, facts: LogFacts) -> None:
             found["_prose_num_gpus"] = gpus * nodes if nodes else gpus
         if "_step_s" in found and facts.stated_step_s is None:
             facts.stated_step_s = found.pop("_step_s")
+        if (total := found.pop("_tokens_total", None)) and found.get("_prose_num_gpus"):
+            found.setdefault("_tokens_per_gpu", total / found["_prose_num_gpus"])
         if (tokens := found.pop("_tokens_per_gpu", None)) and facts.stated_tokens_per_gpu is None:
             facts.stated_tokens_per_gpu = tokens
         if (tflops := found.pop("_tflops", None)) and not facts.reported_tflops:
@@ -1549,6 +1660,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     >>> f.args["micro_batch_size"], f.args["global_batch_size"]
     (2, 1024)
     """
+    if line.strip() in facts.later_rows:  # another run's row: "| A800单机8卡（1x8） | TP1PP1DP8 | GAS=16(GBS=128...) |"
+        return  # under the first's (FlagPerf's READMEs); _tables reads the row of the run
     line = _SLASH_SIZES.sub(_paired_sizes, line)  # "GBS/MBS 1024/2" -> "GBS1024 MBS2"
     stripped = line.lstrip()
     if (m := _PROSE_NODES_EQ.match(line)) and stripped.startswith("#nodes"):  # a results row, not a comment
@@ -1561,7 +1674,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if m := _SWIFT_EXAMPLE_HEAD.match(line):  # "# 8 * 57GiB, 2.95s/it": the run the example script made
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
         if facts.stated_step_s is None:
-            facts.stated_step_s = float(m.group(2))
+            facts.stated_step_s = float(m.group(3))
+            # its memory is ms-swift's get_max_cuda_memory, the peak reserved (as its 'memory(GiB)' field)
+            facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(m.group(2)) * 1024)
         return
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
@@ -1609,6 +1724,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             facts.args.setdefault("_prose_fp8_recipe", "mxfp8")
     if _PROSE_CURRENT_SCALING.search(line):
         facts.args.setdefault("_prose_fp8_recipe", "tensorwise")
+    if m := _CUT_MODEL.search(line):  # "DeepSeek-V3 (4 layers + MTP)": a model cut to a few layers
+        _prose_set(facts, "num_layers", int(m.group(1)))
     for m in _PROSE_WAY.finditer(line):
         _prose_set(facts, _WAY_ARGS[m.group(2).lower()], int(m.group(1)))
     if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None and not _TQDM.search(line):
@@ -1772,6 +1889,8 @@ def _mllog_record(text: str, facts: LogFacts) -> None:
     key, value = record.get("key"), record.get("value")
     if key in _MLLOG_ARGS and isinstance(value, int) and not isinstance(value, bool) and value > 0:
         facts.args.setdefault(_MLLOG_ARGS[key], value)
+    elif key == "lowest_numerical_precision_linear" and value in ("fp8", "fp4", "bf16"):  # Primus's MLPerf runs
+        facts.args.setdefault("precision", value)
     elif key == "tracked_stats" and isinstance(value, dict):
         step = (record.get("metadata") or {}).get("step")
         for name in _MLLOG_STEP_KEYS:
@@ -2001,10 +2120,16 @@ def _rocm_model_size(text: str, facts: LogFacts) -> None:
             facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
 
 
+_INLINE_CODE_BLOCK = re.compile(r"^`([^`\n][^`]*\n[^`]*?)`[ \t]*$", re.M)
+
+
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     _bridge_launcher_args(text, facts)
     text = _ASSOC_FLAG.sub(r"\1--\2 ", text)
+    # a command posted in inline backticks over several lines ("`PYTORCH_CUDA_ALLOC_CONF=... \" ... "--model_name
+    # x`", modelscope/ms-swift#6387) is the command
+    text = _INLINE_CODE_BLOCK.sub(lambda m: m.group(1), text)
     if not _is_launch(text):
         return
     env: dict[str, str] = _chain_hints(text)
@@ -2268,7 +2393,7 @@ CONFIG_KEYS = {
     "swiglu", "gated_linear_unit", "normalization", "add_bias_linear", "bias", "add_qkv_bias", "qk_layernorm",
     "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "seq_length", "encoder_seq_length",
     "max_position_embeddings", "position_embedding_type", "share_embeddings_and_output_weights",
-    "untie_embeddings_and_output_weights", "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
+    "untie_embeddings_and_output_weights", "num_moe_experts", "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
     "moe_shared_expert_intermediate_size", "moe_layer_freq", "moe_token_dispatcher_type", "multi_latent_attention",
     "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers",
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",

@@ -45,12 +45,13 @@ from typing import Any
 
 import yaml
 
+from megasolve.cost.recompute import idle_module
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES,
                                      RECOMPUTE_MODULE_NAMES, PRECISION_CHOICES, Layout, Workload, cuda_graph_note,
                                      precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
-from megasolve.models.pipeline_layout import expand as expand_pipeline_layout
+from megasolve.models.pipeline_layout import even_text, expand as expand_pipeline_layout
 from megasolve.models.params import total_params
 from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
@@ -450,6 +451,13 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     layout_raw, work_raw = _layout_and_workload(args, defaults, notes, missing)
     if spec is not None:
         _check_pipeline_split(spec, layout_raw, missing)
+        if modules := layout_raw.get("recompute_modules"):  # the run's modules: one that checkpoints nothing here
+            idle = {m: why for m in modules if (why := idle_module(spec, m))}  # Megatron accepts and ignores
+            for module, why in idle.items():
+                notes.append(f"recompute module {module} left out: {why}")
+            layout_raw["recompute_modules"] = tuple(m for m in modules if m not in idle)
+            if not layout_raw["recompute_modules"]:
+                del layout_raw["recompute_modules"]
     measured = _measured(facts, defaults, notes, missing, layout_raw)
     if missing:
         first = missing[0]
@@ -508,8 +516,14 @@ def _check_pipeline_split(spec: ModelSpec, layout: dict[str, Any], missing: list
     if (spec.num_layers + extra) % stages:
         vpp = f" x {layout['vpp']} virtual stages" if stages != layout["pp"] else ""
         what = f"pipeline size {layout['pp']}{vpp}"
+        fix = "--arg decoder-last-pipeline-num-layers=N (or decoder-first-pipeline-num-layers=N)"
+        if stages != layout["pp"] and spec.num_layers % layout["vpp"]:
+            # with VPP the first, last and middle ranks' layers must each divide by it (TC uneven-PP checks):
+            # only a layout string splits these layers
+            example = even_text(spec.num_layers, stages, spec.mtp_num_layers)
+            fix = f"--arg pipeline-model-parallel-layout=LAYOUT (e.g. '{example}', the most even split)"
         missing.append((f"pipeline split ({spec.num_layers} layers do not divide over {what}; Megatron asserts it)",
-                        "--arg decoder-last-pipeline-num-layers=N (or decoder-first-pipeline-num-layers=N)"))
+                        fix))
 
 
 def _swift_defaults(args: dict[str, Any], notes: list[str]) -> None:
@@ -630,7 +644,7 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         notes.append(f"model {preset} as the log names it{also} (--model to override)")
         if preset in facts.variant_notes:  # a variant read as this preset, whose difference is not modelled
             notes.append(facts.variant_notes[preset])
-        return _with_printed_mtp(_with_printed_shape(resolve_model(preset).spec, args, notes), args, notes)
+        return _with_printed_mtp(_with_printed_shape(resolve_model(preset).spec, args, notes, missing), args, notes)
     if absent and args.get("_model_not_preset"):
         missing.append((f"model ({args['_model_not_preset']}, no preset)", "--model config.json"))
         return None  # type: ignore[return-value]
@@ -722,8 +736,10 @@ def _with_printed_mtp(spec: ModelSpec, args: dict[str, Any], notes: list[str]) -
     return spec.with_mtp_layers(layers)
 
 
-def _with_printed_shape(spec: ModelSpec, args: dict[str, Any], notes: list[str]) -> ModelSpec:
-    """``spec`` (a preset named in the log) with the sizes the log prints where they differ, said in a note."""
+def _with_printed_shape(spec: ModelSpec, args: dict[str, Any], notes: list[str],
+                        missing: list[tuple[str, str]]) -> ModelSpec:
+    """``spec`` (a preset named in the log) with the sizes the log prints where they differ, said in a note; sizes
+    the preset cannot take (DeepSeek-V3's dense-then-MoE pattern cut to 4 layers) leave the shape missing."""
     printed = {k: args[k] for k in PRINTED_SIZE_KEYS
                if isinstance(args.get(k), int) and not isinstance(args.get(k), bool) and args[k] > 0
                and args[k] != getattr(spec, k)}
@@ -741,8 +757,10 @@ def _with_printed_shape(spec: ModelSpec, args: dict[str, Any], notes: list[str])
     try:
         out = replace(spec, **changes)
     except (ValueError, TypeError, MegasolveError) as exc:  # a size the preset's other fields cannot take
-        notes.append(f"the log prints {printed}, which {spec.name} cannot take ({str(exc).splitlines()[0]}): "
-                     f"costed as {spec.name}")
+        # ("DeepSeek-V3 (4 layers + MTP)", AMD Primus's MoE blog: costed whole, it came out 10x the measured step)
+        said = ", ".join(f"{k} {v}" for k, v in printed.items())
+        missing.append((f"model shape (the log prints {said}, which {spec.name} cannot take: "
+                        f"{str(exc).splitlines()[0]})", "--model config.json (or --arg with the sizes it lacks)"))
         return spec
     notes.append("the log prints " + ", ".join(f"{k} {v}" for k, v in printed.items())
                  + f": {spec.name} costed with them")
