@@ -476,9 +476,8 @@ BENCHMARK_NIC_GBIT = {"b300": 400}
 
 
 def cluster_for(gpu: str, num_gpus: int, notes: list[str]) -> Cluster:
-    if gpu in ("gb200", "gb300") and num_gpus >= 64 and num_gpus % 64 == 0:
-        notes.append("NVL72 job uses NVLink domains of 64 GPUs")
-        return Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, nvlink_domain=64)
+    # (an NVL72 job's NVLink domains are the catalog's default: equal segments of each rack, topology.cluster
+    # rack_segment -- 64 GPUs for these tables' 64..512-GPU jobs)
     nic = BENCHMARK_NIC_GBIT.get(gpu)
     if nic:
         notes.append(f"{nic} Gb/s per GPU scale-out (BENCHMARK_NIC_GBIT)")

@@ -1377,8 +1377,6 @@ _STAT_STEP_COLUMN = re.compile(r"^(?:(median|mean|avg|average)\s+step(?:\s*time)
 _TOKENS_COLUMN = re.compile(r"^tokens?\s*/\s*(?:p\s*/\s*s|s\s*/\s*(?:gpu|p)|sec\s*/\s*gpu)$", re.I)
 _TFLOPS_COLUMN = re.compile(r"^(?:model\s+)?TF(?:LOP)?S?\s*/\s*s(?:ec)?\s*/\s*GPU$|^per\s+GPU\s+TF(?:LOP)?S?(?:\s*/\s*s)?$"
                             r"|^TF(?:LOP)?S?(?:\s*/\s*s)?\s+per\s+GPU$", re.I)
-# the job's throughput, "Throughput (tokens/s)", "吞吐（tokens/s）" (AMD Primus's MoE blog)
-_TOKENS_TOTAL_COLUMN = re.compile(r"^(?:throughput|吞吐量?)\s*[(（]\s*tokens?\s*/\s*s(?:ec)?\s*[)）]$", re.I)
 # Chinese headers (spaces removed): "GPU 数", "卡数", "序列长度"
 _ZH_COLUMNS = {"gpu数": "_table_gpus", "卡数": "_table_gpus", "序列长度": "seq_length"}
 _PRECISION_COLUMN = re.compile(r"^(?:precision|dtype|精度)$", re.I)
@@ -1555,9 +1553,6 @@ def _tables(text: str, facts: LogFacts) -> None:
             if _TOKENS_COLUMN.match(column):  # FlagPerf's "token/p/s": tokens per second per GPU
                 found["_tokens_per_gpu"] = value
                 continue
-            if _TOKENS_TOTAL_COLUMN.match(column):  # the job's tokens per second: per GPU once the GPUs are known
-                found["_tokens_total"] = value
-                continue
             if key := _ZH_COLUMNS.get("".join(column.lower().split())):
                 found[key] = int(value) if value == int(value) else value
                 continue
@@ -1574,8 +1569,6 @@ def _tables(text: str, facts: LogFacts) -> None:
             found["_prose_num_gpus"] = gpus * nodes if nodes else gpus
         if "_step_s" in found and facts.stated_step_s is None:
             facts.stated_step_s = found.pop("_step_s")
-        if (total := found.pop("_tokens_total", None)) and found.get("_prose_num_gpus"):
-            found.setdefault("_tokens_per_gpu", total / found["_prose_num_gpus"])
         if (tokens := found.pop("_tokens_per_gpu", None)) and facts.stated_tokens_per_gpu is None:
             facts.stated_tokens_per_gpu = tokens
         if (tflops := found.pop("_tflops", None)) and not facts.reported_tflops:

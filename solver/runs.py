@@ -45,6 +45,7 @@ from typing import Any
 
 import yaml
 
+from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.cost.recompute import idle_module
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES,
@@ -458,6 +459,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             layout_raw["recompute_modules"] = tuple(m for m in modules if m not in idle)
             if not layout_raw["recompute_modules"]:
                 del layout_raw["recompute_modules"]
+    if spec is not None and isinstance(work_raw.get("seq_length"), int):
+        _tokens_from_stated_tflops(spec, work_raw["seq_length"], facts, defaults, notes)
     measured = _measured(facts, defaults, notes, missing, layout_raw)
     if missing:
         first = missing[0]
@@ -725,6 +728,14 @@ PRINTED_SIZE_KEYS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attent
 def _with_printed_mtp(spec: ModelSpec, args: dict[str, Any], notes: list[str]) -> ModelSpec:
     """``spec`` with the MTP layers the run trained: a printed ``mtp_num_layers`` (``None``, Megatron's unset, is
     none) replaces the model's (a preset keeps its released MTP layers, which a framework may not train)."""
+    layout = args.get("pipeline_model_parallel_layout")
+    if "mtp_num_layers" not in args and isinstance(layout, str) and spec.mtp_num_layers and "L" in layout \
+            and "m" not in layout:
+        # a layout string places every MTP layer ('m', PPL L111-113): one with none trained none ("Et|(tt|)*30L",
+        # Megatron-LM's DeepSeek-V3 GB200 discussion)
+        notes.append(f"the pipeline layout {layout!r} holds no MTP layer: {spec.name} costed without its "
+                     f"{spec.mtp_num_layers} MTP layer(s)")
+        return spec.with_mtp_layers(0)
     if "mtp_num_layers" not in args:
         return spec
     value = args["mtp_num_layers"]
@@ -1380,6 +1391,22 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
     return Measured(step_time_s=step, tokens_per_s_per_gpu=tokens, peak_allocated_gb=peak, peak_reserved_gb=reserved,
                     rank=rank, oom=oom, tflops_per_gpu=tflops, iterations=used,
                     theoretical_memory_gb=facts.theoretical_mb * MIB / 1e9 if facts.theoretical_mb else None)
+
+
+def _tokens_from_stated_tflops(spec: ModelSpec, seq_length: int, facts: LogFacts, defaults: dict[str, Any],
+                               notes: list[str]) -> None:
+    """A text that states only TFLOP/s per GPU ("achieved a performance of 494 TFLOPS/GPU", a results table's
+    TFLOP/s column) measured tokens/s per GPU = that rate / Megatron's FLOPs per token of the model (the count
+    Megatron-LM and Megatron-Bridge report TFLOP/s with; ``compute.model_flops_per_sequence``)."""
+    if facts.iterations or facts.nemo_steps or facts.stated_step_s or facts.stated_tokens_per_gpu \
+            or defaults.get("step_time_s") or not facts.reported_tflops:
+        return
+    tflops = statistics.median(_steady(facts.reported_tflops))
+    per_token = model_flops_per_sequence(spec, seq_length) / seq_length
+    facts.stated_tokens_per_gpu = round(tflops * 1e12 / per_token, 1)
+    notes.append(f"throughput from the stated {tflops:g} TFLOP/s/GPU and Megatron's count of this model's FLOPs "
+                 f"({per_token / 1e9:.1f} GFLOP a token); a source that counts FLOPs otherwise shifts it "
+                 "(--step-time SECONDS to give the measured step)")
 
 
 def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, float | None]:

@@ -26,6 +26,19 @@ MAX_GPUS = 1_000_000
 
 
 
+def rack_segment(num_gpus: int, gpus_per_node: int, domain: int) -> int:
+    """The GPUs of each NVLink domain a job spread over several racks holds: equal segments of whole nodes, the
+    largest that divides the job, as Slurm's block topology places it (``--segment``: "the job's nodes are split into
+    segments of this many nodes, each inside one block"; NVIDIA's GB200 NVL72 guides schedule 16 of a rack's 18
+    trays, 64 GPUs). 256 GPUs over NVL72 racks are four domains of 64, not three of 72 and one of 40.
+
+    >>> rack_segment(256, 4, 72), rack_segment(144, 4, 72), rack_segment(96, 4, 72), rack_segment(80, 4, 72)
+    (64, 72, 48, 40)
+    """
+    nodes, per_rack = num_gpus // gpus_per_node, domain // gpus_per_node
+    return gpus_per_node * max(k for k in range(1, per_rack + 1) if nodes % k == 0)
+
+
 def check_cluster_flags(*, gpus_per_node: int | None = None, nvlink_domain: int | None = None,
                         nic_gbit_per_gpu: float | None = None) -> None:
     """The one check of the cluster flags (``estimate``, ``solve`` and ``whatif`` all come here
@@ -99,6 +112,8 @@ class Cluster:
                                    else per_node)
         if spec.nvlink_domain > 1 and nvlink_domain is None and domain > num_gpus > 0:
             domain = max(per_node, num_gpus - num_gpus % per_node) if num_gpus >= per_node else num_gpus
+        elif nvlink_domain is None and per_node < domain < num_gpus and num_gpus % per_node == 0:
+            domain = rack_segment(num_gpus, per_node, domain)
         link = spec.nvlink_bytes_per_s if spec.nvlink_bytes_per_s and domain > 1 else spec.pcie_bytes_per_s
         nic = nic_gbit_per_gpu * 1e9 / 8 if nic_gbit_per_gpu else spec.nic_bytes_per_s
         return cls(gpu=spec, num_gpus=num_gpus, gpus_per_node=per_node, nvlink_domain=domain,
