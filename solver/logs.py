@@ -75,6 +75,10 @@ def _world_part_name(name: str) -> str:
 
 _WORLD_ERROR = re.compile(r"\bworld_size \((\d+)\) is not (?:divisible|equal)")
 # GPT-NeoX: "NeoXArgs.calculate_derived() Total number of GPUs determined to be: 1" (VHellendoorn/Code-LMs#21)
+# AMD Primus's iteration line: "hip mem usage/free/total/usage_ratio: 126.03GB/129.96GB/255.98GB/49.23%": the
+# device's total names the part (192 GB MI300X, 256 GB MI325X, 288 GB MI355X; ROCm reports GiB of 2^30 less a few MB)
+_HIP_TOTAL = re.compile(r"hip mem usage/free/total/usage_ratio:\s*[\d.]+GB/[\d.]+GB/(\d+(?:\.\d+)?)GB")
+_HIP_PARTS = {192: "MI300X", 256: "MI325X", 288: "MI355X"}
 _PRIMUS_ENV = re.compile(r"\[Primus:Env\].*?\bworld_size=(\d+)")  # "[Primus:Env] rank=0, world_size=8, local_rank=0"
 _NEOX_GPUS = re.compile(r"Total number of GPUs determined to be:\s*(\d+)")
 # GPT-NeoX's argument dump marks each value "....default" / "....updated" (neox_arguments/arguments.py print)
@@ -119,7 +123,7 @@ _MLLOG_ARGS = {"global_batch_size": "global_batch_size", "max_sequence_length": 
                "expert_parallelism": "expert_model_parallel_size"}
 _MLLOG_STEP_KEYS = ("train_step_timing in s", "train_step_time")
 # Megatron-LM's start-up lines (initialize.py): "> initialized tensor model parallel with size 8"
-_INITIALIZED_SIZE = re.compile(r"\binitialized (tensor|pipeline) model parallel with size (\d+)")
+_INITIALIZED_SIZE = re.compile(r"\binitiali[sz](?:ed|ing) (tensor|pipeline) model parallel with size (\d+)")
 # SkyPilot's "sky queue" resources: nodes x [GPU:per node] ("1x[L40S:4]")
 _SKY_RESOURCES = re.compile(r"\b(\d+)x\[[A-Za-z0-9-]+:(\d+)\]")
 # the summary table of dgxc-benchmarking's parse_train_timing.sh: its header names the unit, each row is an experiment
@@ -361,6 +365,8 @@ class LogFacts:
     prose_sizes: dict[str, int] = field(default_factory=dict)  # sizes taken from compact prose ("TP2/PP1/EP16")
     prose_keys: set[str] = field(default_factory=set)  # arguments read from prose, which flags and variables replace
     later_rows: set[str] = field(default_factory=set)  # a results table's rows after its first: other runs' sizes
+    title: str = ""  # a post's Markdown title ("# perf(qwen3-next): ... on GB300 ..."), as the line reader sees it
+    title_gpus: set[str] = field(default_factory=set)  # the GPUs it names (``gpu_key``)
 
 
 _DIFF_START = re.compile(r"^\s*(?:```\s*diff\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
@@ -563,7 +569,7 @@ def _batch_from_consumed(facts: LogFacts) -> None:
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``)."""
-    text = _one_cell_tables(undiff(text.translate(_SPACES)))
+    text = _one_cell_tables(undiff(_ANSI.sub("", text.translate(_SPACES))))  # (a coloured log's codes: no flags)
     facts = LogFacts()
     # the rank a launcher prefix names on NeMo's memory lines (which name none): slurm's "0: ", torchrun's "[rank0]:"
     ranks = {int(m.group(1) or m.group(2)) for raw in text.splitlines() if "max_memory_allocated" in raw
@@ -571,6 +577,8 @@ def parse_log(text: str) -> LogFacts:
     if len(ranks) == 1:
         facts.args["_memory_line_rank"] = ranks.pop()
     facts.later_rows = _later_table_rows(text)
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    facts.title = strip_prefix(first) if re.match(r"\s*#\s", first) else ""
     in_args = elided = False
     call = ""  # a dataclass constructor written over several lines: TransformerConfig(\n num_layers=32, ...\n)
     # a post comparing its run with a baseline ("- Baseline (MBS 4, SEQLEN 4096, TP 2): ~8000 Tokens/Sec/GPU" above
@@ -768,6 +776,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         for name, value in _WORLD_PART.findall(m.group(2)):
             facts.world_parts[_world_part_name(name)] = int(value)
         return
+    if (m := _HIP_TOTAL.search(line)) and (part := _HIP_PARTS.get(round(float(m.group(1))))) \
+            and not facts.args.get("_hip_part"):  # (once: every iteration line repeats it)
+        facts.args["_hip_part"] = part
+        facts.gpu_names[part] = facts.gpu_names.get(part, 0) + 1
     if (m := _ITER.search(line)) and (e := _ELAPSED.search(m.group(3))):
         t = _TFLOPS.search(m.group(3)) or _NEOX_FLOPS.search(m.group(3))
         g = _GBS.search(m.group(3))
@@ -873,8 +885,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if _RAY_HOST_OOM.search(line):  # Ray's memory monitor killed a task: the node's RAM, not a GPU's (slime#1851)
         facts.args.setdefault("_host_oom", line.strip()[:100])
     elif _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError|Cuda failure 2 'out of "
-                                        r"memory'|cudaErrorMemoryAllocation|CUresult error: 2 \(out of memory\)",
-                                        line, re.I):
+                                        r"memory'|cudaErrorMemoryAllocation|CUresult error: 2 \(out of memory\)"
+                                        # the CUDA runtime's own: "RuntimeError: CUDA error: out of memory"
+                                        r"|CUDA error: out of memory", line, re.I):
         facts.oom = facts.oom_logged = True  # the message cut before "Tried to allocate", or quoted in the post
     if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
         facts.oom_capacity_gib = float(c.group(1) or c.group(2))
@@ -902,6 +915,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             # a line that states the device ("加速卡型号: NVIDIA_A800-SXM4-80GB", "机器型号: NVIDIA DGX A800(80G)", "GPU
             # model: ...") outweighs labels elsewhere ("A100单机8卡" in FlagPerf's tables, copied from the A100 README)
             weight = DEVICE_LINE_WEIGHT if _DEVICE_LINE.search(named_line) else 1
+            if facts.title and line == facts.title:  # a post's title names what it is about (runs.py _gpu)
+                facts.title_gpus.add(gpu_key(m))
             facts.gpu_names[key] = facts.gpu_names.get(key, 0) + weight
             # a name with its count ("64 GB200 nodes / 256 GPUs", "8xH100"): what breaks a tie between names
             if _COUNT_BEFORE.search(named_line[max(0, m.start() - 16):m.start()]) \
@@ -977,6 +992,10 @@ _STATED_TOKENS_LABEL = re.compile(
     r"\btokens?\s*/\s*(?:GPU\s*/\s*s(?:ec)?|s(?:ec)?\s*/\s*GPU)\s*[:=]\s*(\d[\d,]*(?:\.\d+)?)", re.I)
 # the precision a post or a results page states in words: "the pre-training performance of various models using FP8
 # precision" (NeMo's performance summary), "trained in MXFP8 precision"; a flag, argument or config value wins
+# a rate someone else reached, quoted for comparison: "Refer to this blog, training LLaMA 13B with NeMo 23.08 could
+# achieve 2357 Tokens/s/GPU" before "Yet, I can only achieve under 1900 Tokens/s/GPU" (NVIDIA/NeMo#8059)
+_REFERENCE_RATE = re.compile(r"\b(?:blog|paper|official|published|reported|advertised|claim(?:s|ed)?|could achieve|"
+                             r"should (?:achieve|get|reach)|expected to)\b", re.I)
 _PROSE_PRECISION = re.compile(r"\b(?:using|in|with|at)\s+(FP8|MXFP8|NVFP4|BF16|FP16)\s+(?:mixed[- ])?precision\b", re.I)
 # ... and its FP8 scaling: "per-tensor FP8 quantization, leveraging scaling factors computed in the current step"
 # (NeMo 25.x performance summary: current scaling, Megatron's --fp8-recipe tensorwise)
@@ -1156,6 +1175,11 @@ _BOUND_COUNT = re.compile(rf"\b(?:at least|at most|a minimum of|minimum of|up to
                           rf"\d+\s*[x×]?\s*(?:NVIDIA\s+)?(?:GPUs?|{_GPU_NAMES_RE})\b|\b\d+\s+(?:GPUs?\s+)?or more GPUs\b", re.I)
 # "One H100 will oom" (NVIDIA/Megatron-LM#783); "mxfp8_128GPU_TP2PP1EP16" in a recipe's file name (#5289)
 _GPU_COUNT_WORDS = {"one": 1, "two": 2, "four": 4, "eight": 8, "sixteen": 16}
+# boxes of k GPUs counted: "three 8xA100 40GB servers" (EleutherAI/gpt-neox#707), "four 8xA100-80GB devices"
+# (alibaba/Megatron-LLaMA's README)
+_BOXES_OF_K = re.compile(rf"\b(an?|one|two|three|four|five|six|eight|sixteen|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?"
+                         rf"{_GPU_NAMES_RE}(?:[- ]?\d+\s*GB)?\s+(?:nodes?|servers?|machines?|hosts?|devices|boxes|systems)\b",
+                         re.I)
 _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}s?\b{_NOT_NODES}", re.I)
 # "256GPUs", and in a run id "deepseekv3_671b_bf16_h200_256gpus-2026-03-25" (AI-Hypercomputer/gpu-recipes#195); not
 # a recipe's name, "glm52_pretrain_416gpu_h100_bf16_config", which a text often names beside others (Bridge#5039)
@@ -1530,8 +1554,9 @@ def _tables(text: str, facts: LogFacts) -> None:
                 # Megatron-LM's discussions)
                 keys, numbers = re.split(r"\s*/\s*", names.group(0).upper()), re.split(r"\s*/\s*", values.group(1))
                 if len(keys) == len(numbers):
-                    for key, number in zip(keys, numbers):
-                        found["_prose_data_parallel_size" if key == "DP" else PROSE_SIZE_ARGS[key]] = int(number)
+                    for key, number in zip(keys, numbers):  # (the first such column: "Homo TP/DP/PP" before
+                        found.setdefault("_prose_data_parallel_size" if key == "DP" else PROSE_SIZE_ARGS[key],
+                                         int(number))  # "Hetero TP/DP/PP")
                     continue
             if _PRECISION_COLUMN.match(column) and (label := _precision_label(cell)):
                 found["precision"] = label  # FlagPerf's "precision" (fp32/amp/fp16/bf16), Primus's "精度" (FP8-CS)
@@ -1708,7 +1733,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             and not re.search(r"\bpeak\b", line[max(0, m.start() - 40):m.start()], re.I):
         # (not a GPU's peak: "I considered a peak capacity of 312 TFLOP/s/GPU", NVIDIA/Megatron-LM#1841)
         facts.reported_tflops.append(float(m.group(1).replace(",", "")))
-    if (m := _STATED_TOKENS.search(line) or _STATED_TOKENS_LABEL.search(line)) and facts.stated_tokens_per_gpu is None:
+    if (m := _STATED_TOKENS.search(line) or _STATED_TOKENS_LABEL.search(line)) and facts.stated_tokens_per_gpu is None \
+            and not _REFERENCE_RATE.search(line[:m.start()]):
         facts.stated_tokens_per_gpu = float(m.group(1).replace(",", ""))
     if m := _PROSE_PRECISION.search(line):
         word = m.group(1).lower()
@@ -1837,6 +1863,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
     elif m := _NODE_OF_GPUS.search(line):
         nodes = _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1))
+        _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(2)))
+    elif m := _BOXES_OF_K.search(line):  # "three 8xA100 40GB servers" (EleutherAI/gpt-neox#707): 24
+        nodes = {"a": 1, "an": 1, "three": 3, "five": 5, "six": 6, **_GPU_COUNT_WORDS}.get(m.group(1).lower()) \
+            or int(m.group(1))
         _prose_set(facts, "_prose_num_gpus", nodes * int(m.group(2)))
     elif m := _NODES_OF_K_GPUS.search(line):
         nodes, per_node = ({"a": 1, "an": 1, "single": 1, **_GPU_COUNT_WORDS}.get(g.lower()) or int(g) for g in m.groups())
@@ -2038,7 +2068,7 @@ def _flag_dest(name: str, value: Any) -> tuple[str, Any]:
 # flags that take a list of words (argparse nargs='*'): --recompute-modules core_attn moe_act, --cp-comm-type
 LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type", "offload_modules", "rampup_batch_size"})
 # Megatron-LM's training entry points (pretrain_gpt.py, pretrain_mamba.py, ...), run as a script
-_MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b")
+_MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b(?!\"?,\s*line\s\d)")  # (not a traceback's frame: File "./pretrain_gpt.py", line 222)
 _SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=(\S+)", re.M)
 
 

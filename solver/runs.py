@@ -56,7 +56,7 @@ from megasolve.models.pipeline_layout import even_text, expand as expand_pipelin
 from megasolve.models.params import total_params
 from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.logs import NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar, undiff
+from megasolve.solver.logs import DEVICE_LINE_WEIGHT, NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar, undiff
 from megasolve.topology.cluster import Cluster
 from megasolve.topology.gpus import all_gpus, get_gpu
 
@@ -937,6 +937,8 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
         # and a chip named without its memory joins the size the text gives it elsewhere ("A100" in FlagPerf's labels
         # beside "NVIDIA_A100-SXM4-40GB": a100-40g, not the 80 GB default)
         names = dict(facts.gpu_names)
+        for key in facts.title_gpus & set(names):  # a post's title outweighs the parts its text compares ("... on
+            names[key] += DEVICE_LINE_WEIGHT - 1  # GB300 ... to fix OOM" over H100 and B200, Megatron-Bridge#3767)
         for key in [k for k in names if not re.search(r"-\d+$", k)]:
             sized = [k for k in names if re.fullmatch(re.escape(key) + r"-\d+", k)]
             if sized:
@@ -1366,7 +1368,7 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         reserved = facts.reserved_only_mib * MIB / 1e9
         notes.append("the log prints peak reserved memory only (no allocated figure to compare)")
     tokens = facts.stated_tokens_per_gpu if step is None else None
-    if tokens:
+    if tokens and not facts.args.get("_tokens_from_tflops"):
         notes.append(f"throughput {tokens:g} tokens/s/GPU as the text states it (no step time)")
     if step is None and tokens is None and peak is None and reserved is None and not facts.oom \
             and not defaults.get("oom"):
@@ -1404,6 +1406,7 @@ def _tokens_from_stated_tflops(spec: ModelSpec, seq_length: int, facts: LogFacts
     tflops = statistics.median(_steady(facts.reported_tflops))
     per_token = model_flops_per_sequence(spec, seq_length) / seq_length
     facts.stated_tokens_per_gpu = round(tflops * 1e12 / per_token, 1)
+    facts.args["_tokens_from_tflops"] = True
     notes.append(f"throughput from the stated {tflops:g} TFLOP/s/GPU and Megatron's count of this model's FLOPs "
                  f"({per_token / 1e9:.1f} GFLOP a token); a source that counts FLOPs otherwise shifts it "
                  "(--step-time SECONDS to give the measured step)")
