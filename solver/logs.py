@@ -367,6 +367,7 @@ class LogFacts:
     later_rows: set[str] = field(default_factory=set)  # a results table's rows after its first: other runs' sizes
     title: str = ""  # a post's Markdown title ("# perf(qwen3-next): ... on GB300 ..."), as the line reader sees it
     title_gpus: set[str] = field(default_factory=set)  # the GPUs it names (``gpu_key``)
+    run_gpu: str | None = None  # the GPU a results table's run column names ("| Metric | H200 (p5en) | B300 |")
 
 
 _DIFF_START = re.compile(r"^\s*(?:```\s*diff\s*$|diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
@@ -1011,7 +1012,8 @@ _COMPACT_SIZE_ANY = re.compile(r"(?<![A-Za-z])(tp|pp|vpp|cp|ep|etp|dp|mbs|gbs)\s
 _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|gpu)|per[- ](?:device|gpu) batch(?: size)?|"
                         r"(?:rank[- ])?local batch size)(?:\s*\([^)]*\))?\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b", re.I)
 # "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
-_PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b(?!\s*[|,]?\s*\w+:)"
+_PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*(?:set\s+to\s*)?|[:=]\s*)?`?(\d+)`?\b"
+                        r"(?!\s*[|,]?\s*\w+:)"  # "the global batch size is set to 2048", "of `1920`" (llm-analysis)
                         r"|(?:^|(?<=[\s,;(`*-]))GBS\s*=\s*(\d+)\b", re.I)  # "- Batch: GBS=16, LBS=1" (Automodel#3827)
 # a unit the text computes with, not the run's batch: "The model flops for NeMoTron4 15b for GBS=1 is 434.5e12"
 # (NGC DGX Cloud benchmarking recipes' MFU example)
@@ -1035,7 +1037,8 @@ _PROSE_RESPECTIVELY = re.compile(r"\b(?:the\s+)?([A-Za-z][\w -]*?)\s+and\s+(?:th
                                  re.I)
 # a setting changed in words: "only overrides `global_batch_size` to **15360**" (NVIDIA-NeMo/Megatron-Bridge#4330)
 _PROSE_SET_TO = re.compile(r"\b(?:sets?|overrides?|changes?|raises?|increases?|reduces?)\s+(?:the\s+)?"
-                           r"`?([a-z][a-z_]*)`?\s+to\s+[*`]*(\d+)\b")
+                           r"`?([a-z][a-z_-]*)`?\s+to\s+[*`]*(\d+)\b")
+_AND_SET_TO = re.compile(r"^[^.;]*?\band\s+(?:the\s+)?`?([a-z][a-z_-]*)`?\s+to\s+[*`]*(\d+)\b")
 # names and values paired by slashes: "HIDDEN_SIZE / NUM_ATTN_HEADS/ NUM_LAYERS/ BATCHSIZE = 4096/16/50/8"
 # (deepspeedai/DeepSpeedExamples#192), or with a space: "GBS/MBS 512/2" (NVIDIA-NeMo/Megatron-Bridge#5124)
 _SLASH_PAIRS = re.compile(r"((?:[A-Za-z_][\w ]*?\s*/\s*)+[A-Za-z_][\w ]*?)\s*[=:]?\s*(\d+(?:\s*/\s*\d+)+)\b")
@@ -1118,7 +1121,11 @@ _SYSTEM_NODES = tuple((re.compile(pattern, re.I), per_node) for pattern, per_nod
     (rf"\b(one|a|an|two|four|eight|\d+)\s+(?:nodes?|servers?|systems?|machines?)\s+of\s+{_DGX2}"
      rf"|\b(one|a|an|two|four|eight|\d+)\s+{_DGX2}\s+(?:nodes?|servers?|systems?|machines?)\b", 16),
     (r"\b(one|a|an|two|four|eight|\d+)\s+(?:GCP\s+)?A3[- ](?:Mega|High|Ultra)\s+"
-     r"(?:nodes?|VMs?|instances?|machines?|hosts?)\b", 8)))
+     r"(?:nodes?|VMs?|instances?|machines?|hosts?)\b", 8),
+    # DGX-1 / A100 / H100 / H200 / B200 / B300 systems hold 8 GPUs each (NVIDIA's DGX datasheets): "4 DGX nodes"
+    # (microsoft/Megatron-DeepSpeed's long-sequence README)
+    (r"\b(one|a|an|two|four|eight|\d+)\s+(?:NVIDIA\s+)?DGX(?:[- ]?(?:1|A100|H100|H200|B200|B300)(?:-\d+GB)?)?\s+"
+     r"(?:nodes?|servers?|systems?|machines?|boxes)\b", 8)))
 _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}\s+nodes?\b", re.I)
 # a node's GPU count, not the run's: "DGX nodes, each equipped with 8 H100 GPUs" (NVIDIA-NeMo/NeMo#9031), and the
 # node count as a results row writes it: "#nodes=4,    DP=1, GBPT = 2 sec" (the first one stated is read)
@@ -1139,6 +1146,8 @@ _SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  
 _KEY_VALUE_IN_TEXT = re.compile(r"(?<![\w.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?(?:\s+|\s*=\s*)(\d+)\b(?![.\d])")  # "`micro_batch_size` 3"
 # a config object's attribute set in Python: "model_provider.tensor_model_parallel_size = 4" (Megatron-Bridge#546),
 # "cfg.model.expert_model_parallel_size = 8" (Bridge recipes); not an inference engine's (``_ENGINE_SECTIONS``)
+_UPPER_PAIRS = re.compile(r"(?<![\w$])([A-Z][A-Z0-9_]*)=(\d+)\b(?![.\dkKmMbB])")
+SHAPE_ARGS = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "num_query_groups"}
 _ATTR_SET = re.compile(r"\b((?:[A-Za-z_]\w*\.)+)([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\s*=\s*(\d+)\b(?![.\d])")
 _TEXT_KEY_ALIASES = {"num_heads": "num_attention_heads", "n_heads": "num_attention_heads", "n_layers": "num_layers",
                      "num_kv_heads": "num_query_groups", "batch_size_per_gpu": "micro_batch_size",
@@ -1289,6 +1298,9 @@ _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z _/#]*[A-Za-z])\s*[:=
 # "Step time: 18,467.280 ms average" (#5266), "MXFP8 step time improved from 20.1s to 16.9s" (#1760: the after
 # value), "The 52.4021-second median" (marin-community/marin#7668): (pattern, seconds per unit)
 _STATED_STEP_WORDS = (
+    # "latency per iteration `60.1` seconds" (MT-NLG 530B's step, as cli99/llm-analysis quotes it)
+    (re.compile(r"\b(?:latency|time) per (?:iteration|step)\s*(?:of|is|was|:)?\s*`?(\d+(?:\.\d+)?)`?\s*s(?:ec(?:onds?)?)?\b",
+                re.I), 1.0),
     (re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s+(?:average|avg|mean|median)\b", re.I), 1e-3),
     # "step time: 18,467.280 ms", "the leaf records step_time 9926.350 ms" (Megatron-Bridge#5596)
     (re.compile(r"\bstep[ _]time\s*[:=]?\s*(\d[\d,]*\.?\d*)\s*ms\b", re.I), 1e-3),
@@ -1422,6 +1434,10 @@ def _precision_label(cell: str) -> str | None:
     if m := re.fullmatch(r"fp8(?:[- ](cs|mx|sc|bs|ds|delayed|tensorwise|blockwise))?", word):
         return "mxfp8" if m.group(1) == "mx" else "fp8"
     return None
+# a step time named plainly, its unit in the cell: "| Step time (100 iters) | 3.23s |"
+_STEP_TIME_NAME = re.compile(r"^step\s*time\b(?:\s*\([^)]*\))?$", re.I)
+# the first header cell of a table whose rows are settings and whose columns are runs
+_METRIC_HEADER = re.compile(r"metric|metrics|指标|setting|parameter|item", re.I)
 _PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
 _CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
@@ -1537,7 +1553,20 @@ def _tables(text: str, facts: LogFacts) -> None:
             continue
         row = _run_row(header, lines[below:], n, facts) or row
         found: dict[str, Any] = {}
-        for name, cell in zip(header, row):
+        pairs = list(zip(header, row))
+        if n >= 3 and _METRIC_HEADER.fullmatch(header[0].strip("* ")):
+            # runs as columns, settings as rows ("| Metric | H200 (p5en) | B300 (p6-b300) |", awslabs's Qwen3-8B
+            # README): the first run's column, each row's name its header, its GPU the one its header names
+            pairs = []
+            if (g := _GPU_NAME.search(header[1])) and facts.run_gpu is None:
+                facts.run_gpu = gpu_key(g)
+            for line in lines[i + 1:]:
+                if "|" not in line or _TABLE_SEPARATOR.match(line):
+                    break
+                cells_of = cells(line, n)
+                if len(cells_of) == n:
+                    pairs.append((_HTML_BREAK.sub(" ", cells_of[0]), cells_of[1]))
+        for name, cell in pairs:
             sizes = {PROSE_SIZE_ARGS[k.upper()]: int(v) for k, v in _COMPACT_SIZE_ANY.findall(cell)}
             if len(sizes) >= 2:  # a layout cell: "tp1, ep8, pp32, vpp3, mbs=4, recompute=full"
                 found.update(sizes)
@@ -1562,8 +1591,10 @@ def _tables(text: str, facts: LogFacts) -> None:
                 found["precision"] = label  # FlagPerf's "precision" (fp32/amp/fp16/bf16), Primus's "精度" (FP8-CS)
                 continue
             unit = _CELL_WITH_UNIT.fullmatch(cell)
-            if unit and (stat := _STAT_STEP_COLUMN.match(column)) and unit.group(2) in ("s", "ms"):
-                if (stat.group(1) or stat.group(2)).lower() == "median" or "_step_s" not in found:
+            if unit and (stat := _STAT_STEP_COLUMN.match(column) or _STEP_TIME_NAME.match(column)) \
+                    and unit.group(2) in ("s", "ms"):
+                if stat.re is _STEP_TIME_NAME or (stat.group(1) or stat.group(2)).lower() == "median" \
+                        or "_step_s" not in found:
                     found["_step_s"] = float(unit.group(1).replace(",", "")) / (1e3 if unit.group(2) == "ms" else 1)
                 continue
             if unit and _PEAK_COLUMN.match(column) and unit.group(2) in ("GB", "GiB"):
@@ -1615,6 +1646,8 @@ def _prose_set(facts: LogFacts, key: str, value: Any) -> None:
         facts.prose_keys.add(key)
 
 
+_OTHER_GPUS_ASIDE = re.compile(rf"\([^()]*\b{_GPU_NAMES_RE}\b[^()]*\b(?:uses?|sister|others?|vs\.?|versus|unlike)\b"
+                               r"[^()]*\)", re.I)
 _RANK_RANGE = re.compile(r"\b(TP|PP|CP|EP|DP)(\d+)\s*[–—~-]\s*\1(\d+)\b", re.I)
 _EXAMPLE_TAIL = re.compile(r"(?:例如|比如|e\.g\.|for example)[\s:：,，]*(?:(?:TP|PP|DP|EP|CP|VPP|ETP)\s*\d+[\s/,_x]*)+",
                            re.I)
@@ -1699,6 +1732,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line).replace("\\*", "*")  # Markdown's escaped "4\*H200" (THUDM/slime#1022)
+    # what other GPUs' runs use, in an aside: "variant with `micro_batch_size=4` (the GB200 sister uses MBS=2;
+    # B200/B300/H100 use MBS=1)" (NVIDIA-NeMo/Megatron-Bridge#3767)
+    line = _OTHER_GPUS_ASIDE.sub(" ", line)
     # a legend's example is not the run: "格式为TPxPPyDPz，例如TP2PP1DP4" ("the format is ..., e.g. ...", FlagPerf)
     line = _EXAMPLE_TAIL.sub(" ", line)
     # a range of ranks is not a size, but from rank 0 it counts them: "across PP0–PP3" is 4 stages (Megatron-LM#6392)
@@ -1827,12 +1863,18 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         key = _TEXT_KEY_ALIASES.get(key, key)
         if key in CONFIG_KEYS and key in _SCRIPT_ARG_NAMES | set(PROSE_SIZE_ARGS.values()) and int(value) > 0:
             _prose_set(facts, key, int(value))
+    if len(pairs := _UPPER_PAIRS.findall(line)) >= 2:  # a script's variables quoted as a setup: "20B model: TP=8, PP=1,
+        for name, value in pairs:  # NLAYERS=8, NHIDDEN=14400, NHEADS=32, SEQ_LEN=2048" (BigScience's tr11 chronicles)
+            if (found := _script_var_arg(name, value)) and found[0] in SHAPE_ARGS:
+                _prose_set(facts, *found)
     if m := _PROSE_MBS.search(line):  # "batch size per device = 2" (Megatron-LLaMA#22)
         _prose_set(facts, "micro_batch_size", int(m.group(1)))
     if (m := _PROSE_GBS.search(line)) and not (m.group(2) and _PER_SAMPLE_FLOPS.search(line)):
         _prose_set(facts, "global_batch_size", int(m.group(1) or m.group(2)))
-    if (m := _PROSE_SET_TO.search(line)) and m.group(1) in CONFIG_KEYS:
-        _prose_set(facts, m.group(1), int(m.group(2)))
+    if m := _PROSE_SET_TO.search(line):  # "Need to set `pipe-parallel-size` to 6, and `model-parallel-size` to 4"
+        for name, value in [(m.group(1), m.group(2)), *_AND_SET_TO.findall(line[m.end():])]:  # (EleutherAI/gpt-neox#707)
+            if (key := name.replace("-", "_")) in CONFIG_KEYS | {"pipe_parallel_size", "model_parallel_size"}:
+                _prose_set(facts, key, int(value))
     if (m := _SLASH_PAIRS.search(line)) and len(names := m.group(1).split("/")) == len(values := m.group(2).split("/")):
         for name, value in zip(names, values):
             if found := _script_var_arg(name.strip(), value.strip()) or (
@@ -1998,6 +2040,8 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                "GBS": "global_batch_size", "NUM_HEADS": "num_attention_heads", "SEQ_LEN": "seq_length",
                "MAX_SEQ_LEN": "seq_length",
                "PR": "precision",
+               # BigScience's slurm scripts (bigscience-workshop/bigscience train/tr*/: NLAYERS=..., NHIDDEN=...)
+               "NLAYERS": "num_layers", "NHIDDEN": "hidden_size", "NHEADS": "num_attention_heads",
                # Megatron-DeepSpeed's examples (examples_deepspeed/ds_pretrain_gpt_*.sh): MP_SIZE is the tensor-
                # parallel size, BATCH_SIZE the micro batch ("--micro-batch-size ${BATCH_SIZE}"), NUM_ATTN_HEADS
                # (deepspeedai/Megatron-DeepSpeed#311); *_SIZE spellings of the other sizes likewise

@@ -932,6 +932,10 @@ def _same_size(gb: int, gpu: Any) -> bool:
 def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: list[tuple[str, str]]) -> str:
     if defaults.get("gpu"):
         return str(defaults["gpu"])
+    if facts.run_gpu and (name := log_gpu(facts.run_gpu)):  # the results the run's figures come from name it
+        notes.append(f"GPU {name} from the results table's first run column ({facts.run_gpu}; the text names "
+                     f"{', '.join(sorted(facts.gpu_names))})")
+        return name
     if facts.gpu_names:
         # names of one catalog GPU count together ("A800" and "NVIDIA_A800-SXM4-80GB": a800)
         # and a chip named without its memory joins the size the text gives it elsewhere ("A100" in FlagPerf's labels
