@@ -162,6 +162,9 @@ _SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*(\d*\.?\d+)")
 # ms-swift's trainer logs as a dict: "{'loss': 0.32, ..., 'iteration': '34/107', ..., 'memory(GiB)': 75.71,
 # 'train_speed(s/it)': 233.114145}" (modelscope/ms-swift#8152); the speed is the run's seconds per iteration so far
 _SWIFT_DICT_STEP = re.compile(r"'iteration':\s*'(\d+)/\d+'.*?'train_speed\(s/it\)':\s*(\d+(?:\.\d+)?)")
+# ms-swift 3's trainer logs its speed the other way round: "'global_step/max_steps': '21/94', ... 'memory(GiB)': 69.19,
+# 'train_speed(iter/s)': 0.010773" (modelscope/ms-swift#4146), the step number on the line before when wrapped
+_SWIFT_DICT_SPEED = re.compile(r"(?:'global_step/max_steps':\s*'(\d+)/\d+'.*?)?'train_speed\(iter/s\)':\s*(\d+(?:\.\d+)?)")
 _SWIFT_DICT_MEMORY = re.compile(r"'memory\(GiB\)':\s*(\d+(?:\.\d+)?)")
 # NeMo 2 MegatronStrategy logs max_memory_reserved / max_memory_allocated in bytes with the step
 # (nemo/lightning/pytorch/strategies/megatron_strategy.py L802-808)
@@ -636,6 +639,10 @@ def parse_log(text: str) -> LogFacts:
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
     _batch_from_consumed(facts)
+    if facts.oom and facts.args.get("_checkpoint_oom") and (not facts.oom_logged or "save_checkpoint" in text):
+        facts.oom = False  # the run trained; it ran out of memory saving a checkpoint (not a step's peak; runs.py)
+        for key in ("_prose_oom_if", "_prose_oom_always"):
+            facts.args.pop(key, None)
     if facts.oom and not facts.oom_logged and _HOST_OOM.search(text):  # the text's OOM is the host's, not a GPU's
         facts.oom = False
         facts.args["_host_oom"] = facts.args.pop("_prose_oom", "host memory")
@@ -696,7 +703,10 @@ _LATER_SIZES = {"pipeline_model_parallel_size", "virtual_pipeline_model_parallel
 # an out-of-memory of the host, not of a GPU: "Pre-Training 20TB Dataset out-of-memory (CPU memory)" (data loader
 # workers, NVIDIA/NeMo#11784), "CPU OOM", "host memory OOM", "OOM-killed" (the kernel's OOM killer)
 _HOST_OOM = re.compile(r"\bout[- ]of[- ]memory\s*\(\s*(?:CPU|host|system)\b|\b(?:CPU|host|system)[- ](?:memory[- ])?(?:OOM|"
-                       r"out[- ]of[- ]memory)\b|\bOOM[- ]kill(?:ed|er)\b|\boom_kill\b", re.I)
+                       r"out[- ]of[- ]memory)\b|\bOOM[- ]kill(?:ed|er)\b|\boom_kill\b"
+                       # the kernel's OOM killer ends a process with SIGKILL: "crashed due to OOM (i.e. exit code 9)"
+                       # (NVIDIA/Megatron-LM#2401, host memory growing to ~940 GB)
+                       r"|\bOOM\b[^\n]{0,24}\bexit\s*code[:\s]*-?9\b", re.I)
 # Ray's memory monitor: "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory"
 _RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|node running low on memory", re.I)
 _EMBEDDED_CONFIG = re.compile(r"config_files\s*\.*\s*(\{.*\\n.*)$", re.M)
@@ -798,8 +808,12 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         if c := _CONSUMED_SAMPLES.search(m.group(3)):
             facts.consumed[int(m.group(1))] = int(c.group(1))
         return
-    if m := _SWIFT_DICT_STEP.search(line):
-        facts.iterations.append((int(m.group(1)), float(m.group(2)), None, None))
+    if (m := _SWIFT_DICT_STEP.search(line)) or ((m := _SWIFT_DICT_SPEED.search(line)) and float(m.group(2)) > 0):
+        seconds = float(m.group(2)) if m.re is _SWIFT_DICT_STEP else 1.0 / float(m.group(2))  # iter/s: its inverse
+        if m.group(1):
+            facts.iterations.append((int(m.group(1)), seconds, None, None))
+        else:  # no step number on the line: in the order logged
+            facts.nemo_steps.append((None, seconds))
         if r := _SWIFT_DICT_MEMORY.search(line):  # ms-swift's get_max_cuda_memory: the reserved peak
             facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
         return
@@ -997,7 +1011,11 @@ _STATED_TOKENS_LABEL = re.compile(
 # achieve 2357 Tokens/s/GPU" before "Yet, I can only achieve under 1900 Tokens/s/GPU" (NVIDIA/NeMo#8059)
 _REFERENCE_RATE = re.compile(r"\b(?:blog|paper|official|published|reported|advertised|claim(?:s|ed)?|could achieve|"
                              r"should (?:achieve|get|reach)|expected to)\b", re.I)
-_PROSE_PRECISION = re.compile(r"\b(?:using|in|with|at)\s+(FP8|MXFP8|NVFP4|BF16|FP16)\s+(?:mixed[- ])?precision\b", re.I)
+_PROSE_PRECISION = re.compile(r"\b(?:using|in|with|at)\s+(FP8|MXFP8|NVFP4|BF16|FP16)\s+(?:mixed[- ])?precision\b"
+                              # "- Model: Llama-3 70B, **NVFP4** precision, ..." (NVIDIA/TransformerEngine#3427),
+                              # "- Precision: MXFP8 (e4m3)" (NVIDIA/Megatron-LM#4383)
+                              r"|(?<![\w-])\**(MXFP8|NVFP4)\**\s+precision\b"
+                              r"|^\s*[-*]?\s*\**precision\**\s*[:=]\s*\**`?(FP8|MXFP8|NVFP4|BF16|FP16)\b", re.I)
 # ... and its FP8 scaling: "per-tensor FP8 quantization, leveraging scaling factors computed in the current step"
 # (NeMo 25.x performance summary: current scaling, Megatron's --fp8-recipe tensorwise)
 _PROSE_CURRENT_SCALING = re.compile(r"\bscaling factors computed in the current step\b|\bper-tensor current scaling\b",
@@ -1061,8 +1079,11 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         # Chinese posts: "显存不够" / "显存不足" (GPU memory not enough), "爆显存", and the cards named as
                         # not enough, "8卡 H200 也完全不够" (modelscope/ms-swift#8169)
                         r"|显存(?:占用)?(?:不够|不足|爆了|溢出)|爆显存|\d+\s*卡\s*\S{0,12}?\s*也?(?:完全)?不够"
-                        # "遇到OOM" (ran into), "报错OOM" (fails with), "出现OOM", "OOM了" (modelscope/ms-swift#5851, #6387)
-                        r"|(?:遇到|出现|报错|发生)了?\s*(?:CUDA\s*)?OOM(?![A-Za-z])|(?<![A-Za-z])OOM\s*了", re.I)
+                        # "The job fails due to OOM when warming up jit fusion" (NVIDIA-NeMo/Megatron-Bridge#2811), "it
+                        # always oom in the backward" (NVIDIA/TransformerEngine#2543)
+                        r"|\b(?:fails?|failed|crash(?:es|ed)?|dies|died|aborts?|aborted)\s+(?:due\s+to|because\s+of)\s+"
+                        r"(?:an?\s+|the\s+)?(?:CUDA\s+)?(?:OOM|out[- ]of[- ]memory)\b"
+                        r"|\b(?:always|still|immediately|quickly)\s+OOMs?\b", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
                            r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|ran\s+out|exhausted)|✅"
                            r"|(?:不会|没有|没|避免|防止|不)\s*(?:爆显存|显存不足|显存溢出|显存不够)", re.I)
@@ -1087,7 +1108,14 @@ def _oom_condition(line: str, m: re.Match[str]) -> tuple[str, int] | None:
 
 
 # an OOM told in Chinese: "爆显存", "显存不足", "每一张卡显存都满了" (alibaba/Pai-Megatron-Patch#409: every card's memory full)
-_PROSE_OOM_CN = re.compile(r"爆显存|显存(?:不足|溢出|不够|爆了|都满了|满了)")
+# and "遇到OOM" (ran into), "报错OOM" / "报错：oom" (fails with), "出现OOM", "直接爆OOM", "OOM了" (modelscope/ms-swift#5851,
+# #6387, #7190, #5966)
+_PROSE_OOM_CN = re.compile(r"爆显存|显存(?:不足|溢出|不够|爆了|都满了|满了)"
+                           r"|(?:遇到|出现|报错|发生|爆)了?\s*[：:]?\s*(?:CUDA\s*)?OOM(?![A-Za-z])|(?<![A-Za-z])OOM\s*了", re.I)
+# an OOM while saving a checkpoint, not in a training step: "Training works fine but checkpointing OOMs out"
+# (NVIDIA-NeMo/Megatron-Bridge#1748), "可训练但在保存模型时报错：oom" (modelscope/ms-swift#5966)
+_CHECKPOINT_OOM = re.compile(r"\bcheckpointing\b|\bsav(?:e|es|ing)\s+(?:the\s+|a\s+)?(?:model|checkpoints?|weights)\b"
+                             r"|\bsave_checkpoint\b|保存(?:模型|权重|checkpoint)?", re.I)  # (not loading one: #1516)
 # sizes written the other way round or run together: "2pp-1dp-1cp-8ep" (mlc-ai/pith-train#7), "tp2pp1" / "tp2 pp1"
 # (ISEEKYAN/verl_megatron_practice#2); like "TP1/PP1", a line must hold two of them
 _SIZE_FIRST = re.compile(r"(?<![A-Za-z0-9.])(\d+)(tp|pp|vpp|cp|ep|etp|dp)(?![A-Za-z])", re.I)
@@ -1143,7 +1171,7 @@ _PROSE_ACT_CKPT = re.compile(r"(?<![A-Za-z])actckpt\b|\b(?:with|using|and|\+)\s*
 _SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  # "seq8192", "seq 2048" (trl#6869)
 # a Megatron config key and its value in running text: "num_layers 24, num_heads 16, hidden_size 2048"
 # (bigcode-project/Megatron-LM#41), "with expert_tensor_parallel_size=1 and sequence_parallel=True" (NVIDIA-NeMo/RL#2668)
-_KEY_VALUE_IN_TEXT = re.compile(r"(?<![\w.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?(?:\s+|\s*=\s*)(\d+)\b(?![.\d])")  # "`micro_batch_size` 3"
+_KEY_VALUE_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?(?:\s+|\s*=\s*)(\d+)(?![A-Za-z0-9_.])")  # "`micro_batch_size` 3"
 # a config object's attribute set in Python: "model_provider.tensor_model_parallel_size = 4" (Megatron-Bridge#546),
 # "cfg.model.expert_model_parallel_size = 8" (Bridge recipes); not an inference engine's (``_ENGINE_SECTIONS``)
 _UPPER_PAIRS = re.compile(r"(?<![\w$])([A-Z][A-Z0-9_]*)=(\d+)\b(?![.\dkKmMbB])")
@@ -1176,7 +1204,8 @@ _GPU_COUNT = re.compile(rf"(?<![.-])\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
 # (a vendor's part the catalog lacks too: "config_C500x1x8.py", MetaX, flagos-ai/FlagPerf#670; "config_R300x10x8.py")
 # "2 * 8 H20" (modelscope/ms-swift#7992), "4*8*80GB nodes" (verl-project/verl#1649)
-_GPU_GRID = re.compile(rf"\b(\d+)\s*[x×*]\s*(\d+)\s*(?:[x×*]?\s*\d+\s*GB\s+)?(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}|GPUs?|nodes)\b"
+_GPU_GRID = re.compile(rf"(?<![A-Za-z0-9.])(\d+)\s*[x×*]\s*(\d+)\s*(?:[x×*]?\s*\d+\s*GB\s+|[x×*]\s*)?(?:NVIDIA\s+)?"
+                       rf"(?:{_GPU_NAMES_RE}|GPUs?|nodes)(?![A-Za-z0-9])"  # "使用4*8*A800进行" (modelscope/ms-swift#9243)
                        rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)"
                        r"|\bconfig_[A-Za-z]+\d*[A-Za-z]*x(\d+)x(\d+)\.py\b", re.I)
 # a bound on the GPU count, not the run's (NGC DGX Cloud benchmarking READMEs: "At least 128 GPUs with at least 80 GB")
@@ -1228,6 +1257,9 @@ _CN_COUNT_WORDS = {"单": 1, "一": 1, "两": 2, "二": 2, "四": 4, "八": 8}
 _CN_NODES_TIMES_CARDS = re.compile(r"(\d+|[单一两二四八])\s*(?:机|台|节点)\s*[*x×]\s*(?:[^*x×\n]{0,24}[*x×]\s*)?(\d+)\s*(?:张\s*)?卡")
 # the cards in Chinese numerals too: "单机八卡" (modelscope/ms-swift's Megatron-SWIFT benchmark), "双机十六卡"
 _CN_NODES_CARDS = re.compile(r"(\d+|[单双一两二四八])\s*(?:机|台机器|台|节点)\s*(\d+|[一二两三四五六七八九十]+)\s*(?:张\s*)?卡")
+# "4节点. 每节点8卡", "在4台机器（每台8卡）" (modelscope/ms-swift#9243): nodes, then the cards of each
+_CN_NODES_EACH = re.compile(r"(\d+|[单双一两二四八])\s*(?:机|台机器|台|节点|个节点)[^\n]{0,12}?每(?:台|个节点|节点|机)(?:机器)?"
+                            r"\s*(\d+|[一二两三四五六七八九十]+)\s*(?:张\s*)?卡")
 _CN_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 
 
@@ -1729,7 +1761,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             # its memory is ms-swift's get_max_cuda_memory, the peak reserved (as its 'memory(GiB)' field)
             facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(m.group(2)) * 1024)
         return
-    if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped):  # a script's or config's comment (often
+    if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped) \
+            and not (facts.title and line.strip() == facts.title):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line).replace("\\*", "*")  # Markdown's escaped "4\*H200" (THUDM/slime#1022)
     # what other GPUs' runs use, in an aside: "variant with `micro_batch_size=4` (the GB200 sister uses MBS=2;
@@ -1750,6 +1783,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
                   if not _PROSE_NO_OOM.search(line[max(0, m.start() - 40):m.end()])), None):
         facts.oom = True
         _prose_set(facts, "_prose_oom", line[max(0, m.start() - 40):m.end() + 20].strip())
+        if _CHECKPOINT_OOM.search(line):
+            facts.args.setdefault("_checkpoint_oom", line.strip()[:120])
         if cond := _oom_condition(line, m):  # "When tp=1 is set, OOM occurs": maybe another layout's (runs.py)
             facts.args.setdefault("_prose_oom_if", cond)
         else:  # an OOM the text states without a condition: the run's, whatever another sentence says
@@ -1772,8 +1807,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if (m := _STATED_TOKENS.search(line) or _STATED_TOKENS_LABEL.search(line)) and facts.stated_tokens_per_gpu is None \
             and not _REFERENCE_RATE.search(line[:m.start()]):
         facts.stated_tokens_per_gpu = float(m.group(1).replace(",", ""))
-    if m := _PROSE_PRECISION.search(line):
-        word = m.group(1).lower()
+    if (m := _PROSE_PRECISION.search(line)) \
+            and not re.search(r"\b(?:unlike|than|vs\.?|versus|instead of|compared (?:to|with))\s*\**$", line[:m.start()], re.I):
+        word = next(g for g in m.groups() if g).lower()
         facts.args.setdefault("_prose_precision", {"mxfp8": "fp8", "nvfp4": "fp4"}.get(word, word))
         if word == "mxfp8":
             facts.args.setdefault("_prose_fp8_recipe", "mxfp8")
@@ -1937,6 +1973,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
                                                           or int(count)))
     elif m := _CN_GPU_COUNT.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1) or 1) * int(m.group(2)))
+    elif m := _CN_NODES_EACH.search(line):
+        nodes = {"单": 1, "双": 2, **_CN_COUNT_WORDS}.get(m.group(1)) or int(m.group(1))
+        _prose_set(facts, "_prose_num_gpus", nodes * _cn_int(m.group(2)))
     elif m := _CN_NODES_TIMES_CARDS.search(line):
         _prose_set(facts, "_prose_num_gpus", (_CN_COUNT_WORDS.get(m.group(1)) or int(m.group(1))) * int(m.group(2)))
     elif ((m := _CN_NODES_CARDS.search(line)) or (m := _CN_CARDS.search(line))) and not _CN_ALTERNATIVES.search(line):
@@ -2110,7 +2149,8 @@ def _flag_dest(name: str, value: Any) -> tuple[str, Any]:
 
 
 # flags that take a list of words (argparse nargs='*'): --recompute-modules core_attn moe_act, --cp-comm-type
-LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type", "offload_modules", "rampup_batch_size"})
+LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type", "offload_modules", "rampup_batch_size", "cuda_graph_scope",
+                        "cuda_graph_modules"})
 # Megatron-LM's training entry points (pretrain_gpt.py, pretrain_mamba.py, ...), run as a script
 _MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b(?!\"?,\s*line\s\d)")  # (not a traceback's frame: File "./pretrain_gpt.py", line 222)
 _SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=(\S+)", re.M)

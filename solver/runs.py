@@ -834,7 +834,13 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     nodes_stated = any(isinstance(args.get(k), int) for k in node_keys)
     tp, pp, cp = (_int(args, k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
                                                 "context_parallel_size"))
-    if isinstance(per_node, int) and (nodes_stated or not (args.get("_env_nodes_unset") or defaults.get("num_gpus"))):
+    ep_grid = _int(args, "expert_model_parallel_size", 1) * _int(args, "expert_tensor_parallel_size", 1) * pp
+    one_node_short = isinstance(per_node, int) and not nodes_stated and per_node < max(tp * pp * cp, ep_grid)
+    if one_node_short:  # "--nproc-per-node=4" with EP 64: GPUs a node, the node count not in the log
+        notes.append(f"the launcher's {per_node} GPUs a node cannot hold the layout (TP x PP x CP = {tp * pp * cp}, "
+                     f"EP x ETP x PP = {ep_grid}): more nodes than one, how many the log does not say")
+    if isinstance(per_node, int) and not one_node_short \
+            and (nodes_stated or not (args.get("_env_nodes_unset") or defaults.get("num_gpus"))):
         if defaults.get("num_gpus") and (per_node * nodes) % (tp * pp * cp):
             # a launch that cannot hold its own layout is not the training's (a checkpoint converter run as one
             # process with --target-tensor-model-parallel-size 2, alibaba/Pai-Megatron-Patch#652): --gpus N wins
@@ -863,6 +869,9 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         notes.append(f"{derived} GPUs: the stated tokens/s/GPU times GPUs equals global batch x sequence / step time "
                      "(--gpus N to override)")
         return derived
+    if one_node_short:
+        missing.append((f"world size (GPU count: {per_node} a node, the number of nodes not in the log)", "--gpus N"))
+        return 0
     missing.append(("world size (GPU count)", "--gpus N"))
     return 0
 
@@ -1382,6 +1391,9 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
     if defaults.get("oom") and not oom:
         oom = True
         notes.append("the run ran out of GPU memory, as given (--oom)")
+    if facts.args.get("_checkpoint_oom"):
+        notes.append(f"the text's out-of-memory came while saving a checkpoint, not in a training step: not compared "
+                     f"with the step's peak (\"{facts.args['_checkpoint_oom']}\"; --oom to compare it anyway)")
     if facts.args.get("_host_oom"):
         notes.append(f"the text's out-of-memory is the host's (CPU memory), not a GPU's: not taken as a GPU OOM "
                      f"(\"{facts.args['_host_oom']}\")")
@@ -1390,7 +1402,7 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         oom = False  # verl-project/verl#2197: train_tp=2 ..., "When tp=1 is set, OOM occurs"
         notes.append(f"the text's OOM is under {cond[0]}={cond[1]}, not this run's {cond[0]}={layout.get(cond[0], 1)}: "
                      f"not taken as this run's (\"{facts.args.get('_prose_oom')}\")")
-    if oom:
+    if oom and facts.oom:  # (an OOM given with --oom has its own note above)
         notes.append("the run ran out of memory" + (f" (GPU capacity {facts.oom_capacity_gib} GiB)"
                                                      if facts.oom_capacity_gib else "")
                      + (f", as the text says: \"{facts.args['_prose_oom']}\"" if facts.args.get("_prose_oom") else ""))
