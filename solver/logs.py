@@ -1260,6 +1260,8 @@ _CN_NODES_CARDS = re.compile(r"(\d+|[单双一两二四八])\s*(?:机|台机器|
 # "4节点. 每节点8卡", "在4台机器（每台8卡）" (modelscope/ms-swift#9243): nodes, then the cards of each
 _CN_NODES_EACH = re.compile(r"(\d+|[单双一两二四八])\s*(?:机|台机器|台|节点|个节点)[^\n]{0,12}?每(?:台|个节点|节点|机)(?:机器)?"
                             r"\s*(\d+|[一二两三四五六七八九十]+)\s*(?:张\s*)?卡")
+_CN_PER_NODE = re.compile(r"每(?:台|个节点|节点|机)(?:机器)?\s*(\d+|[一二两三四五六七八九十]+)\s*(?:张\s*)?卡")
+_CN_NODES_ALONE = re.compile(r"^\s*(\d+)\s*(?:个)?节点\s*[.。,，]?\s*$")  # a line of its own: "4节点."
 _CN_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 
 
@@ -1927,6 +1929,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if _PROSE_DP_ONLY.search(line):
         _prose_set(facts, "tensor_model_parallel_size", 1)
         _prose_set(facts, "pipeline_model_parallel_size", 1)
+    if m := _CN_NODES_ALONE.match(line):
+        _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if (m := _PROSE_NODES_EQ.search(line)) and not _CPU_BINDING.search(line):
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if _BOUND_COUNT.search(line):  # a requirement, not the run: "At least 128 GPUs with at least 80 GB memory each"
@@ -1976,6 +1980,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     elif m := _CN_NODES_EACH.search(line):
         nodes = {"单": 1, "双": 2, **_CN_COUNT_WORDS}.get(m.group(1)) or int(m.group(1))
         _prose_set(facts, "_prose_num_gpus", nodes * _cn_int(m.group(2)))
+    elif m := _CN_PER_NODE.search(line):  # "4节点." above "每节点8卡H100." (modelscope/ms-swift#9243): a node's cards
+        _prose_set(facts, "_prose_gpus_per_node", _cn_int(m.group(1)))
     elif m := _CN_NODES_TIMES_CARDS.search(line):
         _prose_set(facts, "_prose_num_gpus", (_CN_COUNT_WORDS.get(m.group(1)) or int(m.group(1))) * int(m.group(2)))
     elif ((m := _CN_NODES_CARDS.search(line)) or (m := _CN_CARDS.search(line))) and not _CN_ALTERNATIVES.search(line):

@@ -624,6 +624,14 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
                          "--model out to cost the printed shape)")
         return _with_printed_mtp(spec, args, notes)
     absent = [k for k in SHAPE_KEYS if not isinstance(args.get(k), int)]
+    if not absent and facts.model_names and (lacking := _preset_features_unprinted(facts, args)):
+        # the named preset's layers, width and heads, printed without what makes it that model: a translated command
+        # cut before --num-experts and the hybrid pattern (NVIDIA-NeMo/Megatron-Bridge#3027, Nemotron 3 Super):
+        # built from the printed flags alone it would be a dense transformer
+        notes.append(f"the log prints {lacking[0]}'s layers, width and heads but not its {lacking[1]}: costed as "
+                     f"{lacking[0]}")
+        spec = resolve_model(lacking[0]).spec
+        return _with_printed_mtp(_with_printed_shape(spec, args, notes, missing), args, notes)
     if absent and facts.model_names:  # a recipe / config class / model name that fixes the shape
         # of several, the one named on most lines, then the first named ("Qwen3-30B-A3B on H800 is slow ... any
         # reports for Qwen3-30B-A3B and Qwen3-235B-A22B?", alibaba/Pai-Megatron-Patch#643)
@@ -776,6 +784,21 @@ def _with_printed_shape(spec: ModelSpec, args: dict[str, Any], notes: list[str],
     notes.append("the log prints " + ", ".join(f"{k} {v}" for k, v in printed.items())
                  + f": {spec.name} costed with them")
     return out
+
+
+def _preset_features_unprinted(facts: LogFacts, args: dict[str, Any]) -> tuple[str, str] | None:
+    """The preset the log names most, and what of it the log leaves out, when the log prints that preset's shape
+    but not its experts, hybrid layer pattern or latent attention; else None."""
+    preset = max(facts.model_names, key=facts.model_names.__getitem__)
+    if not _prints_shape_of(preset, args):
+        return None
+    spec = resolve_model(preset).spec
+    lacking = [what for what, has, printed in (
+        ("experts", spec.is_moe, ("num_experts", "num_moe_experts", "moe_num_experts")),
+        ("hybrid layer pattern", spec.is_hybrid, ("hybrid_override_pattern",)),
+        ("latent attention", spec.mla is not None, ("multi_latent_attention", "kv_lora_rank")))
+        if has and not any(args.get(k) for k in printed)]
+    return (preset, " and ".join(lacking)) if lacking else None
 
 
 def _prints_shape_of(preset: str, args: dict[str, Any]) -> bool:
