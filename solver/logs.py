@@ -1071,11 +1071,15 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         r"|^\s*OOM\s+(?:when|while|during|at|in|after)\b"  # "OOM when compute_teacher_logits" (ms-swift#7295)
                         # the verb after it: "GPU OOM always occur after only 3~4 rollout steps" (THUDM/slime#1022),
                         # "the CUDA OOM error consistently occurs" (THUDM/slime#274)
-                        r"|\bOOM\s+(?:errors?\s+)?(?:is\s+)?(?:always\s+|consistently\s+|still\s+|often\s+|sometimes\s+|"
+                        r"|\bOOM\s+(?:errors?\s+|problems?\s+|issues?\s+)?(?:is\s+)?(?:always\s+|consistently\s+|still\s+|often\s+|sometimes\s+|"
                         r"randomly\s+|suddenly\s+)?(?:occurs?|occurred|happens?|happened)\b"  # "OOM suddenly occurs
                         # while backwarding", "OOM is still occurred processing backward" (NVIDIA/Megatron-LM#1300)
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
-                        r"|\bran\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b"
+                        r"|\b(?:ran|runs|running)\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b"
+                        # "I still facing OOM" (NVIDIA/NeMo threads); not "encounter", which posts put in an attempt at
+                        # another setup ("When I try to train on a single node ..., I encounter OOM", Megatron-LM#2762)
+                        r"|\b(?:facing|faces?|faced|experienc(?:e|es|ed|ing)|seeing|saw)\s+"
+                        r"(?:an?\s+|the\s+|this\s+)?(?:CUDA\s+)?(?:OOM|out[- ]of[- ]memory)\b"
                         # Chinese posts: "显存不够" / "显存不足" (GPU memory not enough), "爆显存", and the cards named as
                         # not enough, "8卡 H200 也完全不够" (modelscope/ms-swift#8169)
                         r"|显存(?:占用)?(?:不够|不足|爆了|溢出)|爆显存|\d+\s*卡\s*\S{0,12}?\s*也?(?:完全)?不够"
@@ -1085,7 +1089,7 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         r"(?:an?\s+|the\s+)?(?:CUDA\s+)?(?:OOM|out[- ]of[- ]memory)\b"
                         r"|\b(?:always|still|immediately|quickly)\s+OOMs?\b", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
-                           r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|ran\s+out|exhausted)|✅"
+                           r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|(?:ran|runs|running)\s+out|exhausted)|✅"
                            r"|(?:不会|没有|没|避免|防止|不)\s*(?:爆显存|显存不足|显存溢出|显存不够)", re.I)
 # the condition an OOM sentence puts on a size, before it ("When tp=1 is set, OOM occurs", verl-project/verl#2197,
 # where the run's own train_tp is 2) or right after it ("OOM occurs if pp=2")
@@ -1204,7 +1208,7 @@ _GPU_COUNT = re.compile(rf"(?<![.-])\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
 # (a vendor's part the catalog lacks too: "config_C500x1x8.py", MetaX, flagos-ai/FlagPerf#670; "config_R300x10x8.py")
 # "2 * 8 H20" (modelscope/ms-swift#7992), "4*8*80GB nodes" (verl-project/verl#1649)
-_GPU_GRID = re.compile(rf"(?<![A-Za-z0-9.])(\d+)\s*[x×*]\s*(\d+)\s*(?:[x×*]?\s*\d+\s*GB\s+|[x×*]\s*)?(?:NVIDIA\s+)?"
+_GPU_GRID = re.compile(rf"(?<![A-Za-z0-9.])(\d+)\s*[x×*]\s*(\d+)(?!\d)\s*(?:[x×*]?\s*\d+\s*GB\s+|[x×*]\s*)?(?:NVIDIA\s+)?"
                        rf"(?:{_GPU_NAMES_RE}|GPUs?|nodes)(?![A-Za-z0-9])"  # "使用4*8*A800进行" (modelscope/ms-swift#9243)
                        rf"|(?<![A-Za-z0-9]){_GPU_NAMES_RE}x(\d+)x(\d+)(?!\d)"
                        r"|\bconfig_[A-Za-z]+\d*[A-Za-z]*x(\d+)x(\d+)\.py\b", re.I)
@@ -1288,6 +1292,8 @@ _PROSE_DP_ONLY = re.compile(r"\b(?:only|just|purely|pure)\s+(?:use\s+|using\s+)?
 # "16 nodes × 8 H800 GPUs = **128 GPUs**" (modelscope/ms-swift#9451): nodes times the GPUs of each
 _NODES_TIMES_GPUS = re.compile(rf"\b(\d+)\s+nodes?\s*[x×*]\s*(\d+)\s*(?:NVIDIA\s+)?"
                                rf"(?:{_GPU_NAMES_RE}(?:\s*(?:GPUs?|cards?))?|GPUs?|cards?)(?![A-Za-z0-9])", re.I)
+_COUNT_SIZE_GPU = re.compile(rf"(?<![\w.])(\d+)\s*[x×]\s*\d+\s*GB\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?![A-Za-z0-9])", re.I)
+_PER_NODE_GPUS = re.compile(r"\b(\d+)\s*GPUs?\s*(?:/\s*|per\s+|a\s+|each\s+)node\b", re.I)
 _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}"
                        rf"|{_GPU_NAMES_RE}\s*[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b",
                        re.I)
@@ -1940,7 +1946,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         if m.group(1):
             _prose_set(facts, "_prose_nodes", _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1)))
     elif m := _NODES_OF.search(line):
-        _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2) or m.group(3) or m.group(4)))
+        nodes, gpus = int(m.group(1)), int(m.group(2) or m.group(3) or m.group(4))
+        per = _PER_NODE_GPUS.search(line)  # "4 nodes with 16 GPUs, 4 GPUs/node" (NVIDIA/Megatron-LM#640): 16 in all
+        _prose_set(facts, "_prose_num_gpus", gpus if per and nodes * int(per.group(1)) == gpus else nodes * gpus)
     elif m := _NODES_TIMES_GPUS.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
     elif m := _NODE_OF_GPUS.search(line):
@@ -1959,6 +1967,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         m = next((t for t in found if re.search(r"\bon\s+$", line[:t.start()])), found[0])
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
     elif m := _GPUS_EQ.search(line) or _GPUS_TO.search(line):
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
+    elif m := _COUNT_SIZE_GPU.search(line):  # "on 8x80GB A100": eight 80 GB A100s
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
     elif m := _GPU_GRID.search(line):
         nodes, per_node = m.group(m.lastindex - 1), m.group(m.lastindex)
@@ -2236,9 +2246,41 @@ def _rocm_model_size(text: str, facts: LogFacts) -> None:
 _INLINE_CODE_BLOCK = re.compile(r"^`([^`\n][^`]*\n[^`]*?)`[ \t]*$", re.M)
 
 
+# Pai-Megatron-Patch's example launchers take their settings by position (examples/*/run_mcore_*.sh @ the mirror of
+# alibaba/Pai-Megatron-Patch: ENV=$1 MODEL_SIZE=$2 BATCH_SIZE=$3 GLOBAL_BATCH_SIZE=$4 ... SEQ_LEN=$7 ... PR=$9
+# TP=${10} PP=${11} CP=${12} in every one; the expert sizes after them differ by script)
+_PAI_LAUNCH = re.compile(r"\b(?:sh|bash)\s+(?:\S*/)?(run_mcore_\w+)\.sh\s+([^\n|;&]*)")
+_PAI_COMMON = {2: "micro_batch_size", 3: "global_batch_size", 6: "seq_length", 9: "tensor_model_parallel_size",
+               10: "pipeline_model_parallel_size", 11: "context_parallel_size"}  # 0-based after the script
+_PAI_EXPERT = {"run_mcore_qwen3": {12: "expert_tensor_parallel_size", 13: "expert_model_parallel_size"},
+               "run_mcore_qwen2_moe": {12: "expert_tensor_parallel_size", 13: "expert_model_parallel_size"},
+               "run_mcore_mistral": {12: "expert_model_parallel_size"},
+               "run_mcore_moonlight": {12: "expert_tensor_parallel_size"}}
+
+
+def _pai_positional(body: str, facts: LogFacts) -> None:
+    """The sizes a Pai-Megatron-Patch ``run_mcore_*.sh`` command passes by position (modelscope-style issue posts:
+    alibaba/Pai-Megatron-Patch#413 "sh run_mcore_qwen.sh dsw 7B 2 512 1e-5 1e-6 4096 4096 bf16 2 1 1 ...").
+
+    >>> f = LogFacts(); _pai_positional("sh run_mcore_qwen.sh dsw 7B 2 512 1e-5 1e-6 4096 4096 bf16 2 1 1 true", f)
+    >>> f.args
+    {'micro_batch_size': 2, 'global_batch_size': 512, 'seq_length': 4096, 'tensor_model_parallel_size': 2, \
+'pipeline_model_parallel_size': 1, 'context_parallel_size': 1, 'precision': 'bf16'}
+    """
+    for m in _PAI_LAUNCH.finditer(body):
+        words = m.group(2).split()
+        for index, key in {**_PAI_COMMON, **_PAI_EXPERT.get(m.group(1), {})}.items():
+            if index < len(words) and words[index].isdigit() and int(words[index]) > 0:
+                facts.args.setdefault(key, int(words[index]))
+        if len(words) > 8 and words[8].lower() in _PRECISIONS:
+            facts.args.setdefault("precision", words[8].lower())
+        return
+
+
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     _bridge_launcher_args(text, facts)
+    _pai_positional(re.sub(r"\\\r?\n", " ", text), facts)
     text = _ASSOC_FLAG.sub(r"\1--\2 ", text)
     # a command posted in inline backticks over several lines ("`PYTORCH_CUDA_ALLOC_CONF=... \" ... "--model_name
     # x`", modelscope/ms-swift#6387) is the command

@@ -1383,6 +1383,9 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
     elif precision in ("fp32", "32"):  # a results table's precision column (FlagPerf)
         notes.append("fp32 run: megasolve models 16-bit training; costed as bf16, so expect the run to be slower and "
                      "larger than predicted")
+    elif not any(k in args for k in ("fp16", "bf16", "precision", "compute_dtype", "fp8", "fp8_format",
+                                     "_params_dtype", "_prose_precision")):
+        notes.append("bf16 assumed: the log states no precision (--arg fp8-format=hybrid for FP8, --arg fp16=true)")
     return "bf16"
 
 
