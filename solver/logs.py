@@ -187,6 +187,7 @@ _NEMO_TRAIN_LINE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|")
 _TQDM = re.compile(r"\d+/\d+ \[[\d:]+<[\d:?]+,\s*(\d*\.?\d+)(s/it|it/s)")
 # a bar of another phase than the training steps: an RL job's "Update weights: 98%|...| 112/114 [00:14<00:00, 15.93it/s]"
 # (weight sync to the rollout engine, THUDM/slime#953), rollout generation, checkpoint loading, evaluation
+_BAR_TFLOPS = re.compile(r"\bTFLOPS_per_gpu\s*=\s*(\d+(?:\.\d+)?)", re.I)
 _NOT_TRAINING_BAR = re.compile(r"\b(?:update weights|weights? (?:sync|update)|rollout|generat\w*|load\w*|sav\w*|"
                                r"eval\w*|validat\w*|download\w*|tokeniz\w*|convert\w*|prefill|decod\w*|sampl\w*|"
                                r"infer\w*|preprocess\w*|map(?:ping)?|build\w*|fetch\w*)\b", re.I)  # "Fetching 1 files: 100%|...|" (hub)
@@ -639,6 +640,8 @@ def parse_log(text: str) -> LogFacts:
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
     _batch_from_consumed(facts)
+    if facts.oom and not facts.args.get("_checkpoint_oom") and (m := _SAVE_OOM_SENTENCE.search(text)):
+        facts.args["_checkpoint_oom"] = m.group(0).strip()[:120]  # said in a sentence of its own (NVIDIA-NeMo/Skills#26)
     if facts.oom and facts.args.get("_checkpoint_oom") and (not facts.oom_logged or "save_checkpoint" in text):
         facts.oom = False  # the run trained; it ran out of memory saving a checkpoint (not a step's peak; runs.py)
         for key in ("_prose_oom_if", "_prose_oom_always"):
@@ -873,6 +876,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         it = _NEMO_ITER.search(line)
         value = float(m.group(1))
         facts.nemo_steps.append((int(it.group(1)) if it else None, value if m.group(2) == "s/it" else 1 / value))
+        if t := _BAR_TFLOPS.search(line):  # NeMo's FLOPs callback in the bar's fields: "..., TFLOPS_per_gpu=249.0, ..."
+            facts.reported_tflops.append(float(t.group(1)))  # (EleutherAI/NeMo#2)
         return
     if m := _DS_TIMER_MEMORY.search(line):  # DeepSpeed's step timer: this rank's peak allocated, GiB (no reserved)
         _peak_memory(facts, UNKNOWN_RANK, float(m.group(1)) * 1024, 0.0)
@@ -1118,6 +1123,10 @@ _PROSE_OOM_CN = re.compile(r"爆显存|显存(?:不足|溢出|不够|爆了|都�
                            r"|(?:遇到|出现|报错|发生|爆)了?\s*[：:]?\s*(?:CUDA\s*)?OOM(?![A-Za-z])|(?<![A-Za-z])OOM\s*了", re.I)
 # an OOM while saving a checkpoint, not in a training step: "Training works fine but checkpointing OOMs out"
 # (NVIDIA-NeMo/Megatron-Bridge#1748), "可训练但在保存模型时报错：oom" (modelscope/ms-swift#5966)
+# "when I save the model, I keep prompting me to out of memory" (NVIDIA-NeMo/Skills#26): the sentence that says when
+_SAVE_OOM_SENTENCE = re.compile(r"(?:\bsav(?:e|ing)\s+(?:the\s+|a\s+)?(?:model|checkpoints?|weights)\b|\bcheckpointing\b|保存)"
+                                r"[^.。\n]{0,60}(?:out[- ]of[- ]memory|\bOOM)|(?:\bOOM|out[- ]of[- ]memory)[^.。\n]{0,40}"
+                                r"\b(?:when|while)\s+sav(?:e|ing)\b", re.I)
 _CHECKPOINT_OOM = re.compile(r"\bcheckpointing\b|\bsav(?:e|es|ing)\s+(?:the\s+|a\s+)?(?:model|checkpoints?|weights)\b"
                              r"|\bsave_checkpoint\b|保存(?:模型|权重|checkpoint)?", re.I)  # (not loading one: #1516)
 # sizes written the other way round or run together: "2pp-1dp-1cp-8ep" (mlc-ai/pith-train#7), "tp2pp1" / "tp2 pp1"
