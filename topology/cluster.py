@@ -32,11 +32,16 @@ def rack_segment(num_gpus: int, gpus_per_node: int, domain: int) -> int:
     segments of this many nodes, each inside one block"; NVIDIA's GB200 NVL72 guides schedule 16 of a rack's 18
     trays, 64 GPUs). 256 GPUs over NVL72 racks are four domains of 64, not three of 72 and one of 40.
 
+    A node count with no divisor of at least half a rack (19 nodes) fills whole racks in order instead (72 + 4).
+
     >>> rack_segment(256, 4, 72), rack_segment(144, 4, 72), rack_segment(96, 4, 72), rack_segment(80, 4, 72)
     (64, 72, 48, 40)
+    >>> rack_segment(76, 4, 72)
+    72
     """
     nodes, per_rack = num_gpus // gpus_per_node, domain // gpus_per_node
-    return gpus_per_node * max(k for k in range(1, per_rack + 1) if nodes % k == 0)
+    segment = max(k for k in range(1, per_rack + 1) if nodes % k == 0)
+    return gpus_per_node * (segment if 2 * segment >= per_rack else per_rack)
 
 
 def check_cluster_flags(*, gpus_per_node: int | None = None, nvlink_domain: int | None = None,
