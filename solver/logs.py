@@ -640,13 +640,15 @@ def parse_log(text: str) -> LogFacts:
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
     _batch_from_consumed(facts)
+    if re.search(r"\bopenrlhf\b", text, re.I):  # OpenRLHF's trainers (DeepSpeed): their bars count micro-batches
+        facts.args["_openrlhf"] = True
     if facts.oom and not facts.args.get("_checkpoint_oom") and (m := _SAVE_OOM_SENTENCE.search(text)):
         facts.args["_checkpoint_oom"] = m.group(0).strip()[:120]  # said in a sentence of its own (NVIDIA-NeMo/Skills#26)
     if facts.oom and facts.args.get("_checkpoint_oom") and (not facts.oom_logged or "save_checkpoint" in text):
         facts.oom = False  # the run trained; it ran out of memory saving a checkpoint (not a step's peak; runs.py)
         for key in ("_prose_oom_if", "_prose_oom_always"):
             facts.args.pop(key, None)
-    if facts.oom and not facts.oom_logged and _HOST_OOM.search(text):  # the text's OOM is the host's, not a GPU's
+    if facts.oom and not facts.oom_logged and _HOST_OOM.search(_RAY_DEATH_CAUSES.sub(" ", text)):  # the host's, not a GPU's
         facts.oom = False
         facts.args["_host_oom"] = facts.args.pop("_prose_oom", "host memory")
         for key in ("_prose_oom_if", "_prose_oom_always"):
@@ -711,6 +713,10 @@ _HOST_OOM = re.compile(r"\bout[- ]of[- ]memory\s*\(\s*(?:CPU|host|system)\b|\b(?
                        # (NVIDIA/Megatron-LM#2401, host memory growing to ~940 GB)
                        r"|\bOOM\b[^\n]{0,24}\bexit\s*code[:\s]*-?9\b", re.I)
 # Ray's memory monitor: "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory"
+# Ray's list of what may have killed a worker names the OOM killer whatever happened ("There are some potential root
+# causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force ...",
+# verl-project/verl#3987): no evidence of a host OOM
+_RAY_DEATH_CAUSES = re.compile(r"\(1\) The process is killed by SIGKILL by OOM killer due to high memory usage\.")
 _RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|node running low on memory", re.I)
 _EMBEDDED_CONFIG = re.compile(r"config_files\s*\.*\s*(\{.*\\n.*)$", re.M)
 
@@ -876,6 +882,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         it = _NEMO_ITER.search(line)
         value = float(m.group(1))
         facts.nemo_steps.append((int(it.group(1)) if it else None, value if m.group(2) == "s/it" else 1 / value))
+        facts.args["_tqdm_rate"] = True
         if t := _BAR_TFLOPS.search(line):  # NeMo's FLOPs callback in the bar's fields: "..., TFLOPS_per_gpu=249.0, ..."
             facts.reported_tflops.append(float(t.group(1)))  # (EleutherAI/NeMo#2)
         return
@@ -1081,9 +1088,10 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         # while backwarding", "OOM is still occurred processing backward" (NVIDIA/Megatron-LM#1300)
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
                         r"|\b(?:ran|runs|running)\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b"
-                        # "I still facing OOM" (NVIDIA/NeMo threads); not "encounter", which posts put in an attempt at
-                        # another setup ("When I try to train on a single node ..., I encounter OOM", Megatron-LM#2762)
-                        r"|\b(?:facing|faces?|faced|experienc(?:e|es|ed|ing)|seeing|saw)\s+"
+                        # "I still facing OOM" (NVIDIA/NeMo threads), "I still encountered the OOM issue" (verl#3987);
+                        # not after an attempt at another setup ("When I try to train on a single node using Megatron, I
+                        # encounter OOM", Megatron-LM#2762: _ATTEMPT_BEFORE)
+                        r"|\b(?:facing|faces?|faced|encounter(?:s|ed|ing)?|experienc(?:e|es|ed|ing)|seeing|saw)\s+"
                         r"(?:an?\s+|the\s+|this\s+)?(?:CUDA\s+)?(?:OOM|out[- ]of[- ]memory)\b"
                         # Chinese posts: "显存不够" / "显存不足" (GPU memory not enough), "爆显存", and the cards named as
                         # not enough, "8卡 H200 也完全不够" (modelscope/ms-swift#8169)
@@ -1092,7 +1100,11 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         # always oom in the backward" (NVIDIA/TransformerEngine#2543)
                         r"|\b(?:fails?|failed|crash(?:es|ed)?|dies|died|aborts?|aborted)\s+(?:due\s+to|because\s+of)\s+"
                         r"(?:an?\s+|the\s+)?(?:CUDA\s+)?(?:OOM|out[- ]of[- ]memory)\b"
-                        r"|\b(?:always|still|immediately|quickly)\s+OOMs?\b", re.I)
+                        r"|\b(?:always|still|immediately|quickly)\s+OOMs?\b"
+                        # "but it's OOM after some training updates"; a title "# OOM with Llama3-8b on 8*H100"
+                        # (OpenRLHF/OpenRLHF#519)
+                        r"|\bit'?s\s+(?:an?\s+)?OOM\b|^\s*#\s+(?:\[[^\]]*\]\s*)?OOM\s+(?:with|on|for|in|when)\b", re.I)
+_ATTEMPT_BEFORE = re.compile(r"\bwhen\s+I\s+(?:try|tried|attempt|attempted)\b[^.!?]*$", re.I)
 _PROSE_NO_OOM = re.compile(r"\b(?:no|without|avoids?|avoid(?:ing|ed)|prevents?|fix(?:es|ed)?|clears?|not|n't|never)\s+"
                            r"(?:\w+\s+){0,2}(?:an?\s+|the\s+)?(?:OOM|(?:ran|runs|running)\s+out|exhausted)|✅"
                            r"|(?:不会|没有|没|避免|防止|不)\s*(?:爆显存|显存不足|显存溢出|显存不够)", re.I)
@@ -1301,7 +1313,8 @@ _PROSE_DP_ONLY = re.compile(r"\b(?:only|just|purely|pure)\s+(?:use\s+|using\s+)?
 # "16 nodes × 8 H800 GPUs = **128 GPUs**" (modelscope/ms-swift#9451): nodes times the GPUs of each
 _NODES_TIMES_GPUS = re.compile(rf"\b(\d+)\s+nodes?\s*[x×*]\s*(\d+)\s*(?:NVIDIA\s+)?"
                                rf"(?:{_GPU_NAMES_RE}(?:\s*(?:GPUs?|cards?))?|GPUs?|cards?)(?![A-Za-z0-9])", re.I)
-_COUNT_SIZE_GPU = re.compile(rf"(?<![\w.])(\d+)\s*[x×]\s*\d+\s*GB\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?![A-Za-z0-9])", re.I)
+# "on 8x80GB A100", "4*40G A100s" (OpenRLHF/OpenRLHF#762): a count of GPUs of one memory size
+_COUNT_SIZE_GPU = re.compile(rf"(?<![\w.])(\d+)\s*[x×*]\s*(\d+)\s*GB?\s+(?:NVIDIA\s+)?({_GPU_NAMES_RE})s?(?![A-Za-z0-9])", re.I)
 _PER_NODE_GPUS = re.compile(r"\b(\d+)\s*GPUs?\s*(?:/\s*|per\s+|a\s+|each\s+)node\b", re.I)
 _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}"
                        rf"|{_GPU_NAMES_RE}\s*[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b",
@@ -1797,7 +1810,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     # an OOM not denied by the words just before it: "it OOMs at zero2/zero3... does not OOM when using CPU offloading"
     # (EleutherAI/gpt-neox#892) is one
     if m := next((m for pattern in (_PROSE_OOM, _PROSE_OOM_CN) for m in pattern.finditer(line)
-                  if not _PROSE_NO_OOM.search(line[max(0, m.start() - 40):m.end()])), None):
+                  if not _PROSE_NO_OOM.search(line[max(0, m.start() - 40):m.end()])
+                  and not _ATTEMPT_BEFORE.search(line[max(0, m.start() - 120):m.start()])), None):
         facts.oom = True
         _prose_set(facts, "_prose_oom", line[max(0, m.start() - 40):m.end() + 20].strip())
         if _CHECKPOINT_OOM.search(line):
@@ -1979,6 +1993,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
     elif m := _COUNT_SIZE_GPU.search(line):  # "on 8x80GB A100": eight 80 GB A100s
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
+        key = f"{m.group(3).upper()}-{m.group(2)}"  # the size before the name: "40G A100s" is the 40 GB part
+        facts.gpu_names[key] = facts.gpu_names.get(key, 0) + 1
     elif m := _GPU_GRID.search(line):
         nodes, per_node = m.group(m.lastindex - 1), m.group(m.lastindex)
         _prose_set(facts, "_prose_num_gpus", int(nodes) * int(per_node))

@@ -459,6 +459,12 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             layout_raw["recompute_modules"] = tuple(m for m in modules if m not in idle)
             if not layout_raw["recompute_modules"]:
                 del layout_raw["recompute_modules"]
+    if args.get("_openrlhf") and args.get("_tqdm_rate") and facts.nemo_steps and not facts.iterations:
+        # OpenRLHF's progress bar advances once a micro-batch (OpenRLHF/OpenRLHF#519: 3.10 s/it, an optimizer step
+        # 8 of them): its rate is no step time
+        facts.nemo_steps.clear()
+        notes.append("OpenRLHF's progress-bar rate counts micro-batches, not optimizer steps: not taken as the step "
+                     "time (--step-time SECONDS to give it)")
     if spec is not None and isinstance(work_raw.get("seq_length"), int):
         _tokens_from_stated_tflops(spec, work_raw["seq_length"], facts, defaults, notes)
     measured = _measured(facts, defaults, notes, missing, layout_raw)
