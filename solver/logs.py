@@ -648,7 +648,7 @@ def parse_log(text: str) -> LogFacts:
         facts.oom = False  # the run trained; it ran out of memory saving a checkpoint (not a step's peak; runs.py)
         for key in ("_prose_oom_if", "_prose_oom_always"):
             facts.args.pop(key, None)
-    if facts.oom and not facts.oom_logged and _HOST_OOM.search(_RAY_DEATH_CAUSES.sub(" ", text)):  # the host's, not a GPU's
+    if facts.oom and not facts.oom_logged and _HOST_OOM.search(_RAY_DEATH_CAUSES.sub(" ", text)):  # the host's OOM
         facts.oom = False
         facts.args["_host_oom"] = facts.args.pop("_prose_oom", "host memory")
         for key in ("_prose_oom_if", "_prose_oom_always"):
@@ -1023,6 +1023,8 @@ _STATED_TOKENS_LABEL = re.compile(
 # achieve 2357 Tokens/s/GPU" before "Yet, I can only achieve under 1900 Tokens/s/GPU" (NVIDIA/NeMo#8059)
 _REFERENCE_RATE = re.compile(r"\b(?:blog|paper|official|published|reported|advertised|claim(?:s|ed)?|could achieve|"
                              r"should (?:achieve|get|reach)|expected to)\b", re.I)
+# a precision another run used, not this one: "unlike NVFP4 precision runs"
+_COMPARED_BEFORE = re.compile(r"\b(?:unlike|than|vs\.?|versus|instead of|compared (?:to|with))\s*\**$", re.I)
 _PROSE_PRECISION = re.compile(r"\b(?:using|in|with|at)\s+(FP8|MXFP8|NVFP4|BF16|FP16)\s+(?:mixed[- ])?precision\b"
                               # "- Model: Llama-3 70B, **NVFP4** precision, ..." (NVIDIA/TransformerEngine#3427),
                               # "- Precision: MXFP8 (e4m3)" (NVIDIA/Megatron-LM#4383)
@@ -1083,11 +1085,13 @@ _PROSE_OOM = re.compile(r"\b(?:keeps? getting|get(?:s|ting)?|got|meets?|met|hit(
                         r"|^\s*OOM\s+(?:when|while|during|at|in|after)\b"  # "OOM when compute_teacher_logits" (ms-swift#7295)
                         # the verb after it: "GPU OOM always occur after only 3~4 rollout steps" (THUDM/slime#1022),
                         # "the CUDA OOM error consistently occurs" (THUDM/slime#274)
-                        r"|\bOOM\s+(?:errors?\s+|problems?\s+|issues?\s+)?(?:is\s+)?(?:always\s+|consistently\s+|still\s+|often\s+|sometimes\s+|"
+                        r"|\bOOM\s+(?:errors?\s+|problems?\s+|issues?\s+)?(?:is\s+)?"
+                        r"(?:always\s+|consistently\s+|still\s+|often\s+|sometimes\s+|"
                         r"randomly\s+|suddenly\s+)?(?:occurs?|occurred|happens?|happened)\b"  # "OOM suddenly occurs
                         # while backwarding", "OOM is still occurred processing backward" (NVIDIA/Megatron-LM#1300)
                         # "ran out of GPU memory"; "That topology exhausted each GPU" (NVIDIA-NeMo/Automodel#3483)
-                        r"|\b(?:ran|runs|running)\s+out\s+of\s+(?:\w+\s+)?memory\b|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b"
+                        r"|\b(?:ran|runs|running)\s+out\s+of\s+(?:\w+\s+)?memory\b"
+                        r"|\bexhausted\s+(?:each|every|the|all)\s+GPUs?\b"
                         # "I still facing OOM" (NVIDIA/NeMo threads), "I still encountered the OOM issue" (verl#3987);
                         # not after an attempt at another setup ("When I try to train on a single node using Megatron, I
                         # encounter OOM", Megatron-LM#2762: _ATTEMPT_BEFORE)
@@ -1196,7 +1200,8 @@ _PROSE_ACT_CKPT = re.compile(r"(?<![A-Za-z])actckpt\b|\b(?:with|using|and|\+)\s*
 _SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  # "seq8192", "seq 2048" (trl#6869)
 # a Megatron config key and its value in running text: "num_layers 24, num_heads 16, hidden_size 2048"
 # (bigcode-project/Megatron-LM#41), "with expert_tensor_parallel_size=1 and sequence_parallel=True" (NVIDIA-NeMo/RL#2668)
-_KEY_VALUE_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?(?:\s+|\s*=\s*)(\d+)(?![A-Za-z0-9_.])")  # "`micro_batch_size` 3"
+_KEY_VALUE_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?(?:\s+|\s*=\s*)(\d+)"
+                                r"(?![A-Za-z0-9_.])")  # "`micro_batch_size` 3"
 # a config object's attribute set in Python: "model_provider.tensor_model_parallel_size = 4" (Megatron-Bridge#546),
 # "cfg.model.expert_model_parallel_size = 8" (Bridge recipes); not an inference engine's (``_ENGINE_SECTIONS``)
 _UPPER_PAIRS = re.compile(r"(?<![\w$])([A-Z][A-Z0-9_]*)=(\d+)\b(?![.\dkKmMbB])")
@@ -1215,7 +1220,8 @@ _PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b") 
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 # NeMo's and AutoModel's packed sequences are the trained length: "packed_sequence_size=1024" (PackedSequenceSpecs)
 # "max_length=4096" (a Megatron-SWIFT post's setup, modelscope/ms-swift#5851: its sequence, packed or not)
-_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=)|max_length(?=\s*=)|packed[ _]sequence[ _]size|"
+_PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\s*=)|max_length(?=\s*=)|"
+                        r"packed[ _]sequence[ _]size|"
                         r"(?<!max )(?<!maximum )context[ -]length)\s*"  # "Llama-3.1-8B context length 8192" (okoge-kaz)
                         r"(?:of\s*|[:=-]\s*)?`?"
                         r"(\d{1,3}(?:,\d{3})+|\d{3,}|\d+[kK])\b", re.I)
@@ -1314,7 +1320,8 @@ _PROSE_DP_ONLY = re.compile(r"\b(?:only|just|purely|pure)\s+(?:use\s+|using\s+)?
 _NODES_TIMES_GPUS = re.compile(rf"\b(\d+)\s+nodes?\s*[x×*]\s*(\d+)\s*(?:NVIDIA\s+)?"
                                rf"(?:{_GPU_NAMES_RE}(?:\s*(?:GPUs?|cards?))?|GPUs?|cards?)(?![A-Za-z0-9])", re.I)
 # "on 8x80GB A100", "4*40G A100s" (OpenRLHF/OpenRLHF#762): a count of GPUs of one memory size
-_COUNT_SIZE_GPU = re.compile(rf"(?<![\w.])(\d+)\s*[x×*]\s*(\d+)\s*GB?\s+(?:NVIDIA\s+)?({_GPU_NAMES_RE})s?(?![A-Za-z0-9])", re.I)
+_COUNT_SIZE_GPU = re.compile(rf"(?<![\w.])(\d+)\s*[x×*]\s*(\d+)\s*GB?\s+(?:NVIDIA\s+)?({_GPU_NAMES_RE})s?"
+                             r"(?![A-Za-z0-9])", re.I)
 _PER_NODE_GPUS = re.compile(r"\b(\d+)\s*GPUs?\s*(?:/\s*|per\s+|a\s+|each\s+)node\b", re.I)
 _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}"
                        rf"|{_GPU_NAMES_RE}\s*[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b",
@@ -1479,7 +1486,8 @@ _TFLOPS_COLUMN = re.compile(r"^(?:model\s+)?TF(?:LOP)?S?\s*/\s*s(?:ec)?\s*/\s*GP
 _ZH_COLUMNS = {"gpu数": "_table_gpus", "卡数": "_table_gpus", "序列长度": "seq_length"}
 _PRECISION_COLUMN = re.compile(r"^(?:precision|dtype|精度)$", re.I)
 # sizes named together in one header, "并行（TP/PP/CP/EP/DP）", and a cell of as many numbers
-_SLASH_HEADER = re.compile(r"(?<![A-Za-z])(?:TP|PP|VPP|CP|EP|ETP|DP)(?:\s*/\s*(?:TP|PP|VPP|CP|EP|ETP|DP))+(?![A-Za-z])", re.I)
+_SLASH_HEADER = re.compile(r"(?<![A-Za-z])(?:TP|PP|VPP|CP|EP|ETP|DP)(?:\s*/\s*(?:TP|PP|VPP|CP|EP|ETP|DP))+(?![A-Za-z])",
+                           re.I)
 _SLASH_CELL = re.compile(r"\s*(\d+(?:\s*/\s*\d+)+)\s*")
 
 
@@ -1839,7 +1847,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             and not _REFERENCE_RATE.search(line[:m.start()]):
         facts.stated_tokens_per_gpu = float(m.group(1).replace(",", ""))
     if (m := _PROSE_PRECISION.search(line)) \
-            and not re.search(r"\b(?:unlike|than|vs\.?|versus|instead of|compared (?:to|with))\s*\**$", line[:m.start()], re.I):
+            and not _COMPARED_BEFORE.search(line[:m.start()]):
         word = next(g for g in m.groups() if g).lower()
         facts.args.setdefault("_prose_precision", {"mxfp8": "fp8", "nvfp4": "fp4"}.get(word, word))
         if word == "mxfp8":
@@ -2193,7 +2201,8 @@ def _flag_dest(name: str, value: Any) -> tuple[str, Any]:
 LIST_FLAGS = frozenset({"recompute_modules", "cp_comm_type", "offload_modules", "rampup_batch_size", "cuda_graph_scope",
                         "cuda_graph_modules"})
 # Megatron-LM's training entry points (pretrain_gpt.py, pretrain_mamba.py, ...), run as a script
-_MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b(?!\"?,\s*line\s\d)")  # (not a traceback's frame: File "./pretrain_gpt.py", line 222)
+# (not a traceback's frame: File "./pretrain_gpt.py", line 222)
+_MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b(?!\"?,\s*line\s\d)")
 _SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=(\S+)", re.M)
 
 

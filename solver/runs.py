@@ -56,7 +56,8 @@ from megasolve.models.pipeline_layout import even_text, expand as expand_pipelin
 from megasolve.models.params import total_params
 from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
-from megasolve.solver.logs import DEVICE_LINE_WEIGHT, NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log, scalar, undiff
+from megasolve.solver.logs import (DEVICE_LINE_WEIGHT, NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log,
+                                   scalar, undiff)
 from megasolve.topology.cluster import Cluster
 from megasolve.topology.gpus import all_gpus, get_gpu
 
@@ -507,7 +508,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if measured.tflops_per_gpu is not None and measured.tflops_per_gpu > peak:  # a mislabelled field, not a rate
         notes.append(f"reported {measured.tflops_per_gpu:g} TFLOP/s per GPU is above the {cluster.gpu.name}'s dense peak "
                      f"({peak:g}): not used")
-        measured = replace(measured, tflops_per_gpu=None)
+        measured = replace(measured, tflops_per_gpu=None,
+                           tokens_per_s_per_gpu=None if args.get("_tokens_from_tflops") else measured.tokens_per_s_per_gpu)
     software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
     return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
                source=name, software=software, notes=tuple(notes),
