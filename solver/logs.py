@@ -221,6 +221,8 @@ _GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×])|(?<=[xX×]\d)|(?<=[x
 # not "A100 40 GPUs"
 
 
+# the memory of the one GPU a line names, written apart from its name: "16GB GPU memory", "80G显存"
+_GPU_MEMORY_SIZE = re.compile(r"(?<![\d.])(\d{2,3})\s*G(?:i?B)?\s*(?:of\s+)?(?:GPU\s+memory|HBM\w*|显存)", re.I)
 _DATACENTER_GPU = re.compile(_DATACENTER_NAMES_RE, re.I)
 _DEVICE_LINE = re.compile(r"加速卡型号|机器型号|(?:GPU|accelerator)\s*(?:model|type)\s*[:：]", re.I)
 DEVICE_LINE_WEIGHT = 3
@@ -939,6 +941,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                 or _CN_GPU_COUNT.search(named_line) or _GPU_GRID.search(named_line) \
                 or _DATACENTER_GPU.fullmatch(m.group(1)):
             key = gpu_key(m)
+            if not m.group(3) and len({x.group(1).upper() for x in _GPU_NAME.finditer(named_line)}) == 1 \
+                    and (size := _GPU_MEMORY_SIZE.search(named_line)):
+                key += f"-{size.group(1)}"  # "V100 GPU, 16GB GPU memory" (NVIDIA/Megatron-LM#144): the 16 GB part
             # a line that states the device ("加速卡型号: NVIDIA_A800-SXM4-80GB", "机器型号: NVIDIA DGX A800(80G)", "GPU
             # model: ...") outweighs labels elsewhere ("A100单机8卡" in FlagPerf's tables, copied from the A100 README)
             weight = DEVICE_LINE_WEIGHT if _DEVICE_LINE.search(named_line) else 1
