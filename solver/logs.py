@@ -138,7 +138,7 @@ _ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
 _ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\((ms|s)\):\s*(\d*\.?\d+)|:\s*(\d*\.?\d+)\s*(ms)\b)")
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
                      r"\s*[:=]\s*(\d*\.?\d+(?:e[+-]?\d+)?)", re.I)  # NeMo 2 may print "TFLOPS_per_GPU: 1.249e+03"
-_GBS = re.compile(r"global batch size:\s*(\d+)")
+_GBS = re.compile(r"gl(?:oba|oab)l batch size:\s*(\d+)")  # (and Megatron-DeepSpeed forks' "gloabl batch size")
 _LOSS_SCALE = re.compile(r"loss scale:\s*(\d+(?:\.\d*)?(?:E[+-]?\d+)?)", re.I)
 # GPT-NeoX's iteration line: "approx flops per GPU: 33.1TFLOPS" (its human-readable prefix: G, T, P ...)
 _NEOX_FLOPS = re.compile(r"approx flops per GPU:\s*(\d*\.?\d+)\s*([KMGTPE]?)FLOPS")
@@ -642,6 +642,13 @@ def parse_log(text: str) -> LogFacts:
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
     _batch_from_consumed(facts)
+    # a DeepSpeed config pasted as JSON: '"zero_optimization": {"stage": 2}', '"fp16": {"enabled": true}'
+    # (deepspeedai/DeepSpeed#477)
+    if m := re.search(r'"zero_optimization"\s*:\s*\{[^{}]*?"stage"\s*:\s*(\d)', text):
+        facts.args.setdefault("zero_stage", int(m.group(1)))
+    for dtype in ("fp16", "bf16"):
+        if re.search(rf'"{dtype}"\s*:\s*\{{[^{{}}]*?"enabled"\s*:\s*true', text, re.I):
+            facts.args.setdefault(dtype, True)
     if re.search(r"\bopenrlhf\b", text, re.I):  # OpenRLHF's trainers (DeepSpeed): their bars count micro-batches
         facts.args["_openrlhf"] = True
     if facts.oom and not facts.args.get("_checkpoint_oom") and (m := _SAVE_OOM_SENTENCE.search(text)):
@@ -1194,6 +1201,8 @@ _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NV
 _EACH_NODE_GPUS = re.compile(rf"\b(?:(\d+|one|two|four|eight)\s+(?:[A-Za-z-]+\s+)?)?(?:nodes?|servers?|machines?|hosts?)\b"
                              rf"[^.\n]{{0,40}}?\beach\s+(?:equipped\s+with|with|having|has|containing)\s+(\d+)\s*[x×]?\s*"
                              rf"(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?(?:GPUs?|{_GPU_NAMES_RE}s?)\b", re.I)
+_GPUS_PER_NODE_PROSE = re.compile(rf"(?<![\w.])(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?GPUs?\s*(?:per|/|on\s+each|in\s+each)"
+                                  r"\s*node\b", re.I)
 _PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
@@ -1235,7 +1244,7 @@ _PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\
 _NOT_NODES = r"(?!\s*(?:nodes|servers|machines|hosts|boxes|systems|recipes|configs|configurations)\b)"
 # a version's digit is no count: "GLM-5.2 GB200" (NVIDIA-NeMo/Megatron-Bridge#5401), "GLM-5 H100"
 _GPU_COUNT = re.compile(rf"(?<![.-])\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?:[- ]?\d+\s?GB?)?s?\b"
-                        rf"{_NOT_NODES}", re.I)
+                        rf"{_NOT_NODES}(?!\s*(?:GPUs?\s*)?(?:per|/|on\s+each|in\s+each)\s*node)", re.I)  # (a node's)
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
 # (a vendor's part the catalog lacks too: "config_C500x1x8.py", MetaX, flagos-ai/FlagPerf#670; "config_R300x10x8.py")
@@ -1975,6 +1984,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if (m := _PROSE_NODES_EQ.search(line)) and not _CPU_BINDING.search(line):
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
+    if m := _GPUS_PER_NODE_PROSE.search(line):  # "we use 6 V100 GPUs per node" (deepspeedai/DeepSpeed#115): a node's
+        _prose_set(facts, "_prose_gpus_per_node", int(m.group(1)))
     if _BOUND_COUNT.search(line):  # a requirement, not the run: "At least 128 GPUs with at least 80 GB memory each"
         pass
     elif m := _EACH_NODE_GPUS.search(line):  # "4 DGX nodes, each with 8 H100 GPUs": 32

@@ -863,6 +863,8 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     # GPUs per node and no node count: the launchers' default of one node, unless the script leaves the count to a
     # variable it never sets or the user gives --gpus
     nodes_stated = any(isinstance(args.get(k), int) for k in node_keys)
+    if per_node is None and nodes_stated and isinstance(args.get("_prose_gpus_per_node"), int):
+        per_node = args["_prose_gpus_per_node"]  # "NNODES=4" beside "6 V100 GPUs per node" (deepspeedai/DeepSpeed#115)
     tp, pp, cp = (_int(args, k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
                                                 "context_parallel_size"))
     ep_grid = _int(args, "expert_model_parallel_size", 1) * _int(args, "expert_tensor_parallel_size", 1) * pp
