@@ -1201,8 +1201,8 @@ _NODE_OF_GPUS = re.compile(rf"\b(one|two|four|eight|\d+)\s+(\d+)\s*[x×]\s*(?:NV
 _EACH_NODE_GPUS = re.compile(rf"\b(?:(\d+|one|two|four|eight)\s+(?:[A-Za-z-]+\s+)?)?(?:nodes?|servers?|machines?|hosts?)\b"
                              rf"[^.\n]{{0,40}}?\beach\s+(?:equipped\s+with|with|having|has|containing)\s+(\d+)\s*[x×]?\s*"
                              rf"(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?(?:GPUs?|{_GPU_NAMES_RE}s?)\b", re.I)
-_GPUS_PER_NODE_PROSE = re.compile(rf"(?<![\w.])(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?GPUs?\s*(?:per|/|on\s+each|in\s+each)"
-                                  r"\s*node\b", re.I)
+_GPUS_PER_NODE_PROSE = re.compile(rf"(?<![\w.])(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*(?:\d+\s*GB\s*)?)?GPUs?\s*"
+                                  r"(?:per|/|on\s+each|in\s+each)\s*node\b", re.I)
 _PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
@@ -1244,7 +1244,8 @@ _PROSE_SEQ = re.compile(r"\b(?:sequence[ -]length|seq[ _-]?len(?:gth|g)?|seq(?=\
 _NOT_NODES = r"(?!\s*(?:nodes|servers|machines|hosts|boxes|systems|recipes|configs|configurations)\b)"
 # a version's digit is no count: "GLM-5.2 GB200" (NVIDIA-NeMo/Megatron-Bridge#5401), "GLM-5 H100"
 _GPU_COUNT = re.compile(rf"(?<![.-])\b(\d+)\s*[x×*]?\s*(?:of\s+)?(?:NVIDIA\s+)?{_GPU_NAMES_RE}(?:[- ]?\d+\s?GB?)?s?\b"
-                        rf"{_NOT_NODES}(?!\s*(?:GPUs?\s*)?(?:per|/|on\s+each|in\s+each)\s*node)", re.I)  # (a node's)
+                        rf"{_NOT_NODES}(?!(?:[- ]?\d+\s?GB?)?\s*(?:GPUs?\s*)?(?:per|/|on\s+each|in\s+each)\s*node)",
+                        re.I)  # (not a node's: "6 Nvidia V100 16GB GPUs per node", deepspeedai/DeepSpeed#115)
 # nodes x GPUs per node: "1 × 8 H200" (basetenlabs/ml-cookbook#104), "2x8 H100 GPUs"; FlagPerf's config names,
 # "config_A800x1x8.py" (flagos-ai/FlagPerf#421: 1 node of 8)
 # (a vendor's part the catalog lacks too: "config_C500x1x8.py", MetaX, flagos-ai/FlagPerf#670; "config_R300x10x8.py")
