@@ -1035,6 +1035,9 @@ _STATED_TOKENS_LABEL = re.compile(
 # achieve 2357 Tokens/s/GPU" before "Yet, I can only achieve under 1900 Tokens/s/GPU" (NVIDIA/NeMo#8059)
 _REFERENCE_RATE = re.compile(r"\b(?:blog|paper|official|published|reported|advertised|claim(?:s|ed)?|could achieve|"
                              r"should (?:achieve|get|reach)|expected to)\b", re.I)
+_ENGINE_WORDS = re.compile(r"vllm|sglang|rollout|推理", re.I)
+_TP_WORD = re.compile(r"(?<![A-Za-z])(?:TP|tp)\s*[=:]?\s*\d+")
+_TITLE_PRECISION = re.compile(r"\b(?:with|in|using)\s+(FP8|MXFP8|NVFP4)\b", re.I)
 # a precision another run used, not this one: "unlike NVFP4 precision runs"
 _COMPARED_BEFORE = re.compile(r"\b(?:unlike|than|vs\.?|versus|instead of|compared (?:to|with))\s*\**$", re.I)
 _PROSE_PRECISION = re.compile(r"\b(?:using|in|with|at)\s+(FP8|MXFP8|NVFP4|BF16|FP16)\s+(?:mixed[- ])?precision\b"
@@ -1374,8 +1377,14 @@ _THROUGHPUT_EXAMPLE = re.compile(r"^\s*E\.g\.\s*(\d+)\s*\*\s*(\d+)\s*/\s*\d*\.?\
 # iteration ("# 8 * 57GiB, 2.95s/it"; examples/megatron/moe/moe.sh)
 # ms-swift's example scripts open with the run they made: "# 8 * 57GiB, 2.95s/it", "# FP8: 8 * 58GiB 8s/it" (the
 # script's precision first), "# GPU Memory: 4 * 50GB, Training Speed 23s/it"
-_SWIFT_EXAMPLE_HEAD = re.compile(r"\s*#\s*(?:(?:FP8|BF16|FP16|GPU Memory)\s*:\s*)?(\d+)\s*\*\s*(\d+(?:\.\d+)?)\s*Gi?B\s*"
-                                 r"[,;.]?\s*(?:Training Speed\s*:?\s*)?(\d+(?:\.\d+)?)\s*s/it\b", re.I)
+_SWIFT_EXAMPLE_HEAD = re.compile(r"\s*#\s*(?:(?:FP8|BF16|FP16|GPU Memory|Megatron-LM)\s*:\s*)?(?P<gpus>\d+)\s*\*\s*"
+                                 r"(?P<gib>\d+(?:\.\d+)?)\s*Gi?B\s*[,;.]?\s*(?:Training Speed\s*:?\s*)?"
+                                 r"(?P<step>\d+(?:\.\d+)?)\s*s/it\b", re.I)
+# ... and the speed first: "# 28s/it; 4 * 75GiB", "# Megatron-LM: 9.6s/it; 16 * 60GiB" (not "# ZeRO3: 91.2s/it; ...",
+# the same example run with DeepSpeed)
+_SWIFT_EXAMPLE_HEAD_SPEED_FIRST = re.compile(r"\s*#\s*(?:(?:FP8|BF16|FP16|Megatron-LM)\s*:\s*)?(?P<step>\d+(?:\.\d+)?)\s*"
+                                             r"s/it\s*[,;.]?\s*(?P<gpus>\d+)\s*\*\s*(?P<gib>\d+(?:\.\d+)?)\s*Gi?B\b",
+                                             re.I)
 _NAMED_SIZE = re.compile(r"^\s*(?:[-*]\s+)?([A-Za-z][A-Za-z _/#]*[A-Za-z])\s*[:=]\s*(\d[\d,]*)\s*$")  # FlagPerf's
 # "tensor_parallel = 1" too (flagos-ai/FlagPerf#670)
 # more step times stated in words (Megatron-Bridge verification PRs): "Steps 41-50: 20,147.290 ms average" (#5123),
@@ -1807,17 +1816,25 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     elif facts.throughput_formula and (m := _THROUGHPUT_EXAMPLE.search(line)):
         _prose_set(facts, "seq_length", int(m.group(1)))  # "E.g. 4096 * 256 / 3.59 = 292082" under the formula
         _prose_set(facts, "global_batch_size", int(m.group(2)))
-    if m := _SWIFT_EXAMPLE_HEAD.match(line):  # "# 8 * 57GiB, 2.95s/it": the run the example script made
-        _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
+    if m := _SWIFT_EXAMPLE_HEAD.match(line) or _SWIFT_EXAMPLE_HEAD_SPEED_FIRST.match(line):
+        # "# 8 * 57GiB, 2.95s/it": the run the example script made
+        _prose_set(facts, "_prose_num_gpus", int(m.group("gpus")))
         if facts.stated_step_s is None:
-            facts.stated_step_s = float(m.group(3))
+            facts.stated_step_s = float(m.group("step"))
             # its memory is ms-swift's get_max_cuda_memory, the peak reserved (as its 'memory(GiB)' field)
-            facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(m.group(2)) * 1024)
+            facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(m.group("gib")) * 1024)
         return
     if stripped.startswith("#") and not re.match(r"#{2,6}\s", stripped) \
             and not (facts.title and line.strip() == facts.title):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line).replace("\\*", "*")  # Markdown's escaped "4\*H200" (THUDM/slime#1022)
+    if m := _ENGINE_WORDS.search(line):  # an inference engine's TP is not Megatron's: "在vllm加载模型(TP=8)时会报OOM，
+        # 加大TP=32" (modelscope/ms-swift#9093), "Training parallelism: TP=4, PP=2, EP=16, SGLang TP=8" (radixark/miles#968)
+        line = line[:m.start()] + _TP_WORD.sub(" ", line[m.start():])
+    if facts.title and line.strip() == facts.title and (m := _TITLE_PRECISION.search(line)):
+        # "Found no performance gain training Mixtral-8x7B with FP8 on H800" (NVIDIA/NeMo#11959): the title's run
+        facts.args.setdefault("_prose_precision", {"mxfp8": "fp8", "nvfp4": "fp4"}.get(m.group(1).lower(),
+                                                                                       m.group(1).lower()))
     # what other GPUs' runs use, in an aside: "variant with `micro_batch_size=4` (the GB200 sister uses MBS=2;
     # B200/B300/H100 use MBS=1)" (NVIDIA-NeMo/Megatron-Bridge#3767)
     line = _OTHER_GPUS_ASIDE.sub(" ", line)
@@ -2145,6 +2162,11 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                "GBS": "global_batch_size", "NUM_HEADS": "num_attention_heads", "SEQ_LEN": "seq_length",
                "MAX_SEQ_LEN": "seq_length",
                "PR": "precision",
+               # MoE variables (NVIDIA/Megatron-LM#1456's DeepSeek-V3 script: MOE_INTERMEDIATE_SIZE=2048 beside the
+               # dense INTERMEDIATE_SIZE=18432, ROUTER_TOPK=8, NUM_EXPERTS=32, Q_LORA_RANK / KV_LORA_RANK)
+               "MOE_INTERMEDIATE_SIZE": "moe_ffn_hidden_size", "MOE_FFN_HIDDEN_SIZE": "moe_ffn_hidden_size",
+               "ROUTER_TOPK": "moe_router_topk", "MOE_ROUTER_TOPK": "moe_router_topk", "NUM_EXPERTS": "num_experts",
+               "Q_LORA_RANK": "q_lora_rank", "KV_LORA_RANK": "kv_lora_rank",
                # BigScience's slurm scripts (bigscience-workshop/bigscience train/tr*/: NLAYERS=..., NHIDDEN=...)
                "NLAYERS": "num_layers", "NHIDDEN": "hidden_size", "NHEADS": "num_attention_heads",
                # Megatron-DeepSpeed's examples (examples_deepspeed/ds_pretrain_gpt_*.sh): MP_SIZE is the tensor-
