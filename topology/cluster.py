@@ -28,9 +28,9 @@ MAX_GPUS = 1_000_000
 
 def rack_segment(num_gpus: int, gpus_per_node: int, domain: int) -> int:
     """The GPUs of each NVLink domain a job spread over several racks holds: equal segments of whole nodes, the
-    largest that divides the job, as Slurm's block topology places it (``--segment``: "the job's nodes are split into
-    segments of this many nodes, each inside one block"; NVIDIA's GB200 NVL72 guides schedule 16 of a rack's 18
-    trays, 64 GPUs). 256 GPUs over NVL72 racks are four domains of 64, not three of 72 and one of 40.
+    largest that divides the job, as Slurm's topology/block plugin places it with ``--segment`` (NVIDIA's technical
+    blog on Slurm block scheduling for GB200 NVL72 recommends segments of 16 nodes, 64 GPUs, for jobs of 128 GPUs and
+    more; a rack holds 18 trays of 4). 256 GPUs over NVL72 racks are four domains of 64, not three of 72 and one of 40.
 
     A node count with no divisor of at least half a rack (19 nodes) fills whole racks in order instead (72 + 4).
 
