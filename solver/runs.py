@@ -1482,6 +1482,7 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
             else:
                 notes.append("only warm-up iterations logged: their time includes start-up")
         step = statistics.median(s for s, _ in steady)
+        _note_spread([s for s, _ in steady], notes)
         tfl = [t for _, t in steady if t is not None] or _steady(facts.reported_tflops)
         return step, len(steady), statistics.median(tfl) if tfl else None
     if facts.nemo_steps:
@@ -1493,6 +1494,7 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
             warm = len(values) <= WARMUP_ITERATIONS
         if warm:
             notes.append("only warm-up iterations logged: their time includes start-up")
+        _note_spread(steady, notes)
         tfl = _steady(facts.reported_tflops)
         return statistics.median(steady), len(steady), statistics.median(tfl) if tfl else None
     tfl = _steady(facts.reported_tflops)
@@ -1505,6 +1507,14 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
                      "summary line, not iteration lines)")
         return facts.stated_step_s, 1, statistics.median(tfl) if tfl else None
     return None, 0, statistics.median(tfl) if tfl else None
+
+
+def _note_spread(steps: list[float], notes: list[str]) -> None:
+    """Say when the steps a log times differ by more than 3x: several runs in one excerpt (FlagScale's README: one
+    card's 24.4 s iterations beside eight cards' 1.5 s) have no one step, and their median is no run's."""
+    if len(steps) > 1 and max(steps) > 3 * min(steps):
+        notes.append(f"the step times logged run from {min(steps):.4g} to {max(steps):.4g} s: more than one run in the "
+                     "excerpt? their median is taken (--step-time SECONDS for the run meant)")
 
 
 def _steady(values: list[float]) -> list[float]:
