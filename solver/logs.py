@@ -1205,7 +1205,7 @@ _EACH_NODE_GPUS = re.compile(rf"\b(?:(\d+|one|two|four|eight)\s+(?:[A-Za-z-]+\s+
                              rf"[^.\n]{{0,40}}?\beach\s+(?:equipped\s+with|with|having|has|containing)\s+(\d+)\s*[x×]?\s*"
                              rf"(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?(?:GPUs?|{_GPU_NAMES_RE}s?)\b", re.I)
 _GPUS_PER_NODE_PROSE = re.compile(rf"(?<![\w.])(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*(?:\d+\s*GB\s*)?)?GPUs?\s*"
-                                  r"(?:per|/|on\s+each|in\s+each)\s*node\b", re.I)
+                                  r"(?:per|/|a|each|on\s+each|in\s+each)\s*node\b", re.I)
 _PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
@@ -1340,7 +1340,6 @@ _NODES_TIMES_GPUS = re.compile(rf"\b(\d+)\s+nodes?\s*[x×*]\s*(\d+)\s*(?:NVIDIA\
 # "on 8x80GB A100", "4*40G A100s" (OpenRLHF/OpenRLHF#762): a count of GPUs of one memory size
 _COUNT_SIZE_GPU = re.compile(rf"(?<![\w.])(\d+)\s*[x×*]\s*(\d+)\s*GB?\s+(?:NVIDIA\s+)?({_GPU_NAMES_RE})s?"
                              r"(?![A-Za-z0-9])", re.I)
-_PER_NODE_GPUS = re.compile(r"\b(\d+)\s*GPUs?\s*(?:/\s*|per\s+|a\s+|each\s+)node\b", re.I)
 _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?:NVIDIA\s+)?{_GPU_NAMES_RE}"
                        rf"|{_GPU_NAMES_RE}\s*[x×]\s*(\d+)\s*(?:GPUs?)?|(\d+)\s+(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}s?|GPUs?))\b",
                        re.I)
@@ -2012,7 +2011,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             _prose_set(facts, "_prose_nodes", _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1)))
     elif m := _NODES_OF.search(line):
         nodes, gpus = int(m.group(1)), int(m.group(2) or m.group(3) or m.group(4))
-        per = _PER_NODE_GPUS.search(line)  # "4 nodes with 16 GPUs, 4 GPUs/node" (NVIDIA/Megatron-LM#640): 16 in all
+        per = _GPUS_PER_NODE_PROSE.search(line)  # "4 nodes with 16 GPUs, 4 GPUs/node" (NVIDIA/Megatron-LM#640): 16 in all
         _prose_set(facts, "_prose_num_gpus", gpus if per and nodes * int(per.group(1)) == gpus else nodes * gpus)
     elif m := _NODES_TIMES_GPUS.search(line):
         _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * int(m.group(2)))
