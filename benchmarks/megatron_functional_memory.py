@@ -45,6 +45,11 @@ GPT2_BPE_VOCAB = 50257  # the_pile shard's bpe/vocab.json is GPT-2's (Radford et
 # the training tests of these folders (inference, RL and multi-node release runs excluded)
 FOLDERS = ("gpt", "moe")
 EXCLUDE = ("inference", "grpo", "_release")
+# Megatron-FSDP cases whose memory golden was recorded before Megatron-LM adfe9e11d9 (2026-07-02), when Megatron-FSDP
+# kept fp32 main grads unless --grad-reduce-in-bf16 (megasolve costs today's 'auto', bf16): the commit that last
+# changed the case's mem-max-allocated-bytes values. Read with --megatron-fsdp-main-grads-dtype fp32.
+FSDP_FP32_GOLDENS = {
+    "moe/gpt3_mcore_te_tp2_zp_z3_resume_torch_dist_te_8experts2parallel_top2router": "febd25e3fb (2026-03-22)"}
 
 
 def split_of(name: str) -> str:
@@ -97,6 +102,8 @@ def launch_text(case: dict[str, Any]) -> str:
             flags.append(key)
         elif value is not False and value != "false":
             flags.append(f"{key} {value}")
+    if case["name"] in FSDP_FP32_GOLDENS and "--megatron-fsdp-main-grads-dtype" not in case["model_args"]:
+        flags.append("--megatron-fsdp-main-grads-dtype fp32")
     rank = case["num_gpus"] - 1
     peak_mib = case["peak_allocated_bytes"] / 2 ** 20
     return ("torchrun pretrain_gpt.py " + " \\\n  ".join(flags) + "\n"

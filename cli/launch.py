@@ -269,6 +269,16 @@ def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
               Setting("ckpt_format", "fsdp_dtensor", "optimizer")]
     if workload.dist_optimizer_instances > 1:  # DistributedDataParallelConfig field (the rules checked it)
         s.append(Setting("num_distributed_optimizer_instances", workload.dist_optimizer_instances, "optimizer"))
+    if layout.fsdp:
+        # Megatron-FSDP: the main-grad / reduction dtypes the estimate assumed. Releases before Megatron-LM adfe9e11d9
+        # (2026-07-02) follow grad_reduce_in_fp32 instead of 'auto' (fp32 unless --grad-reduce-in-bf16), so it is
+        # set to match: bf16 grads launch as bf16 on both
+        s.append(Setting("grad_reduce_in_fp32", workload.fsdp_grad_bytes == 4, "optimizer"))
+        for name, dtype in (("megatron_fsdp_main_grads_dtype", workload.fsdp_main_grads_dtype),
+                            ("megatron_fsdp_grad_comm_dtype", workload.fsdp_grad_comm_dtype)):
+            if dtype != "auto":  # ARG L3691-3699 @d98e8a6
+                s.append(Setting(name, dtype, "optimizer"))
+        return s
     # fp32 main grads and reduction unless --grad-reduce-in-bf16 (ARG L1205-1217)
     s.append(Setting("grad_reduce_in_fp32", not workload.grad_reduce_in_bf16, "optimizer"))
     return s

@@ -7,9 +7,9 @@ from typing import Any, Callable
 import click
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS, FP8_RECIPES, MOE_DISPATCHERS,
-                                     OPTIMIZERS, PRECISION_CHOICES, Layout, Workload, cuda_graph_note,
-                                     default_global_batch, precision_fields)
+from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS, FP8_RECIPES,
+                                     FSDP_GRAD_DTYPES, MOE_DISPATCHERS, OPTIMIZERS, PRECISION_CHOICES, Layout, Workload,
+                                     cuda_graph_note, default_global_batch, precision_fields)
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
 
@@ -82,6 +82,7 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
 
 # Workload fields set by the training recipe rather than the layout (shared by estimate, solve, whatif)
 RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_type", "cross_entropy", "grad_reduce_in_bf16",
+                  "fsdp_main_grads_dtype", "fsdp_grad_comm_dtype",
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
@@ -127,6 +128,14 @@ def recipe_options(func: F) -> F:
         click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
                      help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
                           "4 bytes per parameter held and reduced."),
+        click.option("--megatron-fsdp-main-grads-dtype", "fsdp_main_grads_dtype",
+                     type=click.Choice(list(FSDP_GRAD_DTYPES)), default="auto", show_default=True,
+                     help="Main-grad dtype of Megatron-FSDP layouts: auto is Megatron-LM's default since July 2026, "
+                          "the bf16 weights' dtype (older releases kept fp32 unless --grad-reduce-in-bf16: pass fp32 "
+                          "for them)."),
+        click.option("--megatron-fsdp-grad-comm-dtype", "fsdp_grad_comm_dtype",
+                     type=click.Choice(list(FSDP_GRAD_DTYPES)), default="auto", show_default=True,
+                     help="Gradient reduce-scatter dtype of Megatron-FSDP layouts (auto: the main grads' dtype)."),
         # communication overlap, defaults = Megatron-LM's
         click.option("--tp-comm-overlap", "tp_comm_overlap", is_flag=True,
                      help="Overlap TP all-gather / reduce-scatter with the GEMMs (Megatron --tp-comm-overlap, "

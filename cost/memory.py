@@ -152,10 +152,10 @@ def fsdp_static_bytes(params: RankParams, layers: RankParams, largest_layer: Ran
     EDP`` (Megatron-LM ``docs/user-guide/features/megatron_fsdp.md``, "Mixing FSDP & Model
     Parallelism": FSDP shards over the DP (and CP) ranks of each mesh, last).
 
-    * Sharded, every parameter: compute weight (2 B, 1 B with FP8 primary weights), main grad (fp32
-      4 B, or 2 B with ``--grad-reduce-in-bf16``: ``--megatron-fsdp-main-grads-dtype auto`` follows
-      it), fp32 main weight + Adam m, v (12 B; ``--megatron-fsdp-main-params-dtype`` default fp32,
-      arguments.py L3687): ``(2 + 4 + 12) / d``.
+    * Sharded, every parameter: compute weight (2 B, 1 B with FP8 primary weights), main grad
+      (``grad_bytes``: ``Workload.fsdp_grad_bytes``, bf16 2 B under Megatron-LM's ``auto``, 4 B with
+      ``--megatron-fsdp-main-grads-dtype fp32``), fp32 main weight + Adam m, v (12 B;
+      ``--megatron-fsdp-main-params-dtype`` default fp32, arguments.py L3687): ``(2 + g + 12) / d``.
     * Un-sharded, transient: parameters are all-gathered per FSDP unit (one transformer layer) before
       forward and backward and gradients reduce-scattered per unit after backward; prefetching needs
       "at least two FSDP units worth of un-sharded weight memory" and two of un-sharded gradient memory
@@ -1472,7 +1472,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             static = fsdp_static_bytes(params.params, params.layers, params.largest_layer,
                                        dense_shards=layout.dp * layout.cp, expert_shards=layout.expert_dp,
                                        precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
-                                       grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes)
+                                       grad_bytes=workload.fsdp_grad_bytes, fp8_bytes=fp8_bytes)
         else:
             n = workload.dist_optimizer_instances  # each instance shards over its part of the DP group
             static = static_bytes(params.params, bf16_only=bf16_weights(spec, layout, params),

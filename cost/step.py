@@ -1044,8 +1044,8 @@ def fsdp_microbatch_comm_s(cluster: Cluster, layout: Layout, params: RankParams,
     parameters all-gathered before forward and again before backward, every gradient reduce-scattered
     after backward ("RS & AG communication groups on all microbatches", ``mcore_fsdp_adapter.py``
     L166-169), dense over DP x CP (stride ``tp``), experts over expert-DP; one collective of each kind
-    per FSDP unit (``num_units`` latencies). Non-unit parameters are gathered once per step (the DP
-    tail, ``dp_comm_s``)."""
+    per FSDP unit (``num_units`` latencies); gradients at ``grad_bytes`` (``Workload.fsdp_grad_comm_bytes``).
+    Non-unit parameters are gathered once per step (the DP tail, ``dp_comm_s``)."""
     seconds = 0.0
     for group, stride, gathered, reduced in (
             (layout.dp * layout.cp, layout.tp, layers.dense, params.dense),
@@ -1188,7 +1188,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
             # per micro-batch, hidden behind that micro-batch's compute by prefetching (separate streams)
             traffic = fsdp_microbatch_comm_s(cluster, layout, params.params, params.layers,
                                              num_units=max(1, params.num_layers), param_bytes=workload.param_bytes,
-                                             grad_bytes=workload.grad_bytes)
+                                             grad_bytes=workload.fsdp_grad_comm_bytes)
             cal = calibration()["time"]
             tau = tau + LayerTime(dp_comm=combine.fsdp_exposed(combine.FLOAT, traffic, tau.compute, combine.FsdpOverlap(
                 cal["fsdp_overlap_fraction"] * combine.OVERLAP_SCALE,

@@ -27,6 +27,8 @@ PRECISIONS = ("bf16", "fp8", "fp4")
 # Megatron ``--optimizer`` (ARG L2914): Adam, or Muon (``megatron/core/optimizer/emerging_optimizers.py`` @d98e8a6:
 # the 2-D weights but the word embedding and output layer orthogonalised by 5 Newton-Schulz steps, the rest Adam)
 OPTIMIZERS = ("adam", "muon")
+# Megatron-LM --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype choices (fp16 is costed as bf16: 2 B)
+FSDP_GRAD_DTYPES = ("auto", "fp32", "bf16", "fp16")
 # --precision choices of the CLI: "fp8-params" is FP8 with FP8 primary weights (--fp8-param-gather);
 # "nvfp4" spells "fp4" as Megatron-Bridge does (``--compute_dtype nvfp4``); "fp4-params" is NVFP4 with NVFP4
 # primary weights (--fp4-param-gather, which Bridge's bf16_with_nvfp4_mixed sets: mixed_precision.py L405-417)
@@ -253,6 +255,15 @@ class Workload:
     # bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16; ARG L1205-1217 otherwise
     # keeps fp32 main grads with --bf16)
     grad_reduce_in_bf16: bool = False
+    # Megatron-FSDP's main-grad and gradient-communication dtypes (``--megatron-fsdp-main-grads-dtype`` /
+    # ``--megatron-fsdp-grad-comm-dtype``, FSDP_GRAD_DTYPES; ARG L3691-3699 @d98e8a6). ``auto``, Megatron-LM's
+    # default: main grads take the compute weights' dtype, bf16 (``param_and_grad_buffer.py``
+    # ``_resolve_group_grad_dtype`` L2313-2322, bf16 for FP8 weights too), and the reduction the main grads' dtype.
+    # ``--grad-reduce-in-bf16`` no longer applies to Megatron-FSDP: Megatron-LM adfe9e11d9 (2026-07-02) dropped the
+    # ``grad_reduce_in_fp32`` override (fp32 before it unless --grad-reduce-in-bf16) and pinned fp32 in the
+    # functional tests that needed it
+    fsdp_main_grads_dtype: str = "auto"
+    fsdp_grad_comm_dtype: str = "auto"
     cross_entropy: str = "unfused"
     moe_dispatcher: str = "flex"  # MoE models only
     # ``--cp-comm-type`` (CP_COMM_TYPES); None: the type the model needs (``cost/step.py``
@@ -358,6 +369,8 @@ class Workload:
                                  fix="use --precision fp8-params or fp4-params, or drop the quantized parameters")
         _check_choice("--attention", self.attention, ATTENTION_KINDS)
         _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
+        _check_choice("--megatron-fsdp-main-grads-dtype", self.fsdp_main_grads_dtype, FSDP_GRAD_DTYPES)
+        _check_choice("--megatron-fsdp-grad-comm-dtype", self.fsdp_grad_comm_dtype, FSDP_GRAD_DTYPES)
         for flag, count in (("--num-layers-at-start-in-bf16", self.num_layers_at_start_in_bf16),
                             ("--num-layers-at-end-in-bf16", self.num_layers_at_end_in_bf16)):
             if not isinstance(count, int) or isinstance(count, bool) or count < 0:
@@ -615,6 +628,20 @@ class Workload:
     def grad_bytes(self) -> int:
         """Bytes per main-grad element, held and reduced: fp32 (4) unless --grad-reduce-in-bf16 (2)."""
         return 2 if self.grad_reduce_in_bf16 else 4
+
+    @property
+    def fsdp_grad_bytes(self) -> int:
+        """Bytes per main-grad element under Megatron-FSDP: 4 with ``--megatron-fsdp-main-grads-dtype fp32``, else 2
+        (``auto``: the bf16 compute weights' dtype; ``fsdp_main_grads_dtype``)."""
+        return 4 if self.fsdp_main_grads_dtype == "fp32" else 2
+
+    @property
+    def fsdp_grad_comm_bytes(self) -> int:
+        """Bytes per gradient element reduce-scattered by Megatron-FSDP: the comm dtype's, or the main grads' with
+        ``auto`` (``mixed_precision.py`` MixedPrecisionPolicy.grad_comm_dtype: None uses main_grads_dtype)."""
+        if self.fsdp_grad_comm_dtype == "auto":
+            return self.fsdp_grad_bytes
+        return 4 if self.fsdp_grad_comm_dtype == "fp32" else 2
 
     def num_microbatches(self, layout: Layout) -> int:
         """``m = global_batch / (mbs * dp)``; CP is not part of this DP (reference 4.5 rule 28)."""

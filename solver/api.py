@@ -64,6 +64,8 @@ class LayoutReport:
             "workload": {"seq_length": self.workload.seq_length, "global_batch_size": self.workload.global_batch_size,
                          "precision": self.workload.precision, "fp8_param_gather": self.workload.fp8_param_gather,
                          "grad_reduce_in_bf16": self.workload.grad_reduce_in_bf16,
+                         "fsdp_main_grads_dtype": self.workload.fsdp_main_grads_dtype,
+                         "fsdp_grad_comm_dtype": self.workload.fsdp_grad_comm_dtype,
                          "cross_entropy": self.workload.cross_entropy,
                          "moe_dispatcher": self.workload.moe_dispatcher if self.spec.is_moe else None,
                          "cp_comm_type": self.cp_comm_type,

@@ -1022,6 +1022,37 @@ def _int(args: dict[str, Any], key: str, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
+FSDP_DTYPE_NAMES = {"fp32": "fp32", "float32": "fp32", "torch.float32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
+                    "torch.bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "torch.float16": "fp16"}
+
+
+def _fsdp_grad_dtypes(args: dict[str, Any], notes: list[str]) -> dict[str, str]:
+    """Megatron-FSDP's main-grad / reduction dtypes (``Workload.fsdp_main_grads_dtype``): as the log states them
+    (``--megatron-fsdp-main-grads-dtype`` / ``--megatron-fsdp-grad-comm-dtype``; a dump prints ``torch.float32``),
+    else Megatron-LM's ``auto`` -- except in a whole argument dump of a release before adfe9e11d9 (2026-07-02; it
+    has no ``megatron_fsdp_max_pool_double_buffer``, added by that commit), which followed ``grad_reduce_in_fp32``:
+    fp32 unless --grad-reduce-in-bf16."""
+    out = {}
+    for key, field in (("megatron_fsdp_main_grads_dtype", "fsdp_main_grads_dtype"),
+                       ("megatron_fsdp_grad_comm_dtype", "fsdp_grad_comm_dtype")):
+        name = FSDP_DTYPE_NAMES.get(str(args.get(key)).lower())
+        if name:
+            out[field] = name
+    if "fsdp_main_grads_dtype" in out:
+        return out
+    bf16 = args.get("grad_reduce_in_bf16") is True or args.get("grad_reduce_in_fp32") is False
+    if args.get("_whole_dump") and "megatron_fsdp_max_pool_double_buffer" not in args:
+        dtype = "bf16" if bf16 else "fp32"
+        notes.append(f"Megatron-FSDP main grads {dtype}: this Megatron-LM predates 2026-07 (adfe9e11d9), whose "
+                     "Megatron-FSDP followed --grad-reduce-in-bf16 (fp32 without it)")
+        out["fsdp_main_grads_dtype"] = dtype
+    elif not bf16:
+        notes.append("Megatron-FSDP main grads bf16, Megatron-LM's default since 2026-07 (adfe9e11d9); releases "
+                     "before it keep fp32 unless --grad-reduce-in-bf16 (--arg megatron-fsdp-main-grads-dtype=fp32 "
+                     "if this one did)")
+    return out
+
+
 def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: list[str],
                          missing: list[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
     tp = _int(args, "tensor_model_parallel_size", _int(args, "model_parallel_size", 1))
@@ -1189,6 +1220,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
             work[key] = count if isinstance(count, int) and not isinstance(count, bool) else 1
     if args.get("grad_reduce_in_bf16") is True or args.get("grad_reduce_in_fp32") is False:
         work["grad_reduce_in_bf16"] = True
+    if args.get("use_megatron_fsdp") is True:
+        work.update(_fsdp_grad_dtypes(args, notes))
     if args.get("cross_entropy_loss_fusion") is True:
         work["cross_entropy"] = "te" if args.get("cross_entropy_fusion_impl") == "te" else "native"
     dispatcher = args.get("moe_token_dispatcher_type")

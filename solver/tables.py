@@ -391,7 +391,7 @@ class CostTables:
             return quantise_bytes(fsdp_static_bytes(whole, unit, RankParams(), dense_shards=dense_shards,
                                                     expert_shards=expert_shards, precision=precision,
                                                     fp8_param_gather=wl.fp8_param_gather,
-                                                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes).total)
+                                                    grad_bytes=wl.fsdp_grad_bytes, fp8_bytes=fp8_bytes).total)
 
         terms: list[Term] = []
 
@@ -431,7 +431,7 @@ class CostTables:
         def unit_bytes(layer: RankParams) -> int:
             return quantise_bytes(fsdp_static_bytes(RankParams(), RankParams(), layer, dense_shards=1, expert_shards=1,
                                                     precision=precision, fp8_param_gather=wl.fp8_param_gather,
-                                                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes).total)
+                                                    grad_bytes=wl.fsdp_grad_bytes, fp8_bytes=fp8_bytes).total)
 
         add("ms_unit_dense", ("tp", "fsdp"), lambda tp, fsdp: unit_bytes(dense_layer(tp)) if fsdp else 0)
         if spec.is_moe:
@@ -602,7 +602,7 @@ class CostTables:
             ag = dp_group_comm(cluster, params=gathered, group=group.size, stride=group.stride,
                                distributed_optimizer=True, param_bytes=wl.param_bytes)
             rs = dp_group_comm(cluster, params=reduced, group=group.size, stride=group.stride,
-                               distributed_optimizer=True, grad_bytes=wl.grad_bytes)
+                               distributed_optimizer=True, grad_bytes=wl.fsdp_grad_comm_bytes)
             return DpComm(param_bw_s=2 * ag.param_bw_s + rs.grad_bw_s,
                           param_latency_s=2 * ag.param_latency_s + rs.grad_latency_s)
 

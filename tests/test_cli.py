@@ -164,10 +164,14 @@ def test_fsdp_and_offloading_launch_settings():
         assert flag in flags
     bridge = CliRunner().invoke(cli, args + ["-o", "bridge"]).output
     assert "ddp.use_megatron_fsdp=true" in bridge and "model.cpu_offloading_num_layers=20" in bridge
-    bf16 = CliRunner().invoke(cli, args + ["--grad-reduce-in-bf16", "-o", "megatron"]).output
-    assert "--grad-reduce-in-bf16" in bf16 and "--grad-reduce-in-bf16" not in flags
+    # Megatron-FSDP's main grads are bf16 ('auto'); --grad-reduce-in-bf16 makes releases before 2026-07 agree
+    assert "--grad-reduce-in-bf16" in flags and "--megatron-fsdp-main-grads-dtype" not in flags
+    fp32 = CliRunner().invoke(cli, args + ["--megatron-fsdp-main-grads-dtype", "fp32", "-o", "megatron"]).output
+    assert "--megatron-fsdp-main-grads-dtype fp32" in fp32 and "--grad-reduce-in-bf16" not in fp32
     data = json.loads(CliRunner().invoke(cli, args + ["-o", "json"]).output)
-    assert data["workload"]["grad_reduce_in_bf16"] is False
+    assert data["workload"]["grad_reduce_in_bf16"] is False and data["workload"]["fsdp_main_grads_dtype"] == "auto"
+    wide = json.loads(CliRunner().invoke(cli, args + ["--megatron-fsdp-main-grads-dtype", "fp32", "-o", "json"]).output)
+    assert wide["memory"]["peak_gb"] > data["memory"]["peak_gb"]  # 4-byte grads held, sharded and two layers whole
     assert data["layout"]["fsdp"] is True and data["layout"]["cpu_offload_layers"] == 20
     assert data["feasible"] is True  # the Bridge perf recipe's layout (279 of 288 GB)
 

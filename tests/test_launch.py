@@ -182,7 +182,11 @@ def test_megatron_command_parses_back_to_the_plan(case):
     assert args.fp8 == ("hybrid" if workload["precision"] == "fp8" else None)
     if workload["precision"] == "fp8":
         assert args.fp8_recipe == workload["fp8_recipe"]
-    assert args.grad_reduce_in_bf16 == workload["grad_reduce_in_bf16"]
+    if layout["fsdp"]:  # bf16 main grads ('auto'), launched so on releases that still follow grad_reduce_in_fp32
+        assert args.grad_reduce_in_bf16 == (workload["fsdp_main_grads_dtype"] != "fp32")
+        assert args.megatron_fsdp_main_grads_dtype == workload["fsdp_main_grads_dtype"]
+    else:
+        assert args.grad_reduce_in_bf16 == workload["grad_reduce_in_bf16"]
     assert args.cross_entropy_loss_fusion == (workload["cross_entropy"] != "unfused")
     assert args.cross_entropy_fusion_impl != "te"  # ARG L1697-1702 rejects it
     if spec.is_moe:

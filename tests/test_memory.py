@@ -354,8 +354,9 @@ def test_fp8_primary_weights_need_fp8_training():
 # ---------------------------------------------------------------------------- Megatron-FSDP, offloading
 def test_fsdp_static_memory_of_llama3_70b_by_hand():
     """Llama-3 70B, TP1 PP1, Megatron-FSDP over 64 ranks, bf16 (memory.fsdp_static_bytes):
-    every parameter (2 + 4 + 12)/64 B sharded; two layers of 855.7M parameters gathered (2 B) with their
-    unsharded fp32 grads (4 B); the embedding and output layer (2 x 1.05B) un-sharded in bf16."""
+    every parameter (2 + 2 + 12)/64 B sharded (main grads bf16, Megatron-LM's 'auto'); two layers of 855.7M
+    parameters gathered (2 B) with their unsharded grads (2 B); the embedding and output layer (2 x 1.05B)
+    un-sharded in bf16. ``--megatron-fsdp-main-grads-dtype fp32`` holds 4 B grads instead."""
     from megasolve.models.params import stage_params
 
     spec = load_preset("llama-3.1-70b")
@@ -368,8 +369,12 @@ def test_fsdp_static_memory_of_llama3_70b_by_hand():
     cluster = Cluster.from_flags(num_gpus=64, gpu="h100")
     mem = stage_memory(spec, cluster, Workload(seq_length=8192, global_batch_size=64), layout)[0]
     assert mem.weights_bytes == pytest.approx(2 * layers / 64 + 2 * non_unit + 2 * 2 * largest)  # 11.27 GB
-    assert mem.grads_bytes == pytest.approx(4 * total / 64 + 2 * 4 * largest)  # 4.41 + 6.85 GB
+    assert mem.grads_bytes == pytest.approx(2 * total / 64 + 2 * 2 * largest)  # 2.20 + 3.42 GB
     assert mem.optimizer_bytes == pytest.approx(12 * total / 64)  # 13.23 GB
+    fp32 = stage_memory(spec, cluster, Workload(seq_length=8192, global_batch_size=64, fsdp_main_grads_dtype="fp32"),
+                        layout)[0]
+    assert fp32.grads_bytes == pytest.approx(4 * total / 64 + 2 * 4 * largest)  # 4.41 + 6.85 GB
+    assert fp32.weights_bytes == mem.weights_bytes and fp32.optimizer_bytes == mem.optimizer_bytes
     plain = stage_memory(spec, cluster, Workload(seq_length=8192, global_batch_size=64),
                          Layout(dp=64))[0]
     assert plain.weights_bytes + plain.grads_bytes == pytest.approx(6 * total)  # 423 GB without FSDP

@@ -113,7 +113,7 @@ const GROUPS = [
   ["Cluster", ["gpus", "gpu", "gpus_per_node", "nvlink_domain", "nic_gbps", "cluster_text"]],
   ["Workload", ["seq_len", "gbs", "precision", "attention", "tokens", "gpu_hour_price"]],
   ["Recipe", ["fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16",
-    "no_activation_fusion", "offload_modules"]],
+    "fsdp_main_grads_dtype", "fsdp_grad_comm_dtype", "no_activation_fusion", "offload_modules"]],
   ["Overlap", ["tp_comm_overlap", "no_overlap_p2p_communication", "moe_ep_overlap", "moe_shared_expert_overlap",
     "no_dp_comm_overlap", "cp_comm_type"]],
   ["Search", ["top_k", "fix", "require", "min_headroom", "time_limit", "engine", "allow_cross_domain_tp", "jobs",
