@@ -1061,7 +1061,10 @@ _PROSE_MBS = re.compile(r"\b(?:micro[- ]?batch[- ]size|batch size per (?:device|
 # "global-batch-size = 64" (sail-sg/zero-bubble-pipeline-parallelism#24), "effective global batch size 32" (marin#5815)
 _PROSE_GBS = re.compile(r"\bglobal[- _]?batch(?:[- _]?size)?\s*(?:of\s*|is\s*(?:set\s+to\s*)?|[:=]\s*)?`?(\d+)`?\b"
                         r"(?!\s*[|,]?\s*\w+:)"  # "the global batch size is set to 2048", "of `1920`" (llm-analysis)
-                        r"|(?:^|(?<=[\s,;(`*-]))GBS\s*=\s*(\d+)\b", re.I)  # "- Batch: GBS=16, LBS=1" (Automodel#3827)
+                        r"|(?:^|(?<=[\s,;(`*-]))GBS\s*=\s*(\d+)\b"  # "- Batch: GBS=16, LBS=1" (Automodel#3827)
+                        # Hugging Face's trainer loop, as Accelerate's Megatron-LM plugin prints it (its guide's run:
+                        # "Total train batch size (w. parallel, distributed & accumulation) = 48")
+                        r"|\bTotal train batch size \(w\. parallel, distributed & accumulation\)\s*=\s*(\d+)\b", re.I)
 # a unit the text computes with, not the run's batch: "The model flops for NeMoTron4 15b for GBS=1 is 434.5e12"
 # (NGC DGX Cloud benchmarking recipes' MFU example)
 _PER_SAMPLE_FLOPS = re.compile(r"\bflops\b.*\bfor\s+GBS\s*=\s*1\b", re.I)
@@ -1206,6 +1209,10 @@ _EACH_NODE_GPUS = re.compile(rf"\b(?:(\d+|one|two|four|eight)\s+(?:[A-Za-z-]+\s+
                              rf"(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*)?(?:GPUs?|{_GPU_NAMES_RE}s?)\b", re.I)
 _GPUS_PER_NODE_PROSE = re.compile(rf"(?<![\w.])(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NAMES_RE}\s*(?:\d+\s*GB\s*)?)?GPUs?\s*"
                                   r"(?:per|/|a|each|on\s+each|in\s+each)\s*node\b", re.I)
+# a node count of a named GPU without its GPUs a node: "on two nodes of GB300" (NVIDIA/Megatron-LM#3245); runs.py takes
+# the catalog's GPUs a node
+_NODES_OF_PART = re.compile(rf"\b(one|two|four|eight|sixteen|\d+)\s+nodes?\s+of\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}\b"
+                            r"(?!\s*(?:[x×*]|GPUs?\b))", re.I)
 _PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
@@ -1271,7 +1278,10 @@ _GPU_COUNT_SPELLED = re.compile(rf"\b(one|two|four|eight|sixteen)\s+(?:NVIDIA\s+
 # "256GPUs", and in a run id "deepseekv3_671b_bf16_h200_256gpus-2026-03-25" (AI-Hypercomputer/gpu-recipes#195); not
 # a recipe's name, "glm52_pretrain_416gpu_h100_bf16_config", which a text often names beside others (Bridge#5039)
 _GPU_COUNT_TOKEN = re.compile(r"(?<![A-Za-z0-9.])(\d+)(?:GPUs?|gpus)(?![A-Za-z0-9])")
-_SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b", re.I)  # "528.9ms per iteration for single GPU"
+# "528.9ms per iteration for single GPU"; not a per-GPU metric: "the measured single-GPU computing power is
+# significantly lower than the 666 TFLOPS" (NVIDIA/Megatron-LM#3245, a run on two GB300 nodes)
+_SINGLE_GPU = re.compile(r"\b(?:a |one |for |on )?single[- ]GPU\b(?![- ](?:comput\w*|performance|throughput|TFLOPS|"
+                         r"FLOPS|power|speed|efficiency|utili[sz]ation|memory|peak)\b)", re.I)
 # what fits in one GPU's memory is not the run's GPU count: "With 64 nodes we are able to fit the 8B with sequence
 # length = 8192 in a single GPU" (swiss-ai/Megatron-LM#33)
 _FITS_IN = re.compile(r"\bfit(?:s|ting)?\b", re.I)
@@ -1976,7 +1986,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if m := _PROSE_MBS.search(line):  # "batch size per device = 2" (Megatron-LLaMA#22)
         _prose_set(facts, "micro_batch_size", int(m.group(1)))
     if (m := _PROSE_GBS.search(line)) and not (m.group(2) and _PER_SAMPLE_FLOPS.search(line)):
-        _prose_set(facts, "global_batch_size", int(m.group(1) or m.group(2)))
+        _prose_set(facts, "global_batch_size", int(next(g for g in m.groups() if g)))
     if m := _PROSE_SET_TO.search(line):  # "Need to set `pipe-parallel-size` to 6, and `model-parallel-size` to 4"
         for name, value in [(m.group(1), m.group(2)), *_AND_SET_TO.findall(line[m.end():])]:  # (EleutherAI/gpt-neox#707)
             if (key := name.replace("-", "_")) in CONFIG_KEYS | {"pipe_parallel_size", "model_parallel_size"}:
@@ -1999,6 +2009,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "pipeline_model_parallel_size", 1)
     if m := _CN_NODES_ALONE.match(line):
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
+    if m := _NODES_OF_PART.search(line):
+        _prose_set(facts, "_prose_nodes", _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1)))
     if (m := _PROSE_NODES_EQ.search(line)) and not _CPU_BINDING.search(line):
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if m := _GPUS_PER_NODE_PROSE.search(line):  # "we use 6 V100 GPUs per node" (deepspeedai/DeepSpeed#115): a node's
@@ -2775,12 +2787,16 @@ def _sized_preset(family: str, total: float, active: float | None) -> str | None
     ('glm-4.5-air', 'glm-4.5', None)
     >>> _sized_preset("DeepSeek", 671, None)  # the base model, not its V3.2 of the same size
     'deepseek-v3'
+    >>> _sized_preset("gpt", 20, None)  # NeMo's "megatron_gpt_20B" (NVIDIA/NeMo#5542) is no GPT-OSS
     """
     key = re.sub(r"[-_ ]", "", family.lower())
     if len(key) < 3 or total <= 0 or active == 0:  # "Qwen3-0B": no model
         return None
+    # a family word goes on with its version ("DeepSeek" -> deepseek-v3, "Kimi" -> kimi-k2), not with another word
+    # ("gpt" is not gpt-oss); a name with its version may name a variant ("glm4.5" -> glm-4.5-air)
     found = [name for name, flat, n, a in _preset_sizes() if flat.startswith(key) and abs(n / total - 1) <= 0.10
-             and (active is None or abs(a / active - 1) <= 0.15)]
+             and (active is None or abs(a / active - 1) <= 0.15)
+             and (key[-1].isdigit() or re.match(r"[a-z]?\d|$", flat[len(key):]))]
     # of a base model and its later variants of the same size, the base: "DeepSeek 671b" is DeepSeek-V3, not V3.2
     # (verl's docs/perf/dpsk.md benchmark row)
     base = [name for name in found if all(other.startswith(name) for other in found)]

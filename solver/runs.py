@@ -895,6 +895,12 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     if isinstance(args.get("_prose_num_gpus"), int) and args["_prose_num_gpus"] > 0:  # "16 H100s" in the text
         notes.append(f"{args['_prose_num_gpus']} GPUs, as the text says (--gpus N to override)")
         return args["_prose_num_gpus"]
+    if isinstance(args.get("_prose_nodes"), int) and (part := _named_part(facts)) is not None:
+        # "two nodes of GB300" (NVIDIA/Megatron-LM#3245): a node of the named part as the catalog holds it
+        per = get_gpu(part).gpus_per_node
+        notes.append(f"{args['_prose_nodes'] * per} GPUs: {args['_prose_nodes']} nodes of {part}, {per} GPUs a node as "
+                     "the catalog has it (--gpus N to override)")
+        return args["_prose_nodes"] * per
     if isinstance(args.get("_prose_data_parallel_size"), int):  # "TP1PP1DP8" with no GPU count stated
         notes.append("GPU count from the sizes the text states (TP x PP x CP x DP; --gpus N to override)")
         return tp * pp * cp * args["_prose_data_parallel_size"]
@@ -907,6 +913,13 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return 0
     missing.append(("world size (GPU count)", "--gpus N"))
     return 0
+
+
+def _named_part(facts: LogFacts) -> str | None:
+    """The catalog part the log names most, or None."""
+    if not facts.gpu_names:
+        return None
+    return log_gpu(max(facts.gpu_names, key=facts.gpu_names.get))
 
 
 def _gpus_from_rates(args: dict[str, Any], facts: LogFacts) -> int | None:
