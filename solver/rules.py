@@ -10,6 +10,7 @@ Each rule reads only the axes it names, so the same predicate serves three calle
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -67,8 +68,8 @@ def split_counts(spec: ModelSpec, pp: int, vpp: int, first: int | None, last: in
             if problem is not None:
                 return problem
         return counts
-    except MegasolveError as exc:
-        return exc.rule
+    except MegasolveError as exc:  # the flag at fault, when it is not the pipeline size (rule_error reads it)
+        return exc.rule if exc.field == "--pp" else f"{exc.field}={exc.value}: {exc.rule}"
 
 
 def _split(ctx: RuleContext, a: Axes) -> tuple[int, ...] | str:
@@ -573,6 +574,10 @@ def _min_chunk(ctx: RuleContext, a: Axes) -> int:
 
 def rule_error(broken: Violation, layout: Layout | None, workload: Workload) -> MegasolveError:
     """The input error for a broken Megatron rule: the flag it concerns and that flag's value."""
+    if broken.rule == "pipeline_split" and (m := re.match(r"(--[\w/-]+)=(\S+): (.*)", broken.message, re.S)):
+        # the split names its own flag: "--first-stage-layers=7: must be divisible by vpp (2)"
+        return MegasolveError(field=m.group(1), value=m.group(2), rule=f"{m.group(3)} ({broken.source})",
+                              fix=broken.fix)
     name = _RULE_FIELDS.get(broken.rule, "layout").lstrip("-").replace("-", "_")
     name = _FIELD_ATTRS.get(name, name)
     value = getattr(layout, name, getattr(workload, name, "see message"))

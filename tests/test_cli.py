@@ -56,7 +56,7 @@ def test_estimate_json_contract():
 
 @pytest.mark.parametrize("args,needle", [
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--tp", "3"], "--gpus=8: world size (8)"),
-    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "8", "--vpp", "3"], "--pp=8"),
+    (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "8", "--vpp", "3"], "--vpp=3"),  # layers per stage (4) over vpp 3
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h10"], "did you mean h100"),
     (["estimate", "-m", "lama-3.1-8b", "-n", "8", "-g", "h100"], "did you mean llama-3.1-8b"),
     (["estimate", "-m", "llama-3.1-8b", "-n", "0", "-g", "h100"], "--gpus=0"),
