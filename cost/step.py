@@ -585,7 +585,7 @@ def ep_traffic_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: A
     return seconds
 
 
-def ep_overlap_exposed_s(traffic: float, compute_s: float, expert_s: float) -> float:
+def ep_overlap_exposed_s(traffic: float, compute_s: float, expert_s: float, kind: str = "default") -> float:
     """Exposed EP traffic of one MoE layer under ``--overlap-moe-expert-parallel-comm``: Megatron's
     combined 1F1B runs the forward of one micro-batch beside the backward of another, layer by layer, in
     three slots (``models/common/model_chunk_schedule_plan.py::TransformerLayerSchedulePlan.run``
@@ -602,8 +602,10 @@ def ep_overlap_exposed_s(traffic: float, compute_s: float, expert_s: float) -> f
     and ``M`` its routed experts' (``expert_s``; forward a third of each, backward two thirds), exposed
     ``= max(0, a - A/3) + max(0, 2a - M) + max(0, a - 2A/3)``. What the compute covers still costs the
     SMs and HBM bandwidth the all-to-all kernels take from it: ``ep_overlap_contention`` of the hidden
-    traffic (``calibration.yaml``). The warm-up and cool-down micro-batches, which have no partner, are
-    counted as paired (their share is ``(2(p-1) + (v-1)p)/(m v)`` of a stage's chunks).
+    traffic (``calibration.yaml``), by ``kind``: ``deepep_rdma`` for DeepEP across NVLink domains (its RDMA
+    kernels hold their SMs longer per byte), else ``default``. The warm-up and
+    cool-down micro-batches, which have no partner, are counted as paired (their share is
+    ``(2(p-1) + (v-1)p + 1)/(m v)`` of a stage's chunks, ``schedules.py`` L964-970).
 
     >>> ep_overlap_exposed_s(0.0, 1.0, 0.5)
     0.0
@@ -615,7 +617,14 @@ def ep_overlap_exposed_s(traffic: float, compute_s: float, expert_s: float) -> f
     a = traffic / 4
     other = max(0.0, compute_s - expert_s)
     exposed = max(0.0, a - other / 3) + max(0.0, 2 * a - expert_s) + max(0.0, a - 2 * other / 3)
-    return exposed + calibration()["time"]["ep_overlap_contention"] * (traffic - exposed)
+    return exposed + ep_overlap_contention(kind) * (traffic - exposed)
+
+
+def ep_overlap_contention(kind: str) -> float:
+    """``time.ep_overlap_contention`` of ``kind`` (``default`` / ``deepep_rdma``); one number applies to both (a
+    profile written before the two were told apart)."""
+    value = calibration()["time"]["ep_overlap_contention"]
+    return value if isinstance(value, (int, float)) else value.get(kind, value["default"])
 
 
 def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, ep: int,
@@ -633,7 +642,10 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     if traffic <= 0.0:
         return 0.0
     if workload.moe_ep_overlap and ep > 1 and recompute != "full":
-        return ep_overlap_exposed_s(traffic, compute_s, expert_s)
+        # DeepEP's RDMA kernels across NVLink domains (flex) hold their SMs longest; NCCL's all-to-all moves the
+        # network bytes through its proxy thread
+        rdma = workload.moe_dispatcher == "flex" and cluster.group_link(shape.etp, ep).tier not in ("nvlink", "local")
+        return ep_overlap_exposed_s(traffic, compute_s, expert_s, "deepep_rdma" if rdma else "default")
     if workload.moe_shared_expert_overlap:
         return max(0.0, traffic - shared_expert_s)
     return traffic
