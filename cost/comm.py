@@ -58,7 +58,8 @@ def all_to_all_time_s(*, nvlink_bytes: float, network_bytes: float, group_size: 
     * network part, ``flex`` (DeepEP / HybridEP: RDMA with NVLink forwarding): ``rdma_efficiency`` of
       the NIC (DeepEP README @567632d: 43 / 58 / 51 GB/s per H800 GPU for EP 16 / 32 / 64 over a 50 GB/s
       CX7); ``alltoall`` (NCCL): ``nccl_network_efficiency`` of the NIC (one message per peer, PXN);
-    * a latency per doubling of the group (``collectives.latency_s`` of the tier crossed).
+    * a latency per doubling of the group (``collectives.latency_s`` of the tier crossed). (In isolation a call
+      also costs a fixed ~110 us that a training step partly hides: ``calibration.yaml`` all_to_all.)
     """
     if group_size <= 1 or nvlink_bytes + network_bytes <= 0:
         return 0.0
