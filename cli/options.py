@@ -9,7 +9,7 @@ import click
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS, FP8_RECIPES,
                                      FSDP_GRAD_DTYPES, MOE_DISPATCHERS, OPTIMIZERS, PRECISION_CHOICES, Layout, Workload,
-                                     cuda_graph_note, default_global_batch, precision_fields)
+                                     cuda_graph_note, default_global_batch, fsdp_grad_comm_note, precision_fields)
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
 
@@ -367,9 +367,9 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
     built = build_workload(**workload)
     reject_moe_knobs(resolved.spec, {f: getattr(built, f) for f in MOE_KNOBS})
-    graphs = cuda_graph_note(built.cuda_graph_impl)
-    if graphs:
-        render.note(graphs)
+    for note in (cuda_graph_note(built.cuda_graph_impl), fsdp_grad_comm_note(built)):
+        if note:
+            render.note(note)
     return resolved, cluster, built
 
 

@@ -84,6 +84,16 @@ def cuda_graph_note(impl: str) -> str | None:
     return None
 
 
+def fsdp_grad_comm_note(workload: Workload) -> str | None:
+    """What megasolve does not model of a Megatron-FSDP gradient-communication dtype other than the main grads'
+    (None otherwise): its own communication buffers (``distributed_data_parallel_config.py``: "allocating
+    dtype-custom gradient communication buffers (per FSDP group) adds memory overhead")."""
+    if workload.fsdp_grad_comm_dtype == "auto" or workload.fsdp_grad_comm_bytes == workload.fsdp_grad_bytes:
+        return None
+    return (f"--megatron-fsdp-grad-comm-dtype {workload.fsdp_grad_comm_dtype} (Megatron-FSDP layouts only): its "
+            "reduce-scatter traffic is costed, its separate communication buffers are not counted in memory")
+
+
 def _check_choice(field: str, value: object, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise MegasolveError(field=field, value=value, rule=f"must be one of {', '.join(choices)}", fix="pick one")

@@ -50,7 +50,7 @@ from megasolve.cost.recompute import idle_module
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES,
                                      RECOMPUTE_MODULE_NAMES, PRECISION_CHOICES, Layout, Workload, cuda_graph_note,
-                                     precision_fields)
+                                     fsdp_grad_comm_note, precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import even_text, expand as expand_pipeline_layout
 from megasolve.models.params import total_params
@@ -1051,6 +1051,8 @@ def _fsdp_grad_dtypes(args: dict[str, Any], notes: list[str]) -> dict[str, str]:
         name = FSDP_DTYPE_NAMES.get(str(args.get(key)).lower())
         if name:
             out[field] = name
+    if note := fsdp_grad_comm_note(Workload(**out)):
+        notes.append(note)
     if "fsdp_main_grads_dtype" in out:
         return out
     bf16 = args.get("grad_reduce_in_bf16") is True or args.get("grad_reduce_in_fp32") is False
