@@ -1080,6 +1080,8 @@ _PROSE_MP_DEGREE = re.compile(r"(?<![\w-])(?<!pipeline )(?<!expert )(?<!pipeline
                               r"(?:is\s*|=\s*|:\s*|of\s*)?(\d+)\b", re.I)
 # one size after "with" / "using": "on 4 nodes (32 H100s) with EP32 and CI local batch size 16" (NVIDIA-NeMo/Automodel#3483)
 _WITH_SIZE = re.compile(r"\b(?:with|using)\s+(TP|PP|VPP|CP|EP|ETP)\s?=?\s?(\d+)\b(?![./])", re.I)
+# one size in a list of what a run uses: "grouped-gemm, CUDA Graph, HybridEP and EP8 are used" (NVIDIA/Megatron-LM#3245)
+_USED_SIZE = re.compile(r"(?<![A-Za-z])(TP|PP|VPP|CP|EP|ETP)\s?=?\s?(\d+)\s+(?:are|is|was|were)\s+(?:used|enabled)\b")
 # two sizes paired by "respectively": "The global batch size and the mini batch size of the testing are 256 and 4
 # respectively" (sail-sg/zero-bubble-pipeline-parallelism#10)
 _PROSE_RESPECTIVELY = re.compile(r"\b(?:the\s+)?([A-Za-z][\w -]*?)\s+and\s+(?:the\s+)?([A-Za-z][\w -]*?)\s+"
@@ -1936,7 +1938,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     for m in _PROSE_NAMED_PARALLEL.finditer(line):
         _prose_set(facts, PROSE_SIZE_ARGS[(m.group(1) or m.group(3)).upper()], int(m.group(2) or m.group(4)))
-    for m in _WITH_SIZE.finditer(line):
+    for m in (*_WITH_SIZE.finditer(line), *_USED_SIZE.finditer(line)):
         _prose_set(facts, PROSE_SIZE_ARGS[m.group(1).upper()], int(m.group(2)))
     if (m := _PROSE_MP_DEGREE.search(line)) and "model_parallel_size" not in m.group(0).lower():
         # (the key "model_parallel_size" is a config's: GPT-NeoX's TP, NeMo's checkpoint TP x PP; runs.py reads it)
