@@ -1159,6 +1159,10 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if args.get("use_megatron_fsdp") is True:
         layout["fsdp"] = True
         layout["distributed_optimizer"] = True
+        strategy = args.get("data_parallel_sharding_strategy")
+        if isinstance(strategy, str) and strategy != "optim_grads_params":  # ARG L3190-3192: optim_grads_params default
+            notes.append(f"--data-parallel-sharding-strategy {strategy} is costed as optim_grads_params (Megatron-FSDP's "
+                         "ZeRO-3, the only strategy modelled: parameters gathered a layer at a time)")
     elif args.get("use_torch_fsdp2") is True:  # Megatron-LM --use-torch-fsdp2 (torch_fully_sharded_data_parallel.py)
         layout["fsdp"] = True
         layout["distributed_optimizer"] = True
