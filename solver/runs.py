@@ -1053,6 +1053,10 @@ def _fsdp_grad_dtypes(args: dict[str, Any], notes: list[str]) -> dict[str, str]:
             out[field] = name
     if note := fsdp_grad_comm_note(Workload(**out)):
         notes.append(note)
+    main_params = FSDP_DTYPE_NAMES.get(str(args.get("megatron_fsdp_main_params_dtype")).lower())
+    if main_params not in (None, "fp32"):  # ARG L3687: fp32 default
+        notes.append(f"--megatron-fsdp-main-params-dtype {main_params} is costed as fp32 main weights (4 B a parameter "
+                     "in the sharded optimizer state; the only main-weight dtype modelled)")
     if "fsdp_main_grads_dtype" in out:
         return out
     bf16 = args.get("grad_reduce_in_bf16") is True or args.get("grad_reduce_in_fp32") is False
