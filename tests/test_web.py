@@ -431,3 +431,36 @@ def test_serve_starts_and_answers():
             raise
     assert proc.returncode == 0, err
     assert f"serving on http://127.0.0.1:{port}/" in err
+
+
+def test_a_killed_worker_leaves_no_files(tmp_path, monkeypatch):
+    """The texts of a job stopped by its time limit or a cancel are removed with the worker: the folder is the
+    server's, not the killed process's."""
+    import asyncio
+    import tempfile
+
+    from megasolve.web.jobs import JobQueue
+    from megasolve.web.request import CommandRequest
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = json.dumps({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+                        "max_position_embeddings": 8192})
+    sweep = ["--model", "@model_text", "--gpus", "64..8192", "--gpu", "h100,b200,a100-80g",
+             "--seq-len", "4096,8192,32768", "--format", "json"]
+
+    async def scenario() -> tuple[str, str, list[str]]:
+        queue = JobQueue(workers=2, max_seconds=3)
+        timed = queue.submit([CommandRequest(command="whatif", argv=list(sweep), files={"model_text": model})])
+        cancelled = queue.submit([CommandRequest(command="whatif", argv=list(sweep), files={"model_text": model})])
+        deadline = time.monotonic() + 120
+        while cancelled.state != "running" or not any(tmp_path.glob("megasolve-web-*/model.json")):
+            assert time.monotonic() < deadline, "the worker never wrote the model text into the server's folder"
+            await asyncio.sleep(0.05)
+        queue.cancel(cancelled)
+        await asyncio.gather(timed.task, cancelled.task, return_exceptions=True)
+        return timed.state, cancelled.state, sorted(p.name for p in tmp_path.iterdir())
+
+    timed, cancelled, left = asyncio.run(scenario())
+    assert (timed, cancelled) == ("timeout", "cancelled")
+    assert left == []

@@ -3,7 +3,9 @@
 
 A job's state goes queued -> running -> done | failed | timeout | cancelled; while it waits it has
 a queue position, while it runs its elapsed time and, for a what-if sweep, (points done, total).
-Cancelling kills the worker's whole process group (the sweep's child processes included).
+Cancelling kills the worker's whole process group (the sweep's child processes included). The
+folder for a job's model / cluster texts is the server's: made before the worker starts and removed
+once it has exited, so a worker killed by a cancel or a timeout leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +101,13 @@ class JobQueue:
 
     # ------------------------------------------------------------------ running
     async def _run(self, job: Job) -> None:
+        folder = tempfile.mkdtemp(prefix="megasolve-web-")
+        try:
+            await self._run_in(job, folder)
+        finally:  # the worker has exited (reaped) or never started
+            shutil.rmtree(folder, ignore_errors=True)
+
+    async def _run_in(self, job: Job, folder: str) -> None:
         try:
             async with self._slots:
                 if job.state != "queued":
@@ -104,7 +115,7 @@ class JobQueue:
                 job.state = "running"
                 job.started_s = time.monotonic()
                 try:
-                    answer = await asyncio.wait_for(self._work(job), timeout=self.max_seconds)
+                    answer = await asyncio.wait_for(self._work(job, folder), timeout=self.max_seconds)
                 except asyncio.TimeoutError:
                     await self._reap(job)
                     job.error = (f"ran past the server's limit of {self.max_seconds:g} s and was stopped; fix: "
@@ -120,9 +131,9 @@ class JobQueue:
             await self._reap(job)
             self._finish(job, "cancelled")
 
-    async def _work(self, job: Job) -> list[dict[str, Any]] | None:
+    async def _work(self, job: Job, folder: str) -> list[dict[str, Any]] | None:
         payload = {"runs": [{"command": r.command, "argv": r.argv} for r in job.runs],
-                   "files": {k: v for r in job.runs for k, v in r.files.items()}}
+                   "files": {k: v for r in job.runs for k, v in r.files.items()}, "folder": folder}
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "megasolve.web.worker", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)

@@ -12,8 +12,9 @@ Request::
      "files": {"model_text": "{...config.json...}"}}
 
 ``@model_text`` / ``@cluster_text`` in an argv stand for a file the worker writes with that text
-(``.json`` when it starts with ``{``, else ``.yaml``) in a private temporary folder; error lines
-name the field (``<model_text>``), never the folder.
+(``.json`` when it starts with ``{``, else ``.yaml``) in the request's ``folder`` (the server's, which it
+removes after the worker exits, killed or not) or, without one, a temporary folder of its own; error
+lines name the field (``<model_text>``), never the folder.
 
 Answer: ``{"results": [{"exit_code": 0, "stdout": "...", "stderr": "..."}]}``. While a what-if
 sweep runs, lines ``{"progress": [done, total]}`` go to stderr.
@@ -88,7 +89,8 @@ def main() -> None:
         whatif_cmd._progress = _SweepProgress  # the bar would draw on a terminal; report to the server instead
     except (ImportError, AttributeError):  # pragma: no cover - the sweep then runs without progress
         pass
-    with tempfile.TemporaryDirectory(prefix="megasolve-web-") as folder:
+    with contextlib.ExitStack() as stack:
+        folder = request.get("folder") or stack.enter_context(tempfile.TemporaryDirectory(prefix="megasolve-web-"))
         paths = _write_files(Path(folder), request.get("files", {}))
         results = [run(r["command"], r["argv"], paths) for r in request["runs"]]
     sys.__stdout__.write(json.dumps({"results": results}))
