@@ -46,8 +46,10 @@ the TE spec differs (fused norm + linear, flash attention) and checks the formul
 exactly; the TE terms are therefore derived from source, not measured.  Parallel groups are a fake
 process group (one process plays rank 0; collectives produce tensors of the right shapes); SP runs with
 the torch norm built as if SP were off (``install_sequence_parallel_torch_norm``).  Expert parallelism
-is 1 (the token-count exchange of the all-to-all dispatcher needs real peers); the flex dispatcher
-needs DeepEP / HybridEP (CUDA) and is not traced.
+is 1 for the all-to-all dispatcher (its token-count exchange needs real peers); the allgather dispatcher is
+traced over EP ranks too (cases ``moe-allgather-ep*``), with the fake all-gather filling every rank's slot
+from this rank's tensors (``install_replicating_all_gather``: balanced routing, real sizes); the flex
+dispatcher needs DeepEP / HybridEP (CUDA) and is not traced.
 
 On a GPU (``--device cuda``, needs Transformer Engine): the same cases are built with the TE spec
 (fused norm + linear, fused RoPE / SwiGLU / softmax, ``--attention flash|unfused`` selects TE's
@@ -80,7 +82,7 @@ RUN = {"device": "cpu", "attention": "unfused"}
 
 BASE = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=8, num_query_groups=4, kv_channels=32,
             vocab_size=1024, seq_length=128, micro_batch_size=2, swiglu=True, normalization="RMSNorm",
-            qk_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0, tp=1,
+            qk_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0, tp=1, ep=1,
             num_moe_experts=None, moe_router_topk=2, moe_ffn_hidden_size=None,
             moe_shared_expert_intermediate_size=None, moe_token_dispatcher_type="alltoall",
             multi_latent_attention=False, q_lora_rank=None, kv_lora_rank=None, qk_head_dim=None,
@@ -138,6 +140,11 @@ CASES = [
           moe_token_dispatcher_type="allgather"),
     _case("moe-alltoall-e4-top3-seq256", **dict(MOE, num_moe_experts=4, moe_router_topk=3), seq_length=256),
     _case("moe-alltoall-h384-e16", **dict(MOE, num_moe_experts=16), hidden_size=384),
+    # the allgather dispatcher across EP ranks (``install_replicating_all_gather``): every rank's tokens are
+    # gathered, the local experts' rows picked from all of them, and the combine reduce-scattered back
+    _case("moe-allgather-ep8", **MOE, moe_token_dispatcher_type="allgather", ep=8),
+    _case("moe-allgather-ep4-tp2-sp", **MOE, moe_token_dispatcher_type="allgather", ep=4, tp=2,
+          sequence_parallel=True),
 ]
 
 
@@ -205,6 +212,29 @@ def install_gradient_accumulation_fusion(torch) -> None:
     layers.fused_weight_gradient_mlp_cuda = types.SimpleNamespace(wgrad_gemm_accum_fp32=wgrad_gemm_accum,
                                                                   wgrad_gemm_accum_fp16=wgrad_gemm_accum)
     layers._grad_accum_fusion_available = True
+
+
+def install_replicating_all_gather(torch) -> None:
+    """The fake process group's all-gather leaves its output as allocated (uninitialised), so an allgather
+    dispatcher over EP ranks would route garbage. Fill rank ``r``'s slot with this rank's input instead, and for
+    the ``[T, E]`` routing map and probabilities roll the experts by ``r`` ranks' worth (``E / ep``): the local
+    experts then receive, over the ``ep`` slots, the tokens this rank routed to every expert once, ``T * k``
+    rows exactly as with a balanced router (sizes as on a GPU, values not)."""
+    from megatron.core.tensor_parallel import mappings
+
+    fake = mappings.dist_all_gather_func
+
+    def replicate(output, input_, group=None, async_op=False):
+        work = fake(output, input_, group=group, async_op=async_op)
+        slots = output.view(-1, *input_.shape)
+        experts = RUN.get("experts")
+        per_rank = experts // slots.shape[0] if experts else 0
+        for r in range(slots.shape[0]):
+            routed = input_.dim() == 2 and input_.shape[1] == experts and per_rank
+            slots[r].copy_(torch.roll(input_, r * per_rank, dims=1) if routed else input_)
+        return work
+
+    mappings.dist_all_gather_func = replicate
 
 
 def install_mla_core_attention() -> None:
@@ -346,6 +376,7 @@ def make_config(torch, c: dict, num_layers: int):
               activation_func=torch.nn.functional.silu if c["swiglu"] else torch.nn.functional.gelu,
               add_bias_linear=False, hidden_dropout=c["hidden_dropout"], attention_dropout=c["attention_dropout"],
               tensor_model_parallel_size=c["tp"], sequence_parallel=c["sequence_parallel"],
+              expert_model_parallel_size=c["ep"],
               bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
               use_cpu_initialization=True, perform_initialization=True,
               bias_dropout_fusion=False, masked_softmax_fusion=False,
@@ -501,9 +532,12 @@ def run_case(torch, dist, ps, FakeStore, Tracker, case: dict) -> dict:
     c = case["config"]
     from megatron.core import tensor_parallel
 
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=c["tp"])
+    RUN["experts"] = c["num_moe_experts"] if c["ep"] > 1 else None  # install_replicating_all_gather
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=c["tp"] * c["ep"])
     try:
-        ps.initialize_model_parallel(tensor_model_parallel_size=c["tp"], create_gloo_process_groups=False)
+        ps.initialize_model_parallel(tensor_model_parallel_size=c["tp"], expert_model_parallel_size=c["ep"],
+                                     create_gloo_process_groups=False)
         tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
         torch.manual_seed(0)
         lo = trace(torch, Tracker, c, 1)
@@ -574,6 +608,7 @@ def main(argv: list[str] | None = None) -> int:
         install_mla_core_attention()
         install_gradient_accumulation_fusion(torch)
         install_sequence_parallel_torch_norm()
+        install_replicating_all_gather(torch)
     Tracker = make_tracker(torch)
     results = []
     for case in CASES:

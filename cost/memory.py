@@ -211,6 +211,7 @@ class ActivationShape:
     mbs: int
     sequence_parallel: bool
     etp: int = 1
+    ep: int = 1  # sizes only what the allgather dispatcher gathers (``allgather_rows``)
 
     def tokens(self, workload: Workload) -> float:
         """``T``: tokens of one micro-batch on one CP rank."""
@@ -730,6 +731,33 @@ def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activa
 EXPERT_BIAS_TRANSIENT_BYTES = BF16 + FP32 + FP32
 
 
+def allgather_rows(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """Tokens the allgather dispatcher gathers on each rank of one MoE layer: every token of the expert-TP x EP
+    group, ``(T/sigma) * etp * ep`` (``token_dispatcher.py::MoEAllGatherTokenDispatcher.token_dispatch``
+    L283-303: ``[S*B/TP, H] -> [S*B*EP, H]`` over ``tp_ep_group``); 0 for another dispatcher or a group of
+    one rank (nothing is gathered)."""
+    if not spec.is_moe or workload.moe_dispatcher != "allgather" or shape.etp * shape.ep == 1:
+        return 0.0
+    return shape.tokens(workload) / shape.sigma * shape.etp * shape.ep
+
+
+def allgather_buffer_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """What the allgather dispatcher adds to Megatron's global memory buffer on a stage with MoE layers: it
+    gathers the hidden states into the buffer's bf16 ``"mpu"`` tensor (``use_global_buffer=True``, L299-301;
+    ``mappings.py::_gather_along_first_dim``), ``2 * allgather_rows * h`` B, kept for the run and shared with
+    the unfused attention's score input (``fixed_allocation_bytes``), so only the excess over that counts
+    (``utils.py::GlobalMemoryBuffer.get_tensor`` grows one tensor per name and dtype). Traced (cases
+    ``moe-allgather-ep8``, ``moe-allgather-ep4-tp2-sp``: ``persistent.global_memory_buffer_total``)."""
+    gathered = BF16 * allgather_rows(spec, workload, shape) * spec.hidden_size
+    if not gathered:
+        return 0.0
+    attention = 0.0
+    if workload.attention == "unfused" and not fused_softmax_kernel(spec, workload, shape):
+        attention = BF16 * shape.mbs * spec.num_attention_heads / shape.tp * workload.seq_length / shape.cp \
+            * workload.seq_length
+    return max(0.0, gathered - attention)
+
+
 def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
     """Peak of one MoE layer's backward above what the layer keeps, bytes (the layer's saved tensors are
     freed as its backward goes; the gradients of its routed rows are made). Its backward is a chain of
@@ -743,9 +771,12 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
       sort makes of it (``token_dispatcher.py`` ``combine_preprocess``, ``sort_chunks_by_idxs``, L755-771;
       the same on the input side). The allgather dispatcher sorts nothing: its one ``[T_r, h]`` gradient
       is in the FC2 step below. With expert TP (``etp > 1``) both combine with a reduce-scatter in the
-      probabilities' dtype (fp32 router, ``--moe-router-dtype fp32`` as the recipes set; L776-783,
-      allgather L338-340): the fp32 gradient all-gathered to ``[T_r, h]`` and its bf16 cast,
-      ``(4 + 2)*T_r*h``.
+      probabilities' dtype (fp32 router, ``--moe-router-dtype fp32`` as the recipes set; L776-783):
+      the fp32 gradient all-gathered to ``[T_r, h]`` and its bf16 cast, ``(4 + 2)*T_r*h``. The allgather
+      dispatcher combines every gathered token the same way (``token_combine`` L333-341: the unpermuted
+      ``[G, h]`` cast to the probabilities' dtype and reduce-scattered), so its backward all-gathers the fp32
+      gradient of all ``G = allgather_rows`` tokens and casts it, ``(4 + 2)*G*h`` whenever the group has
+      more than one rank (traced: cases ``moe-allgather-ep8``, ``moe-allgather-ep4-tp2-sp``).
     * experts, Transformer Engine's grouped MLP (``experts.py::TEGroupedMLP``: one grouped GEMM per weight
       over all local experts' rows, fused weighted SwiGLU): FC2's backward holds the output gradient and
       writes the activation gradient, ``2*T_r*(h + F_m)``; the SwiGLU backward reads that and writes the
@@ -781,10 +812,12 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
     router_tokens = shape.tokens(workload) / shape.sigma
     rows = router_tokens * m.top_k * shape.etp * routed_rows(spec, workload, router_tokens).dispatch
     h, F = spec.expert_hidden_size, m.expert_ffn_hidden_size / shape.etp
-    if shape.etp > 1:
+    if workload.moe_dispatcher == "allgather":
+        dispatch = (FP32 + BF16) * allgather_rows(spec, workload, shape) * h
+    elif shape.etp > 1:
         dispatch = (FP32 + BF16) * rows * h
     else:
-        dispatch = 0.0 if workload.moe_dispatcher == "allgather" else 2 * BF16 * rows * h
+        dispatch = 2 * BF16 * rows * h
     fc2 = BF16 * rows * (h + F)
     swiglu = BF16 * rows * (1 + spec.gated_factor) * F \
         - gemm_input_bytes(workload.module("mlp.experts.linear_fc2")) * rows * F
@@ -1391,7 +1424,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
     else Megatron's default ``("core_attn",)``.
     """
     shape = ActivationShape(tp=layout.tp, cp=layout.cp, mbs=layout.mbs, sequence_parallel=layout.sequence_parallel,
-                            etp=layout.etp)
+                            etp=layout.etp, ep=layout.ep)
     m = workload.num_microbatches(layout)
     layer_kind = "selective" if layout.recompute == "selective" else "none"
     modules = tuple(getattr(layout, "recompute_modules", None) or DEFAULT_RECOMPUTE_MODULES)
@@ -1449,7 +1482,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             transient = largest_selective if largest_selective is not None else max(
                 selective_transient[kind.moe] for kind in layers.kinds)
         if layers.count(moe=True):
-            transient += moe_dispatch_transient_bytes(spec, workload, shape)
+            transient += moe_dispatch_transient_bytes(spec, workload, shape) + allgather_buffer_bytes(spec, workload,
+                                                                                                      shape)
         stage = params.stage
         # DeepEP's buffer exists on ranks whose stage has MoE layers (its MTP block's included)
         comm_stage = any(spec.is_moe_layer(i) for i in layer_ids) or (

@@ -22,9 +22,9 @@ from typing import Any, Callable, Iterable
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, mtp_layer_kind, stage_layers
-from megasolve.cost.memory import (ActivationShape, band_parts, chunk_inflight, chunk_weights, comm_buffer_bytes,
-                                   deferred_wgrad_bytes, first_stage_extra_bytes, fixed_allocation_bytes,
-                                   fp8_weight_bytes_per_param, fsdp_static_bytes,
+from megasolve.cost.memory import (ActivationShape, allgather_buffer_bytes, band_parts, chunk_inflight, chunk_weights,
+                                   comm_buffer_bytes, deferred_wgrad_bytes, first_stage_extra_bytes,
+                                   fixed_allocation_bytes, fp8_weight_bytes_per_param, fsdp_static_bytes,
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
                                    selective_transient_bytes, static_bytes, userbuffer_bytes)
@@ -228,8 +228,9 @@ class CostTables:
         def expert_shards(ep, etp, pp) -> int:
             return ranks.expert_dp_group(n, etp, ep, pp).size // instances
 
-        def shape(tp, cp, mbs, sp, etp=None):
-            return ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp if etp is not None else tp)
+        def shape(tp, cp, mbs, sp, etp=None, ep=1):
+            return ActivationShape(tp=tp, cp=cp, mbs=mbs, sequence_parallel=sp, etp=etp if etp is not None else tp,
+                                   ep=ep)
 
         def base(sel: tuple) -> str:
             return "selective" if sel else "none"
@@ -486,9 +487,12 @@ class CostTables:
                                                                                  etp=etp, sel=sel)),
                                                       self.value("ma_dense", dict(tp=tp, cp=cp, mbs=mbs, sp=sp,
                                                                                   sel=sel))))
-            add("ma_dispatch", ("tp", "cp", "mbs", "sp", "etp"),
-                lambda tp, cp, mbs, sp, etp: quantise_bytes(moe_dispatch_transient_bytes(
-                    spec, wl, shape(tp, cp, mbs, sp, etp))))
+            # one MoE layer's backward transient, and what the allgather dispatcher keeps in Megatron's global
+            # buffer (both once per stage with MoE layers; the allgather terms grow with EP: memory.allgather_rows)
+            add("ma_dispatch", ("tp", "cp", "mbs", "sp", "etp", "ep"),
+                lambda tp, cp, mbs, sp, etp, ep: quantise_bytes(
+                    moe_dispatch_transient_bytes(spec, wl, shape(tp, cp, mbs, sp, etp, ep))
+                    + allgather_buffer_bytes(spec, wl, shape(tp, cp, mbs, sp, etp, ep))))
         for kind in self.block_kinds + self.bf16_kinds:  # a layer kept in bf16: its own saved tensors
             add(f"ma_{kind.memory_name}", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel, kind=kind: quantise_bytes(layer_activation_bytes(
