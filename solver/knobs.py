@@ -24,7 +24,9 @@ see below; the TP overlap's userbuffers follow its chosen setting).
 * ``moe_dispatcher`` (``--moe-token-dispatcher-type`` alltoall / flex with DeepEP / allgather): flex
   holds DeepEP's buffers (``memory.comm_buffer_bytes``), the other two hold none, so the space has an
   axis ``disp`` = flex | ``NCCL``, and inside ``NCCL`` the faster of alltoall and allgather is chosen
-  with the overlaps (``tables.moe_workload``); with ``ep == etp == 1`` no token leaves the rank and
+  with the overlaps (``tables.moe_workload``); the per-stage MoE memory terms follow that choice
+  (``ma_dispatch``: allgather keeps its gathered tokens in Megatron's global buffer and gathers an fp32
+  gradient of all of them in backward, ``memory.allgather_rows``); with ``ep == etp == 1`` no token leaves the rank and
   only the workload's dispatcher is kept (``space.canonical_rules``).
 * ``cp_comm_type`` (``--cp-comm-type`` p2p / a2a / all_gather / a2a+p2p): only the CP time term depends
   on it (``cost/step.py`` ``cp_type_comm_s``; memory is the same), so it is chosen inside the cost: the time
@@ -89,7 +91,7 @@ def applicable(knobs: Iterable[str], workload: Workload) -> frozenset[str]:
     return frozenset(k for k in knobs if k != "tp_comm_overlap" or workload.tp_overlap_supported)
 
 
-NCCL = "nccl"  # the ``disp`` value "alltoall or allgather, the faster" (the same memory: no DeepEP buffers)
+NCCL = "nccl"  # the ``disp`` value "alltoall or allgather, the faster" (no DeepEP buffers; per-stage terms follow)
 
 
 def disp_class(dispatcher: str) -> str:

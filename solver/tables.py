@@ -445,6 +445,12 @@ class CostTables:
                 lambda tp, ep, etp, fsdp: unit_bytes(max(dense_layer(tp), moe_unit(tp, ep, etp),
                                                          key=lambda p: p.total)) if fsdp else 0)
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
+        @functools.cache
+        def dispatch_bytes(dispatcher: str, sh: ActivationShape) -> float:
+            """One MoE layer's backward transient and the allgather dispatcher's global-buffer excess."""
+            w = wl if dispatcher == wl.moe_dispatcher else replace(wl, moe_dispatcher=dispatcher)
+            return moe_dispatch_transient_bytes(spec, w, sh) + allgather_buffer_bytes(spec, w, sh)
+
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
                 spec, wl, shape(tp, cp, mbs, sp), moe=False, recompute=base(sel),
@@ -488,11 +494,15 @@ class CostTables:
                                                       self.value("ma_dense", dict(tp=tp, cp=cp, mbs=mbs, sp=sp,
                                                                                   sel=sel))))
             # one MoE layer's backward transient, and what the allgather dispatcher keeps in Megatron's global
-            # buffer (both once per stage with MoE layers; the allgather terms grow with EP: memory.allgather_rows)
-            add("ma_dispatch", ("tp", "cp", "mbs", "sp", "etp", "ep"),
-                lambda tp, cp, mbs, sp, etp, ep: quantise_bytes(
-                    moe_dispatch_transient_bytes(spec, wl, shape(tp, cp, mbs, sp, etp, ep))
-                    + allgather_buffer_bytes(spec, wl, shape(tp, cp, mbs, sp, etp, ep))))
+            # buffer (both once per stage with MoE layers; the allgather terms grow with EP: memory.allgather_rows),
+            # with the dispatcher the time terms chose for the point (``disp`` NCCL: alltoall or allgather, per
+            # MoE overlap permit as ``moe_workload``), so the memory is that of the layout ``estimate`` costs
+            for permit in self.permits:
+                add("ma_dispatch" + knobs_.permit_tag(permit, self.moe_available),
+                    ("tp", "cp", "mbs", "sp", "etp", "ep", "disp"),
+                    lambda tp, cp, mbs, sp, etp, ep, disp, permit=permit: quantise_bytes(dispatch_bytes(
+                        moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep).moe_dispatcher,
+                        shape(tp, cp, mbs, sp, etp, ep))))
         for kind in self.block_kinds + self.bf16_kinds:  # a layer kept in bf16: its own saved tensors
             add(f"ma_{kind.memory_name}", ("tp", "cp", "mbs", "sp", "etp", "sel"),
                 lambda tp, cp, mbs, sp, etp, sel, kind=kind: quantise_bytes(layer_activation_bytes(
@@ -832,7 +842,7 @@ class CostTables:
         if self.workload.offload_modules:  # memory.offload_resident_bytes
             activation.append((1, "ma_fgo"))
         if slot.moe:
-            activation.append((1, "ma_dispatch"))
+            activation.append((1, "ma_dispatch" + self.moe_suffix(row)))
         if slot.last:
             if with_loss:
                 activation.append((1, "ma_last"))

@@ -200,6 +200,29 @@ def test_knob_terms_agree_across_engines_on_pinned_layouts():
     assert len({s[1:] for s in seen}) >= 2  # the sample meets more than one MoE setting
 
 
+def test_memory_terms_follow_the_dispatcher_chosen_for_the_point():
+    """Inside ``disp`` NCCL the time terms choose alltoall or allgather per point; the memory terms follow that
+    choice (the allgather dispatcher's combine gradient of every gathered token and its global buffer,
+    ``memory.allgather_rows``), so the tables' peak is ``estimate``'s with the chosen workload, up to the tables'
+    rounding up to whole MiB per term."""
+    from megasolve.cost.memory import stage_memory
+    from megasolve.solver.exhaustive import legal_points
+
+    spec, cluster, workload = instance("qwen3-30b-a3b", 8, "h100", 4096, 64)
+    base, searched, _ = resolve_knobs(workload, {}, COMM_KNOBS)
+    space = build_space(spec, cluster, base, fixed={"mbs": 1}, knobs=searched)
+    tables = CostTables(spec, cluster, base, knobs=searched)
+    seen = set()
+    for i, point in enumerate(legal_points(space)):
+        if i % 29:
+            continue
+        wl = tables.chosen_workload(point)
+        seen.add(wl.moe_dispatcher)
+        predicted = max(s.total_bytes for s in stage_memory(spec, cluster, wl, point_layout(point))) / 2 ** 20
+        assert 0 <= tables.evaluate(point).peak_mib - predicted <= 128, (point, wl.moe_dispatcher)
+    assert seen == {"alltoall", "allgather", "flex"}
+
+
 # ---------------------------------------------------------------------------- CLI
 SOLVE = ["solve", "-m", "deepseek-v3-proxy", "-n", "64", "-g", "h100", "--top-k", "2", "--fix", "mbs=1",
          "--fix", "cp=1"]
