@@ -45,11 +45,11 @@ layers are the local spec: torch-native norms (``WrappedTorchNorm``), ``ColumnPa
 the TE spec differs (fused norm + linear, flash attention) and checks the formula for the local spec
 exactly; the TE terms are therefore derived from source, not measured.  Parallel groups are a fake
 process group (one process plays rank 0; collectives produce tensors of the right shapes); SP runs with
-the torch norm built as if SP were off (``install_sequence_parallel_torch_norm``).  Expert parallelism
-is 1 for the all-to-all dispatcher (its token-count exchange needs real peers); the allgather dispatcher is
-traced over EP ranks too (cases ``moe-allgather-ep*``), with the fake all-gather filling every rank's slot
-from this rank's tensors (``install_replicating_all_gather``: balanced routing, real sizes); the flex
-dispatcher needs DeepEP / HybridEP (CUDA) and is not traced.
+the torch norm built as if SP were off (``install_sequence_parallel_torch_norm``).  The alltoall
+and allgather dispatchers are traced over EP ranks too (cases ``moe-*-ep*``): the fake all-gather fills every
+rank's slot from this rank's tensors, the token counts and routing map rolled so each rank receives as many rows
+as it sends, and the fake all-to-all hands those rows back (``install_replicating_all_gather``: balanced routing,
+real sizes, values not); the flex dispatcher needs DeepEP / HybridEP (CUDA) and is not traced.
 
 On a GPU (``--device cuda``, needs Transformer Engine): the same cases are built with the TE spec
 (fused norm + linear, fused RoPE / SwiGLU / softmax, ``--attention flash|unfused`` selects TE's
@@ -140,9 +140,12 @@ CASES = [
           moe_token_dispatcher_type="allgather"),
     _case("moe-alltoall-e4-top3-seq256", **dict(MOE, num_moe_experts=4, moe_router_topk=3), seq_length=256),
     _case("moe-alltoall-h384-e16", **dict(MOE, num_moe_experts=16), hidden_size=384),
-    # the allgather dispatcher across EP ranks (``install_replicating_all_gather``): every rank's tokens are
-    # gathered, the local experts' rows picked from all of them, and the combine reduce-scattered back
+    # the dispatchers across EP ranks (``install_replicating_all_gather``): allgather gathers every rank's tokens,
+    # picks the local experts' rows from all of them and reduce-scatters the combine; alltoall exchanges the rows
+    # (at EP 8 one local expert: SequentialMLP runs all its rows at once, as TE's grouped MLP does)
     _case("moe-allgather-ep8", **MOE, moe_token_dispatcher_type="allgather", ep=8),
+    _case("moe-alltoall-ep4", **MOE, ep=4),
+    _case("moe-alltoall-ep8", **MOE, ep=8),
     _case("moe-allgather-ep4-tp2-sp", **MOE, moe_token_dispatcher_type="allgather", ep=4, tp=2,
           sequence_parallel=True),
 ]
@@ -215,11 +218,12 @@ def install_gradient_accumulation_fusion(torch) -> None:
 
 
 def install_replicating_all_gather(torch) -> None:
-    """The fake process group's all-gather leaves its output as allocated (uninitialised), so an allgather
-    dispatcher over EP ranks would route garbage. Fill rank ``r``'s slot with this rank's input instead, and for
-    the ``[T, E]`` routing map and probabilities roll the experts by ``r`` ranks' worth (``E / ep``): the local
-    experts then receive, over the ``ep`` slots, the tokens this rank routed to every expert once, ``T * k``
-    rows exactly as with a balanced router (sizes as on a GPU, values not)."""
+    """The fake process group's collectives leave their outputs as allocated (uninitialised), so a dispatcher
+    over EP ranks would route garbage. Fill rank ``r``'s all-gather slot with this rank's input instead, and for
+    the ``[T, E]`` routing map and probabilities and the ``[E]`` token counts roll the experts by ``r`` ranks'
+    worth (``E / ep``): the local experts then receive, over the ``ep`` slots, the tokens this rank routed to
+    every expert once, ``T * k`` rows exactly as with a balanced router; the alltoall dispatcher's exchange then
+    receives as many rows as it sends and gets this rank's back (sizes as on a GPU, values not)."""
     from megatron.core.tensor_parallel import mappings
 
     fake = mappings.dist_all_gather_func
@@ -230,11 +234,27 @@ def install_replicating_all_gather(torch) -> None:
         experts = RUN.get("experts")
         per_rank = experts // slots.shape[0] if experts else 0
         for r in range(slots.shape[0]):
-            routed = input_.dim() == 2 and input_.shape[1] == experts and per_rank
-            slots[r].copy_(torch.roll(input_, r * per_rank, dims=1) if routed else input_)
+            routed = per_rank and input_.shape[-1] == experts and input_.dim() in (1, 2)
+            slots[r].copy_(torch.roll(input_, r * per_rank, dims=-1) if routed else input_)
         return work
 
     mappings.dist_all_gather_func = replicate
+    fake_a2a = torch.distributed.all_to_all_single
+
+    def exchange(output, input_, *args, **kwargs):
+        """The alltoall dispatcher's token exchange: with the counts gathered as above every rank receives as many
+        rows as it sends, so the fake exchange hands this rank's rows back (sizes real, values not)."""
+        def listed(sizes):  # (the dispatcher hands over CPU tensors; the fake group's binding takes lists)
+            return sizes.tolist() if hasattr(sizes, "tolist") else sizes
+
+        args = tuple(listed(a) for a in args)
+        kwargs = {k: listed(v) for k, v in kwargs.items()}
+        work = fake_a2a(output, input_, *args, **kwargs)
+        if output.numel() == input_.numel():
+            output.copy_(input_.view_as(output))
+        return work
+
+    torch.distributed.all_to_all_single = exchange
 
 
 def install_mla_core_attention() -> None:

@@ -729,6 +729,11 @@ def selective_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activa
 # Biased experts' fc2 bias loop, forward: the expert output (bf16), the per-expert fp32 sums and their fp32
 # concatenation alive at once, bytes per routed row and output value (moe_dispatch_transient_bytes)
 EXPERT_BIAS_TRANSIENT_BYTES = BF16 + FP32 + FP32
+# The unfused probability-weighted activation's backward (moe_dispatch_transient_bytes), bytes per routed row and
+# element of F_m: the fp32 gradient of the bf16 cast, its product with the probabilities (the activation's
+# gradient before its bf16 cast) and its product with the activation (the probabilities' gradient before the
+# row sum) alive at once
+UNFUSED_WEIGHTED_BACKWARD_BYTES = 3 * FP32
 
 
 def allgather_rows(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
@@ -786,6 +791,13 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
       ``SequentialMLP``, one expert's rows at a time, whose expert step is that of one expert's share
       (cases ``moe-*-ffn1024``, ``tests/test_activation_golden.py``).
 
+    * the unfused probability-weighted activation (``unfused_activation_bytes``: no fused weighted kernel, e.g.
+      GeLU experts, or ``Workload.activation_fusion`` off; ``experts.py::TEGroupedMLP`` ``bias_act_func``
+      L733-735 multiplies the bf16 activation by the fp32 probabilities and casts back): its backward holds the
+      fp32 gradient of the cast, its product with the probabilities and its product with the activation (the
+      probabilities' gradient before the row sum), ``12*T_r*F_m`` (``UNFUSED_WEIGHTED_BACKWARD_BYTES``; traced
+      exactly on a rank with one local expert, case ``moe-alltoall-ep8``: ``SequentialMLP`` of one expert runs
+      all rows at once, as the grouped MLP does).
     * biased experts (``--add-bias-linear``, GPT-OSS): the fc2 bias is added outside the grouped GEMM,
       per local expert in fp32 (``TEGroupedMLP._apply_bias``, ``cost/step.py`` ``expert_bias_s``). Its
       forward holds the expert output (bf16), the fp32 sums and their fp32 concatenation at once,
@@ -822,7 +834,8 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
     swiglu = BF16 * rows * (1 + spec.gated_factor) * F \
         - gemm_input_bytes(workload.module("mlp.experts.linear_fc2")) * rows * F
     bias = EXPERT_BIAS_TRANSIENT_BYTES * rows * h if spec.add_bias_linear else 0.0
-    return max(dispatch, fc2, swiglu, bias)
+    weighted = UNFUSED_WEIGHTED_BACKWARD_BYTES * rows * F if unfused_activation_bytes(spec, workload, weighted=True) else 0.0
+    return max(dispatch, fc2, swiglu, bias, weighted)
 
 
 def first_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:

@@ -125,6 +125,8 @@ def local_spec_delta_bytes(c: dict) -> float:
             delta -= 4 * T * c["num_moe_experts"]
         elif tp == 1:
             delta += 8 * c["num_moe_experts"]  # int64 tokens per expert of the permutation
+            if c.get("ep", 1) > 1:  # and the counts every EP rank sends to the local experts ([1, ep, E/ep]) + a sum
+                delta += 8 * c["num_moe_experts"] + 8
         else:  # token counts gathered over the expert-TP group (int64 [etp*E]) and three small sums
             delta += 8 * c["num_moe_experts"] * tp + 40
         if not c["moe_aux_loss_coeff"]:  # the formula assumes a load-balancing loss ([T, E] fp32 scores)
@@ -241,25 +243,39 @@ MOE_CASES = sorted(n for n, case in CASES.items() if case["config"]["num_moe_exp
 @pytest.mark.parametrize("name", MOE_CASES)
 def test_moe_layer_backward_peak_equals_the_dispatch_transient(name):
     """The peak of one MoE layer's backward above the live bytes when it began (``module_backward``;
-    traced with weight gradients going to ``main_grad``): exactly ``moe_dispatch_transient_bytes`` for the
-    alltoall dispatcher with experts no wider than the model (two bf16 ``[T_r, h]`` gradients; with ETP 2
-    the fp32 combine gradient and its bf16 cast). Otherwise the formula's expert steps are Transformer
-    Engine's grouped MLP, all routed rows at once, where the traced ``SequentialMLP`` runs one expert's
-    share at a time: the trace lies between the routed-row gradients it always holds and the formula."""
+    traced with weight gradients going to ``main_grad``) against ``moe_dispatch_transient_bytes``, the largest
+    step of the layer's gradient chain with Transformer Engine's grouped MLP (all routed rows at once):
+
+    * a rank with one local expert runs all its rows at once on the CPU too (``SequentialMLP`` of one
+      expert): the trace equals the formula -- the allgather combine's fp32 gradient of every gathered token
+      and its bf16 cast (EP 8, EP 4 x TP 2), or the unfused probability-weighted activation's three fp32
+      ``[T_r, F_m]`` gradients (alltoall at EP 8, ``UNFUSED_WEIGHTED_BACKWARD_BYTES``);
+    * several local experts: ``SequentialMLP`` runs one expert's share at a time, so the trace lies between
+      the routed-row gradients it always holds and the formula; for the alltoall dispatcher with experts no
+      wider than the model the dispatch step itself is exact (two bf16 ``[T_r, h]`` gradients; with ETP 2 the
+      fp32 combine gradient and its bf16 cast): the formula of the fused activation, which has no fp32
+      step, equals the trace."""
     case = CASES[name]
     c, spec, workload, shape = inputs(case)
     traced = case["module_backward"]["decoder.layers.0.mlp"]["peak_bytes"]
     formula = moe_dispatch_transient_bytes(spec, workload, shape)
+    fused = moe_dispatch_transient_bytes(spec, dataclasses.replace(workload, activation_fusion=True), shape)
     rows = c["seq_length"] * c["micro_batch_size"] / shape.sigma * c["moe_router_topk"] * shape.etp
     alltoall = c["moe_token_dispatcher_type"] == "alltoall"
     routed_grads = (4 if shape.etp == 1 else 6) * rows * c["hidden_size"] if alltoall else 2 * rows * c["hidden_size"]
-    if gathered_ep(c):  # the fp32 combine gradient of every gathered token and its bf16 cast, (4 + 2) B each
-        gathered = c["seq_length"] * c["micro_batch_size"] / shape.sigma * shape.etp * shape.ep
-        assert traced == formula == 6 * gathered * c["hidden_size"]
-    elif alltoall and c["moe_ffn_hidden_size"] <= c["hidden_size"]:
-        assert traced == formula == routed_grads
+    if c["num_moe_experts"] == c.get("ep", 1):  # one local expert
+        assert traced == formula
+        if gathered_ep(c):  # the fp32 combine gradient of every gathered token and its bf16 cast, (4 + 2) B each
+            gathered = c["seq_length"] * c["micro_batch_size"] / shape.sigma * shape.etp * shape.ep
+            assert formula == 6 * gathered * c["hidden_size"]
+        else:
+            assert formula == 12 * rows * c["moe_ffn_hidden_size"] / shape.etp > fused
+    elif gathered_ep(c):
+        assert traced == formula == 6 * rows / c["moe_router_topk"] * c["ep"] * c["hidden_size"]
+    elif alltoall and c["moe_ffn_hidden_size"] <= c["hidden_size"] and c.get("ep", 1) == 1:
+        assert traced == fused == routed_grads <= formula
     else:
-        assert routed_grads < traced < formula
+        assert routed_grads <= traced <= formula
 
 
 @pytest.mark.parametrize("name", sorted(n for n, case in CASES.items() if not case["config"]["recompute_granularity"]))

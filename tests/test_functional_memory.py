@@ -63,7 +63,9 @@ def test_gelu_experts_run_the_unfused_activation_path():
     ("moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental", 0.08),
     ("gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion", 0.05),  # the compiled fused loss's fp32 transient
     ("gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute", 0.06),  # deferred wgrad buffers
-    ("moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_optimizer_instances", 0.04),
+    # GeLU experts: +1.0 point (+4.0 % -> +5.0 %) since the unfused weighted activation's fp32 backward step (traced,
+    # memory.UNFUSED_WEIGHTED_BACKWARD_BYTES), added to the last stage's loss peak as every transient is (over)
+    ("moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_optimizer_instances", 0.06),
     ("gpt/gpt3_mcore_reruns_resume_check_grads", 0.06),  # one GPU (its MODEL_ENV_VARS), 4B model unsharded
     # fine-grained activation offloading of seven modules (+ selective recompute, a layout string): 2 layers' resident
     ("moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading", 0.06),
