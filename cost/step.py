@@ -604,8 +604,7 @@ def ep_overlap_exposed_s(traffic: float, compute_s: float, expert_s: float, kind
     SMs and HBM bandwidth the all-to-all kernels take from it: ``ep_overlap_contention`` of the hidden
     traffic (``calibration.yaml``), by ``kind``: ``deepep_rdma`` for DeepEP across NVLink domains (its RDMA
     kernels hold their SMs longer per byte), else ``default``. The warm-up and
-    cool-down micro-batches, which have no partner, are counted as paired (their share is
-    ``(2(p-1) + (v-1)p + 1)/(m v)`` of a stage's chunks, ``schedules.py`` L964-970).
+    cool-down chunk-units, which have no partner, expose all their traffic: ``unpaired_ep_s``, once per step.
 
     >>> ep_overlap_exposed_s(0.0, 1.0, 0.5)
     0.0
@@ -649,6 +648,38 @@ def ep_comm_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: Acti
     if workload.moe_shared_expert_overlap:
         return max(0.0, traffic - shared_expert_s)
     return traffic
+
+
+def combined_warmup_units(pp: int, vpp: int, stage: int, group: int | None = None) -> int:
+    """Chunk-units a stage runs forward before its first combined 1F1B step, and backward after its last, under
+    ``--overlap-moe-expert-parallel-comm``: the interleaved schedule's warm-up plus the one extra forward the
+    overlap schedules (``schedules.py`` L963-970 @d98e8a6: ``2(p - r - 1) + (v - 1)G + 1``, ``G`` the
+    micro-batch group, default ``p``); 1 without pipelining (the first forward and the last backward run
+    alone). Megatron caps it at ``m*v``; the cap is not applied here (the solver's terms do not know ``m``):
+    with ``m*v`` under it (``m = p``) the unpaired share is over-counted.
+
+    >>> combined_warmup_units(8, 4, 0), combined_warmup_units(8, 4, 7), combined_warmup_units(1, 1, 0)
+    (39, 25, 1)
+    """
+    if pp == 1:
+        return 1
+    return 2 * (pp - stage - 1) + (vpp - 1) * (group or pp) + 1
+
+
+def unpaired_ep_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
+                  recompute: str, recompute_modules: tuple[str, ...] | None = None,
+                  kind: LayerKind | None = None) -> float:
+    """What one MoE layer's forward + backward of an unpaired chunk-unit adds under the combined 1F1B
+    (``--overlap-moe-expert-parallel-comm``, ``ep_overlap_exposed_s``): the warm-up forwards and cool-down
+    backwards (``combined_warmup_units`` of each) run without a partner, so their EP traffic is all exposed,
+    not what the pairing leaves (``ep_comm_s`` without the overlap minus with it). 0 without the overlap."""
+    if not workload.moe_ep_overlap or not spec.is_moe:
+        return 0.0
+    alone = replace(workload, moe_ep_overlap=False)
+    paired = layer_time(spec, cluster, workload, shape, ep=ep, moe=True, recompute=recompute,
+                        recompute_modules=recompute_modules, kind=kind).ep_comm
+    return layer_time(spec, cluster, alone, shape, ep=ep, moe=True, recompute=recompute,
+                      recompute_modules=recompute_modules, kind=kind).ep_comm - paired
 
 
 def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
@@ -1153,6 +1184,7 @@ class StageTime:
     dp_param_s: float  # parameter all-gather traffic of the step (before overlap)
     dp_exposed_s: float  # combine.dp_exposed of the two
     optimizer_s: float
+    unpaired_s: float = 0.0  # the combined 1F1B's unpaired chunk-units' exposed EP traffic, once per step
 
     @property
     def tau_s(self) -> float:
@@ -1188,8 +1220,14 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
     out = []
     for params, layers in zip(stage_params(spec, layout), stage_layers(spec, layout, workload)):
         tau = LayerTime(pp_comm=p2p)
+        unpaired = 0.0  # per chunk-unit of the stage's MoE layers (unpaired_ep_s); the MTP head's is not counted
         for kind, recomputed, count in layers.counts():  # the stage sum (layers.py, as the solver's tables)
             tau = tau + count * one(kind, "full" if recomputed else base_kind)
+            if kind.moe and not recomputed and workload.moe_ep_overlap:
+                unpaired += count * unpaired_ep_s(spec, cluster, workload, shape, ep=layout.ep, recompute=base_kind,
+                                                  recompute_modules=layout.recompute_modules, kind=kind)
+        unpaired *= combined_warmup_units(layout.pp, layout.vpp, params.stage,
+                                          workload.microbatch_group_size) / layout.vpp
         if params.has_output:
             tau = tau + logits_time(spec, cluster, workload, shape, ep=layout.ep)
         if layout.cpu_offload_layers:
@@ -1211,6 +1249,7 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
             grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert,
                                         workload.param_bytes, workload.grad_bytes, workload.dist_optimizer_instances)
         out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_grad_s=grad_s, dp_param_s=param_s,
+                             unpaired_s=unpaired,
                              dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute,
                                                              overlap * combine.OVERLAP_SCALE,
                                                              dp_contention_parts()),
@@ -1231,17 +1270,20 @@ def step_time(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
     slowest = max(stages, key=lambda s: (s.tau_s, -s.stage))
     tau_max = slowest.tau_s
     overhead = calibration()["time"]["step_overhead_s"]
+    # the combined 1F1B's unpaired chunk-units are once per step on each stage, as its optimizer step is: both in
+    # the stage's per-step cost (the solver's ``o_`` forms hold both)
     costs = [combine.StageCost(tau=s.tau_s, compute=s.per_microbatch.compute, grad=s.dp_grad_s, param=s.dp_param_s,
-                               optimizer=s.optimizer_s) for s in stages]
+                               optimizer=s.optimizer_s + s.unpaired_s) for s in stages]
     step, pipeline = combine.step(combine.FLOAT, costs, m, v,
                                   dp_overlap_fraction(workload) * combine.OVERLAP_SCALE, overhead,
                                   dp_contention=dp_contention_parts())
     dp_tail = max(s.dp_exposed_s for s in stages)
-    opt = max(s.optimizer_s for s in stages)
+    last = max(stages, key=lambda s: (s.optimizer_s + s.unpaired_s, -s.stage))  # (combine.step's maximum)
     breakdown = {term: m * getattr(slowest.per_microbatch, term) for term in TERMS}
     breakdown["bubble"] = pipeline - m * tau_max
     breakdown["dp_comm"] += dp_tail
-    breakdown["optimizer"] = opt + overhead
+    breakdown["ep_comm"] += last.unpaired_s
+    breakdown["optimizer"] = last.optimizer_s + overhead
     tokens = workload.global_batch_size * workload.seq_length
     flops = model_flops_per_sequence(spec, workload.seq_length) * workload.global_batch_size
     n = layout.world_size

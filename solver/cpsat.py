@@ -272,7 +272,7 @@ class _Builder:
         g_form, p_form = self.tables.dp_forms(row, slot)
         o_dense, o_expert = self.tables.param_form(row, slot, "o_")
         return {"tau": self.tables.time_form(row, slot, "t"), "comp": self.tables.time_form(row, slot, "c"),
-                "grad": g_form, "param": p_form, "opt": o_dense + o_expert,
+                "grad": g_form, "param": p_form, "opt": o_dense + o_expert + self.tables.unpaired_form(row, slot),
                 "fsdp": self.tables.fsdp_form(row, slot)}
 
     # ---------------------------------------------------------------- steps

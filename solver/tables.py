@@ -28,8 +28,8 @@ from megasolve.cost.memory import (ActivationShape, allgather_buffer_bytes, band
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
                                    selective_transient_bytes, static_bytes, userbuffer_bytes)
-from megasolve.cost.step import (DpComm, dp_contention_parts, dp_group_comm, dp_overlap_fraction, muon_ns_flops,
-                                 optimizer_shard_s, pp_unit_comm_s)
+from megasolve.cost.step import (DpComm, combined_warmup_units, dp_contention_parts, dp_group_comm, dp_overlap_fraction,
+                                 muon_ns_flops, optimizer_shard_s, pp_unit_comm_s, unpaired_ep_s)
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
 from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_head_time, resolve_cp_comm_type,
@@ -575,6 +575,22 @@ class CostTables:
                         lambda tp, cp, mbs, sp, pick=pick, kind=kind: quantise_s(pick(layer_time(
                             spec, cluster, twl, shape(tp, cp, mbs, sp), ep=1, moe=False, recompute="full",
                             kind=kind))))
+        # the combined 1F1B's unpaired chunk-units (step.unpaired_ep_s), per MoE layer, divided by the row's vpp
+        # (``unpaired_form``: the slot's warm-up chunk-units x its MoE layers of the kind, once per step)
+        if spec.is_moe and self.moe_available[0]:
+            for permit in self.permits:
+                if not permit[0]:
+                    continue
+                suffix = knobs_.permit_tag(permit, self.moe_available)
+                for kind in model_layer_kinds(spec, wl):
+                    if not kind.moe:
+                        continue
+                    for v in range(1, MAX_VPP + 1):
+                        add(self.unpaired_term(kind, suffix, v), ("tp", "cp", "mbs", "sp", "etp", "ep", "sel", "disp"),
+                            lambda tp, cp, mbs, sp, etp, ep, sel, disp, kind=kind, permit=permit, v=v: quantise_s(
+                                unpaired_ep_s(spec, cluster, moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep),
+                                              shape(tp, cp, mbs, sp, etp), ep=ep, recompute=base(sel),
+                                              recompute_modules=mods(sel), kind=kind) / v))
         # activation offloading: one offloaded layer's exposed copies per micro-batch (offload.py)
         def offload_s(moe: bool, sh: ActivationShape, ep: int) -> int:
             compute = layer_time(spec, cluster, twl, sh, ep=ep, moe=moe, recompute="none").compute
@@ -716,6 +732,23 @@ class CostTables:
             overlapped = row.vpp > 1 and self.workload.overlap_p2p_comm
             form.append((row.vpp, f"t_p2p_v{row.vpp}" if overlapped else "t_p2p"))
         return [(c, t) for c, t in form if c]
+
+    @staticmethod
+    def unpaired_term(kind: LayerKind, suffix: str, vpp: int) -> str:
+        """The combined 1F1B's unpaired term of one MoE layer of ``kind`` over ``vpp`` (``u_moe_w128_a_v4``)."""
+        return f"u_{kind.name}{suffix}_v{vpp}"
+
+    def unpaired_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
+        """Once per step on the slot (its lowest stage: the most warm-up): the combined 1F1B's unpaired chunk-units
+        (``step.combined_warmup_units``) x its MoE layers of each kind, where the row permits the EP overlap
+        (the terms are 0 where the point's chosen setting leaves it off)."""
+        permit = self.moe_permit(row.pp, row.vpp, row.rc)
+        if not (self.spec.is_moe and permit[0] and self.moe_available[0]):
+            return []
+        units = combined_warmup_units(row.pp, row.vpp, slot.stage, self.workload.microbatch_group_size)
+        suffix = self.moe_suffix(row)
+        return [(units * n, self.unpaired_term(kind, suffix, row.vpp))
+                for kind, recomputed, n in slot.layers() if kind.moe and not recomputed and n]
 
     def param_form(self, row: PipelineRow, slot: Slot, prefix: str) -> tuple[list[tuple[int, str]],
                                                                              list[tuple[int, str]]]:
@@ -906,7 +939,7 @@ class CostTables:
             grad, param = self.dp_forms(row, slot)
             o_dense, o_expert = self.param_form(row, slot, "o_")
             out.append((slot, tuple(self.time_form(row, slot, "t")), tuple(self.time_form(row, slot, "c")),
-                        tuple(grad), tuple(param), tuple(o_dense + o_expert),
+                        tuple(grad), tuple(param), tuple(o_dense + o_expert + self.unpaired_form(row, slot)),
                         tuple(self.fixed_memory_form(row, slot)), tuple(self.activation_form(slot)),
                         tuple(self.fsdp_form(row, slot))))
         return row, tuple(out)

@@ -314,3 +314,37 @@ def test_flex_dispatcher_sends_one_copy_per_remote_domain():
     # per expert, both over NVLink: a smaller gap than across nodes
     assert inside["flex"] <= inside["alltoall"]
     assert times["alltoall"] / times["flex"] > inside["alltoall"] / inside["flex"]
+
+
+# ---------------------------------------------------------------------------- combined 1F1B (EP overlap)
+def test_combined_1f1b_warmup_and_cooldown_expose_their_ep_traffic():
+    """``--overlap-moe-expert-parallel-comm`` pairs a forward with a backward layer by layer; the warm-up forwards
+    and cool-down backwards of each stage (``2(p - r - 1) + (v - 1)p + 1`` chunk-units, ``schedules.py``
+    L963-970) have no partner, so their EP traffic is all exposed: once per step, per stage, what one MoE layer's
+    pairing hid, times the stage's MoE layers per chunk. Without the overlap there is nothing to add."""
+    from megasolve.cost.layers import stage_layers
+    from megasolve.cost.step import combined_warmup_units, unpaired_ep_s
+
+    assert [combined_warmup_units(8, 4, r) for r in (0, 3, 7)] == [39, 33, 25]
+    assert combined_warmup_units(1, 1, 0) == 1 and combined_warmup_units(4, 2, 0, group=2) == 9
+    # Megatron-MoE-ModelZoo's Qwen3-235B EP 32 layout (benchmarks/ep_locality_study.yaml)
+    spec, cluster = load_preset("qwen3-235b-a22b"), Cluster.from_flags(num_gpus=256, gpu="h100")
+    modules = ("layernorm", "moe_act")
+    layout = Layout(tp=2, pp=8, vpp=4, ep=32, etp=1, mbs=1, dp=16, sequence_parallel=True, recompute="selective",
+                    recompute_modules=modules, account_for_embedding=True, account_for_loss=True)
+    paired = Workload(seq_length=4096, global_batch_size=2048, moe_dispatcher="flex", moe_ep_overlap=True)
+    shape = ActivationShape(tp=2, cp=1, mbs=1, sequence_parallel=True, etp=1)
+    extra = unpaired_ep_s(spec, cluster, paired, shape, ep=32, recompute="selective", recompute_modules=modules)
+    assert extra > 0
+    alone = dataclasses.replace(paired, moe_ep_overlap=False)
+    assert unpaired_ep_s(spec, cluster, alone, shape, ep=32, recompute="selective", recompute_modules=modules) == 0
+    stages = stage_times(spec, cluster, paired, layout)
+    for r in (0, 7):
+        moe_layers = sum(n for kind, recomputed, n in list(stage_layers(spec, layout, paired))[r].counts()
+                         if kind.moe and not recomputed)
+        assert stages[r].unpaired_s == pytest.approx(combined_warmup_units(8, 4, r) * moe_layers / 4 * extra,
+                                                     rel=1e-9)
+    assert stages[0].unpaired_s > stages[7].unpaired_s > 0
+    assert all(s.unpaired_s == 0 for s in stage_times(spec, cluster, alone, layout))
+    step = step_time(spec, cluster, paired, layout)
+    assert sum(step.breakdown_s.values()) == pytest.approx(step.step_s, rel=1e-9)
