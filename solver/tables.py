@@ -29,7 +29,7 @@ from megasolve.cost.memory import (ActivationShape, allgather_buffer_bytes, band
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
                                    selective_transient_bytes, static_bytes, userbuffer_bytes)
 from megasolve.cost.step import (DpComm, combined_warmup_units, dp_contention_parts, dp_group_comm, dp_overlap_fraction,
-                                 muon_ns_flops, optimizer_shard_s, pp_unit_comm_s, unpaired_ep_s)
+                                 muon_ns_flops, optimizer_shard_s, pp_unit_comm_s)
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
 from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_head_time, resolve_cp_comm_type,
@@ -578,6 +578,17 @@ class CostTables:
         # the combined 1F1B's unpaired chunk-units (step.unpaired_ep_s), per MoE layer, divided by the row's vpp
         # (``unpaired_form``: the slot's warm-up chunk-units x its MoE layers of the kind, once per step)
         if spec.is_moe and self.moe_available[0]:
+            @functools.cache
+            def unpaired(permit, disp, tp, cp, mbs, sp, etp, ep, sel, kind) -> float:
+                """``step.unpaired_ep_s`` of the point's chosen workload, from the memoised layer times."""
+                w = moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep)
+                if not w.moe_ep_overlap:
+                    return 0.0
+                sh, kw = shape(tp, cp, mbs, sp, etp), dict(ep=ep, moe=True, recompute=base(sel),
+                                                           recompute_modules=mods(sel), kind=kind)
+                return (layer_time(spec, cluster, replace(w, moe_ep_overlap=False), sh, **kw).ep_comm
+                        - layer_time(spec, cluster, w, sh, **kw).ep_comm)
+
             for permit in self.permits:
                 if not permit[0]:
                     continue
@@ -588,9 +599,7 @@ class CostTables:
                     for v in range(1, MAX_VPP + 1):
                         add(self.unpaired_term(kind, suffix, v), ("tp", "cp", "mbs", "sp", "etp", "ep", "sel", "disp"),
                             lambda tp, cp, mbs, sp, etp, ep, sel, disp, kind=kind, permit=permit, v=v: quantise_s(
-                                unpaired_ep_s(spec, cluster, moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep),
-                                              shape(tp, cp, mbs, sp, etp), ep=ep, recompute=base(sel),
-                                              recompute_modules=mods(sel), kind=kind) / v))
+                                unpaired(permit, disp, tp, cp, mbs, sp, etp, ep, sel, kind) / v))
         # activation offloading: one offloaded layer's exposed copies per micro-batch (offload.py)
         def offload_s(moe: bool, sh: ActivationShape, ep: int) -> int:
             compute = layer_time(spec, cluster, twl, sh, ep=ep, moe=moe, recompute="none").compute
