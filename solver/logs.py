@@ -359,6 +359,7 @@ class LogFacts:
     reserved_only_mib: float | None = None  # a peak reserved figure with no allocated one (Megatron-SWIFT)
     model_names: dict[str, int] = field(default_factory=dict)  # preset -> lines naming it (recipe / config class)
     variant_notes: dict[str, str] = field(default_factory=dict)  # preset -> what a variant named adds, unmodelled
+    seq_alternatives: tuple[int, ...] = ()  # sequence lengths the text names as alternatives ("16k or 32k context")
     reported_tflops: list[float] = field(default_factory=list)  # TFLOP/s/GPU printed outside iteration lines
     stated_step_s: float | None = None  # seconds per iteration a results table's first row or a summary states
     stated_tokens_per_gpu: float | None = None  # tokens/s per GPU a summary or a results table states (the first)
@@ -1224,6 +1225,9 @@ _SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?
 _PROSE_ACT_CKPT = re.compile(r"(?<![A-Za-z])actckpt\b|\b(?:with|using|and|\+)\s*(?:full\s+)?activation[ _-]checkpointing\b"
                              r"|\bactivation[ _-]checkpointing\s*(?:=|:)\s*(?:true|on|enabled)\b", re.I)
 _SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  # "seq8192", "seq 2048" (trl#6869)
+# two lengths offered as alternatives before the word: "with 16k or 32k context", "4k/8k sequence length"
+_SEQ_ALTERNATIVES = re.compile(r"\b(\d{3,}|\d+[kK])\s*(?:or|/|and)\s*(\d{3,}|\d+[kK])\s+(?:sequence length|"
+                               r"seq[ _-]?len(?:gth)?|context(?:[ -]length)?(?![ -]window))\b", re.I)
 # a Megatron config key and its value in running text: "num_layers 24, num_heads 16, hidden_size 2048"
 # (bigcode-project/Megatron-LM#41), "with expert_tensor_parallel_size=1 and sequence_parallel=True" (NVIDIA-NeMo/RL#2668)
 _KEY_VALUE_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_.-])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?(?:\s+|\s*=\s*)(\d+)"
@@ -1974,6 +1978,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if m := _PROSE_SEQ.search(line) or _SEQ_AFTER.search(line) or _SEQ_TOKEN.search(line) or _CN_SEQ.search(line):
         value = next(g for g in m.groups() if g).replace(",", "")  # "seq_len 4K": K = 1024
         _prose_set(facts, "seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
+    if (m := _SEQ_ALTERNATIVES.search(line)) and not facts.seq_alternatives:
+        facts.seq_alternatives = tuple(int(v[:-1]) * 1024 if v[-1] in "kK" else int(v) for v in m.groups())
     for owner, key, value in _ATTR_SET.findall(line):
         if key in CONFIG_KEYS and int(value) > 0 and not _ENGINE_SECTIONS & set(owner.lower().split(".")):
             _prose_set(facts, key, int(value))

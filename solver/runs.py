@@ -405,6 +405,10 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         args["global_batch_size"] = statistics.mode(batches)
     missing: list[str] = []
     _training_notes(args, notes)
+    if facts.seq_alternatives and args.get("seq_length") in facts.seq_alternatives:
+        named = " or ".join(str(v) for v in facts.seq_alternatives)
+        notes.append(f"sequence length {args['seq_length']}: the text names {named} as alternatives "
+                     "(--arg seq-length=N to take another)")
     if isinstance(args.get("_chain_choice"), str):
         notes.append(f"the script's if/elif chain taken at {args['_chain_choice']}, the value the text names "
                      "(the script does not set it)")

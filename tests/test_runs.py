@@ -62,6 +62,7 @@ def test_real_log_facts(entry):
         assert facts.memory == {int(r): tuple(v) for r, v in want["memory_all"].items()}
     if "model_names" in want:
         assert set(facts.model_names) == set(want["model_names"])
+    assert list(facts.seq_alternatives) == want.get("seq_alternatives", [])  # "16k or 32k context"
     for key in want.get("unset", []):  # a value the excerpt leaves to a shell variable it never sets
         assert key not in facts.args, key
 
@@ -968,3 +969,16 @@ def test_a_readme_names_its_gpu_by_its_hardware_lines_and_its_memory():
         "FlagOpen-FlagPerf-llama2_7b-megatron-deepspeed-a100-40g.txt", "FlagOpen-FlagPerf-llama3_8B-megatron-a800-pp2dp4.txt",
         "FlagOpen-FlagPerf-llama2_70B-megatron-h800-32gpu-tp8pp4.txt")}
     assert list(gpus.values()) == ["a100-40g", "a800", "h800"]
+
+
+def test_two_sequence_lengths_offered_as_alternatives_are_said():
+    """"16k or 32k context" names two lengths: the one next to the word is read, and the note names both and how
+    to take the other (a post that offers alternatives is not one run's fact)."""
+    text = ("Training Llama-3.1-8B with Megatron-LM on 2 nodes of 8x H100 with 16k or 32k context.\n"
+            "TP=2 PP=1 CP=2, micro batch size 1, global batch size 256.\n"
+            " iteration      100/    1000 | consumed samples:        25600 | elapsed time per iteration (ms): 41230.4 |\n")
+    run = run_from_log(text, "alternatives")
+    assert run.workload.seq_length == 32768
+    assert any("the text names 16384 or 32768 as alternatives" in n and "--arg seq-length=N" in n for n in run.notes)
+    single = run_from_log(text.replace("16k or 32k context", "32k context"), "single")
+    assert single.workload.seq_length == 32768 and not any("alternatives" in n for n in single.notes)
