@@ -577,7 +577,7 @@ class CostTables:
                             kind=kind))))
         # the combined 1F1B's unpaired chunk-units (step.unpaired_ep_s), per MoE layer, divided by the row's vpp
         # (``unpaired_form``: the slot's warm-up chunk-units x its MoE layers of the kind, once per step)
-        if spec.is_moe and self.moe_available[0]:
+        if spec.is_moe and (self.moe_available[0] or wl.moe_ep_overlap):  # searched, or pinned on
             @functools.cache
             def unpaired(permit, disp, tp, cp, mbs, sp, etp, ep, sel, kind) -> float:
                 """``step.unpaired_ep_s`` of the point's chosen workload, from the memoised layer times."""
@@ -590,7 +590,7 @@ class CostTables:
                         - layer_time(spec, cluster, w, sh, **kw).ep_comm)
 
             for permit in self.permits:
-                if not permit[0]:
+                if not (permit[0] or wl.moe_ep_overlap):
                     continue
                 suffix = knobs_.permit_tag(permit, self.moe_available)
                 for kind in model_layer_kinds(spec, wl):
@@ -749,10 +749,10 @@ class CostTables:
 
     def unpaired_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
         """Once per step on the slot (its lowest stage: the most warm-up): the combined 1F1B's unpaired chunk-units
-        (``step.combined_warmup_units``) x its MoE layers of each kind, where the row permits the EP overlap
-        (the terms are 0 where the point's chosen setting leaves it off)."""
+        (``step.combined_warmup_units``) x its MoE layers of each kind, where the row permits the EP overlap or
+        the workload pins it on (the terms are 0 where the point's chosen setting leaves it off)."""
         permit = self.moe_permit(row.pp, row.vpp, row.rc)
-        if not (self.spec.is_moe and permit[0] and self.moe_available[0]):
+        if not (self.spec.is_moe and (permit[0] or self.workload.moe_ep_overlap)):
             return []
         units = combined_warmup_units(row.pp, row.vpp, slot.stage, self.workload.microbatch_group_size)
         suffix = self.moe_suffix(row)

@@ -3,6 +3,8 @@ same in CP-SAT, the oracle and ``estimate``; refused where Megatron refuses them
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from ortools.sat.python import cp_model
 
@@ -291,3 +293,29 @@ def test_explicit_knob_flag_megatron_refuses_is_one_line_error(capsys):
             main(SOLVE + args)
         err = capsys.readouterr().err
         assert exc.value.code == 2 and text in err and "Traceback" not in err
+
+
+def test_a_pinned_ep_overlap_costs_its_unpaired_units_in_every_engine():
+    """With ``--moe-ep-overlap`` pinned (not searched) the combined 1F1B's unpaired chunk-units
+    (``step.unpaired_ep_s``) are in the solver's per-step stage terms as in ``estimate``."""
+    from megasolve.solver.exhaustive import legal_points
+
+    spec, cluster, workload = instance("deepseek-v3-proxy", 64, "h100", 4096, 512)
+    pinned = dataclasses.replace(workload, moe_ep_overlap=True)
+    base, searched, _ = resolve_knobs(pinned, {"moe_ep_overlap": True}, COMM_KNOBS)
+    assert "moe_ep_overlap" not in searched and base.moe_ep_overlap
+    space = build_space(spec, cluster, base, fixed={"mbs": 1, "cp": 1}, knobs=searched)
+    tables = CostTables(spec, cluster, base, knobs=searched)
+    checked = 0
+    for i, point in enumerate(legal_points(space)):
+        if i % 53:
+            continue
+        wl = tables.chosen_workload(point)
+        layout = point_layout(point)
+        estimate = step_time(spec, cluster, wl, layout)
+        if wl.moe_ep_overlap and point["ep"] > 1:
+            checked += any(s.unpaired_s > 0 for s in estimate.stages)
+        m = wl.num_microbatches(layout)
+        assert tables.evaluate(point).step_us == pytest.approx(estimate.step_s * 1e6, rel=2e-4,
+                                                               abs=50 + 2 * m * spec.num_layers)
+    assert checked >= 3
