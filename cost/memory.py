@@ -834,7 +834,8 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
     swiglu = BF16 * rows * (1 + spec.gated_factor) * F \
         - gemm_input_bytes(workload.module("mlp.experts.linear_fc2")) * rows * F
     bias = EXPERT_BIAS_TRANSIENT_BYTES * rows * h if spec.add_bias_linear else 0.0
-    weighted = UNFUSED_WEIGHTED_BACKWARD_BYTES * rows * F if unfused_activation_bytes(spec, workload, weighted=True) else 0.0
+    unfused = unfused_activation_bytes(spec, workload, weighted=True)
+    weighted = UNFUSED_WEIGHTED_BACKWARD_BYTES * rows * F if unfused else 0.0
     return max(dispatch, fc2, swiglu, bias, weighted)
 
 
