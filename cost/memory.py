@@ -839,6 +839,12 @@ def moe_dispatch_transient_bytes(spec: ModelSpec, workload: Workload, shape: Act
     return max(dispatch, fc2, swiglu, bias, weighted)
 
 
+def moe_stage_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
+    """Once on a stage with MoE layers: one MoE layer's backward transient (``moe_dispatch_transient_bytes``) and
+    what the allgather dispatcher keeps in Megatron's global buffer (``allgather_buffer_bytes``)."""
+    return moe_dispatch_transient_bytes(spec, workload, shape) + allgather_buffer_bytes(spec, workload, shape)
+
+
 def first_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> float:
     """Per in-flight micro-batch on the first stage: int64 token ids (and position ids) and the
     embedding dropout mask when dropout is on (section 3.7); with TP > 1 the vocab-parallel embedding
@@ -1496,8 +1502,7 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
             transient = largest_selective if largest_selective is not None else max(
                 selective_transient[kind.moe] for kind in layers.kinds)
         if layers.count(moe=True):
-            transient += moe_dispatch_transient_bytes(spec, workload, shape) + allgather_buffer_bytes(spec, workload,
-                                                                                                      shape)
+            transient += moe_stage_bytes(spec, workload, shape)
         stage = params.stage
         # DeepEP's buffer exists on ranks whose stage has MoE layers (its MTP block's included)
         comm_stage = any(spec.is_moe_layer(i) for i in layer_ids) or (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from megasolve.cost import combine
@@ -668,18 +669,18 @@ def combined_warmup_units(pp: int, vpp: int, stage: int, group: int | None = Non
 
 def unpaired_ep_s(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,
                   recompute: str, recompute_modules: tuple[str, ...] | None = None,
-                  kind: LayerKind | None = None) -> float:
+                  kind: LayerKind | None = None, timer: Callable[..., LayerTime] | None = None) -> float:
     """What one MoE layer's forward + backward of an unpaired chunk-unit adds under the combined 1F1B
     (``--overlap-moe-expert-parallel-comm``, ``ep_overlap_exposed_s``): the warm-up forwards and cool-down
     backwards (``combined_warmup_units`` of each) run without a partner, so their EP traffic is all exposed,
-    not what the pairing leaves (``ep_comm_s`` without the overlap minus with it). 0 without the overlap."""
+    not what the pairing leaves (``ep_comm_s`` without the overlap minus with it). 0 without the overlap.
+    ``timer``: ``layer_time`` or a memoised stand-in with its signature (the solver's tables)."""
     if not workload.moe_ep_overlap or not spec.is_moe:
         return 0.0
-    alone = replace(workload, moe_ep_overlap=False)
-    paired = layer_time(spec, cluster, workload, shape, ep=ep, moe=True, recompute=recompute,
-                        recompute_modules=recompute_modules, kind=kind).ep_comm
-    return layer_time(spec, cluster, alone, shape, ep=ep, moe=True, recompute=recompute,
-                      recompute_modules=recompute_modules, kind=kind).ep_comm - paired
+    timer = timer or layer_time
+    kw = dict(ep=ep, moe=True, recompute=recompute, recompute_modules=recompute_modules, kind=kind)
+    return (timer(spec, cluster, replace(workload, moe_ep_overlap=False), shape, **kw).ep_comm
+            - timer(spec, cluster, workload, shape, **kw).ep_comm)
 
 
 def layer_time(spec: ModelSpec, cluster: Cluster, workload: Workload, shape: ActivationShape, *, ep: int,

@@ -22,14 +22,14 @@ from typing import Any, Callable, Iterable
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, mtp_layer_kind, stage_layers
-from megasolve.cost.memory import (ActivationShape, allgather_buffer_bytes, band_parts, chunk_inflight, chunk_weights,
+from megasolve.cost.memory import (ActivationShape, band_parts, chunk_inflight, chunk_weights,
                                    comm_buffer_bytes, deferred_wgrad_bytes, first_stage_extra_bytes,
                                    fixed_allocation_bytes, fp8_weight_bytes_per_param, fsdp_static_bytes,
-                                   last_stage_peak_extra_bytes, layer_activation_bytes, moe_dispatch_transient_bytes,
+                                   last_stage_peak_extra_bytes, layer_activation_bytes, moe_stage_bytes,
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
                                    selective_transient_bytes, static_bytes, userbuffer_bytes)
 from megasolve.cost.step import (DpComm, combined_warmup_units, dp_contention_parts, dp_group_comm, dp_overlap_fraction,
-                                 muon_ns_flops, optimizer_shard_s, pp_unit_comm_s)
+                                 muon_ns_flops, optimizer_shard_s, pp_unit_comm_s, unpaired_ep_s)
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
 from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_head_time, resolve_cp_comm_type,
@@ -447,9 +447,8 @@ class CostTables:
         # ---- memory: activations per micro-batch (MiB) ------------------------------------
         @functools.cache
         def dispatch_bytes(dispatcher: str, sh: ActivationShape) -> float:
-            """One MoE layer's backward transient and the allgather dispatcher's global-buffer excess."""
-            w = wl if dispatcher == wl.moe_dispatcher else replace(wl, moe_dispatcher=dispatcher)
-            return moe_dispatch_transient_bytes(spec, w, sh) + allgather_buffer_bytes(spec, w, sh)
+            return moe_stage_bytes(spec, wl if dispatcher == wl.moe_dispatcher else replace(wl, moe_dispatcher=dispatcher),
+                                   sh)
 
         add("ma_dense", ("tp", "cp", "mbs", "sp", "sel"),
             lambda tp, cp, mbs, sp, sel: quantise_bytes(layer_activation_bytes(
@@ -581,13 +580,9 @@ class CostTables:
             @functools.cache
             def unpaired(permit, disp, tp, cp, mbs, sp, etp, ep, sel, kind) -> float:
                 """``step.unpaired_ep_s`` of the point's chosen workload, from the memoised layer times."""
-                w = moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep)
-                if not w.moe_ep_overlap:
-                    return 0.0
-                sh, kw = shape(tp, cp, mbs, sp, etp), dict(ep=ep, moe=True, recompute=base(sel),
-                                                           recompute_modules=mods(sel), kind=kind)
-                return (layer_time(spec, cluster, replace(w, moe_ep_overlap=False), sh, **kw).ep_comm
-                        - layer_time(spec, cluster, w, sh, **kw).ep_comm)
+                return unpaired_ep_s(spec, cluster, moe_workload(permit, disp, tp, cp, mbs, sp, etp, ep),
+                                     shape(tp, cp, mbs, sp, etp), ep=ep, recompute=base(sel),
+                                     recompute_modules=mods(sel), kind=kind, timer=layer_time)
 
             for permit in self.permits:
                 if not (permit[0] or wl.moe_ep_overlap):
