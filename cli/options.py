@@ -363,6 +363,10 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
     resolved = load_model(model_ref)
     if resolved.note:
         render.note(resolved.note)
+    seq, note = default_seq_length(resolved.spec, workload["seq_len"], given=set_on_command_line("seq_len"))
+    if note:
+        workload["seq_len"] = seq
+        render.note(note)
     cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
     built = build_workload(**workload)
@@ -388,13 +392,34 @@ def reject_moe_knobs(spec: Any, values: dict[str, Any]) -> None:
     for field, unset in MOE_KNOBS.items():
         if field not in values:
             continue
-        if _set_on_command_line(field) if unset is _CHOSEN else values[field] != unset:
+        if set_on_command_line(field) if unset is _CHOSEN else values[field] != unset:
             flag = "--" + field.replace("_", "-")
             raise MegasolveError(field=flag, value=values[field], rule=f"{spec.name} has no MoE layers",
                                  fix=f"drop {flag} or pick an MoE model")
 
 
-def _set_on_command_line(param: str) -> bool:
+def default_seq_length(spec: Any, seq_len: int, *, given: bool) -> tuple[int, str | None]:
+    """The sequence length to plan when ``--seq-len`` was not given: the default (4096), or the longest a model
+    with learned absolute position embeddings can take (``max_position_embeddings``: GPT-2, GPT-3), with a note
+    saying so. A length the user gave is kept (the rule ``position_embeddings_cover_seq`` then says why it
+    cannot run).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> default_seq_length(load_preset("gpt3-175b"), 4096, given=False)[0]
+    2048
+    >>> default_seq_length(load_preset("gpt3-175b"), 4096, given=True)
+    (4096, None)
+    >>> default_seq_length(load_preset("llama-3.1-8b"), 4096, given=False)
+    (4096, None)
+    """
+    limit = spec.max_position_embeddings
+    if given or spec.position_embedding_type != "learned_absolute" or seq_len <= limit:
+        return seq_len, None
+    return limit, (f"sequence length {limit}: {spec.name}'s learned position embeddings cover {limit} tokens, "
+                   f"the default {seq_len} does not fit them (--seq-len N up to {limit} to choose)")
+
+
+def set_on_command_line(param: str) -> bool:
     from click.core import ParameterSource
 
     ctx = click.get_current_context(silent=True)

@@ -12,8 +12,9 @@ import click
 
 from megasolve.cli import render
 from megasolve.cli.app import register
-from megasolve.cli.options import (cluster_options, format_option, load_model, load_profile_option, model_option,
-                                   recipe_fields, recipe_options, reject_moe_knobs)
+from megasolve.cli.options import (cluster_options, default_seq_length, format_option, load_model,
+                                   load_profile_option, model_option, recipe_fields, recipe_options, reject_moe_knobs,
+                                   set_on_command_line)
 from megasolve.cli.plot import plot_option
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import ATTENTION_KINDS, PRECISION_CHOICES
@@ -80,6 +81,10 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
         render.note(resolved.note)
     reject_moe_knobs(resolved.spec, recipe)
     seqs = parse_int_list("--seq-len", seq_lens)
+    if len(seqs) == 1:
+        seqs[0], note = default_seq_length(resolved.spec, seqs[0], given=set_on_command_line("seq_lens"))
+        if note:
+            render.note(note)
     batches = parse_int_list("--gbs", gbs) if gbs is not None else None
     sizes = sizes if sizes is not None else parse_gpu_counts(gpus)
     kinds = kinds if kinds is not None else [ClusterKind(gpu=name, gpus_per_node=gpus_per_node,

@@ -214,3 +214,20 @@ def test_mtp_layers_replace_the_models():
     assert added.exit_code == 0 and "--mtp-num-layers 1" in added.stdout, added.output
     bad = runner.invoke(cli, ["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--mtp-layers", "-1"])
     assert bad.exit_code == 2
+
+
+def test_default_sequence_length_stays_inside_learned_position_embeddings():
+    """GPT-3 / GPT-2 learn 2048 / 1024 positions: without --seq-len the plan takes that length and says so (stderr);
+    a --seq-len the user gives is kept and refused by Megatron's rule (exit 2)."""
+    code, out, err = run(["estimate", "-m", "gpt2-medium", "-n", "8", "-g", "h100", "-o", "json"])
+    assert code == 0, err
+    assert json.loads(out)["workload"]["seq_length"] == 1024
+    assert "learned position embeddings cover 1024 tokens" in err
+    code, _, err = run(["estimate", "-m", "gpt2-medium", "-n", "8", "-g", "h100", "--seq-len", "4096"])
+    assert code == 2 and "max_position_embeddings (1024)" in err
+    result = CliRunner().invoke(cli, ["whatif", "-m", "gpt2-medium", "-g", "h100", "-n", "8", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert {p["workload"]["seq_length"] for p in json.loads(result.stdout)["points"]} == {1024}
+    # a RoPE model keeps the default
+    code, out, _ = run(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "-o", "json"])
+    assert json.loads(out)["workload"]["seq_length"] == 4096
