@@ -10,12 +10,25 @@ import sys
 
 import click
 
-from megasolve.cli import options
+from megasolve.cli import options, render
 from megasolve.cli.app import cli, one_line, register  # noqa: F401  (re-exported for older command modules)
 from megasolve.models.errors import MegasolveError
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: bad input is one line on stderr and exit code 2, never a traceback."""
+    """Console entry point: bad input is one line on stderr and exit code 2, never a traceback. Notes about
+    defaults a command chose (``render.deferred_note``) follow its output, unless the input is rejected."""
+    keep = True
+    render.flush_deferred_notes(False)  # none left from an earlier call in this process
+    try:
+        _main(argv)
+    except SystemExit as exc:
+        keep = exc.code != 2
+        raise
+    finally:
+        render.flush_deferred_notes(keep)
+
+
+def _main(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="megasolve", standalone_mode=False)
     except MegasolveError as exc:

@@ -366,7 +366,7 @@ def load_inputs(*, model_ref: str, gpus: int | None, gpu: str | None, gpus_per_n
     seq, note = default_seq_length(resolved.spec, workload["seq_len"], given=set_on_command_line("seq_len"))
     if note:
         workload["seq_len"] = seq
-        render.note(note)
+        render.deferred_note(note)
     cluster = build_cluster(gpus=gpus, gpu=gpu, gpus_per_node=gpus_per_node, nvlink_domain=nvlink_domain,
                             nic_gbps=nic_gbps, cluster_file=cluster_file)
     built = build_workload(**workload)

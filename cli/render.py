@@ -56,6 +56,24 @@ def note(text: str) -> None:
     print(f"note: {text}", file=sys.stderr)
 
 
+_DEFERRED: list[str] = []
+
+
+def deferred_note(text: str) -> None:
+    """A note about a default the command chose, which stands only if the command goes on: ``cli.main.main``
+    prints it when the command ends (exit 0 or 1) and drops it when the input is rejected (exit 2: then the one
+    error line is all that stderr holds)."""
+    _DEFERRED.append(text)
+
+
+def flush_deferred_notes(keep: bool) -> None:
+    """Print (``keep``) or drop the notes ``deferred_note`` collected."""
+    pending = list(_DEFERRED)
+    _DEFERRED.clear()
+    for text in pending if keep else ():
+        note(text)
+
+
 def speed_basis_line(data: dict) -> str | None:
     """The ``speed:`` line of the tables: what the step time rests on (``calibration.speed_basis``), yellow where
     no fitted run stands behind it."""

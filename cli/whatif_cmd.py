@@ -84,7 +84,7 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
     if len(seqs) == 1:
         seqs[0], note = default_seq_length(resolved.spec, seqs[0], given=set_on_command_line("seq_lens"))
         if note:
-            render.note(note)
+            render.deferred_note(note)
     batches = parse_int_list("--gbs", gbs) if gbs is not None else None
     sizes = sizes if sizes is not None else parse_gpu_counts(gpus)
     kinds = kinds if kinds is not None else [ClusterKind(gpu=name, gpus_per_node=gpus_per_node,
