@@ -228,6 +228,10 @@ def test_default_sequence_length_stays_inside_learned_position_embeddings():
     result = CliRunner().invoke(cli, ["whatif", "-m", "gpt2-medium", "-g", "h100", "-n", "8", "-o", "json"])
     assert result.exit_code == 0, result.output
     assert {p["workload"]["seq_length"] for p in json.loads(result.stdout)["points"]} == {1024}
+    # rejected input: the one error line only, no note about the default
+    code, _, err = run(["estimate", "-m", "gpt2-medium", "-g", "h100"])
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: --gpus"), err
     # a RoPE model keeps the default
     code, out, _ = run(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "-o", "json"])
     assert json.loads(out)["workload"]["seq_length"] == 4096
