@@ -82,7 +82,7 @@ RUN = {"device": "cpu", "attention": "unfused"}
 
 BASE = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=8, num_query_groups=4, kv_channels=32,
             vocab_size=1024, seq_length=128, micro_batch_size=2, swiglu=True, normalization="RMSNorm",
-            qk_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0, tp=1, ep=1,
+            qk_layernorm=False, hidden_dropout=0.0, attention_dropout=0.0, tp=1, ep=1, etp=None,
             num_moe_experts=None, moe_router_topk=2, moe_ffn_hidden_size=None,
             moe_shared_expert_intermediate_size=None, moe_token_dispatcher_type="alltoall",
             multi_latent_attention=False, q_lora_rank=None, kv_lora_rank=None, qk_head_dim=None,
@@ -148,6 +148,9 @@ CASES = [
     _case("moe-alltoall-ep8", **MOE, ep=8),
     _case("moe-allgather-ep4-tp2-sp", **MOE, moe_token_dispatcher_type="allgather", ep=4, tp=2,
           sequence_parallel=True),
+    # the layout Megatron-Bridge's MoE recipes run: attention TP 2 with SP, experts not TP-split (etp None above is
+    # Megatron's default, expert TP = TP)
+    _case("moe-alltoall-ep4-tp2-sp-etp1", **MOE, ep=4, tp=2, etp=1, sequence_parallel=True),
 ]
 
 
@@ -396,7 +399,7 @@ def make_config(torch, c: dict, num_layers: int):
               activation_func=torch.nn.functional.silu if c["swiglu"] else torch.nn.functional.gelu,
               add_bias_linear=False, hidden_dropout=c["hidden_dropout"], attention_dropout=c["attention_dropout"],
               tensor_model_parallel_size=c["tp"], sequence_parallel=c["sequence_parallel"],
-              expert_model_parallel_size=c["ep"],
+              expert_model_parallel_size=c["ep"], expert_tensor_parallel_size=c.get("etp"),
               bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
               use_cpu_initialization=True, perform_initialization=True,
               bias_dropout_fusion=False, masked_softmax_fusion=False,
@@ -557,7 +560,7 @@ def run_case(torch, dist, ps, FakeStore, Tracker, case: dict) -> dict:
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=c["tp"] * c["ep"])
     try:
         ps.initialize_model_parallel(tensor_model_parallel_size=c["tp"], expert_model_parallel_size=c["ep"],
-                                     create_gloo_process_groups=False)
+                                     expert_tensor_parallel_size=c.get("etp"), create_gloo_process_groups=False)
         tensor_parallel.get_cuda_rng_tracker().fork = lambda *a, **k: contextlib.nullcontext()
         torch.manual_seed(0)
         lo = trace(torch, Tracker, c, 1)

@@ -80,9 +80,9 @@ def inputs(case: dict):
                         hidden_dropout=c["hidden_dropout"], moe_dispatcher=c["moe_token_dispatcher_type"],
                         cross_entropy="native" if c["cross_entropy_loss_fusion"] else "unfused",
                         activation_fusion=False)
-    # expert TP is left at its default, the attention TP (parallel_state.initialize_model_parallel)
+    # expert TP: the case's, else Megatron's default, the attention TP (parallel_state.initialize_model_parallel)
     shape = ActivationShape(tp=c["tp"], cp=1, mbs=c["micro_batch_size"], sequence_parallel=c["sequence_parallel"],
-                            etp=c["tp"], ep=c.get("ep", 1))
+                            etp=c.get("etp") or c["tp"], ep=c.get("ep", 1))
     return c, spec_of(c), workload, shape
 
 
@@ -123,12 +123,12 @@ def local_spec_delta_bytes(c: dict) -> float:
     if c["num_moe_experts"]:
         if c["moe_token_dispatcher_type"] == "allgather":
             delta -= 4 * T * c["num_moe_experts"]
-        elif tp == 1:
+        elif (c.get("etp") or tp) == 1:  # (expert TP: the case's, else Megatron's default, the attention TP)
             delta += 8 * c["num_moe_experts"]  # int64 tokens per expert of the permutation
             if c.get("ep", 1) > 1:  # and the counts every EP rank sends to the local experts ([1, ep, E/ep]) + a sum
                 delta += 8 * c["num_moe_experts"] + 8
         else:  # token counts gathered over the expert-TP group (int64 [etp*E]) and three small sums
-            delta += 8 * c["num_moe_experts"] * tp + 40
+            delta += 8 * c["num_moe_experts"] * (c.get("etp") or tp) + 40
         if not c["moe_aux_loss_coeff"]:  # the formula assumes a load-balancing loss ([T, E] fp32 scores)
             delta -= 4 * T / sigma * c["num_moe_experts"]
         else:  # and leaves out its small tensors: tokens per expert (int64) and two fp32 loss values
