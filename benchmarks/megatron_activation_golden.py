@@ -91,9 +91,13 @@ BASE = dict(hidden_size=256, ffn_hidden_size=512, num_attention_heads=8, num_que
             moe_router_load_balancing_type="aux_loss", moe_z_loss_coeff=None)
 
 
+# keys a case may set that the earlier cases' stored configs do not hold (absent: these defaults)
+OPTIONAL = dict(bias_activation_fusion=False, activation_func_fp8_input_store=False)
+
+
 def _case(name: str, **overrides) -> dict:
     case = dict(BASE)
-    unknown = set(overrides) - set(BASE)
+    unknown = set(overrides) - set(BASE) - set(OPTIONAL)
     if unknown:
         raise KeyError(f"case {name}: unknown keys {sorted(unknown)}")
     case.update(overrides)
@@ -151,6 +155,13 @@ CASES = [
     # the layout Megatron-Bridge's MoE recipes run: attention TP 2 with SP, experts not TP-split (etp None above is
     # Megatron's default, expert TP = TP)
     _case("moe-alltoall-ep4-tp2-sp-etp1", **MOE, ep=4, tp=2, etp=1, sequence_parallel=True),
+    # the fused SwiGLU kernel (Megatron-LM's default --bias-swiglu-fusion) and --activation-func-fp8-input-store, which
+    # makes it keep its input (the fc1 output) in FP8 for backward (fusions/fused_bias_swiglu.py): dense, and the
+    # routed experts' weighted kernel beside a shared expert's
+    _case("dense-gqa-fused-swiglu", bias_activation_fusion=True),
+    _case("dense-gqa-swiglu-fp8-input-store", bias_activation_fusion=True, activation_func_fp8_input_store=True),
+    _case("moe-shared-swiglu-fp8-input-store", **MOE, moe_shared_expert_intermediate_size=256,
+          bias_activation_fusion=True, activation_func_fp8_input_store=True),
 ]
 
 
@@ -403,7 +414,10 @@ def make_config(torch, c: dict, num_layers: int):
               bf16=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16,
               use_cpu_initialization=True, perform_initialization=True,
               bias_dropout_fusion=False, masked_softmax_fusion=False,
-              apply_rope_fusion=False, persist_layer_norm=False, bias_activation_fusion=False,
+              apply_rope_fusion=False, persist_layer_norm=False,
+              bias_activation_fusion=c.get("bias_activation_fusion", OPTIONAL["bias_activation_fusion"]),
+              activation_func_fp8_input_store=c.get("activation_func_fp8_input_store",
+                                                    OPTIONAL["activation_func_fp8_input_store"]),
               gradient_accumulation_fusion=RUN["device"] == "cpu",  # install_gradient_accumulation_fusion
               cross_entropy_loss_fusion=c["cross_entropy_loss_fusion"],
               cross_entropy_fusion_impl="native")

@@ -381,7 +381,8 @@ def activation_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
     """The MLP activation kernel the memory was costed with (``Workload.activation_fusion``;
     ``argument_utils.py`` L314-319, ``moe/experts.py`` L961-993). Unfused: ``bias_activation_fusion`` off
     (Megatron-LM ``--no-bias-swiglu-fusion`` / ``--no-bias-gelu-fusion``). Fused with non-gated experts:
-    Megatron-Core's only fused probability-weighted kernel for them is squared ReLU's, so the plan says so."""
+    Megatron-Core's only fused probability-weighted kernel for them is squared ReLU's, so the plan says so. The
+    fused SwiGLU's FP8 input store (``Workload.activation_func_fp8_input_store``) when the memory was costed with it."""
     if not workload.activation_fusion:
         return [Setting("bias_activation_fusion", False, "kernels")]
     if spec.is_moe and not spec.swiglu:
@@ -390,6 +391,8 @@ def activation_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
                         "costed with the experts' fused probability-weighted activation, which Megatron-Core has "
                         "for squared ReLU only (moe/experts.py L986-993); a GeLU MoE runs unfused: plan it with "
                         "--no-activation-fusion")]
+    if workload.activation_func_fp8_input_store and spec.swiglu:
+        return [Setting("activation_func_fp8_input_store", True, "kernels")]
     return []
 
 

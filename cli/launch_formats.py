@@ -65,11 +65,6 @@ class Setting:
     note: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class NotExpressible:
-    reason: str
-
-
 # ----------------------------------------------------------------------------- Megatron-LM
 # Setting name -> ARG dest where they differ (ARG ``_add_network_size_args`` / ``_add_moe_args`` /
 # ``_add_distributed_args``); ``None``: Megatron-LM derives it (see the reason).
@@ -89,6 +84,21 @@ MEGATRON_DEST = {
     "cpu_offloading_weights": None,  # activations only is Megatron-LM's default
     # --hybrid-override-pattern is the deprecated alias (ARG L743-755 @d98e8a6)
     "hybrid_override_pattern": "hybrid_layer_pattern",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NotExpressible:
+    reason: str
+
+
+# TransformerConfig fields Megatron-LM's arguments.py generates no flag for (its exclude list, ARG L2295-2330
+# @d98e8a6): the command says so instead of printing a flag that does not parse
+MEGATRON_NO_FLAG = {
+    "activation_func_fp8_input_store": NotExpressible(
+        "activation_func_fp8_input_store={value}: Megatron-LM has no flag for it (a TransformerConfig field its "
+        "arguments.py leaves out); set it in the TransformerConfig the model provider builds, or launch with "
+        "--format bridge / nemo / verl"),
 }
 # Booleans whose Megatron-LM default is True: False is written with this store_false flag
 MEGATRON_FALSE_FLAG = {"add_bias_linear": "--disable-bias-linear",
@@ -123,6 +133,8 @@ def _megatron_flag(setting: Setting, settings: dict[str, Setting]) -> list[str]:
         heads = settings["num_attention_heads"].value
         return [] if value == heads else ["--group-query-attention", f"--num-query-groups {value}"]
     if name == "cpu_offloading_num_layers" and not value:
+        return []
+    if name in MEGATRON_NO_FLAG:  # said in the command's header (megatron_command)
         return []
     if name == "bias_activation_fusion":  # --no-bias-swiglu/gelu-fusion (training/argument_utils.py L314-319)
         gated = settings.get("gated_linear_unit")
@@ -167,6 +179,8 @@ def megatron_command(settings: list[Setting], cluster: Cluster) -> str:
               "# --mock-data and NullTokenizer make it run as is; for real data add --data-path and a tokenizer of "
               "the same vocabulary, plus --lr and --train-iters (the plan does not depend on them)."]
     lines = [" ".join(env + [launcher])] + ["  " + f for f in flags]
+    header += [f"# not expressible in megatron: {MEGATRON_NO_FLAG[s.name].reason.replace('{value}', str(s.value))}"
+               for s in settings if s.name in MEGATRON_NO_FLAG and s.value not in (None, False, 0)]
     return "\n".join(header + _notes(settings) + [" \\\n".join(lines)])
 
 

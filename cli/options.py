@@ -87,7 +87,7 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
                   "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size",
-                  "activation_fusion", "offload_modules", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
+                  "activation_fusion", "activation_func_fp8_input_store", "offload_modules", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
                   "optimizer", "te_precision_config")
 
 
@@ -193,6 +193,10 @@ def recipe_options(func: F) -> F:
                      help="The MLP activation without its fused kernel (Megatron --no-bias-swiglu-fusion; a GeLU "
                           "MoE always runs so): it keeps the activation output and, in the experts, its "
                           "probability-scaled copy (more activation memory, more elementwise time)."),
+        click.option("--activation-func-fp8-input-store", "activation_func_fp8_input_store", is_flag=True,
+                     help="Keep the SwiGLU input (the fc1 output) in FP8 for backward (Megatron "
+                          "--activation-func-fp8-input-store; SwiGLU models, with the fused activation kernel): "
+                          "half that tensor's activation memory, in bf16 or FP8 training."),
         click.option("--offload-modules", "offload_modules", default=None, metavar="MODULES",
                      help="Fine-grained activation offloading (Megatron --fine-grained-activation-offloading "
                           "--offload-modules): these modules' saved tensors go to host memory, comma-separated "

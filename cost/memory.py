@@ -507,7 +507,8 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     """Saved tensors of the MLP half of a layer (section 3.3 dense, 3.4 MoE), per micro-batch per rank.
 
     Dense: ``(4 + delta)*T*h/sigma`` (pre-MLP LN input, fused LN output, dropout mask)
-    ``+ 2*T*(f_glu + 1)*F/t`` (fc1 output, activation output).
+    ``+ 2*T*(f_glu + 1)*F/t`` (fc1 output, activation output; every fc1 output, dense, routed and shared, at
+    ``fc1_output_bytes``: 1 B with ``--activation-func-fp8-input-store``).
     MoE: pre-MLP LN ``(4 + delta)*T*h/sigma`` (standalone norm: its output feeds the router GEMM,
     which saves it), router and permutation state ``(14*E + 20*k)*T/sigma`` (traced, cases ``moe-*``:
     the fp32 probabilities scattered to ``[T, E]`` and their transposed copy for the permutation,
@@ -540,7 +541,7 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
         F = spec.ffn_hidden_size / t
         fc1 = workload.module("mlp.linear_fc1")
         terms["mlp_fused_norm_output"] = fused_norm_output_bytes(fc1, shape) * T * h / sigma
-        terms["fc1_output"] = BF16 * glu * T * F
+        terms["fc1_output"] = fc1_output_bytes(spec, workload) * glu * T * F
         terms["act_output"] = gemm_input_bytes(workload.module("mlp.linear_fc2")) * T * F
         terms["act_unfused"] = unfused_activation_bytes(spec, workload, weighted=False) * T * F
         return terms
@@ -556,13 +557,30 @@ def mlp_activation_terms(spec: ModelSpec, workload: Workload, shape: ActivationS
     terms["expert_input"] = routed_tokens * (gemm_input_bytes(workload.module("mlp.experts.linear_fc1")) * d + FP32)
     if m.latent_size:  # fc2_latent_proj keeps its input (the combined latent tokens) for its wgrad
         terms["latent_up_input"] = gemm_input_bytes(workload.module("mlp.fc2_latent_proj")) * T * d / sigma
-    terms["expert_fc1_output"] = BF16 * glu * routed_tokens * F_m
+    fc1 = fc1_output_bytes(spec, workload)
+    terms["expert_fc1_output"] = fc1 * glu * routed_tokens * F_m
     terms["expert_act_output"] = gemm_input_bytes(workload.module("mlp.experts.linear_fc2")) * routed_tokens * F_m
     terms["expert_act_unfused"] = unfused_activation_bytes(spec, workload, weighted=True) * routed_tokens * F_m
-    terms["shared_fc1_output"] = BF16 * glu * T * F_s
+    terms["shared_fc1_output"] = fc1 * glu * T * F_s
     terms["shared_act_output"] = gemm_input_bytes(workload.module("mlp.shared_experts.linear_fc2")) * T * F_s
     terms["shared_act_unfused"] = unfused_activation_bytes(spec, workload, weighted=False) * T * F_s
     return terms
+
+
+def fc1_output_bytes(spec: ModelSpec, workload: Workload) -> int:
+    """Bytes per element of the saved fc1 output, the activation's input: 1 (FP8) when the fused SwiGLU kernel stores
+    it so (``Workload.activation_func_fp8_input_store``: only a gated MLP, only with ``activation_fusion``), else 2.
+    Traced: cases ``dense-gqa-swiglu-fp8-input-store`` (``2F`` B per token less than ``dense-gqa-fused-swiglu``) and
+    ``moe-shared-swiglu-fp8-input-store`` (routed and shared experts).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> spec = load_preset("llama-3.1-8b")
+    >>> fc1_output_bytes(spec, Workload()), fc1_output_bytes(spec, Workload(activation_func_fp8_input_store=True))
+    (2, 1)
+    """
+    if workload.activation_func_fp8_input_store and workload.activation_fusion and spec.swiglu:
+        return 1
+    return BF16
 
 
 def unfused_activation_bytes(spec: ModelSpec, workload: Workload, *, weighted: bool) -> int:

@@ -349,6 +349,14 @@ class Workload:
     # bf16 cast for FC2 (L995-1013; dense SwiGLU: the SiLU output and the linear half's copy, ``mlp.py``
     # L319-333). False: that unfused path (``memory.mlp_activation_terms``, ``compute.layer_work``).
     activation_fusion: bool = True
+    # ``--activation-func-fp8-input-store`` (TransformerConfig ``activation_func_fp8_input_store``, off by default):
+    # the fused SwiGLU kernels keep their input, the fc1 output, in FP8 (``float8_e4m3fn``, 1 B) for backward instead
+    # of bf16 and cast it back there (``fusions/fused_bias_swiglu.py`` L168-208 @d98e8a6) -- dense MLP, routed experts
+    # (the weighted kernel, ``moe/experts.py`` L961-972) and shared experts, in bf16 training as in FP8. Megatron
+    # refuses it for any activation but SwiGLU (TC L2467-2469); without the fused kernel (``activation_fusion``
+    # False) nothing reads it. Memory only (``memory.fc1_output_bytes``): the kernel writes one FP8 copy and the
+    # backward reads it instead of the bf16 input, about the same HBM traffic, so no time term.
+    activation_func_fp8_input_store: bool = False
     # ``--fine-grained-activation-offloading --offload-modules ...`` (TC L1320-1345, L2127-2175; () = off): the
     # tensors each listed module saves for backward (>= 1M elements, ``--min-offloaded-tensor-size``) go to host
     # memory after its forward and come back before its backward

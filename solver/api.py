@@ -83,6 +83,7 @@ class LayoutReport:
                          "dp_comm_overlap": self.workload.dp_comm_overlap,
                          "cuda_graph_impl": self.workload.cuda_graph_impl,
                          "activation_fusion": self.workload.activation_fusion,
+                         "activation_func_fp8_input_store": self.workload.activation_func_fp8_input_store,
                          "offload_modules": list(self.workload.offload_modules),
                          # the precision recipe's matchers in order, [pattern, format] ([]: none)
                          "module_precision": [list(m) for m in self.workload.module_precision],

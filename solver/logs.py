@@ -2686,6 +2686,8 @@ CONFIG_KEYS = {
     "pipeline_model_parallel_layout", "experimental_attention_variant", "dsa_indexer_n_heads", "dsa_indexer_head_dim",
     "dsa_indexer_topk", "dsa_indexer_topk_freq", "dsa_indexer_skip_topk_offset", "dsa_indexer_loss_coeff",
     "dsa_indexer_use_sparse_loss",
+    # the MLP activation kernel and its FP8 input store (TransformerConfig; Megatron-LM has no flag for the latter)
+    "bias_activation_fusion", "activation_func_fp8_input_store",
 }
 
 

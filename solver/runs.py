@@ -1294,6 +1294,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
             work["wgrad_deferral_limit"] = limit
     _activation_fusion(args, work, notes, megatron_defaults)
+    _fp8_input_store(args, work, notes)
     _fine_grained_offload(args, work, notes)
     _precision_recipe(args, work, notes)
     dropout = args.get("hidden_dropout")
@@ -1334,7 +1335,9 @@ def _activation_fusion(args: dict[str, Any], work: dict[str, Any], notes: list[s
     ``--use-fused-weighted-squared-relu``, squared ReLU (``moe/experts.py`` L961-993; a GeLU MoE must pass
     ``--no-bias-gelu-fusion`` or TEGroupedMLP refuses to build): any other MoE runs the unfused path."""
     gated = args.get("swiglu") is True or args.get("gated_linear_unit") is True or args.get("quick_geglu") is True
-    fusion = args.get("bias_swiglu_fusion") if args.get("swiglu") is True else args.get("bias_activation_fusion")
+    # a Megatron-LM dump prints --bias-swiglu-fusion; a NeMo / Bridge config the TransformerConfig field
+    swiglu_flag = args.get("bias_swiglu_fusion") if args.get("swiglu") is True else None
+    fusion = swiglu_flag if swiglu_flag is not None else args.get("bias_activation_fusion")
     if gated and fusion is False:
         work["activation_fusion"] = False
         return
@@ -1371,6 +1374,22 @@ def _precision_recipe(args: dict[str, Any], work: dict[str, Any], notes: list[st
     notes.append(f"per-module precision recipe ({recipe}) not read (the log gives no readable file): every GEMM is "
                  "costed at the run's precision except the layers --first-last-layers-bf16 keeps in bf16; give the "
                  "file with --arg te-precision-config-file=PATH")
+
+
+def _fp8_input_store(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -> None:
+    """``Workload.activation_func_fp8_input_store`` from the TransformerConfig field a NeMo / Megatron-Bridge config
+    or verl override prints (Megatron-LM has no flag for it). Megatron refuses it for any activation but SwiGLU (TC
+    L2467-2469), so a log that sets it on a model the log says is not gated is named, not costed."""
+    if args.get("activation_func_fp8_input_store") is not True and args.get("activation_func_fp8_input_store") != 1:
+        return
+    if args.get("swiglu") is False or args.get("gated_linear_unit") is False:
+        notes.append("activation_func_fp8_input_store set on a model without SwiGLU, which Megatron refuses: not costed")
+        return
+    if work.get("activation_fusion") is False:
+        notes.append("activation_func_fp8_input_store has no effect without the fused activation kernel "
+                     "(bias_activation_fusion off): not costed")
+        return
+    work["activation_func_fp8_input_store"] = True
 
 
 def _fine_grained_offload(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -> None:

@@ -24,7 +24,9 @@ Megatron-Core source that makes the difference; everything else must match to th
 * the MLP activation runs without ``bias_activation_fusion``: not a difference any more but a setting the
   formula takes (``Workload.activation_fusion=False``, ``memory.unfused_activation_bytes``: SwiGLU keeps the
   SiLU output and the copy ``x_linear + glu_linear_offset``, +4F per token; routed experts also the
-  probability-scaled product's input, +6 F_m per routed token), so the trace checks those bytes too;
+  probability-scaled product's input, +6 F_m per routed token), so the trace checks those bytes too; the
+  ``*-fused-swiglu`` / ``*-fp8-input-store`` cases run the fused kernel (Megatron-Core's own autograd function,
+  the same on the CPU), the latter keeping its input in FP8 (``Workload.activation_func_fp8_input_store``);
 * CPU dropout keeps its mask in the input dtype (bf16, 2 B), CUDA in bool (1 B);
 * unfused attention: the CPU has no fused softmax kernel, so the torch softmax keeps its fp32 output and
   the context ``bmm`` a bf16 copy (6 B per score, 7 with dropout); on a GPU Transformer Engine's fused kernel
@@ -75,11 +77,13 @@ def inputs(case: dict):
     c = case["config"]
     # the traced local DotProductAttention is the unfused path; one dropout probability for both kinds
     assert c["hidden_dropout"] == c["attention_dropout"]
-    # the CPU trace builds its MLPs without bias_activation_fusion (the unfused activation path)
+    # the CPU trace builds its MLPs without bias_activation_fusion (the unfused activation path) unless the case
+    # asks for the fused SwiGLU kernel, and its FP8 input store
     workload = Workload(seq_length=c["seq_length"], global_batch_size=c["micro_batch_size"], attention="unfused",
                         hidden_dropout=c["hidden_dropout"], moe_dispatcher=c["moe_token_dispatcher_type"],
                         cross_entropy="native" if c["cross_entropy_loss_fusion"] else "unfused",
-                        activation_fusion=False)
+                        activation_fusion=c.get("bias_activation_fusion", False),
+                        activation_func_fp8_input_store=c.get("activation_func_fp8_input_store", False))
     # expert TP: the case's, else Megatron's default, the attention TP (parallel_state.initialize_model_parallel)
     shape = ActivationShape(tp=c["tp"], cp=1, mbs=c["micro_batch_size"], sequence_parallel=c["sequence_parallel"],
                             etp=c.get("etp") or c["tp"], ep=c.get("ep", 1))
@@ -254,7 +258,11 @@ def test_moe_layer_backward_peak_equals_the_dispatch_transient(name):
       the routed-row gradients it always holds and the formula; for the alltoall dispatcher with experts no
       wider than the model the dispatch step itself is exact (two bf16 ``[T_r, h]`` gradients; with ETP 2 the
       fp32 combine gradient and its bf16 cast): the formula of the fused activation, which has no fp32
-      step, equals the trace."""
+      step, equals the trace;
+    * the fused weighted SwiGLU on the CPU (``*-fp8-input-store``): Megatron-Core's jit-fused backward runs op by op
+      there, so one expert's fp32 intermediates (``[T_e, F_m]``) sit above the routed-row gradients that a GPU's
+      fused kernel would hold alone: the trace lies above the formula by less than the unfused form's
+      ``12*T_r*F_m``."""
     case = CASES[name]
     c, spec, workload, shape = inputs(case)
     traced = case["module_backward"]["decoder.layers.0.mlp"]["peak_bytes"]
@@ -272,6 +280,8 @@ def test_moe_layer_backward_peak_equals_the_dispatch_transient(name):
             assert formula == 12 * rows * c["moe_ffn_hidden_size"] / shape.etp > fused
     elif gathered_ep(c):
         assert traced == formula == 6 * rows / c["moe_router_topk"] * c["ep"] * c["hidden_size"]
+    elif c.get("bias_activation_fusion"):  # the fused weighted SwiGLU, its backward op by op on the CPU
+        assert formula == fused == routed_grads < traced < routed_grads + 12 * rows * c["moe_ffn_hidden_size"]
     elif alltoall and c["moe_ffn_hidden_size"] <= c["hidden_size"] and c.get("ep", 1) == 1:
         assert traced == fused == routed_grads <= formula
     else:
