@@ -61,7 +61,8 @@ def whatif_command(model_ref: str, gpus, gpu, gpus_per_node, nvlink_domain, nic_
     best layout and the runner-up at each point, peak memory, step time, tokens/s, MFU, scaling
     efficiency, time and cost to train, and the smallest cluster that fits (found by the solver).
 
-    Exit code 0: the sweep ran (points that do not fit are reported, not errors); 2: invalid input.
+    Exit code 0: the sweep ran (points that do not fit are reported, not errors); 2: invalid input, or a
+    Megatron rule that refuses every GPU type and sequence of the sweep (e.g. FP8 on a100-80g alone).
     """
     from megasolve.cli.parsing import parse_gpu_counts, parse_int_list, parse_name_list
     from megasolve.cli.solve_cmd import parse_headroom, searched_knobs

@@ -304,6 +304,7 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
                 points.append((kind, Scenario(gpu=kind.name, num_gpus=n, seq_length=seq, global_batch_size=gbs),
                                workload))
 
+    _refuse_if_no_series_can_run(spec, series, sizes)
     tasks: list[tuple] = []
     if min_gpus:  # the long sequential searches first, then the largest clusters (slowest solves)
         tasks += [("min", (spec, kind, workload, time_limit_s, rules), chosen) for kind, workload in series]
@@ -328,6 +329,27 @@ def whatif(spec: ModelSpec, *, gpus: Sequence[int], gpu: str | ClusterKind | Seq
     return WhatIfResult(model=spec.name, points=tuple(ordered), min_gpus=found_min, tokens=tokens,
                         gpu_hour_price=gpu_hour_price, wall_s=time.perf_counter() - start, jobs=jobs,
                         speed_basis=basis)
+
+
+def _refuse_if_no_series_can_run(spec: ModelSpec, series: Sequence[tuple[ClusterKind, Workload]],
+                                 sizes: Sequence[int]) -> None:
+    """Bad input, not an outcome: when a rule on no layout axis (SwiGLU-only knobs, FP8 on a GPU without it, a
+    sequence past learned position embeddings, ...) refuses every GPU type, sequence and batch of the sweep, its
+    error is raised (exit 2). Where it refuses only some series (FP8 on a100-80g beside h100), those points say so."""
+    from megasolve.solver.rules import RuleContext
+    from megasolve.solver.space import refusal
+
+    first: MegasolveError | None = None
+    for kind, workload in series:
+        try:
+            refused = refusal(RuleContext(spec=spec, cluster=kind.at(sizes[0]), workload=workload))
+        except MegasolveError:  # a size this kind cannot build: its points say so
+            return
+        if refused is None:
+            return
+        first = first or refused
+    if first is not None:
+        raise first
 
 
 def _infeasible_reason(point: PointResult, found: Sequence[MinGpus]) -> str:

@@ -142,6 +142,22 @@ def test_min_gpus_when_no_size_can_run_the_precision():
     assert ok.num_gpus == 1
 
 
+def test_a_rule_that_refuses_every_series_is_bad_input_and_one_that_refuses_some_is_a_point_reason():
+    """FP8 on a100-80g alone, or a SwiGLU-only knob on a GeLU model: no point of the sweep can run, so the sweep
+    raises the rule's error (exit 2 on the command line) before solving anything; beside h100 the a100-80g points
+    are refused with the rule as their reason and the h100 points are solved."""
+    spec = load_preset("llama-3.1-8b")
+    with pytest.raises(MegasolveError, match="has no FP8 tensor cores"):
+        whatif(spec, gpus=[8], gpu="a100-80g", precision="fp8", min_gpus=False, jobs=1)
+    with pytest.raises(MegasolveError, match="only for SwiGLU"):
+        whatif(load_preset("gpt3-175b"), gpus=[64], gpu="h100", seq_length=2048, min_gpus=False, jobs=1,
+               recipe={"activation_func_fp8_input_store": True})
+    mixed = whatif(spec, gpus=[8], gpu=["a100-80g", "h100"], precision="fp8", min_gpus=False, jobs=1)
+    a100, h100 = mixed.points
+    assert a100.best is None and "has no FP8 tensor cores" in a100.reason
+    assert h100.best is not None
+
+
 def test_min_gpus_below_one_node(dense_sweep):
     """The sweep's minimum is where solve (same default headroom) returns a layout that leaves the
     margin; half of it returns none, or only layouts marked tight."""
