@@ -50,7 +50,8 @@ READ_KEYS = frozenset({
     "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers", "mtp_use_repeated_layer",
     "make_vocab_size_divisible_by",
     "window_size", "window_attn_skip_freq", "no_rope_freq", "rotary_percent", "softmax_type", "qk_l2_norm",
-    "hybrid_override_pattern", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups", "mamba_num_heads",
+    "hybrid_override_pattern", "hybrid_layer_pattern", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups",
+    "mamba_num_heads",
     "is_hybrid_model", "squared_relu", "experimental_attention_variant", "linear_attention_freq",
     "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
     "linear_conv_kernel_dim", "attention_output_gate", *DSA_KEYS,
@@ -400,7 +401,8 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
                       v_head_dim=_typed(args, "v_head_dim", int, 128))
     dsa = _dsa(args, mla)
     window, window_pattern = _window(args, num_layers)
-    pattern = _typed(args, "hybrid_override_pattern", str)
+    # --hybrid-layer-pattern is the current name of --hybrid-override-pattern (ARG L743-755 @d98e8a6)
+    pattern = _typed(args, "hybrid_override_pattern", str) or _typed(args, "hybrid_layer_pattern", str)
     mamba = None
     if pattern is not None:  # TC L1256-1270 defaults: state 128, head dim 64, 8 groups, heads = 2h / head dim
         head_dim = _typed(args, "mamba_head_dim", int, 64)

@@ -2688,6 +2688,13 @@ CONFIG_KEYS = {
     "dsa_indexer_use_sparse_loss",
     # the MLP activation kernel and its FP8 input store (TransformerConfig; Megatron-LM has no flag for the latter)
     "bias_activation_fusion", "activation_func_fp8_input_store",
+    # MoE token dropping / padding and the output layer in MXFP8 (Workload fields), hybrid and latent-MoE shapes
+    "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_token_drop_policy",
+    "moe_router_padding_for_fp8", "moe_router_padding_for_quantization", "fp8_output_proj", "moe_layer_recompute",
+    "hybrid_override_pattern", "hybrid_layer_pattern", "is_hybrid_model", "mamba_state_dim", "mamba_head_dim",
+    "mamba_num_groups", "mamba_num_heads", "moe_latent_size", "softmax_type", "mtp_use_repeated_layer",
+    "main_grads_dtype", "overlap_param_gather", "use_precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype",
+    "main_params_dtype",
 }
 
 

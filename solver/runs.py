@@ -339,6 +339,9 @@ CONFIG_ALIASES = {
     "moe_router_topk": "moe_router_topk", "num_experts": "num_moe_experts",
     "train_global_batch_size": "global_batch_size", "train_micro_batch_size": "micro_batch_size",
     "max_total_sequence_length": "seq_length",
+    # Megatron-LM's current spellings of deprecated names (ARG L743-755; TC L771-777 @d98e8a6)
+    "hybrid_layer_pattern": "hybrid_override_pattern",
+    "moe_router_padding_for_quantization": "moe_router_padding_for_fp8",
     # --num-virtual-stages-per-pipeline-rank sets the VPP degree as it is (arguments.py L976-977)
     "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size",
     # GPT-NeoX (pipe-parallel-size), launch scripts' *_size variables and verl's actor_* sizes (solver/logs.py)
@@ -502,7 +505,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         # Megatron accepts --expert-tensor-parallel-size for a dense model and builds its (unused) expert groups;
         # launchers pass it for every model (THUDM/slime#1522: ETP_SIZE=1 with a dense 4B model)
         notes.append(f"--expert-tensor-parallel-size {layout_raw.pop('etp')} has no effect on a dense model: ignored")
-    workload = _workload(work_raw, name)
+    workload = _workload_read(work_raw, name, notes)
     layout = _layout_for(num_gpus, layout_raw, name)
     if isinstance(measured.rank, int) and measured.rank >= num_gpus:
         raise MegasolveError(field=f"{name}: memory report rank", value=measured.rank,
@@ -834,6 +837,11 @@ MODEL_ARG_NAMES = {
     "linear_conv_kernel_dim", "attention_output_gate", "dsa_indexer_n_heads", "dsa_indexer_head_dim",
     "dsa_indexer_topk", "dsa_indexer_topk_freq", "dsa_indexer_skip_topk_offset", "dsa_indexer_loss_coeff",
     "dsa_indexer_use_sparse_loss", "dsa_kernel_backend",
+    # hybrid Mamba layers (left out, a Nemotron-H run was read as a plain transformer of num_layers layers), latent
+    # experts, attention sinks, one repeated MTP layer, squared-ReLU MLPs, the shared-expert gate
+    "hybrid_override_pattern", "is_hybrid_model", "mamba_state_dim", "mamba_head_dim", "mamba_num_groups",
+    "mamba_num_heads", "moe_latent_size", "softmax_type", "mtp_use_repeated_layer", "squared_relu",
+    "moe_shared_expert_gate",
 }
 
 
@@ -1122,9 +1130,14 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         granularity = "full"
         notes.append("full recompute: the text says activation checkpointing (NeMo RL's activation_checkpointing is "
                      "Megatron's full, uniform recompute)")
+    moe_layer = args.get("moe_layer_recompute") is True and granularity != "full"
+    if moe_layer:  # deprecated: Megatron-Core turns it into selective recompute of the MoE layer (TC L2014-2025)
+        granularity = "selective"
     if granularity in ("full", "selective"):
         layout["recompute"] = granularity
         modules = _words(args.get("recompute_modules"))
+        if moe_layer:
+            modules = list(dict.fromkeys((modules or ["core_attn"]) + ["moe"]))
         if granularity == "selective" and modules:
             known = [m for m in modules if m in RECOMPUTE_MODULE_NAMES]
             if len(known) < len(modules):
@@ -1295,6 +1308,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
             work["wgrad_deferral_limit"] = limit
     _activation_fusion(args, work, notes, megatron_defaults)
     _fp8_input_store(args, work, notes)
+    _moe_routing(args, work, notes)
+    _output_layer_and_optimizer_state(args, work, layout, notes, megatron_defaults)
     _fine_grained_offload(args, work, notes)
     _precision_recipe(args, work, notes)
     dropout = args.get("hidden_dropout")
@@ -1390,6 +1405,87 @@ def _fp8_input_store(args: dict[str, Any], work: dict[str, Any], notes: list[str
                      "(bias_activation_fusion off): not costed")
         return
     work["activation_func_fp8_input_store"] = True
+
+
+def _moe_routing(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -> None:
+    """MoE token dropping and padding as launched (``--moe-expert-capacity-factor``, ``--moe-pad-expert-input-to-capacity``,
+    ``--moe-token-drop-policy``, ``--moe-router-padding-for-quantization`` / ``-for-fp8``; TC L686-705, L771-777):
+    the ``Workload`` fields ``cost/moe_routing.py`` costs. A combination megasolve's rules refuse (as Megatron does) is
+    named and left out."""
+    experts = args.get("num_moe_experts")
+    if not isinstance(experts, int) or isinstance(experts, bool) or experts <= 0:
+        return
+    read: dict[str, Any] = {}
+    factor = args.get("moe_expert_capacity_factor")
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0:  # TC: < 0 means dropless
+        read["moe_expert_capacity_factor"] = float(factor)
+        if args.get("moe_pad_expert_input_to_capacity") is True:
+            read["moe_pad_expert_input_to_capacity"] = True
+        if args.get("moe_token_drop_policy") in ("probs", "position"):
+            read["moe_token_drop_policy"] = args["moe_token_drop_policy"]
+    if args.get("moe_router_padding_for_fp8") is True:
+        read["moe_router_padding_for_fp8"] = True
+    work.update(read)
+
+
+MOE_ROUTING_FIELDS = ("moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_token_drop_policy",
+                      "moe_router_padding_for_fp8")
+
+
+def _workload_read(raw: dict[str, Any], name: str, notes: list[str]) -> Workload:
+    """``_workload``, but a token dropping / padding setting the rules refuse with the run's dispatcher and precision
+    (as Megatron does, so the log is not of that launch) is named and left out, not an error."""
+    try:
+        return _workload(raw, name)
+    except MegasolveError as exc:
+        if not any(f in raw for f in MOE_ROUTING_FIELDS) or not exc.field.lstrip("-").replace("-", "_").startswith(
+                MOE_ROUTING_FIELDS):
+            raise
+        notes.append(f"MoE token dropping / padding not costed ({exc.field}: {exc.rule}): costed without it")
+        return _workload({k: v for k, v in raw.items() if k not in MOE_ROUTING_FIELDS}, name)
+
+
+def _dtype_name(value: Any) -> str | None:
+    """``fp32`` / ``bf16`` / ``fp16`` / ``fp8`` from a printed dtype (``bf16``, ``torch.bfloat16``, ``uint8``); None
+    when absent."""
+    if value is None:
+        return None
+    text = str(value).lower().replace("torch.", "")
+    return {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+            "uint8": "fp8", "float8_e4m3fn": "fp8"}.get(text, text)
+
+
+def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any], layout: dict[str, Any],
+                                      notes: list[str], megatron_defaults: bool) -> None:
+    """The output layer in MXFP8 (``--fp8-output-proj``, TC L1569-1575: FP8 with the mxfp8 recipe only), bf16 main
+    grads (``--main-grads-dtype bf16``: gradients accumulated and reduced in bf16, ARG L1204-1217), and what the log
+    sets that megasolve costs otherwise: the optimizer state's dtypes (``--use-precision-aware-optimizer`` with
+    ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` / ``--main-params-dtype``) and a parameter all-gather left
+    unoverlapped (``--overlap-grad-reduce`` without ``--overlap-param-gather``)."""
+    if args.get("fp8_output_proj") is True:
+        if work["precision"].startswith("fp8") and work.get("fp8_recipe") == "mxfp8" \
+                and not work.get("defer_embedding_wgrad"):
+            work["fp8_output_proj"] = True
+        else:
+            notes.append("--fp8-output-proj costed as a bf16 output layer (Megatron runs it in MXFP8 only with "
+                         "--fp8-recipe mxfp8, and not with --defer-embedding-wgrad-compute)")
+    if _dtype_name(args.get("main_grads_dtype")) == "bf16" and not args.get("use_megatron_fsdp"):
+        work["grad_reduce_in_bf16"] = True
+    if args.get("use_precision_aware_optimizer") is True:
+        dtypes = {flag: _dtype_name(args.get(key)) for flag, key in (("--exp-avg-dtype", "exp_avg_dtype"),
+                                                                     ("--exp-avg-sq-dtype", "exp_avg_sq_dtype"),
+                                                                     ("--main-params-dtype", "main_params_dtype"))}
+        lower = {flag: d for flag, d in dtypes.items() if d not in (None, "fp32")}
+        if lower:
+            notes.append(f"optimizer state costed in fp32 (12 B per parameter): the log's "
+                         f"{', '.join(f'{flag} {d}' for flag, d in lower.items())} is not modelled (expect less "
+                         "optimizer memory than predicted)")
+    gather = args.get("overlap_param_gather")
+    if work.get("dp_comm_overlap", True) and layout.get("distributed_optimizer") and args.get("overlap_grad_reduce") \
+            and (gather is False or (gather is None and megatron_defaults)):
+        notes.append("--overlap-grad-reduce without --overlap-param-gather: the parameter all-gather after the "
+                     "optimizer step runs exposed, but megasolve has one DP overlap setting and costs it hidden "
+                     "behind the next forward (expect a slower step than predicted)")
 
 
 def _fine_grained_offload(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -> None:

@@ -1,0 +1,85 @@
+"""Launch arguments the log readers used to drop without a word (a Megatron-LM command line, read by
+``solver/runs.py``): those megasolve costs are read into the run, the others are named in a note."""
+
+from __future__ import annotations
+
+import pytest
+
+from megasolve.solver.runs import run_from_log
+
+MOE = """torchrun pretrain_gpt.py --num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 \\
+  --max-position-embeddings 1024 --micro-batch-size 2 --global-batch-size 16 --vocab-size 32000 --bf16 --swiglu \\
+  --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 2 --use-distributed-optimizer {extra}
+"""
+DEFAULTS = {"gpu": "h100", "num_gpus": 8, "step_time_s": 1.0}
+
+
+def read(extra: str, text: str = MOE):
+    return run_from_log(text.format(extra=extra), defaults=DEFAULTS)
+
+
+def noted(run, needle: str) -> bool:
+    return any(needle in note for note in run.notes)
+
+
+def test_moe_token_dropping_and_padding_are_read():
+    run = read("--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity --moe-token-drop-policy position")
+    w = run.workload
+    assert (w.moe_expert_capacity_factor, w.moe_pad_expert_input_to_capacity, w.moe_token_drop_policy) == \
+        (1.25, True, "position")
+    assert read("").workload.moe_expert_capacity_factor is None  # dropless, Megatron's default
+
+
+@pytest.mark.parametrize("flag", ["--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8"])
+def test_router_padding_is_read_under_either_name(flag):
+    run = read(f"--fp8-format hybrid --fp8-recipe mxfp8 --moe-token-dispatcher-type alltoall {flag}")
+    assert run.workload.moe_router_padding_for_fp8 is True
+
+
+def test_a_refused_padding_is_named_and_left_out():
+    run = read("--moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity --moe-token-dispatcher-type flex")
+    assert run.workload.moe_expert_capacity_factor is None and run.workload.moe_dispatcher == "flex"
+    assert noted(run, "MoE token dropping / padding not costed (--moe-pad-expert-input-to-capacity")
+
+
+def test_output_layer_in_mxfp8_only_with_the_mxfp8_recipe():
+    assert read("--fp8-format hybrid --fp8-recipe mxfp8 --fp8-output-proj").workload.fp8_output_proj is True
+    plain = read("--fp8-output-proj")
+    assert plain.workload.fp8_output_proj is False and noted(plain, "--fp8-output-proj costed as a bf16 output layer")
+
+
+def test_bf16_main_grads_and_the_optimizer_state_dtypes():
+    run = read("--main-grads-dtype bf16 --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16")
+    assert run.workload.grad_reduce_in_bf16 is True
+    assert noted(run, "optimizer state costed in fp32 (12 B per parameter): the log's --exp-avg-dtype bf16, "
+                      "--exp-avg-sq-dtype bf16 is not modelled")
+    assert not noted(read("--use-precision-aware-optimizer"), "optimizer state costed")
+
+
+def test_deprecated_moe_layer_recompute_is_selective_recompute_of_the_moe_layer():
+    run = read("--moe-layer-recompute")
+    assert run.layout.recompute == "selective" and run.layout.recompute_modules == ("core_attn", "moe")
+
+
+def test_a_parameter_gather_left_unoverlapped_is_named():
+    assert noted(read("--overlap-grad-reduce"), "--overlap-grad-reduce without --overlap-param-gather")
+    assert not noted(read("--overlap-grad-reduce --overlap-param-gather"), "without --overlap-param-gather")
+
+
+HYBRID = """torchrun pretrain_mamba.py --num-layers 8 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 \\
+  --max-position-embeddings 1024 --micro-batch-size 2 --global-batch-size 16 --vocab-size 32000 --bf16 \\
+  --squared-relu --ffn-hidden-size 4096 --mamba-state-dim 128 --mamba-head-dim 64 --mamba-num-groups 8 {extra}
+"""
+
+
+@pytest.mark.parametrize("flag", ["--hybrid-override-pattern", "--hybrid-layer-pattern"])
+def test_a_hybrid_launch_is_read_as_its_layer_pattern(flag):
+    spec = read(f"{flag} M-M*M-M-", HYBRID).spec
+    assert spec.is_hybrid and spec.hybrid_pattern == "M-M*M-M-" and not spec.swiglu
+    assert spec.mamba.state_dim == 128 and spec.mamba.num_heads == 2 * 1024 // 64
+
+
+def test_latent_experts_sinks_and_a_repeated_mtp_layer_are_read():
+    spec = read("--moe-latent-size 128 --softmax-type learnable --mtp-num-layers 2 --mtp-use-repeated-layer").spec
+    assert spec.moe.latent_size == 128 and spec.softmax_type == "learnable"
+    assert spec.mtp_num_layers == 2 and spec.mtp_use_repeated_layer is True
