@@ -281,6 +281,11 @@ def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
         return s
     # fp32 main grads and reduction unless --grad-reduce-in-bf16 (ARG L1205-1217)
     s.append(Setting("grad_reduce_in_fp32", not workload.grad_reduce_in_bf16, "optimizer"))
+    if workload.precision_aware_optimizer:  # ARG L3667-3685; the optimizer offload writes the switch itself
+        if not layout.optimizer_offload_fraction:
+            s.append(Setting("use_precision_aware_optimizer", True, "optimizer"))
+        s += [Setting(name, getattr(workload, name), "optimizer")
+              for name in ("exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype") if getattr(workload, name) != "fp32"]
     return s
 
 

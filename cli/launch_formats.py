@@ -192,6 +192,14 @@ _SWIGLU = NotExpressible("the activation function (a callable): the recipe must 
 # OptimizerConfig in every config-based format
 OPTIMIZER_OFFLOAD_FIELDS = ("optimizer_cpu_offload", "optimizer_offload_fraction", "use_precision_aware_optimizer",
                             "overlap_cpu_optimizer_d2h_h2d")
+# The precision-aware optimizer's dtypes, torch.dtype fields of OptimizerConfig: Megatron-Bridge turns an override's
+# word back into the dtype (training/utils/omegaconf_utils.py L498-503 @v0.6.0, utils/activation_map.py DTYPE_MAP:
+# fp32 / fp16 / bf16 / fp8); NeMo-Run's and verl's overrides were not checked to, so those formats say so
+ADAM_DTYPE_FIELDS = ("exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype")
+_ADAM_DTYPES = {name: NotExpressible(f"{name}={{value}}: a torch.dtype of OptimizerConfig, which this format's "
+                                     "override was not checked to convert; set it in the recipe's optimizer config, "
+                                     "or launch with --format megatron or bridge")
+                for name in ADAM_DTYPE_FIELDS}
 # Megatron-Bridge v0.6.x release: ConfigContainer paths (``training/config.py``; docs
 # ``megatron-lm-to-megatron-bridge.md`` key table); unlisted model / layout / memory / kernel settings
 # are ``model.<name>``
@@ -225,7 +233,7 @@ BRIDGE = {
         "cfg.model.quant_recipe = load_quantization_recipe('{value}') in the recipe"),
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # optimizer CPU offload: OptimizerConfig fields (megatron/core/optimizer/optimizer_config.py)
-    **{name: f"optimizer.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
+    **{name: f"optimizer.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS + ADAM_DTYPE_FIELDS},
 }
 # Megatron-Bridge main: GPT-level fields of ``GPTModelConfig`` stay on ``model``; the rest of the model
 # settings move under ``model.transformer``
@@ -292,7 +300,7 @@ NEMO = {
                                                "checked in NeMo 2; use the megatron format"),
     "CUDA_DEVICE_MAX_CONNECTIONS": "env",
     # MegatronOptimizerModule(config=OptimizerConfig(...)): the recipe's optim.config
-    **{name: f"optim.config.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS},
+    **{name: f"optim.config.{name}" for name in OPTIMIZER_OFFLOAD_FIELDS}, **_ADAM_DTYPES,
 }
 
 # verl: per-role Megatron engine keys (engine/megatron.yaml); the rest go to override_transformer_config
@@ -343,7 +351,7 @@ VERL = {
     # verl's Megatron optimizer builds OptimizerConfig from optim.* plus optim.override_optimizer_config
     # (verl workers/config/optimizer.py McoreOptimizerConfig); '++' adds the key to that dict
     **{name: tuple(f"++{role}.optim.override_optimizer_config.{name}" for role in ("actor_rollout_ref.actor", "critic"))
-       for name in OPTIMIZER_OFFLOAD_FIELDS},
+       for name in OPTIMIZER_OFFLOAD_FIELDS}, **_ADAM_DTYPES,
 }
 # Where a recipe's own overlap object overrides the model field (Bridge ``comm_overlap.py`` L434-451
 # copies CommOverlapConfig onto the model; NeMo's MegatronCommOverlapCallback does the same)

@@ -7,8 +7,9 @@ from typing import Any, Callable
 import click
 
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS, FP8_RECIPES,
-                                     FSDP_GRAD_DTYPES, MOE_DISPATCHERS, OPTIMIZERS, PRECISION_CHOICES, Layout, Workload,
+from megasolve.models.layout import (ADAM_STATE_DTYPES, CP_COMM_TYPES, CROSS_ENTROPY_KINDS, CUDA_GRAPH_IMPLS,
+                                     FP8_RECIPES, FSDP_GRAD_DTYPES, MAIN_PARAMS_DTYPES, MOE_DISPATCHERS, OPTIMIZERS,
+                                     PRECISION_CHOICES, Layout, Workload,
                                      cuda_graph_note, default_global_batch, fsdp_grad_comm_note, precision_fields)
 from megasolve.models.presets import ResolvedModel, resolve_model
 from megasolve.topology.cluster import Cluster
@@ -88,7 +89,8 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
                   "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size",
                   "activation_fusion", "activation_func_fp8_input_store", "offload_modules", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
-                  "optimizer", "te_precision_config")
+                  "optimizer", "precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype",
+                  "te_precision_config")
 
 
 def recipe_options(func: F) -> F:
@@ -103,6 +105,19 @@ def recipe_options(func: F) -> F:
                      help="Megatron --optimizer: adam, or muon (Megatron-LM's Muon: one fp32 momentum instead of "
                           "Adam's two moments on the 2-D weights, and their Newton-Schulz step; with the distributed "
                           "optimizer, the layer-wise one)."),
+        click.option("--use-precision-aware-optimizer", "precision_aware_optimizer", is_flag=True,
+                     help="Megatron --use-precision-aware-optimizer (Adam, distributed optimizer): Transformer Engine's "
+                          "FusedAdam holds the master weights as 16-bit remainders of the bf16 ones (2 instead of 4 B "
+                          "per parameter; fp32 with FP8 recipes other than delayed) and the moments in the dtypes "
+                          "below."),
+        click.option("--exp-avg-dtype", "exp_avg_dtype", type=click.Choice(list(ADAM_STATE_DTYPES)), default="fp32",
+                     show_default=True, help="Adam's first moment with --use-precision-aware-optimizer."),
+        click.option("--exp-avg-sq-dtype", "exp_avg_sq_dtype", type=click.Choice(list(ADAM_STATE_DTYPES)),
+                     default="fp32", show_default=True,
+                     help="Adam's second moment with --use-precision-aware-optimizer."),
+        click.option("--main-params-dtype", "main_params_dtype", type=click.Choice(list(MAIN_PARAMS_DTYPES)),
+                     default="fp32", show_default=True,
+                     help="Master weights with --use-precision-aware-optimizer (fp16: 2 B)."),
         click.option("--num-layers-at-start-in-bf16", "num_layers_at_start_in_bf16", type=int, default=0,
                      show_default=True, metavar="N",
                      help="Keep the first N decoder layers in bf16 in an FP8 / FP4 run (Megatron "

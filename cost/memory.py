@@ -81,7 +81,8 @@ def fp8_weight_bytes_per_param(gpu_name: str, recipe: str) -> float:
 
 def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, distributed_optimizer: bool,
                  precision: str = "bf16", fp8_param_gather: bool = False, grad_bytes: int = FP32,
-                 bf16_only: int = 0, fp8_bytes: float | None = None, optimizer: str = "adam") -> StaticBytes:
+                 bf16_only: int = 0, fp8_bytes: float | None = None, optimizer: str = "adam",
+                 adam_bytes: float = 12.0) -> StaticBytes:
     """Weights, fp32 main grads and Adam state of one rank (section 2).
 
     bf16 params (2 B) + fp32 main grads (4 B, full size even with the distributed optimizer) + fp32
@@ -101,7 +102,8 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     weights that stay bf16 in FP8 training (word embedding, output layer: ``gpt_model.py`` L272-276
     builds a plain ``ColumnParallelLinear``), no FP8 copy.
     ``grad_bytes = 2`` with ``--grad-reduce-in-bf16`` (the main-grad buffer takes the reduction dtype,
-    ``param_and_grad_buffer.py`` L921-924).
+    ``param_and_grad_buffer.py`` L921-924). ``adam_bytes``: Adam's state per parameter, 12 or the precision-aware
+    optimizer's (``adam_state_bytes_per_param``).
 
     >>> s = static_bytes(RankParams(tp_sharded=1_000_000), dense_shards=4, expert_shards=1,
     ...                  distributed_optimizer=True)
@@ -123,13 +125,41 @@ def static_bytes(params: RankParams, *, dense_shards: int, expert_shards: int, d
     # optimizer shards whole tensors per DP rank, costed as an even share
     muon_dense = params.tp_sharded - bf16_only if optimizer == "muon" else 0
     muon_expert = params.expert if optimizer == "muon" else 0
-    dense_state = 12 * params.dense - 4 * muon_dense
-    expert_state = 12 * params.expert - 4 * muon_expert
+    dense_state = adam_bytes * (params.dense - muon_dense) + 8 * muon_dense
+    expert_state = adam_bytes * (params.expert - muon_expert) + 8 * muon_expert
     if distributed_optimizer:
         optimizer_bytes = dense_state / dense_shards + expert_state / expert_shards
     else:
         optimizer_bytes = dense_state + expert_state
     return StaticBytes(weights, grads, optimizer_bytes)
+
+
+def adam_state_bytes_per_param(workload: Workload) -> float:
+    """Adam's optimizer state per parameter: an fp32 master weight, m and v, 12 B; with the precision-aware optimizer
+    (``Workload.precision_aware_optimizer``) Transformer Engine's FusedAdam keeps m and v in ``--exp-avg-dtype`` /
+    ``--exp-avg-sq-dtype`` (``core/optimizer/__init__.py`` L564-570 @d98e8a6) and, whenever
+    ``use_precision_aware_optimizer_no_fp8_or_ds_fp8`` holds (OptimizerConfig L407-413: fp16 main parameters, or
+    ``fp8_recipe`` delayed -- Megatron-LM passes ``args.fp8_recipe``, ``delayed`` by default, in bf16 runs too,
+    ``training.py`` L2731), the master weight as well (L576-588): fp16, or fp32 stored as the 16-bit remainder beside
+    the bf16 parameter (``store_param_remainders``, on by default, TE >= 2.1: OptimizerConfig L192-195), 2 B either
+    way. FP8 with another recipe keeps Megatron-Core's fp32 main parameters (4 B; ``distrib_optimizer.py`` L422).
+    The GPU share of an offloaded optimizer (``--optimizer-offload-fraction``) is costed with the same bytes.
+
+    >>> adam_state_bytes_per_param(Workload())
+    12.0
+    >>> adam_state_bytes_per_param(Workload(precision_aware_optimizer=True, exp_avg_dtype="bf16",
+    ...                                     exp_avg_sq_dtype="bf16"))
+    6.0
+    >>> adam_state_bytes_per_param(Workload(precision="fp8", fp8_recipe="mxfp8", precision_aware_optimizer=True))
+    12.0
+    """
+    from megasolve.models.layout import ADAM_STATE_DTYPES
+
+    if not workload.precision_aware_optimizer:
+        return 12.0
+    te_master = workload.main_params_dtype != "fp32" or workload.precision != "fp8" or workload.fp8_recipe == "delayed"
+    return float((2 if te_master else 4) + ADAM_STATE_DTYPES[workload.exp_avg_dtype]
+                 + ADAM_STATE_DTYPES[workload.exp_avg_sq_dtype])
 
 
 def offloaded_optimizer(static: StaticBytes, fraction: float) -> StaticBytes:
@@ -1550,7 +1580,8 @@ def stage_memory(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: 
                                   dense_shards=layout.dp * layout.cp // n,
                                   expert_shards=layout.expert_dp // n, distributed_optimizer=layout.distributed_optimizer,
                                   precision=workload.precision, fp8_param_gather=workload.fp8_param_gather,
-                                  grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes, optimizer=workload.optimizer)
+                                  grad_bytes=workload.grad_bytes, fp8_bytes=fp8_bytes, optimizer=workload.optimizer,
+                                  adam_bytes=adam_state_bytes_per_param(workload))
             static = offloaded_optimizer(static, layout.optimizer_offload_fraction)
         out.append(StageMemory(stage=stage, num_layers=params.num_layers, params=params.total,
                                weights_bytes=static.weights, grads_bytes=static.grads,

@@ -27,6 +27,9 @@ PRECISIONS = ("bf16", "fp8", "fp4")
 # Megatron ``--optimizer`` (ARG L2914): Adam, or Muon (``megatron/core/optimizer/emerging_optimizers.py`` @d98e8a6:
 # the 2-D weights but the word embedding and output layer orthogonalised by 5 Newton-Schulz steps, the rest Adam)
 OPTIMIZERS = ("adam", "muon")
+# --exp-avg-dtype / --exp-avg-sq-dtype and --main-params-dtype choices (ARG L3671-3685 @d98e8a6) -> bytes per element
+ADAM_STATE_DTYPES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+MAIN_PARAMS_DTYPES = ("fp32", "fp16")
 # Megatron-LM --megatron-fsdp-main-grads-dtype / --megatron-fsdp-grad-comm-dtype choices (fp16 is costed as bf16: 2 B)
 FSDP_GRAD_DTYPES = ("auto", "fp32", "bf16", "fp16")
 # --precision choices of the CLI: "fp8-params" is FP8 with FP8 primary weights (--fp8-param-gather);
@@ -284,6 +287,14 @@ class Workload:
     # duplicated, --muon-scalar-optimizer adam); with the distributed optimizer, Megatron's layer-wise one (each DP
     # rank steps whole tensors; ``--optimizer dist_muon`` is its deprecated spelling, ARG L1727-1732)
     optimizer: str = "adam"
+    # ``--use-precision-aware-optimizer`` with ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` / ``--main-params-dtype``
+    # (ARG L3667-3685; OptimizerConfig L187-206 @d98e8a6): Transformer Engine's FusedAdam holds Adam's moments in those
+    # dtypes and, without FP8 or with delayed scaling, the master weights too (``memory.adam_state_bytes_per_param``).
+    # Adam only, with the distributed optimizer (``core/optimizer/__init__.py`` L1057-1060, OptimizerConfig L433-435)
+    precision_aware_optimizer: bool = False
+    exp_avg_dtype: str = "fp32"
+    exp_avg_sq_dtype: str = "fp32"
+    main_params_dtype: str = "fp32"
     # decoder layers kept in bf16 in an FP8 / FP4 run: Megatron's ``--first-last-layers-bf16`` with
     # ``--num-layers-at-start-in-bf16`` / ``--num-layers-at-end-in-bf16`` (TC L649-658; global layer numbers,
     # ``fp8_utils.py::is_first_last_bf16_layer`` L711-727, ``fp4_utils.py::get_fp4_context`` L247-263 @d98e8a6);
@@ -387,6 +398,7 @@ class Workload:
                                  fix="use --precision fp8-params or fp4-params, or drop the quantized parameters")
         _check_choice("--attention", self.attention, ATTENTION_KINDS)
         _check_choice("--optimizer", self.optimizer, OPTIMIZERS)
+        self._check_precision_aware_optimizer()
         _check_choice("--megatron-fsdp-main-grads-dtype", self.fsdp_main_grads_dtype, FSDP_GRAD_DTYPES)
         _check_choice("--megatron-fsdp-grad-comm-dtype", self.fsdp_grad_comm_dtype, FSDP_GRAD_DTYPES)
         for flag, count in (("--num-layers-at-start-in-bf16", self.num_layers_at_start_in_bf16),
@@ -455,6 +467,25 @@ class Workload:
         if self.tokens is not None and not self.tokens > 0:
             raise MegasolveError(field="--tokens", value=self.tokens, rule="must be > 0",
                                  fix="e.g. --tokens 1e12")
+
+    def _check_precision_aware_optimizer(self) -> None:
+        """The precision-aware optimizer's dtypes (ARG L3671-3685) and its rules: Adam only (OptimizerConfig L433-435);
+        a dtype other than fp32 means nothing without the optimizer (Megatron ignores it), so it is refused here."""
+        _check_choice("--exp-avg-dtype", self.exp_avg_dtype, tuple(ADAM_STATE_DTYPES))
+        _check_choice("--exp-avg-sq-dtype", self.exp_avg_sq_dtype, tuple(ADAM_STATE_DTYPES))
+        _check_choice("--main-params-dtype", self.main_params_dtype, MAIN_PARAMS_DTYPES)
+        if not self.precision_aware_optimizer:
+            for flag, value in (("--exp-avg-dtype", self.exp_avg_dtype), ("--exp-avg-sq-dtype", self.exp_avg_sq_dtype),
+                                ("--main-params-dtype", self.main_params_dtype)):
+                if value != "fp32":
+                    raise MegasolveError(field=flag, value=value,
+                                         rule="sets a dtype of the precision-aware optimizer only (ARG L3671-3685)",
+                                         fix="add --use-precision-aware-optimizer, or drop the dtype")
+        elif self.optimizer != "adam":
+            raise MegasolveError(field="--use-precision-aware-optimizer", value=True,
+                                 rule="--use-precision-aware-optimizer only supported with adam "
+                                      "(optimizer_config.py L433-435 @d98e8a6)",
+                                 fix="use --optimizer adam, or drop --use-precision-aware-optimizer")
 
     def _check_moe_capacity(self) -> None:
         """Megatron-Core's rules for token dropping and padding (TC = transformer_config.py, 0.16.1)."""

@@ -84,6 +84,10 @@ class LayoutReport:
                          "cuda_graph_impl": self.workload.cuda_graph_impl,
                          "activation_fusion": self.workload.activation_fusion,
                          "activation_func_fp8_input_store": self.workload.activation_func_fp8_input_store,
+                         "precision_aware_optimizer": self.workload.precision_aware_optimizer,
+                         "exp_avg_dtype": self.workload.exp_avg_dtype,
+                         "exp_avg_sq_dtype": self.workload.exp_avg_sq_dtype,
+                         "main_params_dtype": self.workload.main_params_dtype,
                          "offload_modules": list(self.workload.offload_modules),
                          # the precision recipe's matchers in order, [pattern, format] ([]: none)
                          "module_precision": [list(m) for m in self.workload.module_precision],

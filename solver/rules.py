@@ -374,6 +374,13 @@ MEMORY_KNOB_RULES: tuple[Rule, ...] = (
                               "(_get_megatron_emerging_optimizer) does not build it",
          fix="drop --optimizer-offload-fraction or use --optimizer adam",
          source="megatron/core/optimizer/__init__.py L497-540, L1044-1050 @d98e8a6"),
+    Rule(name="precision_aware_optimizer_needs_distributed_optimizer", axes=("distributed_optimizer", "fsdp"),
+         check=lambda c, a: not c.workload.precision_aware_optimizer or (a["distributed_optimizer"] and not a["fsdp"]),
+         message=lambda c, a: "--use-precision-aware-optimizer only supported with distributed optimizer" if not
+         a["distributed_optimizer"] else "megasolve does not model the precision-aware optimizer under Megatron-FSDP "
+                                          "(FusedAdam then steps Megatron-FSDP's own main weights)",
+         fix="use the distributed optimizer without --fsdp, or drop --use-precision-aware-optimizer",
+         source="megatron/core/optimizer/__init__.py L1057-1060, L1148-1160 @d98e8a6"),
     Rule(name="optimizer_offload_fp8_param_gather_delayed", axes=("optimizer_offload_fraction",),
          check=lambda c, a: not a["optimizer_offload_fraction"] or not c.workload.fp8_param_gather
          or c.workload.fp8_recipe == "delayed",
@@ -593,7 +600,8 @@ def rule_error(broken: Violation, layout: Layout | None, workload: Workload) -> 
 # flags whose Layout / Workload attribute is not the flag's own name
 _FIELD_ATTRS = {"gbs": "global_batch_size", "seq_len": "seq_length", "gpus": "world_size",
                 "defer_embedding_wgrad_compute": "defer_embedding_wgrad",
-                "num_distributed_optimizer_instances": "dist_optimizer_instances"}
+                "num_distributed_optimizer_instances": "dist_optimizer_instances",
+                "use_precision_aware_optimizer": "precision_aware_optimizer"}
 _RULE_FIELDS = {
     "num_heads_divisible_by_tp": "--tp", "query_groups_vs_tp": "--tp", "ffn_divisible_by_tp": "--tp",
     "expert_ffn_divisible_by_etp": "--etp", "num_experts_divisible_by_ep": "--ep", "etp_is_tp_for_dense_models": "--etp",
@@ -617,6 +625,7 @@ _RULE_FIELDS = {
     "optimizer_offload_needs_distributed_optimizer": "--optimizer-offload-fraction",
     "optimizer_offload_not_with_muon": "--optimizer-offload-fraction",
     "optimizer_offload_fp8_param_gather_delayed": "--optimizer-offload-fraction",
+    "precision_aware_optimizer_needs_distributed_optimizer": "--use-precision-aware-optimizer",
     "mamba_heads_divisible_by_tp": "--tp", "mamba_groups_divisible_by_tp": "--tp", "mamba_heads_groups_vs_cp": "--cp",
     "hybrid_split_without_accounting": "--account-for-embedding", "hybrid_no_activation_offload": "--cpu-offload-layers",
     "gdn_heads_divisible_by_tp": "--tp", "gdn_heads_divisible_by_cp": "--cp", "block_layers_fsdp_not_modelled": "--fsdp",

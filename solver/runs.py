@@ -48,9 +48,9 @@ import yaml
 from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.cost.recompute import idle_module
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES,
-                                     RECOMPUTE_MODULE_NAMES, PRECISION_CHOICES, Layout, Workload, cuda_graph_note,
-                                     fsdp_grad_comm_note, precision_fields)
+from megasolve.models.layout import (ADAM_STATE_DTYPES, CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MAIN_PARAMS_DTYPES,
+                                     MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES, RECOMPUTE_MODULE_NAMES, PRECISION_CHOICES,
+                                     Layout, Workload, cuda_graph_note, fsdp_grad_comm_note, precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import even_text, expand as expand_pipeline_layout
 from megasolve.models.params import total_params
@@ -1459,9 +1459,10 @@ def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any]
                                       notes: list[str], megatron_defaults: bool) -> None:
     """The output layer in MXFP8 (``--fp8-output-proj``, TC L1569-1575: FP8 with the mxfp8 recipe only), bf16 main
     grads (``--main-grads-dtype bf16``: gradients accumulated and reduced in bf16, ARG L1204-1217), and what the log
-    sets that megasolve costs otherwise: the optimizer state's dtypes (``--use-precision-aware-optimizer`` with
-    ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` / ``--main-params-dtype``) and a parameter all-gather left
-    unoverlapped (``--overlap-grad-reduce`` without ``--overlap-param-gather``)."""
+    sets: the precision-aware optimizer with ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` / ``--main-params-dtype``
+    (``Workload.precision_aware_optimizer``; named where megasolve does not model it: Megatron-FSDP), and what it
+    costs otherwise: a parameter all-gather left unoverlapped (``--overlap-grad-reduce`` without
+    ``--overlap-param-gather``)."""
     if args.get("fp8_output_proj") is True:
         if work["precision"].startswith("fp8") and work.get("fp8_recipe") == "mxfp8" \
                 and not work.get("defer_embedding_wgrad"):
@@ -1472,14 +1473,17 @@ def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any]
     if _dtype_name(args.get("main_grads_dtype")) == "bf16" and not args.get("use_megatron_fsdp"):
         work["grad_reduce_in_bf16"] = True
     if args.get("use_precision_aware_optimizer") is True:
-        dtypes = {flag: _dtype_name(args.get(key)) for flag, key in (("--exp-avg-dtype", "exp_avg_dtype"),
-                                                                     ("--exp-avg-sq-dtype", "exp_avg_sq_dtype"),
-                                                                     ("--main-params-dtype", "main_params_dtype"))}
-        lower = {flag: d for flag, d in dtypes.items() if d not in (None, "fp32")}
-        if lower:
-            notes.append(f"optimizer state costed in fp32 (12 B per parameter): the log's "
-                         f"{', '.join(f'{flag} {d}' for flag, d in lower.items())} is not modelled (expect less "
-                         "optimizer memory than predicted)")
+        if not layout.get("distributed_optimizer") or args.get("use_megatron_fsdp") is True \
+                or work.get("optimizer", "adam") != "adam":
+            notes.append("--use-precision-aware-optimizer costed as Adam's fp32 state (12 B per parameter): megasolve "
+                         "models it with the distributed optimizer and Adam, not Megatron-FSDP")
+        else:
+            work["precision_aware_optimizer"] = True
+            for key, choices in (("exp_avg_dtype", ADAM_STATE_DTYPES), ("exp_avg_sq_dtype", ADAM_STATE_DTYPES),
+                                 ("main_params_dtype", MAIN_PARAMS_DTYPES)):
+                dtype = _dtype_name(args.get(key))
+                if dtype in choices and dtype != "fp32":
+                    work[key] = dtype
     gather = args.get("overlap_param_gather")
     if work.get("dp_comm_overlap", True) and layout.get("distributed_optimizer") and args.get("overlap_grad_reduce") \
             and (gather is False or (gather is None and megatron_defaults)):

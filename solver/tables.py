@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterable
 from megasolve.cost import combine
 from megasolve.cost.calibration import calibration
 from megasolve.cost.layers import LayerKind, has_block_kinds, model_layer_kinds, mtp_layer_kind, stage_layers
-from megasolve.cost.memory import (ActivationShape, band_parts, chunk_inflight, chunk_weights,
-                                   comm_buffer_bytes, deferred_wgrad_bytes, first_stage_extra_bytes,
+from megasolve.cost.memory import (ActivationShape, adam_state_bytes_per_param, band_parts, chunk_inflight,
+                                   chunk_weights, comm_buffer_bytes, deferred_wgrad_bytes, first_stage_extra_bytes,
                                    fixed_allocation_bytes, fp8_weight_bytes_per_param, fsdp_static_bytes,
                                    last_stage_peak_extra_bytes, layer_activation_bytes, moe_stage_bytes,
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
@@ -410,6 +410,7 @@ class CostTables:
                 comm_buffer_bytes(spec, self.with_dispatcher[disp], ep, etp)))
 
         # ---- memory: static bytes per parameter piece (MiB) -------------------------------
+        adam_bytes = adam_state_bytes_per_param(wl)
         for piece, (axes, params_of) in pieces.items():
             add(f"ms_{piece}", ("tp", "cp", "dp", "dop", "fsdp", "oo"),
                 lambda tp, cp, dp, dop, fsdp, oo, f=params_of, piece=piece: fsdp_static(
@@ -418,7 +419,7 @@ class CostTables:
                         f(tp), dense_shards=dense_shards(tp, cp, dp), expert_shards=1, distributed_optimizer=dop,
                         precision=precision, fp8_param_gather=wl.fp8_param_gather, grad_bytes=wl.grad_bytes,
                         bf16_only=f(tp).tp_sharded if piece in BF16_PIECES else 0, fp8_bytes=fp8_bytes,
-                        optimizer=wl.optimizer), oo).total))
+                        optimizer=wl.optimizer, adam_bytes=adam_bytes), oo).total))
         if spec.is_moe:
             add("ms_expert", ("ep", "etp", "pp", "dop", "fsdp", "oo"),
                 lambda ep, etp, pp, dop, fsdp, oo: fsdp_static(
@@ -426,7 +427,8 @@ class CostTables:
                 if fsdp else quantise_bytes(offloaded_optimizer(static_bytes(
                     expert_layer(ep, etp), dense_shards=1, expert_shards=expert_shards(ep, etp, pp),
                     distributed_optimizer=dop, precision=precision, fp8_param_gather=wl.fp8_param_gather,
-                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes, optimizer=wl.optimizer), oo).total))
+                    grad_bytes=wl.grad_bytes, fp8_bytes=fp8_bytes, optimizer=wl.optimizer, adam_bytes=adam_bytes),
+                    oo).total))
         # Megatron-FSDP's two un-sharded units (memory.fsdp_static_bytes: 2 x the largest layer in
         # weights and grads), per kind of layer a stage can hold
         def unit_bytes(layer: RankParams) -> int:

@@ -48,12 +48,19 @@ def test_output_layer_in_mxfp8_only_with_the_mxfp8_recipe():
     assert plain.workload.fp8_output_proj is False and noted(plain, "--fp8-output-proj costed as a bf16 output layer")
 
 
-def test_bf16_main_grads_and_the_optimizer_state_dtypes():
+def test_bf16_main_grads_and_the_precision_aware_optimizer():
     run = read("--main-grads-dtype bf16 --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16")
-    assert run.workload.grad_reduce_in_bf16 is True
-    assert noted(run, "optimizer state costed in fp32 (12 B per parameter): the log's --exp-avg-dtype bf16, "
-                      "--exp-avg-sq-dtype bf16 is not modelled")
-    assert not noted(read("--use-precision-aware-optimizer"), "optimizer state costed")
+    w = run.workload
+    assert w.grad_reduce_in_bf16 is True and w.precision_aware_optimizer is True
+    assert (w.exp_avg_dtype, w.exp_avg_sq_dtype, w.main_params_dtype) == ("bf16", "bf16", "fp32")
+    plain = read("--use-precision-aware-optimizer").workload
+    assert plain.precision_aware_optimizer is True and plain.exp_avg_dtype == "fp32"
+    # a printed dump spells the dtypes as torch's
+    dump = read("--use-precision-aware-optimizer --exp-avg-dtype torch.bfloat16").workload
+    assert dump.exp_avg_dtype == "bf16"
+    fsdp = read("--use-precision-aware-optimizer --use-megatron-fsdp --exp-avg-dtype bf16")
+    assert fsdp.workload.precision_aware_optimizer is False
+    assert noted(fsdp, "--use-precision-aware-optimizer costed as Adam's fp32 state")
 
 
 def test_deprecated_moe_layer_recompute_is_selective_recompute_of_the_moe_layer():

@@ -114,6 +114,7 @@ const GROUPS = [
   ["Workload", ["seq_len", "gbs", "precision", "attention", "tokens", "gpu_hour_price"]],
   ["Recipe", ["fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cross_entropy", "grad_reduce_in_bf16",
     "fsdp_main_grads_dtype", "fsdp_grad_comm_dtype", "no_activation_fusion", "activation_func_fp8_input_store",
+    "use_precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype",
     "offload_modules"]],
   ["Overlap", ["tp_comm_overlap", "no_overlap_p2p_communication", "moe_ep_overlap", "moe_shared_expert_overlap",
     "no_dp_comm_overlap", "cp_comm_type"]],
