@@ -2695,6 +2695,9 @@ CONFIG_KEYS = {
     "mamba_num_groups", "mamba_num_heads", "moe_latent_size", "softmax_type", "mtp_use_repeated_layer",
     "main_grads_dtype", "overlap_param_gather", "use_precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype",
     "main_params_dtype",
+    # settings named as not modelled when set (runs.py UNMODELLED_ARGS)
+    "gradient_accumulation_fusion", "delay_wgrad_compute", "moe_flex_dispatcher_backend", "fp32_residual_connection",
+    "distribute_saved_activations", "moe_apply_probs_on_input", "keep_fp8_transpose_cache", "enable_mhc_connections",
 }
 
 

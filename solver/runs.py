@@ -41,6 +41,7 @@ import re
 import statistics
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -1310,6 +1311,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     _fp8_input_store(args, work, notes)
     _moe_routing(args, work, notes)
     _output_layer_and_optimizer_state(args, work, layout, notes, megatron_defaults)
+    _unmodelled_args(args, notes)
     _fine_grained_offload(args, work, notes)
     _precision_recipe(args, work, notes)
     dropout = args.get("hidden_dropout")
@@ -1490,6 +1492,62 @@ def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any]
         notes.append("--overlap-grad-reduce without --overlap-param-gather: the parameter all-gather after the "
                      "optimizer step runs exposed, but megasolve has one DP overlap setting and costs it hidden "
                      "behind the next forward (expect a slower step than predicted)")
+
+
+def _set(value: Any) -> bool:
+    return value is not None and value is not False and value != 0 and value != "" and value != []
+
+
+def _int_above_one(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 1
+
+
+# Launch settings that change memory or step time and that megasolve does not cost: a log that sets one gets a note
+# (``--name value``: what it changes, with the Megatron source; @d98e8a6). The test: tests/test_log_recipe_args.py
+UNMODELLED_ARGS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] = (
+    ("--no-gradient-accumulation-fusion",
+     lambda a: (a.get("no_gradient_accumulation_fusion") is True or a.get("gradient_accumulation_fusion") is False)
+     and a.get("use_megatron_fsdp") is not True,  # Megatron-FSDP requires it off (its traffic is costed per micro-batch)
+     "every micro-batch adds each weight gradient into the main grads in a pass of its own "
+     "(distributed_data_parallel.py L575-579): not costed, expect a slower step"),
+    ("--delay-wgrad-compute", lambda a: a.get("delay_wgrad_compute") is True,
+     "the weight-gradient GEMMs deferred behind the EP all-to-all (distributed_data_parallel.py L440-450): the EP "
+     "overlap is costed without it"),
+    ("--moe-flex-dispatcher-backend", lambda a: a.get("moe_flex_dispatcher_backend") not in (None, "deepep"),
+     "costed as DeepEP, its buffers and kernels (transformer_config.py L898-902)"),
+    ("--empty-unused-memory-level", lambda a: _set(a.get("empty_unused_memory_level")),
+     "torch.cuda.empty_cache() every step (training.py L3149, L3229): reserved memory and the step include the "
+     "allocator's churn, not costed"),
+    ("--recompute-num-layers with --recompute-method uniform",
+     lambda a: a.get("recompute_method") == "uniform" and _int_above_one(a.get("recompute_num_layers")),
+     "costed as one layer per checkpoint: fewer saved inputs, and that many layers recomputed at once, in the run"),
+    ("--fp32-residual-connection", lambda a: a.get("fp32_residual_connection") is True,
+     "the residual stream and the pipeline sends in fp32 (transformer_config.py L1421-1426): costed in bf16"),
+    ("--distribute-saved-activations", lambda a: a.get("distribute_saved_activations") is True,
+     "full recompute's checkpointed inputs split over the TP ranks (transformer_config.py L1934-1936): costed whole"),
+    ("--hierarchical-context-parallel-sizes", lambda a: _set(a.get("hierarchical_context_parallel_sizes")),
+     "megasolve chooses its own all-to-all / ring split of the CP group"),
+    ("--enable-mhc-connections", lambda a: a.get("enable_mhc_connections") is True,
+     "hyper-connections widen the residual stream (transformer_config.py L1142-1166): not modelled"),
+    ("--heterogeneous-layers-config-path", lambda a: _set(a.get("heterogeneous_layers_config_path"))
+     or _set(a.get("heterogeneous_layers_config_encoded_json")),
+     "per-layer sizes are not read: costed as a uniform model of the printed shape"),
+    ("--tensor-parallel-num-weight-shards", lambda a: _set(a.get("tensor_parallel_num_weight_shards")),
+     "weight re-materialisation over extra shards (model_parallel_config.py L12-76): not modelled"),
+    ("--moe-apply-probs-on-input", lambda a: a.get("moe_apply_probs_on_input") is True,
+     "the routing probabilities applied to the expert input (transformer_config.py L949): costed as applied after "
+     "the activation"),
+    ("--keep-fp8-transpose-cache", lambda a: a.get("keep_fp8_transpose_cache") is True,
+     "Megatron-FSDP keeps every parameter's FP8 transpose, 1 B per parameter (distributed_data_parallel_config.py "
+     "L118): not costed"),
+)
+
+
+def _unmodelled_args(args: dict[str, Any], notes: list[str]) -> None:
+    """A note for each ``UNMODELLED_ARGS`` setting the log sets."""
+    for flag, is_set, what in UNMODELLED_ARGS:
+        if is_set(args):
+            notes.append(f"{flag} is not modelled: {what}")
 
 
 def _fine_grained_offload(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -> None:

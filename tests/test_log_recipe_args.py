@@ -90,3 +90,18 @@ def test_latent_experts_sinks_and_a_repeated_mtp_layer_are_read():
     spec = read("--moe-latent-size 128 --softmax-type learnable --mtp-num-layers 2 --mtp-use-repeated-layer").spec
     assert spec.moe.latent_size == 128 and spec.softmax_type == "learnable"
     assert spec.mtp_num_layers == 2 and spec.mtp_use_repeated_layer is True
+
+
+@pytest.mark.parametrize("extra, flag", [
+    ("--no-gradient-accumulation-fusion", "--no-gradient-accumulation-fusion"),
+    ("--delay-wgrad-compute", "--delay-wgrad-compute"),
+    ("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep", "--moe-flex-dispatcher-backend"),
+    ("--empty-unused-memory-level 1", "--empty-unused-memory-level"),
+    ("--recompute-granularity full --recompute-method uniform --recompute-num-layers 2",
+     "--recompute-num-layers with --recompute-method uniform"),
+    ("--fp32-residual-connection", "--fp32-residual-connection"),
+    ("--moe-apply-probs-on-input", "--moe-apply-probs-on-input"),
+])
+def test_a_setting_megasolve_does_not_cost_is_named(extra, flag):
+    assert noted(read(extra), f"{flag} is not modelled")
+    assert not any("is not modelled" in note for note in read("").notes)
