@@ -2696,7 +2696,7 @@ CONFIG_KEYS = {
     "main_grads_dtype", "overlap_param_gather", "use_precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype",
     "main_params_dtype",
     # settings named as not modelled when set (runs.py UNMODELLED_ARGS)
-    "gradient_accumulation_fusion", "delay_wgrad_compute", "moe_flex_dispatcher_backend", "fp32_residual_connection",
+    "gradient_accumulation_fusion", "moe_grouped_gemm", "delay_wgrad_compute", "moe_flex_dispatcher_backend", "fp32_residual_connection",
     "distribute_saved_activations", "moe_apply_probs_on_input", "keep_fp8_transpose_cache", "enable_mhc_connections",
 }
 

@@ -1510,6 +1510,11 @@ UNMODELLED_ARGS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] =
      and a.get("use_megatron_fsdp") is not True,  # Megatron-FSDP requires it off (its traffic is costed per micro-batch)
      "every micro-batch adds each weight gradient into the main grads in a pass of its own "
      "(distributed_data_parallel.py L575-579): not costed, expect a slower step"),
+    ("--moe-grouped-gemm off", lambda a: _set(a.get("num_moe_experts")) and (a.get("moe_grouped_gemm") is False or (
+        a.get("_megatron_launch") and not a.get("_nemo") and "moe_grouped_gemm" not in a)),
+     "without it (transformer_config.py L850: off by default) the local experts run one after another as "
+     "SequentialMLP (moe/experts.py L1409; moe_module_specs.py L82), smaller GEMMs and more launches than the "
+     "grouped GEMM the step is costed with: expect a slower step"),
     ("--delay-wgrad-compute", lambda a: a.get("delay_wgrad_compute") is True,
      "the weight-gradient GEMMs deferred behind the EP all-to-all (distributed_data_parallel.py L440-450): the EP "
      "overlap is costed without it"),

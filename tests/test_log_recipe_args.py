@@ -103,5 +103,11 @@ def test_latent_experts_sinks_and_a_repeated_mtp_layer_are_read():
     ("--moe-apply-probs-on-input", "--moe-apply-probs-on-input"),
 ])
 def test_a_setting_megasolve_does_not_cost_is_named(extra, flag):
-    assert noted(read(extra), f"{flag} is not modelled")
-    assert not any("is not modelled" in note for note in read("").notes)
+    grouped = "--moe-grouped-gemm "
+    assert noted(read(grouped + extra), f"{flag} is not modelled")
+    assert not any("is not modelled" in note for note in read(grouped).notes)
+
+
+def test_experts_without_grouped_gemm_are_named():
+    assert noted(read(""), "--moe-grouped-gemm off is not modelled")  # Megatron-LM's default: off
+    assert not noted(read("--moe-grouped-gemm"), "--moe-grouped-gemm off")
