@@ -263,6 +263,8 @@ RULES: tuple[Rule, ...] = (
          check=lambda c, a: not (c.spec.is_moe and c.spec.moe.latent_size and c.workload.moe_shared_expert_overlap),
          message=lambda c, a: "Shared expert overlap with MoE latent projections is not supported during training",
          fix="drop --moe-shared-expert-overlap (the model has --moe-latent-size)", source="moe_layer.py L476-486"),
+    # megasolve's specs say gated or not, not which activation: a gated GeLU model (Gemma's GeGLU), which Megatron
+    # refuses too, passes this check (README "Inputs")
     Rule(name="fp8_input_store_needs_swiglu", axes=(),
          check=lambda c, a: not c.workload.activation_func_fp8_input_store or c.spec.swiglu,
          message=lambda c, a: "Storing activation input in FP8 is supported only for SwiGLU.",
