@@ -258,7 +258,8 @@ def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
     dp_overlap = workload.dp_comm_overlap
     s = [Setting("use_distributed_optimizer", layout.distributed_optimizer, "optimizer"),
          Setting("overlap_grad_reduce", dp_overlap, "optimizer"),
-         Setting("overlap_param_gather", dp_overlap and layout.distributed_optimizer, "optimizer"),
+         Setting("overlap_param_gather", dp_overlap and layout.distributed_optimizer and workload.param_gather_overlap,
+                 "optimizer"),
          Setting("use_megatron_fsdp", layout.fsdp, "optimizer")]
     if layout.fsdp:
         # Megatron-Bridge skills/nemo-mbridge-perf-megatron-fsdp "Enablement": no averaging inside the

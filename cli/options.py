@@ -82,13 +82,14 @@ def build_cluster(*, gpus: int | None, gpu: str | None, gpus_per_node: int | Non
 
 
 # Workload fields set by the training recipe rather than the layout (shared by estimate, solve, whatif)
-RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_type", "cross_entropy", "grad_reduce_in_bf16",
-                  "fsdp_main_grads_dtype", "fsdp_grad_comm_dtype",
+RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_type", "cross_entropy",
+                  "grad_reduce_in_bf16", "fsdp_main_grads_dtype", "fsdp_grad_comm_dtype",
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
-                  "dp_comm_overlap", "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
-                  "moe_token_drop_policy", "moe_router_padding_for_fp8", "defer_embedding_wgrad",
-                  "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl", "microbatch_group_size",
-                  "activation_fusion", "activation_func_fp8_input_store", "offload_modules", "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
+                  "dp_comm_overlap", "param_gather_overlap", "moe_expert_capacity_factor",
+                  "moe_pad_expert_input_to_capacity", "moe_token_drop_policy", "moe_router_padding_for_fp8",
+                  "defer_embedding_wgrad", "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl",
+                  "microbatch_group_size", "activation_fusion", "activation_func_fp8_input_store", "offload_modules",
+                  "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
                   "optimizer", "precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype",
                   "te_precision_config")
 
@@ -223,6 +224,9 @@ def recipe_options(func: F) -> F:
         click.option("--no-dp-comm-overlap", "dp_comm_overlap", flag_value=False, default=True,
                      help="Launch without --overlap-grad-reduce/--overlap-param-gather (the exports set them by "
                           "default, as NVIDIA's recipes do): DP traffic exposed after the backward."),
+        click.option("--no-overlap-param-gather", "param_gather_overlap", flag_value=False, default=True,
+                     help="Launch with --overlap-grad-reduce but without --overlap-param-gather: the distributed "
+                          "optimizer's parameter all-gather runs exposed after the optimizer step."),
         click.option("--profile", "profile", default=None, metavar="PROFILE.yaml",
                      help="Calibration profile written by `megasolve calibrate` (default: the shipped "
                           "published-megatron-runs)."),

@@ -1019,6 +1019,15 @@ def dp_contention_parts() -> int:
     return int(round(calibration()["time"]["dp_overlap_contention"] * combine.OVERLAP_SCALE))
 
 
+def param_gather_after_step(workload: Workload) -> bool:
+    """Whether the distributed optimizer's parameter all-gather runs exposed after the optimizer step, before the next
+    forward, instead of in the DP tail's window: ``--overlap-grad-reduce`` without ``--overlap-param-gather``
+    (``Workload.param_gather_overlap`` False; ``distrib_optimizer.py`` L3175-3195 @d98e8a6). Without the grad-reduce
+    overlap both are exposed already (``dp_overlap_fraction`` 0). It is priced as once-a-step work beside the optimizer
+    step (``combine.step``'s per-stage ``optimizer`` term), in every engine alike."""
+    return workload.dp_comm_overlap and not workload.param_gather_overlap
+
+
 def dp_overlap_fraction(workload: Workload) -> float:
     """Share of the last micro-batch's compute that hides the DP tail: the calibrated value with
     ``--overlap-grad-reduce --overlap-param-gather`` (``Workload.dp_comm_overlap``), else 0 (the
@@ -1186,6 +1195,7 @@ class StageTime:
     dp_exposed_s: float  # combine.dp_exposed of the two
     optimizer_s: float
     unpaired_s: float = 0.0  # the combined 1F1B's unpaired chunk-units' exposed EP traffic, once per step
+    param_after_step_s: float = 0.0  # the parameter all-gather run exposed after the step (param_gather_after_step)
 
     @property
     def tau_s(self) -> float:
@@ -1249,9 +1259,10 @@ def stage_times(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: L
         else:
             grad_s, param_s = dp_comm_s(cluster, layout, params.params.dense, params.params.expert,
                                         workload.param_bytes, workload.grad_bytes, workload.dist_optimizer_instances)
-        out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_grad_s=grad_s, dp_param_s=param_s,
-                             unpaired_s=unpaired,
-                             dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s, tau.compute,
+        after = param_s if param_gather_after_step(workload) else 0.0
+        out.append(StageTime(stage=params.stage, per_microbatch=tau, dp_grad_s=grad_s, dp_param_s=param_s - after,
+                             unpaired_s=unpaired, param_after_step_s=after,
+                             dp_exposed_s=combine.dp_exposed(combine.FLOAT, grad_s, param_s - after, tau.compute,
                                                              overlap * combine.OVERLAP_SCALE,
                                                              dp_contention_parts()),
                              optimizer_s=optimizer_s(
@@ -1274,15 +1285,15 @@ def step_time(spec: ModelSpec, cluster: Cluster, workload: Workload, layout: Lay
     # the combined 1F1B's unpaired chunk-units are once per step on each stage, as its optimizer step is: both in
     # the stage's per-step cost (the solver's ``o_`` forms hold both)
     costs = [combine.StageCost(tau=s.tau_s, compute=s.per_microbatch.compute, grad=s.dp_grad_s, param=s.dp_param_s,
-                               optimizer=s.optimizer_s + s.unpaired_s) for s in stages]
+                               optimizer=s.optimizer_s + s.unpaired_s + s.param_after_step_s) for s in stages]
     step, pipeline = combine.step(combine.FLOAT, costs, m, v,
                                   dp_overlap_fraction(workload) * combine.OVERLAP_SCALE, overhead,
                                   dp_contention=dp_contention_parts())
     dp_tail = max(s.dp_exposed_s for s in stages)
-    last = max(stages, key=lambda s: (s.optimizer_s + s.unpaired_s, -s.stage))  # (combine.step's maximum)
+    last = max(stages, key=lambda s: (s.optimizer_s + s.unpaired_s + s.param_after_step_s, -s.stage))  # (its max)
     breakdown = {term: m * getattr(slowest.per_microbatch, term) for term in TERMS}
     breakdown["bubble"] = pipeline - m * tau_max
-    breakdown["dp_comm"] += dp_tail
+    breakdown["dp_comm"] += dp_tail + last.param_after_step_s
     breakdown["ep_comm"] += last.unpaired_s
     breakdown["optimizer"] = last.optimizer_s + overhead
     tokens = workload.global_batch_size * workload.seq_length

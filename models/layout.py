@@ -325,6 +325,10 @@ class Workload:
     # megasolve's exports set both with the distributed optimizer (every NVIDIA recipe does), so the
     # estimate assumes them unless this is False (then the DP reduce-scatter / all-gather are exposed)
     dp_comm_overlap: bool = True
+    # ``--overlap-param-gather`` alone off (``--overlap-grad-reduce`` on): the distributed optimizer's parameter
+    # all-gather runs after the optimizer step, before the next forward (``distrib_optimizer.py`` L3175-3195 @d98e8a6:
+    # ``should_sync_params = not overlap_param_gather``), exposed; the gradient reduce-scatter stays overlapped
+    param_gather_overlap: bool = True
     # ``--defer-embedding-wgrad-compute`` / ``--wgrad-deferral-limit`` (MPC L410-418; default off, limit 0 =
     # every micro-batch): the output layer's weight-gradient GEMMs of the first ``limit`` calls wait for the
     # pipeline flush, so the last stage keeps their inputs and logits gradients until then

@@ -81,6 +81,7 @@ class LayoutReport:
                          "moe_shared_expert_overlap":
                              self.workload.moe_shared_expert_overlap if self.spec.is_moe else None,
                          "dp_comm_overlap": self.workload.dp_comm_overlap,
+                         "param_gather_overlap": self.workload.param_gather_overlap,
                          "cuda_graph_impl": self.workload.cuda_graph_impl,
                          "activation_fusion": self.workload.activation_fusion,
                          "activation_func_fp8_input_store": self.workload.activation_func_fp8_input_store,

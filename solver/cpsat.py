@@ -269,11 +269,9 @@ class _Builder:
 
     def slot_forms(self, row: PipelineRow, slot) -> dict[str, list[tuple[int, str]]]:
         """The linear forms (``tables.py``) behind one slot's variables, by ``SLOT_KINDS``."""
-        g_form, p_form = self.tables.dp_forms(row, slot)
-        o_dense, o_expert = self.tables.param_form(row, slot, "o_")
+        g_form, p_form, o_form = self.tables.step_forms(row, slot)
         return {"tau": self.tables.time_form(row, slot, "t"), "comp": self.tables.time_form(row, slot, "c"),
-                "grad": g_form, "param": p_form, "opt": o_dense + o_expert + self.tables.unpaired_form(row, slot),
-                "fsdp": self.tables.fsdp_form(row, slot)}
+                "grad": g_form, "param": p_form, "opt": o_form, "fsdp": self.tables.fsdp_form(row, slot)}
 
     # ---------------------------------------------------------------- steps
     def axes(self) -> None:

@@ -1462,9 +1462,9 @@ def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any]
     """The output layer in MXFP8 (``--fp8-output-proj``, TC L1569-1575: FP8 with the mxfp8 recipe only), bf16 main
     grads (``--main-grads-dtype bf16``: gradients accumulated and reduced in bf16, ARG L1204-1217), and what the log
     sets: the precision-aware optimizer with ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` / ``--main-params-dtype``
-    (``Workload.precision_aware_optimizer``; named where megasolve does not model it: Megatron-FSDP), and what it
-    costs otherwise: a parameter all-gather left unoverlapped (``--overlap-grad-reduce`` without
-    ``--overlap-param-gather``)."""
+    (``Workload.precision_aware_optimizer``; named where megasolve does not model it: Megatron-FSDP), and a
+    parameter all-gather left unoverlapped (``--overlap-grad-reduce`` without ``--overlap-param-gather``:
+    ``Workload.param_gather_overlap`` False)."""
     if args.get("fp8_output_proj") is True:
         if work["precision"].startswith("fp8") and work.get("fp8_recipe") == "mxfp8" \
                 and not work.get("defer_embedding_wgrad"):
@@ -1489,9 +1489,7 @@ def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any]
     gather = args.get("overlap_param_gather")
     if work.get("dp_comm_overlap", True) and layout.get("distributed_optimizer") and args.get("overlap_grad_reduce") \
             and (gather is False or (gather is None and megatron_defaults)):
-        notes.append("--overlap-grad-reduce without --overlap-param-gather: the parameter all-gather after the "
-                     "optimizer step runs exposed, but megasolve has one DP overlap setting and costs it hidden "
-                     "behind the next forward (expect a slower step than predicted)")
+        work["param_gather_overlap"] = False  # the parameter all-gather exposed after the optimizer step
 
 
 def _set(value: Any) -> bool:

@@ -29,7 +29,8 @@ from megasolve.cost.memory import (ActivationShape, adam_state_bytes_per_param, 
                                    mtp_activation_bytes, offload_resident_bytes, offloaded_optimizer, other_bytes,
                                    selective_transient_bytes, static_bytes, userbuffer_bytes)
 from megasolve.cost.step import (DpComm, combined_warmup_units, dp_contention_parts, dp_group_comm, dp_overlap_fraction,
-                                 muon_ns_flops, optimizer_shard_s, pp_unit_comm_s, unpaired_ep_s)
+                                 muon_ns_flops, optimizer_shard_s, param_gather_after_step, pp_unit_comm_s,
+                                 unpaired_ep_s)
 from megasolve.cost.memory import DEFAULT_RECOMPUTE_MODULES, block_modules
 from megasolve.cost.recompute import uses_core_attn
 from megasolve.cost.step import (layer_ep_comm_s, layer_time_without_ep, output_head_time, resolve_cp_comm_type,
@@ -796,6 +797,19 @@ class CostTables:
             out.append(form)
         return out[0], out[1]
 
+    def step_forms(self, row: PipelineRow, slot: Slot) -> tuple[list[tuple[int, str]], list[tuple[int, str]],
+                                                                list[tuple[int, str]]]:
+        """(grad, param, once-a-step) forms of one slot, as every engine prices them (``combine.step``'s ``grad``,
+        ``param`` and ``optimizer``): the once-a-step work is the optimizer step, the combined 1F1B's unpaired
+        chunk-units and, with ``--overlap-grad-reduce`` alone (``step.param_gather_after_step``), the parameter
+        all-gather, which then leaves the DP tail's window."""
+        grad, param = self.dp_forms(row, slot)
+        o_dense, o_expert = self.param_form(row, slot, "o_")
+        once = o_dense + o_expert + self.unpaired_form(row, slot)
+        if param_gather_after_step(self.workload):
+            once, param = once + param, []
+        return grad, param, once
+
     def fsdp_form(self, row: PipelineRow, slot: Slot) -> list[tuple[int, str]]:
         """Megatron-FSDP traffic of one slot per micro-batch (zero without it): every piece's gathers
         and reduce-scatters, one latency per unit (decoder layer) and group (step.fsdp_microbatch_comm_s)."""
@@ -942,10 +956,9 @@ class CostTables:
         row = self.row(pp, vpp, split, rc)
         out = []
         for slot in row.slots:
-            grad, param = self.dp_forms(row, slot)
-            o_dense, o_expert = self.param_form(row, slot, "o_")
+            grad, param, once = self.step_forms(row, slot)
             out.append((slot, tuple(self.time_form(row, slot, "t")), tuple(self.time_form(row, slot, "c")),
-                        tuple(grad), tuple(param), tuple(o_dense + o_expert + self.unpaired_form(row, slot)),
+                        tuple(grad), tuple(param), tuple(once),
                         tuple(self.fixed_memory_form(row, slot)), tuple(self.activation_form(slot)),
                         tuple(self.fsdp_form(row, slot))))
         return row, tuple(out)

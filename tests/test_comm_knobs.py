@@ -319,3 +319,30 @@ def test_a_pinned_ep_overlap_costs_its_unpaired_units_in_every_engine():
         assert tables.evaluate(point).step_us == pytest.approx(estimate.step_s * 1e6, rel=2e-4,
                                                                abs=50 + 2 * m * spec.num_layers)
     assert checked >= 3
+
+
+def test_a_parameter_gather_without_overlap_is_exposed_after_the_step_in_estimate_and_solver_alike():
+    """``--no-overlap-param-gather`` (``Workload.param_gather_overlap`` False): the distributed optimizer's parameter
+    all-gather leaves the DP tail's window and runs beside the optimizer step; the solver's tables price it as
+    ``estimate`` does, and the exports launch with --overlap-grad-reduce alone."""
+    import dataclasses
+
+    from _solve_check import solve_equals_estimate
+
+    from megasolve.cli.launch import megatron_flags
+    from megasolve.cost.step import step_time
+    from megasolve.models import Layout, Workload, load_preset
+    from megasolve.topology import Cluster
+
+    spec, cluster = load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=16, gpu="h100")
+    layout = Layout(tp=2, pp=1, dp=8, mbs=1, sequence_parallel=True)
+    base = Workload(seq_length=4096, global_batch_size=64)
+    off = dataclasses.replace(base, param_gather_overlap=False)
+    hidden, exposed = step_time(spec, cluster, base, layout), step_time(spec, cluster, off, layout)
+    assert exposed.step_s > hidden.step_s
+    assert exposed.breakdown_s["dp_comm"] > hidden.breakdown_s["dp_comm"]
+    assert exposed.breakdown_s["optimizer"] == hidden.breakdown_s["optimizer"]
+    solve_equals_estimate(spec, cluster, off)
+    flags = megatron_flags(spec, cluster, off, layout)
+    assert "--overlap-grad-reduce" in flags and "--overlap-param-gather" not in flags
+    assert "--overlap-param-gather" in megatron_flags(spec, cluster, base, layout)

@@ -68,9 +68,10 @@ def test_deprecated_moe_layer_recompute_is_selective_recompute_of_the_moe_layer(
     assert run.layout.recompute == "selective" and run.layout.recompute_modules == ("core_attn", "moe")
 
 
-def test_a_parameter_gather_left_unoverlapped_is_named():
-    assert noted(read("--overlap-grad-reduce"), "--overlap-grad-reduce without --overlap-param-gather")
-    assert not noted(read("--overlap-grad-reduce --overlap-param-gather"), "without --overlap-param-gather")
+def test_a_parameter_gather_left_unoverlapped_is_read():
+    assert read("--overlap-grad-reduce").workload.param_gather_overlap is False  # Megatron-LM's default: off
+    both = read("--overlap-grad-reduce --overlap-param-gather").workload
+    assert both.dp_comm_overlap and both.param_gather_overlap
 
 
 HYBRID = """torchrun pretrain_mamba.py --num-layers 8 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 \\

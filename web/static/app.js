@@ -117,7 +117,7 @@ const GROUPS = [
     "use_precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype",
     "offload_modules"]],
   ["Overlap", ["tp_comm_overlap", "no_overlap_p2p_communication", "moe_ep_overlap", "moe_shared_expert_overlap",
-    "no_dp_comm_overlap", "cp_comm_type"]],
+    "no_dp_comm_overlap", "no_overlap_param_gather", "cp_comm_type"]],
   ["Search", ["top_k", "fix", "require", "min_headroom", "time_limit", "engine", "allow_cross_domain_tp", "jobs",
     "min_gpus"]],
   ["Calibration", ["profile_text"]],
