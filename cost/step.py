@@ -1191,7 +1191,7 @@ class StageTime:
     stage: int
     per_microbatch: LayerTime  # tau_r and its parts
     dp_grad_s: float  # gradient traffic of the step (before overlap)
-    dp_param_s: float  # parameter all-gather traffic of the step (before overlap)
+    dp_param_s: float  # parameter all-gather traffic in the DP tail's window (before overlap; not param_after_step_s)
     dp_exposed_s: float  # combine.dp_exposed of the two
     optimizer_s: float
     unpaired_s: float = 0.0  # the combined 1F1B's unpaired chunk-units' exposed EP traffic, once per step

@@ -39,9 +39,9 @@ import io
 
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -1475,10 +1475,12 @@ def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any]
     if _dtype_name(args.get("main_grads_dtype")) == "bf16" and not args.get("use_megatron_fsdp"):
         work["grad_reduce_in_bf16"] = True
     if args.get("use_precision_aware_optimizer") is True:
-        if not layout.get("distributed_optimizer") or args.get("use_megatron_fsdp") is True \
-                or work.get("optimizer", "adam") != "adam":
-            notes.append("--use-precision-aware-optimizer costed as Adam's fp32 state (12 B per parameter): megasolve "
-                         "models it with the distributed optimizer and Adam, not Megatron-FSDP")
+        why = ("under Megatron-FSDP" if args.get("use_megatron_fsdp") is True else
+               "without the distributed optimizer" if not layout.get("distributed_optimizer") else
+               f"with --optimizer {work['optimizer']}" if work.get("optimizer", "adam") != "adam" else None)
+        if why:
+            notes.append(f"--use-precision-aware-optimizer costed as Adam's fp32 state (12 B per parameter): megasolve "
+                         f"does not model it {why}")
         else:
             work["precision_aware_optimizer"] = True
             for key, choices in (("exp_avg_dtype", ADAM_STATE_DTYPES), ("exp_avg_sq_dtype", ADAM_STATE_DTYPES),
