@@ -384,7 +384,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
     defaults["_name"] = name
     facts = parse_log(text)  # reads a posted diff as the file after it (logs.undiff)
-    args = {CONFIG_ALIASES.get(k, k): v for k, v in facts.args.items()}
+    args: dict[str, Any] = {}
+    for key, value in facts.args.items():  # an alias's None (a deprecated name a dump prints unset) keeps the value
+        name_ = CONFIG_ALIASES.get(key, key)
+        if value is not None or args.get(name_) is None:
+            args[name_] = value
     for key in ("num_experts", "num_moe_experts"):  # Megatron-DeepSpeed prints a list per expert layer group: "[1]"
         if isinstance(args.get(key), str) and (m := re.fullmatch(r"\[\s*(\d+)(?:\s*,\s*\1)*\s*\]", args[key].strip())):
             args[key] = int(m.group(1))

@@ -112,3 +112,31 @@ def test_a_setting_megasolve_does_not_cost_is_named(extra, flag):
 def test_experts_without_grouped_gemm_are_named():
     assert noted(read(""), "--moe-grouped-gemm off is not modelled")  # Megatron-LM's default: off
     assert not noted(read("--moe-grouped-gemm"), "--moe-grouped-gemm off")
+
+
+DUMP = """------------------------ arguments ------------------------
+  bf16 ............................................ True
+  ffn_hidden_size ................................. 4096
+  global_batch_size ............................... 16
+  hidden_size ..................................... 1024
+  hybrid_layer_pattern ............................ {current}
+  hybrid_override_pattern ......................... {deprecated}
+  max_position_embeddings ......................... 1024
+  micro_batch_size ................................ 2
+  num_attention_heads ............................. 8
+  num_layers ...................................... 8
+  pipeline_model_parallel_size .................... 1
+  seq_length ...................................... 1024
+  squared_relu .................................... True
+  tensor_model_parallel_size ...................... 1
+  vocab_size ...................................... 32000
+-------------------- end of arguments ---------------------
+"""
+
+
+@pytest.mark.parametrize("current, deprecated", [("M-M*M-M-", "None"), ("None", "M-M*M-M-")])
+def test_a_dump_printing_both_names_keeps_the_one_that_is_set(current, deprecated):
+    """Megatron-LM's argument dump prints the deprecated --hybrid-override-pattern beside --hybrid-layer-pattern
+    (alphabetically after it): the unset one must not erase the other."""
+    spec = run_from_log(DUMP.format(current=current, deprecated=deprecated), defaults=DEFAULTS).spec
+    assert spec.is_hybrid and spec.hybrid_pattern == "M-M*M-M-"
