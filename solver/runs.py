@@ -1522,7 +1522,8 @@ UNMODELLED_ARGS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] =
     ("--delay-wgrad-compute", lambda a: a.get("delay_wgrad_compute") is True,
      "the weight-gradient GEMMs deferred behind the EP all-to-all (distributed_data_parallel.py L440-450): the EP "
      "overlap is costed without it"),
-    ("--moe-flex-dispatcher-backend", lambda a: a.get("moe_flex_dispatcher_backend") not in (None, "deepep"),
+    ("--moe-flex-dispatcher-backend", lambda a: a.get("moe_token_dispatcher_type") == "flex"
+     and a.get("moe_flex_dispatcher_backend") not in (None, "deepep"),  # without flex the backend is not used
      "costed as DeepEP, its buffers and kernels (transformer_config.py L898-902)"),
     ("--empty-unused-memory-level", lambda a: _set(a.get("empty_unused_memory_level")),
      "torch.cuda.empty_cache() every step (training.py L3149, L3229): reserved memory and the step include the "

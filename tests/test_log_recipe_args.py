@@ -109,6 +109,11 @@ def test_a_setting_megasolve_does_not_cost_is_named(extra, flag):
     assert not any("is not modelled" in note for note in read(grouped).notes)
 
 
+def test_a_flex_backend_is_named_only_under_the_flex_dispatcher():
+    assert not noted(read("--moe-grouped-gemm --moe-token-dispatcher-type alltoall --moe-flex-dispatcher-backend "
+                          "hybridep"), "--moe-flex-dispatcher-backend")
+
+
 def test_experts_without_grouped_gemm_are_named():
     assert noted(read(""), "--moe-grouped-gemm off is not modelled")  # Megatron-LM's default: off
     assert not noted(read("--moe-grouped-gemm"), "--moe-grouped-gemm off")
