@@ -49,9 +49,10 @@ import yaml
 from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.cost.recompute import idle_module
 from megasolve.models.errors import MegasolveError
-from megasolve.models.layout import (ADAM_STATE_DTYPES, CP_COMM_TYPES, CUDA_GRAPH_IMPLS, MAIN_PARAMS_DTYPES,
-                                     MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES, RECOMPUTE_MODULE_NAMES, PRECISION_CHOICES,
-                                     Layout, Workload, cuda_graph_note, fsdp_grad_comm_note, precision_fields)
+from megasolve.models.layout import (ADAM_STATE_DTYPES, CP_COMM_TYPES, CUDA_GRAPH_IMPLS, FSDP_GRAD_DTYPES,
+                                     MAIN_PARAMS_DTYPES, MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES, RECOMPUTE_MODULE_NAMES,
+                                     PRECISION_CHOICES, Layout, Workload, cuda_graph_note, fsdp_grad_comm_note,
+                                     precision_fields)
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.pipeline_layout import even_text, expand as expand_pipeline_layout
 from megasolve.models.params import total_params
@@ -1052,8 +1053,10 @@ def _int(args: dict[str, Any], key: str, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
-FSDP_DTYPE_NAMES = {"fp32": "fp32", "float32": "fp32", "torch.float32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
-                    "torch.bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "torch.float16": "fp16"}
+# a dtype as Megatron-LM's flags and its argument dump (``torch.bfloat16``) spell it -> megasolve's word
+DTYPE_NAMES = {"fp32": "fp32", "float32": "fp32", "torch.float32": "fp32", "bf16": "bf16", "bfloat16": "bf16",
+               "torch.bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "torch.float16": "fp16",
+               "fp8": "fp8", "float8_e4m3fn": "fp8", "torch.float8_e4m3fn": "fp8", "uint8": "fp8", "torch.uint8": "fp8"}
 
 
 def _fsdp_grad_dtypes(args: dict[str, Any], notes: list[str]) -> dict[str, str]:
@@ -1065,12 +1068,12 @@ def _fsdp_grad_dtypes(args: dict[str, Any], notes: list[str]) -> dict[str, str]:
     out = {}
     for key, field in (("megatron_fsdp_main_grads_dtype", "fsdp_main_grads_dtype"),
                        ("megatron_fsdp_grad_comm_dtype", "fsdp_grad_comm_dtype")):
-        name = FSDP_DTYPE_NAMES.get(str(args.get(key)).lower())
-        if name:
+        name = DTYPE_NAMES.get(str(args.get(key)).lower())
+        if name in FSDP_GRAD_DTYPES:
             out[field] = name
     if note := fsdp_grad_comm_note(Workload(**out)):
         notes.append(note)
-    main_params = FSDP_DTYPE_NAMES.get(str(args.get("megatron_fsdp_main_params_dtype")).lower())
+    main_params = DTYPE_NAMES.get(str(args.get("megatron_fsdp_main_params_dtype")).lower())
     if main_params not in (None, "fp32"):  # ARG L3687: fp32 default
         notes.append(f"--megatron-fsdp-main-params-dtype {main_params} is costed as fp32 main weights (4 B a parameter "
                      "in the sharded optimizer state; the only main-weight dtype modelled)")
@@ -1451,16 +1454,6 @@ def _workload_read(raw: dict[str, Any], name: str, notes: list[str]) -> Workload
         return _workload({k: v for k, v in raw.items() if k not in MOE_ROUTING_FIELDS}, name)
 
 
-def _dtype_name(value: Any) -> str | None:
-    """``fp32`` / ``bf16`` / ``fp16`` / ``fp8`` from a printed dtype (``bf16``, ``torch.bfloat16``, ``uint8``); None
-    when absent."""
-    if value is None:
-        return None
-    text = str(value).lower().replace("torch.", "")
-    return {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
-            "uint8": "fp8", "float8_e4m3fn": "fp8"}.get(text, text)
-
-
 def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any], layout: dict[str, Any],
                                       notes: list[str], megatron_defaults: bool) -> None:
     """The output layer in MXFP8 (``--fp8-output-proj``, TC L1569-1575: FP8 with the mxfp8 recipe only), bf16 main
@@ -1476,7 +1469,8 @@ def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any]
         else:
             notes.append("--fp8-output-proj costed as a bf16 output layer (Megatron runs it in MXFP8 only with "
                          "--fp8-recipe mxfp8, and not with --defer-embedding-wgrad-compute)")
-    if _dtype_name(args.get("main_grads_dtype")) == "bf16" and not args.get("use_megatron_fsdp"):
+    main_grads = DTYPE_NAMES.get(str(args.get("main_grads_dtype")).lower())
+    if main_grads == "bf16" and not args.get("use_megatron_fsdp"):
         work["grad_reduce_in_bf16"] = True
     if args.get("use_precision_aware_optimizer") is True:
         why = ("under Megatron-FSDP" if args.get("use_megatron_fsdp") is True else
@@ -1489,7 +1483,7 @@ def _output_layer_and_optimizer_state(args: dict[str, Any], work: dict[str, Any]
             work["precision_aware_optimizer"] = True
             for key, choices in (("exp_avg_dtype", ADAM_STATE_DTYPES), ("exp_avg_sq_dtype", ADAM_STATE_DTYPES),
                                  ("main_params_dtype", MAIN_PARAMS_DTYPES)):
-                dtype = _dtype_name(args.get(key))
+                dtype = DTYPE_NAMES.get(str(args.get(key)).lower())
                 if dtype in choices and dtype != "fp32":
                     work[key] = dtype
     gather = args.get("overlap_param_gather")
