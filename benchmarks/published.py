@@ -236,6 +236,17 @@ RECIPE_CPU_OFFLOAD_LAYERS = {
 #   default of its ``cross_entropy_impl`` argument, for the Llama / Qwen / DeepSeek / GPT-OSS recipes).
 BF16_GRAD_REDUCTION_SOURCES = ("nemo_perf_summary_2407", "megatron_bridge_perf_summary")
 TE_CROSS_ENTROPY_SOURCES = ("megatron_bridge_perf_summary",)
+# The precision-aware optimizer (Workload.precision_aware_optimizer), as Megatron-Bridge's performance scripts launch
+# it. Every BF16 run with Adam, in every release: ``scripts/performance/run_script.py`` L127-128 @v0.1.0rc4,
+# ``utils/helpers.py`` L254-255 @v0.2.0, ``utils/overrides.py`` L436-437 @v0.3.1 (``set_post_overrides``), L471 @v0.4.2,
+# ``run_script.py`` L150-151 @v0.6.0; the moments stay fp32. Megatron-FSDP rows are left out: the scripts switch it off
+# there in the early releases (``helpers.py`` L87-88 @v0.1.0rc4) and megasolve does not model it under FSDP.
+PRECISION_AWARE_BF16_SOURCES = ("megatron_bridge_perf_summary",)
+# DeepSeek-V3's own recipe sets it at every precision, with bf16 moments and fp32 main parameters
+# (``recipes/deepseek/deepseek_v3.py`` L240-244 @v0.1.0rc4, L272-276 @v0.2.0, L161-165 @v0.3.1-v0.4.2, L205-209
+# @v0.5.0-v0.5.1; ``recipes/deepseek/h100/deepseek_v3.py`` L206-210 @v0.6.0, which ``recipes/deepseek/deepseek_v3.py``
+# re-exports and ``perf_recipes/deepseek/common.py`` builds on); no performance override resets the moments.
+PRECISION_AWARE_BF16_MOMENT_MODELS = ("DeepSeek-V3 671B",)
 # Bridge splits layers that do not divide evenly with the embedding and loss counted as layers
 # (``recipes/llama/h100/llama3.py`` L1227-1228, Llama-3.1 405B: 126 + 2 = 128 layers over pp x vpp)
 ACCOUNTING_SOURCES = ("megatron_bridge_perf_summary",)
@@ -651,7 +662,9 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     if padding:
         notes.append("expert inputs padded by the router to the quantisation alignment (the recipe's "
                      "moe_router_padding_for_quantization)")
+    optimizer_state = _precision_aware_optimizer(source, record["model"]["name"], precision, layout, notes)
     workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention, **bf16_layers,
+                        **optimizer_state,
                         moe_router_padding_for_fp8=padding,
                         grad_reduce_in_bf16=grad_bf16, cross_entropy=loss,
                         fp8_recipe=fp8_recipe, fp8_output_proj=output_proj,
@@ -664,6 +677,29 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         comparison_group=record.get("comparison_group"), series_group=record.get("series_group"),
         split=split_of(record), assumptions=tuple(notes),
         reported_tflops_per_gpu=(record.get("measured") or {}).get("tflops_per_gpu"))
+
+
+def _precision_aware_optimizer(source: str, model_name: str, precision: str, layout: Layout,
+                               notes: list[str]) -> dict[str, Any]:
+    """The Workload fields of the precision-aware optimizer where the source's recipes set it
+    (``PRECISION_AWARE_BF16_SOURCES``, ``PRECISION_AWARE_BF16_MOMENT_MODELS``); empty otherwise.
+
+    >>> _precision_aware_optimizer("megatron_bridge_perf_summary", "DeepSeek-V3 671B", "fp8",
+    ...                            Layout(tp=1, pp=1, dp=8, distributed_optimizer=True), [])
+    {'precision_aware_optimizer': True, 'exp_avg_dtype': 'bf16', 'exp_avg_sq_dtype': 'bf16'}
+    >>> _precision_aware_optimizer("megatron_bridge_perf_summary", "GPT-OSS 120B", "fp8",
+    ...                            Layout(tp=1, pp=1, dp=8, distributed_optimizer=True), [])
+    {}
+    """
+    if source not in PRECISION_AWARE_BF16_SOURCES or layout.fsdp or not layout.distributed_optimizer:
+        return {}
+    if model_name in PRECISION_AWARE_BF16_MOMENT_MODELS:
+        notes.append("precision-aware optimizer with bf16 moments (the DeepSeek-V3 recipe sets it)")
+        return {"precision_aware_optimizer": True, "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
+    if precision == "bf16":
+        notes.append("precision-aware optimizer, fp32 moments (the performance scripts set it for BF16 with Adam)")
+        return {"precision_aware_optimizer": True}
+    return {}
 
 
 # ---------------------------------------------------------------------------- measured throughput

@@ -225,6 +225,24 @@ def test_release_recipe_settings_reach_the_workload(run_id, dispatcher, ep_overl
         (dispatcher, ep_overlap, graph)
 
 
+@pytest.mark.parametrize("run_id, state", [
+    # DeepSeek-V3's recipe: bf16 moments at every precision (recipes/deepseek/h100/deepseek_v3.py L206-210 @v0.6.0)
+    ("megatron_bridge_perf_summary:deepseek-v3-671b:gb300x256:3", (True, "bf16", "bf16")),
+    # the performance scripts: every BF16 Adam run, fp32 moments (run_script.py L150-151 @v0.6.0)
+    ("megatron_bridge_perf_summary:gpt-oss-120b:gb200x64:5", (True, "fp32", "fp32")),
+    # an earlier release of the same recipe (v0.4.2), the same state
+    ("megatron_bridge_perf_summary:deepseek-v3-671b:gb300x256:5", (True, "bf16", "bf16")),
+])
+def test_precision_aware_optimizer_as_the_recipes_launch_it(run_id, state):
+    run = next(r for r in RUNS if r.id == run_id)
+    w = run.workload
+    assert (w.precision_aware_optimizer, w.exp_avg_dtype, w.exp_avg_sq_dtype) == state
+    fp8_rows = [r for r in RUNS if r.source_group == "megatron_bridge_perf_summary" and r.workload.precision == "fp8"
+                and r.spec.name != "deepseek-v3"]
+    assert fp8_rows and not any(r.workload.precision_aware_optimizer for r in fp8_rows)
+    assert not any(r.workload.precision_aware_optimizer for r in RUNS if r.layout.fsdp)
+
+
 # ---------------------------------------------------------------------------- what the speed factors rest on
 def test_calibration_basis_matches_the_fit_split():
     """``calibration.yaml`` ``basis`` (printed next to every prediction) is what the fit split holds: the run count
