@@ -2698,6 +2698,7 @@ CONFIG_KEYS = {
     # settings named as not modelled when set (runs.py UNMODELLED_ARGS)
     "gradient_accumulation_fusion", "moe_grouped_gemm", "delay_wgrad_compute", "moe_flex_dispatcher_backend", "fp32_residual_connection",
     "distribute_saved_activations", "moe_apply_probs_on_input", "keep_fp8_transpose_cache", "enable_mhc_connections",
+    "moe_paged_stash", "ep_overlap_early_attn_memory_release", "moe_router_fusion", "log_num_zeros_in_grad", "manual_gc",
 }
 
 

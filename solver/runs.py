@@ -1544,6 +1544,23 @@ UNMODELLED_ARGS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] =
     ("--keep-fp8-transpose-cache", lambda a: a.get("keep_fp8_transpose_cache") is True,
      "Megatron-FSDP keeps every parameter's FP8 transpose, 1 B per parameter (distributed_data_parallel_config.py "
      "L118): not costed"),
+    ("--moe-paged-stash", lambda a: a.get("moe_paged_stash") is True,
+     "the routed experts' saved activations go to a paged stash buffer sized from the average (or maximum) token "
+     "count times --moe-paged-stash-buffer-size-factor-cuda (transformer_config.py L1364-1376): costed as ordinary "
+     "saved tensors of the routed tokens"),
+    ("--ep-overlap-early-attn-memory-release", lambda a: a.get("ep_overlap_early_attn_memory_release") is True,
+     "the EP overlap runs the attention backward before the next forward's combine to free its activations sooner "
+     "(model_chunk_schedule_plan.py L280-292): the overlap's memory is costed as the 1F1B schedule's, with or "
+     "without it"),
+    ("--moe-router-fusion", lambda a: a.get("moe_router_fusion") is True and _set(a.get("num_moe_experts")),
+     "Transformer Engine's fused top-k and aux-loss kernels (transformer_config.py L944-947): the router's kernels "
+     "and saved tensors are costed unfused"),
+    ("--log-num-zeros-in-grad", lambda a: a.get("log_num_zeros_in_grad") is True,
+     "one more pass over every gradient and an all-reduce each step to count zeros (optimizer.py L428-442, L840): "
+     "not costed"),
+    ("--manual-gc", lambda a: a.get("manual_gc") is True,
+     "Python's garbage collection run by hand, at --manual-gc-interval or never, to align its pauses across ranks "
+     "(training_config.py L91-100): host pauses are not costed, with or without it"),
 )
 
 

@@ -102,6 +102,12 @@ def test_latent_experts_sinks_and_a_repeated_mtp_layer_are_read():
      "--recompute-num-layers with --recompute-method uniform"),
     ("--fp32-residual-connection", "--fp32-residual-connection"),
     ("--moe-apply-probs-on-input", "--moe-apply-probs-on-input"),
+    ("--moe-paged-stash", "--moe-paged-stash"),
+    ("--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm --ep-overlap-early-attn-memory-release",
+     "--ep-overlap-early-attn-memory-release"),
+    ("--moe-router-fusion", "--moe-router-fusion"),
+    ("--log-num-zeros-in-grad", "--log-num-zeros-in-grad"),
+    ("--manual-gc", "--manual-gc"),
 ])
 def test_a_setting_megasolve_does_not_cost_is_named(extra, flag):
     grouped = "--moe-grouped-gemm "
