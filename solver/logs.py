@@ -263,6 +263,9 @@ _RANK_PARAMS_OLD = re.compile(r"number of parameters on model parallel rank (\d+
 # one line of JSON (a wandb / args.json config: '{"num_layers": 94, ...}')
 _DICT_PAIR = re.compile(r"""(['"])([a-z_][a-z0-9_]*)\1:\s*('[^']*'|"[^"]*"|[^,{}<>]+?)\s*(?=[,}])""")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
+# Megatron-LM's micro-batch calculator (``megatron/microbatches.py`` L17 @23.04, ConstantNumMicroBatchesCalculator): the
+# micro-batches a step accumulates, global batch / (micro batch x data-parallel size)
+_CONSTANT_MICROBATCHES = re.compile(r"setting number of micro-batches to constant (\d+)")
 # Megatron-Bridge's per-step print: "Step Time : 12.78s GPU utilization: 528.1 TFLOP/s/GPU" (Megatron-Bridge#388),
 # later "... 24.7MODEL_TFLOP/s/GPU" (bionemo-recipes#1357): seconds of the step, model TFLOP/s per GPU
 _BRIDGE_STEP = re.compile(r"Step Time\s*:\s*(\d*\.?\d+)\s*s\b(?:.*?GPU utilization:\s*(\d*\.?\d+)\s*(?:MODEL_)?TFLOP)?")
@@ -637,6 +640,7 @@ def parse_log(text: str) -> LogFacts:
             if sub.strip():
                 _parse_line(sub.strip(), facts)
     _script_args(text, facts)
+    _sbatch_args(text, facts)
     _rocm_model_size(text, facts)
     _tables(text, facts)
     if _SWIFT_ARGS_JSON.search(text) and (m := re.search(r'"max_length"\s*:\s*(\d+)', text)):
@@ -937,6 +941,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     if m := _DTYPE.search(line):
         facts.args.setdefault("_params_dtype", m.group(1))
+        return
+    if m := _CONSTANT_MICROBATCHES.search(line):
+        facts.args.setdefault("_grad_accum_steps", int(m.group(1)))
         return
     if m := _PADDED.search(line):
         facts.padded_vocab = (int(m.group(1)), int(m.group(2)))
@@ -2367,6 +2374,39 @@ def _pai_positional(body: str, facts: LogFacts) -> None:
         if len(words) > 8 and words[8].lower() in _PRECISIONS:
             facts.args.setdefault("precision", words[8].lower())
         return
+
+
+# Slurm's batch directives (sbatch(1)): "#SBATCH --nodes 3", "#SBATCH -N 3", "#SBATCH --gpus-per-node=8",
+# "#SBATCH --gres=gpu:8" / "gpu:h100:8", "#SBATCH --ntasks-per-node=8" (srun starts one Megatron rank a task)
+_SBATCH = re.compile(r"^\s*#SBATCH\s+(--nodes|-N|--gpus-per-node|--gres|--ntasks-per-node)(?:=|\s+)(\S+)", re.M)
+
+
+def _sbatch_args(text: str, facts: LogFacts) -> None:
+    """Nodes and GPUs a node from a Slurm script's ``#SBATCH`` lines (NVIDIA/Megatron-LM#792: ``--nodes 3``,
+    ``--gpus-per-node=8``): ``_sbatch_nodes`` / ``_sbatch_gpus_per_node``, below the launch command's own flags.
+    A task count a node stands for its GPUs only above one (one task a node is a torchrun launching the GPUs).
+
+    >>> f = LogFacts(); _sbatch_args("#SBATCH --nodes 3\\n#SBATCH --gres=gpu:h100:8\\n#SBATCH --ntasks-per-node=1", f)
+    >>> f.args
+    {'_sbatch_nodes': 3, '_sbatch_gpus_per_node': 8}
+    """
+    found: dict[str, int] = {}
+    for m in _SBATCH.finditer(text):
+        flag, value = m.group(1), m.group(2)
+        if flag == "--gres":
+            value = value.split(",")[0]
+            if not value.startswith("gpu:"):
+                continue
+            value = value.rsplit(":", 1)[-1]
+        if not value.isdigit() or int(value) < 1:
+            continue
+        key = "_sbatch_nodes" if flag in ("--nodes", "-N") else "_sbatch_gpus_per_node"
+        if flag == "--ntasks-per-node":
+            if int(value) < 2 or "_sbatch_gpus_per_node" in found:
+                continue
+        found.setdefault(key, int(value))
+    for key, value in found.items():
+        facts.args.setdefault(key, value)
 
 
 def _script_args(text: str, facts: LogFacts) -> None:

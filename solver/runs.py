@@ -432,6 +432,18 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args["global_batch_size"] = args["micro_batch_size"] * args["_grad_accum_steps"] * (num_gpus // mp)
             notes.append(f"global batch {args['global_batch_size']} = micro batch {args['micro_batch_size']} x "
                          f"{args['_grad_accum_steps']} accumulation steps x {num_gpus // mp} data-parallel ranks")
+    gbs = args.get("global_batch_size") if isinstance(args.get("global_batch_size"), int) else \
+        defaults.get("global_batch_size")
+    if not isinstance(args.get("micro_batch_size"), int) and not isinstance(args.get("batch_size"), int) \
+            and isinstance(args.get("_grad_accum_steps"), int) and isinstance(gbs, int) and num_gpus:
+        # the micro-batch from the batch and the log's "setting number of micro-batches to constant N"
+        mp = _int(args, "tensor_model_parallel_size", 1) * _int(args, "pipeline_model_parallel_size", 1) \
+            * _int(args, "context_parallel_size", 1)
+        steps = args["_grad_accum_steps"]
+        if num_gpus % mp == 0 and gbs % (steps * (num_gpus // mp)) == 0:
+            args["micro_batch_size"] = gbs // (steps * (num_gpus // mp))
+            notes.append(f"micro batch {args['micro_batch_size']} = global batch {gbs} / ({steps} micro-batches x "
+                         f"{num_gpus // mp} data-parallel ranks)")
     if not isinstance(args.get("global_batch_size"), int) and isinstance(args.get("batch_size"), int) and num_gpus:
         # Megatron-LM before 2021: --batch-size per data-parallel rank, no gradient accumulation
         mp = _int(args, "tensor_model_parallel_size", _int(args, "model_parallel_size", 1)) \
@@ -861,10 +873,11 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return args["devices"] * args["num_nodes"]
     per_node = next((args[k] for k in ("nproc_per_node", "num_gpus_per_node", "n_gpus_per_node", "num_gpu_per_node",
                                        "gpus_per_node", "actor_num_gpus_per_node", "_env_gpus_per_node",
-                                       "_env_nproc_per_node", "_env_n_per_node")
+                                       "_env_nproc_per_node", "_env_n_per_node", "_sbatch_gpus_per_node")
                      if isinstance(args.get(k), int)), None)
     # "nodes": NeMo-Run / Megatron-Bridge launchers (``--nodes 16 --gpus-per-node 4``, NVIDIA-NeMo/Megatron-Bridge#5596)
-    node_keys = ("nnodes", "num_nodes", "actor_num_nodes", "nodes", "_env_nnodes", "_env_num_nodes", "_env_nodes")
+    node_keys = ("nnodes", "num_nodes", "actor_num_nodes", "nodes", "_env_nnodes", "_env_num_nodes", "_env_nodes",
+                 "_sbatch_nodes")
     nodes = next((args[k] for k in node_keys if isinstance(args.get(k), int)), 1)
     if isinstance(args.get("nproc_per_node"), int) and isinstance(args.get("_env_world_size"), int) \
             and args.get("nnodes", 1) == args["_env_world_size"] != per_node * nodes:
@@ -959,7 +972,7 @@ def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
     per_node = next((args[k] for k in ("devices", "nproc_per_node", "num_gpus_per_node", "n_gpus_per_node",
                                        "num_gpu_per_node", "gpus_per_node", "actor_num_gpus_per_node",
                                        "_env_gpus_per_node", "_env_nproc_per_node", "_env_n_per_node",
-                                       "_prose_gpus_per_node")
+                                       "_sbatch_gpus_per_node", "_prose_gpus_per_node")
                      if isinstance(args.get(k), int)), None)
     if isinstance(per_node, int) and per_node > 0 and num_gpus % per_node == 0:
         return per_node
@@ -1646,7 +1659,9 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
             and args.get("_prose_precision") in ("fp8", "fp4"):
         notes.append(f"{args['_prose_precision'].upper()} as the text states it (no precision flag in the log)")
         return args["_prose_precision"]
-    if args.get("fp16") is True or precision.startswith("16") or "fp16" in precision:
+    if args.get("fp16") is True or precision.startswith("16") or "fp16" in precision \
+            or (args.get("_params_dtype") == "float16" and args.get("bf16") is not True):
+        # "using torch.float16 for parameters" is printed for --fp16 (megatron/arguments.py L152-168 @23.04)
         notes.append("fp16 run costed as bf16 (the same bytes and tensor-core rate)")
     elif precision in ("fp32", "32"):  # a results table's precision column (FlagPerf)
         notes.append("fp32 run: megasolve models 16-bit training; costed as bf16, so expect the run to be slower and "

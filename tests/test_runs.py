@@ -102,7 +102,7 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
     counts = {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices", "_env_nproc_per_node", "num_nodes",
               "global_num_gpus", "actor_num_gpus_per_node", "num_gpus_per_node", "_env_n_per_node", "_env_world_size",
               "world_size", "gpus_per_node", "_prose_num_gpus", "_prose_data_parallel_size", "_prose_nodes",
-              "n_gpus_per_node", "_mpirun_np"}  # what gives a GPU count
+              "n_gpus_per_node", "_mpirun_np", "_sbatch_gpus_per_node"}  # what gives a GPU count
     if not {"world_size"} & set(entry["expect"]) and not counts & set(entry["expect"].get("args", {})):
         assert "--gpus N" in text
     if "gpu_names" not in entry["expect"]:
@@ -130,7 +130,8 @@ def test_v100_oom_thread():
                     global_batch_size=128)[0]
     assert (run.layout.tp, run.layout.dp, run.layout.mbs, run.layout.recompute) == (2, 8, 8, "full")
     assert run.measured.oom and run.cluster.gpu.name == "v100-32g"
-    assert any("fp16" in n for n in run.notes) is False  # 'using torch.float16' is not an argument
+    # "using torch.float16 for parameters" is printed when --fp16 is set (megatron/arguments.py L152-168 @23.04)
+    assert any("fp16 run costed as bf16" in n for n in run.notes)
 
 
 def test_launch_script_variables_and_world_size():
