@@ -53,7 +53,12 @@ it other releases' recipes mapped onto every run; with each release's own recipe
 runs come to 11.8 % from two runs.
 Tried and not kept: the MoE prior stated on step time (sd 0.3 / the runs' sensitivity) trusts two runs
 more and did worse (simulated release, MoE with a MoE run in the pair: 13.5 % -> 16.2 %); the EP
-all-to-all inside the MoE factor changed little (13.7 %).
+all-to-all inside the MoE factor changed little (13.7 %). A two-part prior (2026-12-06: with probability ``p`` the
+runs' stack is another release, the knobs at their prior sd, else the shipped one, the knobs at ``c`` times it; the
+two fits weighed by their Laplace evidence): on the 207 fit-split calibrations, as published / simulated 23 % / 30 %
+releases, all runs 4.8 / 6.8 / 10.4 % with the single prior; p 0.5, c 0.2: 4.3 / 7.4 / 10.6 %; p 0.8, c 0.2 or 0.3:
+4.4 / 7.3 / 10.4 %; p 0.9, c 0.1: 4.5 / 7.1 / 10.4 %; p 0.95, c 0.2: 4.6 / 6.9 %. It takes up to half a point off
+the runs as they are and gives as much back on a new release's, which is the case calibration is for.
 
 **Memory reserve** (``memory.other_reserve_gb``): memory outside PyTorch's allocator. A log's
 ``max reserved - max allocated`` is the allocator's cached-but-unused share; add the CUDA context and
