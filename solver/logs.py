@@ -176,6 +176,9 @@ _NEMO_GROUPS = re.compile(r"All (tensor model|pipeline model|context|data) paral
 _NEMO_GROUP_PARTS = {"tensor model": "tensor-model-parallel", "pipeline model": "pipeline-model-parallel",
                      "context": "context-parallel", "data": "data-parallel"}
 _PADDED = re.compile(r"padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)")
+# a printed parameter list (``for name, p in model.named_parameters(): print(name, p.shape)``, NVIDIA/Megatron-LM#845):
+# the word embedding's rows are the padded vocabulary over the TP ranks (VocabParallelEmbedding)
+_WORD_EMBEDDING_SHAPE = re.compile(r"word_embeddings\.weight\W+(?:torch\.Size\(\[|\[|\()(\d+),\s*(\d+)[\])]")
 _NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*(\d*\.?\d+)")
 _NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
 _NEMO_CONSUMED = re.compile(r"consumed_samples\s*[:=]\s*(\d+(?:\.0+)?)\b")
@@ -947,6 +950,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     if m := _PADDED.search(line):
         facts.padded_vocab = (int(m.group(1)), int(m.group(2)))
+        return
+    if m := _WORD_EMBEDDING_SHAPE.search(line):
+        facts.args.setdefault("_embedding_shape", (int(m.group(1)), int(m.group(2))))
         return
     _prose_sizes(line, facts)
     named_line = _URL.sub(" ", line)  # a link's words are not the run's: ".../language-modeling-using-megatron-a100-gpu/"

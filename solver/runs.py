@@ -721,6 +721,12 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         notes.append(f"vocabulary {vocab} from the tokenizer line (padded to {facts.padded_vocab[1]})")
     if not vocab and model_args.get("padded_vocab_size"):
         vocab = model_args["padded_vocab_size"]
+    rows, width = args.get("_embedding_shape") or (0, 0)
+    if not vocab and rows and width == model_args.get("hidden_size"):
+        tp = _int(args, "tensor_model_parallel_size", 1)  # the printed rows are one TP rank's share
+        vocab = rows * tp
+        notes.append(f"vocabulary {vocab} from the printed word-embedding shape ({rows} rows"
+                     + (f" x TP {tp}" if tp > 1 else "") + ", padded)")
     if not vocab:
         # a Hugging Face tokenizer loads by name or path; a --vocab-file beside it is unused (bigscience-workshop/
         # Megatron-DeepSpeed#93: VOCAB_FILE=data/gpt2-vocab.json set, --tokenizer-name-or-path t5-small used)

@@ -134,6 +134,17 @@ def test_v100_oom_thread():
     assert any("fp16 run costed as bf16" in n for n in run.notes)
 
 
+def test_printed_word_embedding_rows_are_one_tp_ranks_share_of_the_vocabulary():
+    """A ``named_parameters()`` print (NVIDIA/Megatron-LM#845) gives the padded vocabulary: the rows times TP."""
+    text = ("torchrun pretrain_gpt.py --num-layers 2 --hidden-size 4096 --num-attention-heads 32 --seq-length 512 "
+            "--max-position-embeddings 512 --micro-batch-size 1 --global-batch-size 8 --tensor-model-parallel-size 2 "
+            "--bf16\nembedding.word_embeddings.weight torch.Size([64128, 4096])\n")
+    run = run_from_log(text, "shapes", {"gpu": "h100", "num_gpus": 2, "step_time_s": 1.0})
+    assert run.spec.vocab_size == 128256 and any("64128 rows x TP 2" in n for n in run.notes)
+    with pytest.raises(MegasolveError, match="--vocab-size"):  # a width that is not the model's: not its embedding
+        run_from_log(text.replace("4096])", "1024])"), "shapes", {"gpu": "h100", "num_gpus": 2, "step_time_s": 1.0})
+
+
 def test_launch_script_variables_and_world_size():
     # GPUS_PER_NODE=8 but NNODES=${WORLD_SIZE}, a variable the excerpt never sets: the node count is unknown, so
     # the world size is named missing rather than taken as one node (the fifth collection's rule, ms-swift#5120)
