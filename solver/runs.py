@@ -1078,6 +1078,17 @@ DTYPE_NAMES = {"fp32": "fp32", "float32": "fp32", "torch.float32": "fp32", "bf16
                "fp8": "fp8", "float8_e4m3fn": "fp8", "torch.float8_e4m3fn": "fp8", "uint8": "fp8", "torch.uint8": "fp8"}
 
 
+# Megatron-FSDP's strategies that keep the parameters whole, with the Megatron layout that shards as they do
+# (megatron_fsdp/src/docs/mfsdp_design.md, the strategy table: ZeRO-0 / 1 / 2)
+FSDP_AS_DDP = {
+    "no_shard": "Megatron's DDP (weights, gradients and optimizer state on every rank)",
+    "optim": "Megatron's distributed optimizer (ZeRO-1: the optimizer state and fp32 main weights sharded over DP, the "
+             "gradients reduce-scattered on the last micro-batch)",
+    "optim_grads": "Megatron's distributed optimizer (ZeRO-2 also shards the gradients and reduce-scatters them every "
+                   "micro-batch: not modelled; expect less gradient memory and more DP traffic than predicted)",
+}
+
+
 def _fsdp_grad_dtypes(args: dict[str, Any], notes: list[str]) -> dict[str, str]:
     """Megatron-FSDP's main-grad / reduction dtypes (``Workload.fsdp_main_grads_dtype``): as the log states them
     (``--megatron-fsdp-main-grads-dtype`` / ``--megatron-fsdp-grad-comm-dtype``; a dump prints ``torch.float32``),
@@ -1204,10 +1215,16 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         notes.append("distributed optimizer on, as NeMo / Megatron-Bridge recipes set it (the log does not say)"
                      if nemo else "distributed optimizer off, Megatron-LM's default (the log does not say; "
                                   "--arg use-distributed-optimizer=true if it was on)")
-    if args.get("use_megatron_fsdp") is True:
+    strategy = args.get("data_parallel_sharding_strategy")
+    if args.get("use_megatron_fsdp") is True and strategy in FSDP_AS_DDP:
+        # Megatron-FSDP's ZeRO-0/1/2 keep every parameter on every rank (param_and_grad_buffer.py L2328-2349 @d98e8a6):
+        # no layer-at-a-time gather, so not the FSDP (ZeRO-3) megasolve costs; Megatron's DDP and distributed
+        # optimizer shard alike (optim: reduce-scatter on the last micro-batch, mcore_fsdp_adapter.py L165-169)
+        layout["distributed_optimizer"] = strategy != "no_shard"
+        notes.append(f"--data-parallel-sharding-strategy {strategy} costed as {FSDP_AS_DDP[strategy]}")
+    elif args.get("use_megatron_fsdp") is True:
         layout["fsdp"] = True
         layout["distributed_optimizer"] = True
-        strategy = args.get("data_parallel_sharding_strategy")
         if isinstance(strategy, str) and strategy != "optim_grads_params":  # ARG L3190-3192: optim_grads_params default
             notes.append(f"--data-parallel-sharding-strategy {strategy} is costed as optim_grads_params (Megatron-FSDP's "
                          "ZeRO-3, the only strategy modelled: parameters gathered a layer at a time)")
@@ -1288,7 +1305,11 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if args.get("grad_reduce_in_bf16") is True or args.get("grad_reduce_in_fp32") is False:
         work["grad_reduce_in_bf16"] = True
     if args.get("use_megatron_fsdp") is True:
-        work.update(_fsdp_grad_dtypes(args, notes))
+        fsdp_grads = _fsdp_grad_dtypes(args, notes)
+        if args.get("data_parallel_sharding_strategy") not in FSDP_AS_DDP:
+            work.update(fsdp_grads)
+        elif fsdp_grads.get("fsdp_main_grads_dtype", "auto") != "fp32":  # auto: the bf16 weights' dtype
+            work["grad_reduce_in_bf16"] = True
     if args.get("cross_entropy_loss_fusion") is True:
         work["cross_entropy"] = "te" if args.get("cross_entropy_fusion_impl") == "te" else "native"
     dispatcher = args.get("moe_token_dispatcher_type")

@@ -151,3 +151,16 @@ def test_a_dump_printing_both_names_keeps_the_one_that_is_set(current, deprecate
     (alphabetically after it): the unset one must not erase the other."""
     spec = run_from_log(DUMP.format(current=current, deprecated=deprecated), defaults=DEFAULTS).spec
     assert spec.is_hybrid and spec.hybrid_pattern == "M-M*M-M-"
+
+
+@pytest.mark.parametrize("strategy, distributed_optimizer, fsdp", [
+    ("optim_grads_params", True, True),  # ZeRO-3: Megatron-FSDP as megasolve costs it
+    ("optim_grads", True, False),  # ZeRO-2: the parameters stay whole, costed as the distributed optimizer
+    ("optim", True, False),  # ZeRO-1: what the distributed optimizer shards
+    ("no_shard", False, False),  # DDP
+])
+def test_megatron_fsdp_strategies_that_keep_the_parameters_whole(strategy, distributed_optimizer, fsdp):
+    run = read(f"--moe-grouped-gemm --use-megatron-fsdp --data-parallel-sharding-strategy {strategy}")
+    assert (run.layout.distributed_optimizer, run.layout.fsdp) == (distributed_optimizer, fsdp)
+    assert run.workload.grad_reduce_in_bf16 is not fsdp  # Megatron-FSDP's auto main grads: bf16
+    assert noted(run, f"--data-parallel-sharding-strategy {strategy} costed as") is not fsdp
