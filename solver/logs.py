@@ -1058,7 +1058,11 @@ _PROSE_PRECISION = re.compile(r"\b(?:using|in|with|at)\s+(FP8|MXFP8|NVFP4|BF16|F
                               # "- Model: Llama-3 70B, **NVFP4** precision, ..." (NVIDIA/TransformerEngine#3427),
                               # "- Precision: MXFP8 (e4m3)" (NVIDIA/Megatron-LM#4383)
                               r"|(?<![\w-])\**(MXFP8|NVFP4)\**\s+precision\b"
-                              r"|^\s*[-*]?\s*\**precision\**\s*[:=]\s*\**`?(FP8|MXFP8|NVFP4|BF16|FP16)\b", re.I)
+                              r"|^\s*[-*]?\s*\**precision\**\s*[:=]\s*\**`?(FP8|MXFP8|NVFP4|BF16|FP16)\b"
+                              # "The results in the table below show pre-training performance of various models on
+                              # DGXH100, with FP8." (NVIDIA/NeMo-Framework-Launcher examples/README.md)
+                              r"|\b(?:performance|results?|throughput)\b[^.\n]{0,80}?\b(?:with|in|using)\s+"
+                              r"(FP8|MXFP8|NVFP4|BF16)\s*(?:[.,;:)]|$)", re.I)
 # ... and its FP8 scaling: "per-tensor FP8 quantization, leveraging scaling factors computed in the current step"
 # (NeMo 25.x performance summary: current scaling, Megatron's --fp8-recipe tensorwise)
 _PROSE_CURRENT_SCALING = re.compile(r"\bscaling factors computed in the current step\b|\bper-tensor current scaling\b",
