@@ -1668,6 +1668,8 @@ def _precision(args: dict[str, Any], notes: list[str]) -> str:
     fp8 = args.get("fp8") or args.get("fp8_format")
     if isinstance(fp8, str) and fp8.lower() in ("hybrid", "e4m3"):
         return "fp8"
+    if fp8 is True:  # NeMo 1's model config (MLPerf's NeMo logs): "fp8: true" beside fp8_hybrid / fp8_e4m3
+        return "fp8"
     # NVFP4: Megatron-LM --fp4-format e2m1 (TC ``fp4``), Bridge's MixedPrecisionConfig ``fp4`` / compute_dtype nvfp4
     fp4 = args.get("fp4") or args.get("fp4_format")
     if isinstance(fp4, str) and fp4.lower() == "e2m1":
