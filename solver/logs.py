@@ -1051,6 +1051,10 @@ _REFERENCE_RATE = re.compile(r"\b(?:blog|paper|official|published|reported|adver
                              r"should (?:achieve|get|reach)|expected to)\b", re.I)
 _ENGINE_WORDS = re.compile(r"vllm|sglang|rollout|推理", re.I)
 _TP_WORD = re.compile(r"(?<![A-Za-z])(?:TP|tp)\s*[=:]?\s*\d+")
+# ... and one the engine word follows in the same clause: "TP8 to 2xTP4 increases rollout concurrency"
+# (redai-studio/Relax#193); a comma ends the clause ("Training TP=4, rollout TP=8" keeps the training TP)
+_TP_BEFORE_ENGINE = re.compile(r"(?<![A-Za-z])(?:TP|tp)\s*[=:]?\s*\d+(?=[^,;.\n]*?(?:vllm|sglang|rollout|推理))",
+                               re.I)
 _TITLE_PRECISION = re.compile(r"\b(?:with|in|using)\s+(FP8|MXFP8|NVFP4)\b", re.I)
 # a precision another run used, not this one: "unlike NVFP4 precision runs"
 _COMPARED_BEFORE = re.compile(r"\b(?:unlike|than|vs\.?|versus|instead of|compared (?:to|with))\s*\**$", re.I)
@@ -1860,8 +1864,10 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
             and not (facts.title and line.strip() == facts.title):  # a script's or config's comment (often
         return  # the alternatives not taken); "## ..." is a Markdown heading, text like any other
     line = _RANK_TAGS.sub(" ", line).replace("\\*", "*")  # Markdown's escaped "4\*H200" (THUDM/slime#1022)
-    if m := _ENGINE_WORDS.search(line):  # an inference engine's TP is not Megatron's: "在vllm加载模型(TP=8)时会报OOM，
+    if _ENGINE_WORDS.search(line):  # an inference engine's TP is not Megatron's: "在vllm加载模型(TP=8)时会报OOM，
         # 加大TP=32" (modelscope/ms-swift#9093), "Training parallelism: TP=4, PP=2, EP=16, SGLang TP=8" (radixark/miles#968)
+        line = _TP_BEFORE_ENGINE.sub(" ", line)
+        m = _ENGINE_WORDS.search(line)
         line = line[:m.start()] + _TP_WORD.sub(" ", line[m.start():])
     if facts.title and line.strip() == facts.title and (m := _TITLE_PRECISION.search(line)):
         # "Found no performance gain training Mixtral-8x7B with FP8 on H800" (NVIDIA/NeMo#11959): the title's run
@@ -2367,6 +2373,39 @@ _PAI_EXPERT = {"run_mcore_qwen3": {12: "expert_tensor_parallel_size", 13: "exper
                "run_mcore_moonlight": {12: "expert_tensor_parallel_size"}}
 
 
+# ... and their switches by name, in the variables section every run_mcore_*.sh opens with
+_PAI_SCRIPT = re.compile(r"### PARALLEL / BOOL OPTION ###|\brun_mcore_\w+\.sh\b")
+
+
+def _pai_switches(env: dict[str, str]) -> dict[str, Any]:
+    """The Megatron arguments of a Pai-Megatron-Patch run script's switches (``examples/moonlight/
+    run_mcore_moonlight.sh`` @0f5c122 and its siblings: ``AC`` full -> ``--recompute-method uniform
+    --recompute-num-layers ${MP_AC_LAYERS:-1} --recompute-granularity full``, sel -> ``--recompute-activations``,
+    offload -> ``--cpu-offloading-num-layers ${MP_AC_LAYERS}``; ``DO`` true -> ``--use-distributed-optimizer``; ``SP``
+    true -> ``--sequence-parallel`` with TP > 1), as alibaba/Pai-Megatron-Patch#529 posts them.
+
+    >>> _pai_switches({"AC": "full", "DO": "true", "SP": "true", "TP": "1"})
+    {'recompute_granularity': 'full', 'recompute_method': 'uniform', 'recompute_num_layers': 1, \
+'use_distributed_optimizer': True}
+    """
+    out: dict[str, Any] = {}
+    layers = scalar(env.get("MP_AC_LAYERS", "1"))
+    layers = layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0 else 1
+    ac = env.get("AC", "").strip("'\"")
+    if ac == "full":
+        out.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=layers)
+    elif ac == "sel":
+        out["recompute_activations"] = True
+    elif ac == "offload":
+        out.update(cpu_offloading=True, cpu_offloading_num_layers=layers)
+    if env.get("DO") in ("true", "false"):
+        out["use_distributed_optimizer"] = env["DO"] == "true"
+    tp = scalar(env.get("TP", "1"))
+    if env.get("SP") == "true" and isinstance(tp, int) and tp > 1:
+        out["sequence_parallel"] = True
+    return out
+
+
 def _pai_positional(body: str, facts: LogFacts) -> None:
     """The sizes a Pai-Megatron-Patch ``run_mcore_*.sh`` command passes by position (modelscope-style issue posts:
     alibaba/Pai-Megatron-Patch#413 "sh run_mcore_qwen.sh dsw 7B 2 512 1e-5 1e-6 4096 4096 bf16 2 1 1 ...").
@@ -2432,7 +2471,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
     env: dict[str, str] = _chain_hints(text)
     if env:  # said by runs.py: the branch the text names, not one the script decides
         facts.args["_chain_choice"] = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
-    body = re.sub(r"\\\r?\n", " ", text)
+    # a line commented out inside a continued command ("# USE_FLASH_ATTENTION=0 \\" above "megatron rlhf \\",
+    # modelscope/ms-swift#8035) is dropped whole, so that its backslash does not fold the command into the comment
+    body = re.sub(r"\\\r?\n", " ", re.sub(r"(?m)^[ \t]*#[^\n]*\\\r?\n", "", text))
     lines = []
     for line in _taken_statements(body.splitlines(), env):
         # (bars inside quotes are a value's, not a table's: model.pipeline_model_parallel_layout='Et|tt|tmL')
@@ -2514,6 +2555,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
     for key, value in env.items():
         if found := _script_var_arg(key, value):
             flags.setdefault(*found)
+    if _PAI_SCRIPT.search(text):
+        for key, value in _pai_switches(env).items():
+            flags.setdefault(key, value)
     if _SWIFT_LAUNCH.search(body):
         flags.setdefault("_launcher", "megatron-swift")
     elif _MEGATRON_SCRIPT.search(body):  # a Megatron-LM training command: a flag it leaves out takes Megatron's default
