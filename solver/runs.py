@@ -574,8 +574,9 @@ def _swift_defaults(args: dict[str, Any], notes: list[str]) -> None:
     if isinstance(args.get("max_length"), int) and not isinstance(args.get("seq_length"), int):
         args["seq_length"] = args["max_length"]
         notes.append(f"sequence length {args['max_length']} from Megatron-SWIFT's --max_length"
-                     + ("" if args.get("packing") is True else
-                        " (without --packing samples are up to this long: the run trains fewer tokens)"))
+                     + (" (packed: attention is costed over the whole sequence, while each packed sample attends "
+                        "only to itself, so expect less attention work than predicted)" if args.get("packing") is True
+                        else " (without --packing samples are up to this long: the run trains fewer tokens)"))
 
 
 def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
