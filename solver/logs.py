@@ -2555,6 +2555,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
     for key, value in env.items():
         if found := _script_var_arg(key, value):
             flags.setdefault(*found)
+    devices = [d for d in env.get("CUDA_VISIBLE_DEVICES", "").strip("'\"").split(",") if d.strip().isdigit()]
+    if devices:  # a node's GPUs, where nothing else counts them (verl-project/verl#3043: 0,...,15 for 16 GPUs)
+        flags.setdefault("_env_visible_devices", len(devices))
     if _PAI_SCRIPT.search(text):
         for key, value in _pai_switches(env).items():
             flags.setdefault(key, value)
@@ -2789,6 +2792,8 @@ CONFIG_KEYS = {
     "mamba_num_groups", "mamba_num_heads", "moe_latent_size", "softmax_type", "mtp_use_repeated_layer",
     "main_grads_dtype", "overlap_param_gather", "use_precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype",
     "main_params_dtype",
+    # verl's actor micro batch (actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu, runs.py CONFIG_ALIASES)
+    "ppo_micro_batch_size_per_gpu",
     # settings named as not modelled when set (runs.py UNMODELLED_ARGS)
     "gradient_accumulation_fusion", "moe_grouped_gemm", "delay_wgrad_compute", "moe_flex_dispatcher_backend", "fp32_residual_connection",
     "distribute_saved_activations", "moe_apply_probs_on_input", "keep_fp8_transpose_cache", "enable_mhc_connections",

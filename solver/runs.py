@@ -352,6 +352,9 @@ CONFIG_ALIASES = {
     "moe_num_experts": "num_moe_experts", "moe_top_k": "moe_router_topk", "pos_emb": "position_embedding_type",
     **{f"{short}_size": name for short, name in SIZE_NAMES.items()},
     "actor_tp": SIZE_NAMES["tp"], "actor_pp": SIZE_NAMES["pp"],
+    # verl: the actor's micro batch per GPU is Megatron's (workers/megatron_workers.py; the first one a command sets,
+    # the actor's, wins over the critic's)
+    "ppo_micro_batch_size_per_gpu": "micro_batch_size",
     **NEMO_RECIPE_SIZES,
 }
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
@@ -880,7 +883,8 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return args["devices"] * args["num_nodes"]
     per_node = next((args[k] for k in ("nproc_per_node", "num_gpus_per_node", "n_gpus_per_node", "num_gpu_per_node",
                                        "gpus_per_node", "actor_num_gpus_per_node", "_env_gpus_per_node",
-                                       "_env_nproc_per_node", "_env_n_per_node", "_sbatch_gpus_per_node")
+                                       "_env_nproc_per_node", "_env_n_per_node", "_sbatch_gpus_per_node",
+                                       "_env_visible_devices")
                      if isinstance(args.get(k), int)), None)
     # "nodes": NeMo-Run / Megatron-Bridge launchers (``--nodes 16 --gpus-per-node 4``, NVIDIA-NeMo/Megatron-Bridge#5596)
     node_keys = ("nnodes", "num_nodes", "actor_num_nodes", "nodes", "_env_nnodes", "_env_num_nodes", "_env_nodes",
@@ -979,7 +983,7 @@ def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
     per_node = next((args[k] for k in ("devices", "nproc_per_node", "num_gpus_per_node", "n_gpus_per_node",
                                        "num_gpu_per_node", "gpus_per_node", "actor_num_gpus_per_node",
                                        "_env_gpus_per_node", "_env_nproc_per_node", "_env_n_per_node",
-                                       "_sbatch_gpus_per_node", "_prose_gpus_per_node")
+                                       "_sbatch_gpus_per_node", "_env_visible_devices", "_prose_gpus_per_node")
                      if isinstance(args.get(k), int)), None)
     if isinstance(per_node, int) and per_node > 0 and num_gpus % per_node == 0:
         return per_node

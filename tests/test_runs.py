@@ -102,7 +102,7 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
     counts = {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices", "_env_nproc_per_node", "num_nodes",
               "global_num_gpus", "actor_num_gpus_per_node", "num_gpus_per_node", "_env_n_per_node", "_env_world_size",
               "world_size", "gpus_per_node", "_prose_num_gpus", "_prose_data_parallel_size", "_prose_nodes",
-              "n_gpus_per_node", "_mpirun_np", "_sbatch_gpus_per_node"}  # what gives a GPU count
+              "n_gpus_per_node", "_mpirun_np", "_sbatch_gpus_per_node", "_env_visible_devices"}  # what gives a GPU count
     if not {"world_size"} & set(entry["expect"]) and not counts & set(entry["expect"].get("args", {})):
         assert "--gpus N" in text
     if "gpu_names" not in entry["expect"]:
