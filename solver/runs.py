@@ -538,10 +538,23 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                      f"({peak:g}): not used")
         measured = replace(measured, tflops_per_gpu=None,
                            tokens_per_s_per_gpu=None if args.get("_tokens_from_tflops") else measured.tokens_per_s_per_gpu)
+    bf16_peak = cluster.gpu.peak_flops("bf16") / 1e12
+    if measured.tflops_per_gpu is not None and workload.precision == "bf16" and not defaults.get("precision") \
+            and measured.tflops_per_gpu > BF16_MFU_CEILING * bf16_peak:
+        # vuiseng9/nemo-perf-nvfp4: 1,831 TFLOP/s per B200 (81 % of its bf16 peak) beside no precision flag
+        notes.append(f"reported {measured.tflops_per_gpu:g} TFLOP/s per GPU is {measured.tflops_per_gpu / bf16_peak:.0%} of "
+                     f"the {cluster.gpu.name}'s bf16 peak, more than bf16 training reaches: the run is likely FP8 or "
+                     "FP4 (--precision fp8 or fp4)")
     software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
     return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
                source=name, software=software, notes=tuple(notes),
                printed_params=tuple((t, p, n) for (t, p), n in sorted(facts.rank_params.items())))
+
+
+# the model FLOP utilisation above which a reported rate cannot be bf16's: the 53 published bf16 runs with a reported
+# rate reach at most 0.55 (Narayanan et al. 2021's 530B GPT on 560 A100), and dense GEMMs alone ~0.87 of the peak
+# (cost/calibration.yaml gemm_efficiency)
+BF16_MFU_CEILING = 0.75
 
 
 def _check_pipeline_split(spec: ModelSpec, layout: dict[str, Any], missing: list[tuple[str, str]]) -> None:

@@ -145,6 +145,16 @@ def test_printed_word_embedding_rows_are_one_tp_ranks_share_of_the_vocabulary():
         run_from_log(text.replace("4096])", "1024])"), "shapes", {"gpu": "h100", "num_gpus": 2, "step_time_s": 1.0})
 
 
+def test_a_rate_bf16_cannot_reach_says_the_precision_is_lower():
+    """vuiseng9/nemo-perf-nvfp4: 1,831 TFLOP/s per B200 (81 % of its bf16 peak) beside no precision flag."""
+    given = {"model": "llama-3.1-8b", "gpu": "b200", "num_gpus": 8, "seq_length": 8192,
+             "args": {"tensor-model-parallel-size": 1, "micro-batch-size": 2}}
+    run = read_runs(LOGS / "vuiseng9-nemo-perf-nvfp4-llama3-8b-8xb200-wrapped-step-line.txt", **given)[0]
+    assert any("81% of the b200's bf16 peak" in n and "likely FP8 or FP4" in n for n in run.notes)
+    run = read_runs(LOGS / "vuiseng9-nemo-perf-nvfp4-llama3-8b-8xb200-wrapped-step-line.txt", precision="fp8", **given)[0]
+    assert not any("likely FP8" in n for n in run.notes)  # a precision given is not second-guessed
+
+
 def test_launch_script_variables_and_world_size():
     # GPUS_PER_NODE=8 but NNODES=${WORLD_SIZE}, a variable the excerpt never sets: the node count is unknown, so
     # the world size is named missing rather than taken as one node (the fifth collection's rule, ms-swift#5120)
