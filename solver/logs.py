@@ -2120,6 +2120,8 @@ def _mllog_record(text: str, facts: LogFacts) -> None:
         facts.args.setdefault(_MLLOG_ARGS[key], value)
     elif key == "lowest_numerical_precision_linear" and value in ("fp8", "fp4", "bf16"):  # Primus's MLPerf runs
         facts.args.setdefault("precision", value)
+    elif key == "submission_benchmark" and isinstance(value, str) and "lora" in value.lower():
+        facts.args.setdefault("train_type", "lora")  # MLPerf's llama2_70b_lora: a LoRA fine-tuning benchmark
     elif key == "tracked_stats" and isinstance(value, dict):
         step = (record.get("metadata") or {}).get("step")
         for name in _MLLOG_STEP_KEYS:
