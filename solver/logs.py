@@ -1730,6 +1730,9 @@ def _tables(text: str, facts: LogFacts) -> None:
             if unit and _PEAK_COLUMN.match(column) and unit.group(2) in ("GB", "GiB"):
                 found["_peak_mib"] = float(unit.group(1).replace(",", "")) * 1024  # "GB" as torch reports it, 2^30
                 continue
+            if found_cell := _dispatcher_or_recompute_cell(column, cell):
+                found.update(found_cell)
+                continue
             value = _cell_number(cell)
             if value is None:
                 continue
@@ -1764,6 +1767,37 @@ def _tables(text: str, facts: LogFacts) -> None:
             facts.memory[UNKNOWN_RANK] = (peak, peak)
         for key, value in found.items():
             facts.args.setdefault(key, value)
+
+
+# a results table's MoE dispatcher and recompute cells (Megatron-MoE-ModelZoo's best-practice tables: "| DeepEP |",
+# "| norm, act |"): the dispatcher's name, and the selective recompute's modules by their short names
+_TABLE_DISPATCHERS = {"deepep": ("flex", "deepep"), "hybridep": ("flex", "hybridep"), "alltoall": ("alltoall", None),
+                      "a2a": ("alltoall", None), "all-to-all": ("alltoall", None), "allgather": ("allgather", None)}
+_TABLE_RECOMPUTE_WORDS = {"norm": "layernorm", "layernorm": "layernorm", "act": "moe_act", "moe_act": "moe_act",
+                          "attn": "core_attn", "core_attn": "core_attn", "mla_up_proj": "mla_up_proj", "mlp": "mlp",
+                          "moe": "moe", "shared_experts": "shared_experts"}
+
+
+def _dispatcher_or_recompute_cell(column: str, cell: str) -> dict[str, Any]:
+    """The arguments a results table's "Dispatcher" or "recompute" cell states (empty for any other column).
+
+    >>> _dispatcher_or_recompute_cell("Dispatcher", "DeepEP"), _dispatcher_or_recompute_cell("recompute", "norm, act")
+    ({'moe_token_dispatcher_type': 'flex', 'moe_flex_dispatcher_backend': 'deepep'}, \
+{'recompute_granularity': 'selective', 'recompute_modules': 'layernorm moe_act', '_recompute_from_table': True})
+    """
+    name, value = column.strip().lower(), cell.strip().strip("`* ").lower()
+    if name in ("dispatcher", "token dispatcher", "moe dispatcher") and value in _TABLE_DISPATCHERS:
+        kind, backend = _TABLE_DISPATCHERS[value]
+        return {"moe_token_dispatcher_type": kind, **({"moe_flex_dispatcher_backend": backend} if backend else {})}
+    if name not in ("recompute", "recomputation", "activation recompute"):
+        return {}
+    if value in ("full", "none", "/", "-", "no", "false"):
+        return {"recompute_granularity": "full" if value == "full" else "none", "_recompute_from_table": True}
+    words = [w for w in re.split(r"[\s,+/&]+", value) if w]
+    if words and all(w in _TABLE_RECOMPUTE_WORDS for w in words):
+        return {"recompute_granularity": "selective", "recompute_modules": " ".join(_TABLE_RECOMPUTE_WORDS[w] for w in words),
+                "_recompute_from_table": True}
+    return {}
 
 
 def _prose_set(facts: LogFacts, key: str, value: Any) -> None:
