@@ -2485,11 +2485,12 @@ def _sbatch_args(text: str, facts: LogFacts) -> None:
             value = value.rsplit(":", 1)[-1]
         if not value.isdigit() or int(value) < 1:
             continue
-        key = "_sbatch_nodes" if flag in ("--nodes", "-N") else "_sbatch_gpus_per_node"
-        if flag == "--ntasks-per-node":
-            if int(value) < 2 or "_sbatch_gpus_per_node" in found:
-                continue
+        key = {"--nodes": "_sbatch_nodes", "-N": "_sbatch_nodes", "--ntasks-per-node": "tasks"}.get(
+            flag, "_sbatch_gpus_per_node")
         found.setdefault(key, int(value))
+    tasks = found.pop("tasks", 0)
+    if tasks > 1:  # GPUs a node named by --gpus-per-node / --gres win over the task count
+        found.setdefault("_sbatch_gpus_per_node", tasks)
     for key, value in found.items():
         facts.args.setdefault(key, value)
 
