@@ -2495,6 +2495,14 @@ def _sbatch_args(text: str, facts: LogFacts) -> None:
         facts.args.setdefault(key, value)
 
 
+# verl's overrides that size the actor's optimizer step (verl/workers/megatron_workers.py: ppo_mini_batch_size *=
+# rollout.n, then // the DP size): prompts a mini batch, responses a prompt, and the longest prompt and response
+_VERL_BATCH_KEYS = {"actor_rollout_ref.actor.ppo_mini_batch_size": "_verl_ppo_mini_batch",
+                    "actor_rollout_ref.rollout.n": "_verl_rollout_n", "data.max_prompt_length": "_verl_max_prompt",
+                    "data.max_response_length": "_verl_max_response"}
+_VERL_BATCH = re.compile(rf"^({'|'.join(re.escape(k) for k in _VERL_BATCH_KEYS)})=(\d+)$")
+
+
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     _bridge_launcher_args(text, facts)
@@ -2545,6 +2553,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
             flags["_unresolved_vars"] = True
         for i, token in enumerate(tokens):
             token = token.strip("()")
+            if v := _VERL_BATCH.match(token.lstrip("+")):  # verl's batch and lengths (runs.py: the actor's step)
+                flags.setdefault(_VERL_BATCH_KEYS[v.group(1)], int(v.group(2)))
+                continue
             if (h := _HYDRA.match(token.lstrip("+"))) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
                 # the inference engine's sizes are not the trainer's: verl's actor_rollout_ref.rollout.tensor_model_
                 # parallel_size is vLLM's / SGLang's TP (verl-project/verl#388); NeMo-RL's generation.vllm_cfg likewise

@@ -435,6 +435,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args["global_batch_size"] = args["micro_batch_size"] * args["_grad_accum_steps"] * (num_gpus // mp)
             notes.append(f"global batch {args['global_batch_size']} = micro batch {args['micro_batch_size']} x "
                          f"{args['_grad_accum_steps']} accumulation steps x {num_gpus // mp} data-parallel ranks")
+    _verl_batch(args, defaults, notes)
     gbs = args.get("global_batch_size") if isinstance(args.get("global_batch_size"), int) else \
         defaults.get("global_batch_size")
     if not isinstance(args.get("micro_batch_size"), int) and not isinstance(args.get("batch_size"), int) \
@@ -576,6 +577,30 @@ def _check_pipeline_split(spec: ModelSpec, layout: dict[str, Any], missing: list
             fix = f"--arg pipeline-model-parallel-layout=LAYOUT (e.g. '{example}', the most even split)"
         missing.append((f"pipeline split ({spec.num_layers} layers do not divide over {what}; Megatron asserts it)",
                         fix))
+
+
+def _verl_batch(args: dict[str, Any], defaults: dict[str, Any], notes: list[str]) -> None:
+    """verl's actor step where the log does not state Megatron's own: the global batch is ``ppo_mini_batch_size``
+    prompts times ``rollout.n`` responses each (``verl/workers/megatron_workers.py``: ``ppo_mini_batch_size *=
+    rollout.n``, then divided over the DP ranks), the sequence the longest prompt plus the longest response.
+
+    >>> args, notes = {"_verl_ppo_mini_batch": 8, "_verl_rollout_n": 32, "_verl_max_prompt": 1024,
+    ...                "_verl_max_response": 2048}, []
+    >>> _verl_batch(args, {}, notes); args["global_batch_size"], args["seq_length"]
+    (256, 3072)
+    """
+    m, n = args.get("_verl_ppo_mini_batch"), args.get("_verl_rollout_n")  # (n's default, 1, is no GRPO run's)
+    if isinstance(m, int) and isinstance(n, int) and not isinstance(args.get("global_batch_size"), int) \
+            and not defaults.get("global_batch_size"):
+        args["global_batch_size"] = m * n
+        notes.append(f"global batch {m * n}: verl's actor mini batch of {m} prompts x {n} responses each "
+                     "(ppo_mini_batch_size x rollout.n)")
+    prompt, response = args.get("_verl_max_prompt"), args.get("_verl_max_response")
+    if isinstance(prompt, int) and isinstance(response, int) and not isinstance(args.get("seq_length"), int) \
+            and not defaults.get("seq_length"):
+        args["seq_length"] = prompt + response
+        notes.append(f"sequence length {prompt + response}: verl's longest prompt ({prompt}) plus longest response "
+                     f"({response}); generated responses vary, so expect a shorter mean sequence than costed")
 
 
 def _swift_defaults(args: dict[str, Any], notes: list[str]) -> None:
