@@ -48,7 +48,7 @@ import yaml
 
 from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.cost.recompute import idle_module
-from megasolve.models.errors import MegasolveError
+from megasolve.models.errors import MegasolveError, UnknownNameError
 from megasolve.models.layout import (ADAM_STATE_DTYPES, CP_COMM_TYPES, CUDA_GRAPH_IMPLS, FSDP_GRAD_DTYPES,
                                      MAIN_PARAMS_DTYPES, MOE_DISPATCHERS, OFFLOAD_MODULE_NAMES, RECOMPUTE_MODULE_NAMES,
                                      PRECISION_CHOICES, Layout, Workload, cuda_graph_note, fsdp_grad_comm_note,
@@ -387,6 +387,13 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     """A ``Run`` from one Megatron-LM / NeMo / Megatron-Bridge log or launch script."""
     defaults = {k: v for k, v in (defaults or {}).items() if v is not None}
     defaults["_name"] = name
+    if isinstance(defaults.get("gpu"), str):  # a --gpu the catalog lacks is said first, not after every missing fact
+        try:
+            get_gpu(defaults["gpu"])
+        except UnknownNameError as exc:
+            raise UnknownNameError(field=exc.field, value=exc.value, rule=exc.rule,
+                                   fix=exc.fix.replace("a --cluster file", "a runs file's cluster: mapping "
+                                                       "(bf16_tflops, mem_gb, ...)")) from None
     facts = parse_log(text)  # reads a posted diff as the file after it (logs.undiff)
     args: dict[str, Any] = {}
     for key, value in facts.args.items():  # an alias's None (a deprecated name a dump prints unset) keeps the value

@@ -155,6 +155,12 @@ def test_a_rate_bf16_cannot_reach_says_the_precision_is_lower():
     assert not any("likely FP8" in n for n in run.notes)  # a precision given is not second-guessed
 
 
+def test_a_gpu_the_catalog_lacks_is_said_before_the_facts_the_log_lacks():
+    """flagos-ai/TransformerEngine-FL#61 posts an Enflame GCU run: --gpu enflame is the first error, not the last."""
+    with pytest.raises(MegasolveError, match="--gpu=enflame: not in the GPU catalog"):
+        run_from_log("iteration        4/      10 | elapsed time per iteration (ms): 558.7 |", "gcu", {"gpu": "enflame"})
+
+
 def test_launch_script_variables_and_world_size():
     # GPUS_PER_NODE=8 but NNODES=${WORLD_SIZE}, a variable the excerpt never sets: the node count is unknown, so
     # the world size is named missing rather than taken as one node (the fifth collection's rule, ms-swift#5120)
