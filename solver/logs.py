@@ -1051,10 +1051,12 @@ _REFERENCE_RATE = re.compile(r"\b(?:blog|paper|official|published|reported|adver
                              r"should (?:achieve|get|reach)|expected to)\b", re.I)
 _ENGINE_WORDS = re.compile(r"vllm|sglang|rollout|推理", re.I)
 _TP_WORD = re.compile(r"(?<![A-Za-z])(?:TP|tp)\s*[=:]?\s*\d+")
-# ... and one the engine word follows in the same clause: "TP8 to 2xTP4 increases rollout concurrency"
-# (redai-studio/Relax#193); a comma ends the clause ("Training TP=4, rollout TP=8" keeps the training TP)
-_TP_BEFORE_ENGINE = re.compile(r"(?<![A-Za-z])(?:TP|tp)\s*[=:]?\s*\d+(?=[^,;.\n]*?(?:vllm|sglang|rollout|推理))",
-                               re.I)
+# ... and one the engine word follows closely in the same clause: "TP8 to 2xTP4 increases rollout concurrency"
+# (redai-studio/Relax#193); a comma ends the clause ("Training TP=4, rollout TP=8" keeps the training TP), and a
+# trainer's word or another parallel size between them keeps it too ("TP=4 PP=2 and run rollout with vLLM")
+_TP_BEFORE_ENGINE = re.compile(r"(?<![A-Za-z])(?:TP|tp)\s*[=:]?\s*\d+"
+                               r"(?=(?:(?!(?<![A-Za-z])(?:PP|EP|CP|DP|ETP)\s*[=:]?\s*\d|train|actor|megatron)[^,;.\n])"
+                               r"{0,40}?(?:vllm|sglang|rollout|推理))", re.I)
 _TITLE_PRECISION = re.compile(r"\b(?:with|in|using)\s+(FP8|MXFP8|NVFP4)\b", re.I)
 # a precision another run used, not this one: "unlike NVFP4 precision runs"
 _COMPARED_BEFORE = re.compile(r"\b(?:unlike|than|vs\.?|versus|instead of|compared (?:to|with))\s*\**$", re.I)
