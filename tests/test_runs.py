@@ -161,6 +161,15 @@ def test_a_gpu_the_catalog_lacks_is_said_before_the_facts_the_log_lacks():
         run_from_log("iteration        4/      10 | elapsed time per iteration (ms): 558.7 |", "gcu", {"gpu": "enflame"})
 
 
+@pytest.mark.parametrize("text, tp", [
+    ("TP4/PP1/EP8 for the trainer. TP8 to 2xTP4 increases rollout concurrency", 4),  # Relax#193: the engine's TP
+    ("We train with TP=4 PP=2 and run rollout with vLLM", 4),  # the trainer's sizes, then the engine's word
+    ("Training parallelism: TP=4, PP=2, rollout TP=8", 4),
+])
+def test_a_rollout_engines_tp_is_not_the_trainers(text, tp):
+    assert parse_log(text).args.get("tensor_model_parallel_size") == tp
+
+
 def test_launch_script_variables_and_world_size():
     # GPUS_PER_NODE=8 but NNODES=${WORLD_SIZE}, a variable the excerpt never sets: the node count is unknown, so
     # the world size is named missing rather than taken as one node (the fifth collection's rule, ms-swift#5120)
