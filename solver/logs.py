@@ -1528,7 +1528,9 @@ TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_tab
                  "context parallelism": "context_parallel_size",
                  "model parallel gpus": "tensor_model_parallel_size",
                  # verl's MoE recipe tables (docs/perf/dpsk.md): LAST_LAYER is the last pipeline stage's layer count
-                 "last_layer": "decoder_last_pipeline_num_layers", "last layer": "decoder_last_pipeline_num_layers"}
+                 "last_layer": "decoder_last_pipeline_num_layers", "last layer": "decoder_last_pipeline_num_layers",
+                 # Megatron-Bridge's performance summary: "| TP | PP | CP | VP | EP |"
+                 "vp": "virtual_pipeline_model_parallel_size", "vpp": "virtual_pipeline_model_parallel_size"}
 _CELL_RECOMPUTE = re.compile(r"\brecompute\s*[=:]\s*(full|select(?:ive)?|none)\b", re.I)
 _STEP_COLUMN = re.compile(r"^(?:(?:steady|avg|average|mean|median)\s+)?"
                           r"(?:s\s*/\s*it(?:er)?|sec(?:onds)?\s*/\s*it(?:er)?|(?:time\s*per\s*iter(?:ation)?|step\s*time|"
@@ -1570,6 +1572,7 @@ def _precision_label(cell: str) -> str | None:
 _STEP_TIME_NAME = re.compile(r"^step\s*time\b(?:\s*\([^)]*\))?$", re.I)
 # the first header cell of a table whose rows are settings and whose columns are runs
 _METRIC_HEADER = re.compile(r"metric|metrics|指标|setting|parameter|item", re.I)
+_KEY_VALUE_HEADER = re.compile(r"field|key|name|setting|parameter", re.I)
 _PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
 _CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
@@ -1686,7 +1689,9 @@ def _tables(text: str, facts: LogFacts) -> None:
         row = _run_row(header, lines[below:], n, facts) or row
         found: dict[str, Any] = {}
         pairs = list(zip(header, row))
-        if n >= 3 and _METRIC_HEADER.fullmatch(header[0].strip("* ")):
+        if (n >= 3 and _METRIC_HEADER.fullmatch(header[0].strip("* "))) \
+                or (n == 2 and _KEY_VALUE_HEADER.fullmatch(header[0].strip("* ")) and header[1].strip("* ").lower() == "value"):
+            # (and a card's "| Field | Value |" rows, Megatron-Bridge's docs/model-verification: "| Precision | `fp8_mx` |")
             # runs as columns, settings as rows ("| Metric | H200 (p5en) | B300 (p6-b300) |", awslabs's Qwen3-8B
             # README): the first run's column, each row's name its header, its GPU the one its header names
             pairs = []
@@ -1787,7 +1792,7 @@ def _dispatcher_or_recompute_cell(column: str, cell: str) -> dict[str, Any]:
     ({'moe_token_dispatcher_type': 'flex', 'moe_flex_dispatcher_backend': 'deepep'}, \
 {'recompute_granularity': 'selective', 'recompute_modules': 'layernorm moe_act', '_recompute_from_table': True})
     """
-    name, value = column.strip().lower(), cell.strip().strip("`* ").lower()
+    name, value = column.strip("`* ").lower().replace("_", " "), cell.strip().strip("`* ").lower()
     if name in ("dispatcher", "token dispatcher", "moe dispatcher") and value in _TABLE_DISPATCHERS:
         kind, backend = _TABLE_DISPATCHERS[value]
         return {"moe_token_dispatcher_type": kind, **({"moe_flex_dispatcher_backend": backend} if backend else {})}

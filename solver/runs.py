@@ -1340,7 +1340,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if work["precision"] == "fp4" and True in (args.get("fp4_param"), args.get("fp4_param_gather")):
         work["precision"] = "fp4-params"
     recipe = args.get("fp8_recipe") or BRIDGE_FP8_DTYPES.get(str(args.get("compute_dtype") or "").lower()) \
-        or args.get("_prose_fp8_recipe")
+        or args.get("_prose_fp8_recipe") or ("mxfp8" if str(args.get("precision")).lower() == "mxfp8" else None)
+    # (a results table's or card's "MXFP8" / "fp8_mx" precision: logs._precision_label)
     if work["precision"].startswith("fp8") and isinstance(recipe, str) and recipe in ("delayed", "tensorwise", "mxfp8",
                                                                                       "blockwise"):
         work["fp8_recipe"] = recipe

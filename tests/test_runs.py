@@ -170,6 +170,16 @@ def test_a_rollout_engines_tp_is_not_the_trainers(text, tp):
     assert parse_log(text).args.get("tensor_model_parallel_size") == tp
 
 
+def test_a_performance_summary_rows_vp_column_is_read():
+    """Megatron-Bridge's docs/performance-summary.md (@4ab94df L37-46): "| TP | PP | CP | VP | EP |", MXFP8."""
+    text = ("| System | #-GPUs | Precision | GBS | MBS | Sequence Length | TP | PP | CP | VP | EP | Tokens / sec / GPU |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+            "| DGX-GB300 | 256 | MXFP8 | 4096 | 1 | 4096 | 1 | 2 | 1 | 8 | 32 | 6288 |\n")
+    args = parse_log(text).args
+    assert (args["virtual_pipeline_model_parallel_size"], args["pipeline_model_parallel_size"], args["precision"]) == \
+        (8, 2, "mxfp8")
+
+
 def test_launch_script_variables_and_world_size():
     # GPUS_PER_NODE=8 but NNODES=${WORLD_SIZE}, a variable the excerpt never sets: the node count is unknown, so
     # the world size is named missing rather than taken as one node (the fifth collection's rule, ms-swift#5120)
