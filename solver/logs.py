@@ -2880,7 +2880,8 @@ def _name_body(name: str) -> str:
     # the family's version may stand apart from its word too: "GPT-3 175B", "GPT 3 175b" (NGC benchmarking pages)
     body = re.sub(r"^([a-z]+)(?=\d)", r"\1[-_ ]?", escaped(parts[0]), flags=re.I)
     for before, part in zip(parts, parts[1:]):
-        optional = before[-1].isalpha() and part[0].isdigit()
+        # ... and before a version "v3" ("DeepSeekV3", Megatron-Bridge's performance summary headings)
+        optional = before[-1].isalpha() and (part[0].isdigit() or re.fullmatch(r"v\d+(?:\.\d+)?", part) is not None)
         body += ("[-_ ]?" if optional else "[-_ ]") + escaped(part)
     return body
 

@@ -180,6 +180,15 @@ def test_a_performance_summary_rows_vp_column_is_read():
         (8, 2, "mxfp8")
 
 
+@pytest.mark.parametrize("text, name", [
+    ("#### Model: DeepSeekV3", "deepseek-v3"),  # Megatron-Bridge's performance-summary heading
+    ("deepseekv3 671b on 256 GB300", "deepseek-v3"),
+    ("DeepSeekV3.2 with DSA", "deepseek-v3.2"),
+])
+def test_a_version_written_against_the_family_name_is_read(text, name):
+    assert set(parse_log(text).model_names) == {name}
+
+
 def test_launch_script_variables_and_world_size():
     # GPUS_PER_NODE=8 but NNODES=${WORLD_SIZE}, a variable the excerpt never sets: the node count is unknown, so
     # the world size is named missing rather than taken as one node (the fifth collection's rule, ms-swift#5120)
