@@ -1069,6 +1069,8 @@ _PROSE_PRECISION = re.compile(r"\b(?:using|in|with|at)\s+(FP8|MXFP8|NVFP4|BF16|F
                               # DGXH100, with FP8." (NVIDIA/NeMo-Framework-Launcher examples/README.md)
                               r"|\b(?:performance|results?|throughput)\b[^.\n]{0,80}?\b(?:with|in|using)\s+"
                               r"(FP8|MXFP8|NVFP4|BF16)\s*(?:[.,;:)]|$)", re.I)
+# a MoE dispatcher named in a setup list: "- Dispatcher: DeepEP"
+_PROSE_DISPATCHER = re.compile(r"^\s*[-*]?\s*\**(?:moe\s+)?(?:token\s+)?dispatcher\**\s*[:=]\s*`?([A-Za-z][\w-]*)", re.I)
 # ... and its FP8 scaling: "per-tensor FP8 quantization, leveraging scaling factors computed in the current step"
 # (NeMo 25.x performance summary: current scaling, Megatron's --fp8-recipe tensorwise)
 _PROSE_CURRENT_SCALING = re.compile(r"\bscaling factors computed in the current step\b|\bper-tensor current scaling\b",
@@ -1517,7 +1519,7 @@ def _table_key(name: str) -> str | None:
 # and alibaba/Pai-Megatron-Patch#658 ("配置 | SeqLen | GlobalBatchSize | GPUNum | TimePerIter (s) | ...", the first cell
 # "tp1, ep8, pp32, vpp3, mbs=4"). Each row is one run: the first data row is read, the others are alternatives.
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)+\|?\s*$")
-TABLE_COLUMNS = {"nodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_table_gpus", "gpu num": "_table_gpus",
+TABLE_COLUMNS = {"nodes": "_table_nodes", "nnodes": "_table_nodes", "gpus": "_table_gpus", "gpunum": "_table_gpus", "gpu num": "_table_gpus",
                  "gpus per node": "_table_gpus",
                  "num gpus": "_table_gpus", "max seq length": "seq_length", "seqlen": "seq_length",
                  "seq": "seq_length", "seq len": "seq_length", "sequence length": "seq_length",
@@ -1763,6 +1765,8 @@ def _tables(text: str, facts: LogFacts) -> None:
         nodes, gpus = found.pop("_table_nodes", None), found.pop("_table_gpus", None)
         if gpus:  # with a nodes column, the GPUs column counts per node (the post's layout of NeMo-RL#966)
             found["_prose_num_gpus"] = gpus * nodes if nodes else gpus
+        elif nodes:  # nodes alone ("| NNODES |", Megatron-MoE-ModelZoo): runs.py takes the named GPU's node size
+            found["_prose_nodes"] = nodes
         if "_step_s" in found and facts.stated_step_s is None:
             facts.stated_step_s = found.pop("_step_s")
         if (tokens := found.pop("_tokens_per_gpu", None)) and facts.stated_tokens_per_gpu is None:
@@ -1963,6 +1967,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         facts.args.setdefault("_prose_precision", {"mxfp8": "fp8", "nvfp4": "fp4"}.get(word, word))
         if word == "mxfp8":
             facts.args.setdefault("_prose_fp8_recipe", "mxfp8")
+    if m := _PROSE_DISPATCHER.match(line):  # "- Dispatcher: DeepEP" (Megatron-MoE-ModelZoo's experiment setups)
+        for key, value in _dispatcher_or_recompute_cell("dispatcher", m.group(1)).items():
+            _prose_set(facts, key, value)
     if _PROSE_CURRENT_SCALING.search(line):
         facts.args.setdefault("_prose_fp8_recipe", "tensorwise")
     if m := _CUT_MODEL.search(line):  # "DeepSeek-V3 (4 layers + MTP)": a model cut to a few layers

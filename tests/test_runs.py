@@ -189,6 +189,15 @@ def test_a_version_written_against_the_family_name_is_read(text, name):
     assert set(parse_log(text).model_names) == {name}
 
 
+def test_a_setup_lists_dispatcher_and_a_tables_node_count_are_read():
+    """Megatron-MoE-ModelZoo's long-context section: "- Dispatcher: DeepEP" and an "| NNODES |" column."""
+    text = ("- Dispatcher: DeepEP\n\n| GPU | SEQ_LEN | NNODES | TP | CP | GBS |\n| --- | --- | --- | --- | --- | --- |\n"
+            "| H100| 16384 | 32 | 4 | 1 | 256 |\n")
+    args = parse_log(text).args
+    assert (args["moe_token_dispatcher_type"], args["moe_flex_dispatcher_backend"], args["_prose_nodes"]) == \
+        ("flex", "deepep", 32)
+
+
 def test_launch_script_variables_and_world_size():
     # GPUS_PER_NODE=8 but NNODES=${WORLD_SIZE}, a variable the excerpt never sets: the node count is unknown, so
     # the world size is named missing rather than taken as one node (the fifth collection's rule, ms-swift#5120)
