@@ -2432,7 +2432,9 @@ def _pai_switches(env: dict[str, str]) -> dict[str, Any]:
     run_mcore_moonlight.sh`` @0f5c122 and its siblings: ``AC`` full -> ``--recompute-method uniform
     --recompute-num-layers ${MP_AC_LAYERS:-1} --recompute-granularity full``, sel -> ``--recompute-activations``,
     offload -> ``--cpu-offloading-num-layers ${MP_AC_LAYERS}``; ``DO`` true -> ``--use-distributed-optimizer``; ``SP``
-    true -> ``--sequence-parallel`` with TP > 1), as alibaba/Pai-Megatron-Patch#529 posts them.
+    true -> ``--sequence-parallel`` with TP > 1, false -> none; ``OPTIMIZER_OFFLOAD`` other than false ->
+    ``--optimizer-cpu-offload --use-precision-aware-optimizer --optimizer-offload-fraction ${OPTIMIZER_OFFLOAD}``), as
+    alibaba/Pai-Megatron-Patch#529 posts them.
 
     >>> _pai_switches({"AC": "full", "DO": "true", "SP": "true", "TP": "1"})
     {'recompute_granularity': 'full', 'recompute_method': 'uniform', 'recompute_num_layers': 1, \
@@ -2453,6 +2455,12 @@ def _pai_switches(env: dict[str, str]) -> dict[str, Any]:
     tp = scalar(env.get("TP", "1"))
     if env.get("SP") == "true" and isinstance(tp, int) and tp > 1:
         out["sequence_parallel"] = True
+    elif env.get("SP") == "false":
+        out["sequence_parallel"] = False
+    fraction = scalar(env.get("OPTIMIZER_OFFLOAD", "false"))
+    if isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and 0 <= fraction <= 1:
+        out.update(optimizer_cpu_offload=True, use_precision_aware_optimizer=True,
+                   optimizer_offload_fraction=float(fraction))
     return out
 
 
