@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from megasolve.models.errors import MegasolveError
+from megasolve.models.shipped_yaml import load_shipped_yaml
 
 SHIPPED_PROFILE = "published-megatron-runs"
 SHIPPED_SOURCE = ("megasolve cost/calibration.yaml: fitted on published Megatron-Bridge / NeMo performance tables, "
@@ -149,7 +150,7 @@ def leaves(data: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, float]
 def shipped() -> Profile:
     """The shipped calibration (``calibration.yaml``) as the profile ``published-megatron-runs``."""
     text = resources.files("megasolve.cost").joinpath("calibration.yaml").read_text(encoding="utf-8")
-    return Profile(name=SHIPPED_PROFILE, data=yaml.safe_load(text), source=SHIPPED_SOURCE)
+    return Profile(name=SHIPPED_PROFILE, data=load_shipped_yaml(text), source=SHIPPED_SOURCE)
 
 
 _ACTIVE: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("megasolve_profile", default=None)

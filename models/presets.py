@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from megasolve.models.errors import ConfigError, UnknownNameError, closest_names
+from megasolve.models.shipped_yaml import load_shipped_yaml
 from megasolve.models.hf import spec_from_hf_config
 from megasolve.models.megatron_args import MAX_LAYERS, spec_from_megatron_args
 from megasolve.models.spec import ModelSpec
@@ -27,7 +28,7 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 @functools.cache
 def _catalog() -> dict[str, Any]:
     text = resources.files("megasolve.models").joinpath("presets.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_shipped_yaml(text)
 
 
 def preset_names() -> list[str]:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
 
 from megasolve.models.errors import ConfigError, UnknownNameError, closest_names
+from megasolve.models.shipped_yaml import load_shipped_yaml
 
 GIB = 2**30
 
@@ -123,7 +123,7 @@ def gpu_from_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
 @functools.cache
 def _catalog() -> dict[str, GpuSpec]:
     text = resources.files("megasolve.topology").joinpath("gpus.yaml").read_text(encoding="utf-8")
-    return {name: gpu_from_entry(name, entry) for name, entry in yaml.safe_load(text)["gpus"].items()}
+    return {name: gpu_from_entry(name, entry) for name, entry in load_shipped_yaml(text)["gpus"].items()}
 
 
 def gpu_names() -> list[str]:
