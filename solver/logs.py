@@ -580,10 +580,39 @@ def _batch_from_consumed(facts: LogFacts) -> None:
         facts.iterations = [(i, s, t, int(rate)) for i, s, t, _ in facts.iterations]
 
 
+_QUOTED_LINE = re.compile(r"^>[ \t]?")
+_QUOTE_MARK = re.compile(r"^>\s*(?:```|~~~|$)")  # a quoted fence, or a quoted blank line
+
+
+def unquote(text: str) -> str:
+    r"""A reply's Markdown quote of an earlier post (every line behind ``> ``) as the post reads, where the quoted run
+    of lines holds a code fence or a blank quoted line: verl-project/verl#2100 quotes a launch script, whose
+    ``MBS=4`` was lost behind the marks. Megatron's own ``> building ...`` lines hold neither and stay as they are.
+
+    >>> unquote("> ```\n> MBS=4\n> \n> python3 -m verl.trainer.main_ppo\n> ```\nthanks")
+    '```\nMBS=4\n\npython3 -m verl.trainer.main_ppo\n```\nthanks'
+    >>> unquote("> building GPT model ...\n> number of parameters on rank 0: 1")
+    '> building GPT model ...\n> number of parameters on rank 0: 1'
+    """
+    if "\n>" not in "\n" + text:
+        return text
+    lines = text.split("\n")
+    start = None
+    for i in range(len(lines) + 1):
+        quoted = i < len(lines) and lines[i].startswith(">")
+        if quoted and start is None:
+            start = i
+        elif not quoted and start is not None:
+            if any(_QUOTE_MARK.match(lines[j]) for j in range(start, i)):
+                lines[start:i] = [_QUOTED_LINE.sub("", lines[j], count=1) for j in range(start, i)]
+            start = None
+    return "\n".join(lines)
+
+
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
-    file after it, ``undiff``)."""
-    text = _one_cell_tables(undiff(_ANSI.sub("", text.translate(_SPACES))))  # (a coloured log's codes: no flags)
+    file after it, ``undiff``; a reply's quote of a post as the post, ``unquote``)."""
+    text = _one_cell_tables(undiff(unquote(_ANSI.sub("", text.translate(_SPACES)))))  # (a coloured log's codes: no flags)
     facts = LogFacts()
     # the rank a launcher prefix names on NeMo's memory lines (which name none): slurm's "0: ", torchrun's "[rank0]:"
     ranks = {int(m.group(1) or m.group(2)) for raw in text.splitlines() if "max_memory_allocated" in raw
@@ -1455,6 +1484,9 @@ _STATED_STEP_WORDS = (
     (re.compile(r"\b(?:median|mean|average)\s+(?:steady[- ]state\s+)?(?:iteration|step) time\s*\|\s*(\d+(?:\.\d+)?)\s*s\b",
                 re.I), 1.0),  # "| Mean step time | 2.807s |" (NVIDIA-NeMo/RL#2438)
 )
+# NeMo RL's timing block under each step: "• Total step time: 66.55s" holds generation, log-prob inference and the
+# weight sync as well; "• policy_training: 25.05s (37.6%)" is the Megatron (or DTensor) training (NVIDIA-NeMo/RL#1052)
+_RL_POLICY_TRAINING = re.compile(r"^\s*(?:[•*-]\s*)?policy_training:\s*(\d+(?:\.\d+)?)\s*s\b")
 # a step time stated as a range: "一个训练 step 4～5min", "一个训练step就是大概4-5min" (THUDM/slime#2324), "each step takes
 # 4-5 minutes"; read as its middle (runs.py says so)
 _STEP_RANGE = re.compile(r"(?:\bsteps?\b|step(?=[^\x00-\x7f])|迭代|\biter(?:ation)?s?\b)[^\d\n|]{0,12}?"
@@ -1976,6 +2008,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "num_layers", int(m.group(1)))
     for m in _PROSE_WAY.finditer(line):
         _prose_set(facts, _WAY_ARGS[m.group(2).lower()], int(m.group(1)))
+    if m := _RL_POLICY_TRAINING.match(line):  # the policy's training, not the RL step that holds it
+        facts.stated_step_s = float(m.group(1))
+        facts.args["_rl_policy_training"] = True
     if (m := _STATED_STEP.search(line)) and facts.stated_step_s is None and not _TQDM.search(line):
         value = float(next(g for g in m.groups() if g).replace(",", ""))
         facts.stated_step_s = value / 1e3 if (m.group(1) or m.group(2) or m.group(3) or m.group(6)) else value
@@ -2223,7 +2258,10 @@ _PROSE_WORDS = {"and", "or", "from", "to", "the", "a", "an", "with", "in", "is",
 _HYDRA = re.compile(r"^(?:\+?[a-z_]+\.)+([a-z_][a-z0-9_]*)=(\S+)$")
 _ENGINE_SECTIONS = {"rollout", "generation", "vllm_cfg", "sglang_cfg", "vllm", "sglang"}
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|\S*)")
-_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
+# a shell variable: $X, ${X}, ${X:-default} / ${X-default} / ${X:=default}, and a script's positional parameter with
+# its default, ${1:-32} (a script posted as it is run without arguments takes the default: "MBS=${1:-32}",
+# NVIDIA/Megatron-LM#770)
+_VAR = re.compile(r"\$\{([A-Za-z_]\w*|\d+)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)")
 
 
 # the flags that make a text a launch command or a pasted flag list, whatever the launcher (pretrain_gpt.py,
@@ -2337,14 +2375,30 @@ _MEGATRON_SCRIPT = re.compile(r"\bpretrain_\w+\.py\b(?!\"?,\s*line\s\d)")
 _SCRIPT_VAR = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=(\S+)", re.M)
 
 
+# a torchrun setup's GPUs a node and node count, set as variables (Megatron-LM's example scripts: GPUS_PER_NODE=8,
+# NUM_NODES=1, WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES)))
+_PER_NODE_VAR = re.compile(r"^\s*(?:export\s+)?(?:GPUS_PER_NODE|NPROC_PER_NODE|N_PER_NODE)=['\"]?\d+\b", re.M)
+_NODES_VAR = re.compile(r"^\s*(?:export\s+)?(?:NNODES|NUM_NODES|NODES)=['\"]?\d+\b", re.M)
+
+
 def _is_launch(text: str) -> bool:
-    if "pretrain" in text or "torchrun" in text or "_ARGS" in text:
-        return "--" in text or "model." in text
+    """A launch command, a pasted flag list, or a launch script's variables (the command cut off).
+
+    >>> _is_launch("GPUS_PER_NODE=8\\nNUM_NODES=1\\n# Path to the pretrain_gpt.py script")
+    True
+    >>> _is_launch("MBS=${1:-32}\\nGBS=${2:-128}"), _is_launch("see pretrain_gpt.py")
+    (True, False)
+    """
+    if ("pretrain" in text or "torchrun" in text or "_ARGS" in text) and ("--" in text or "model." in text):
+        return True
     names = {(m.group(1) or m.group(2) or "").replace("-", "_") for m in _LAUNCH_FLAG.finditer(text)}
     if names & (CONFIG_KEYS | {"num_experts", "micro_batch_size", "seq_length", "max_length"}):
         return True
-    # a script of variables only (the flags cut off): two or more of Megatron's sizes set as variables
-    return len({m.group(1) for m in _SCRIPT_VAR.finditer(text) if _script_var_arg(m.group(1), m.group(2))}) >= 2
+    # a script of variables only (the flags cut off): two or more of Megatron's sizes set as variables (with their
+    # defaults: "MBS=${1:-32}"), or a torchrun setup's GPUs a node and nodes (NVIDIA/Megatron-LM#1847)
+    sizes = {m.group(1) for m in _SCRIPT_VAR.finditer(text)
+             if _script_var_arg(m.group(1), _expand(m.group(2).strip("'\""), {}).strip("'\""))}
+    return len(sizes) >= 2 or bool(_PER_NODE_VAR.search(text) and _NODES_VAR.search(text))
 
 
 # Megatron-Bridge's performance launcher (``scripts/performance/setup_experiment.py``; its flags in
@@ -2578,7 +2632,14 @@ def _script_args(text: str, facts: LogFacts) -> None:
             if v := _VERL_BATCH.match(token.lstrip("+")):  # verl's batch and lengths (runs.py: the actor's step)
                 flags.setdefault(_VERL_BATCH_KEYS[v.group(1)], int(v.group(2)))
                 continue
-            if (h := _HYDRA.match(token.lstrip("+"))) and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
+            h = _HYDRA.match(token.lstrip("+"))
+            if h and token.lstrip("+").startswith("model.optim.name="):  # NeMo's optimizer, as _NEMO_DIST_OPTIM reads
+                # it in a config; Apex's FusedAdam (fused_adam) keeps the whole state on every rank (NVIDIA/NeMo#9727)
+                name = h.group(2).strip("'\"")
+                if name in ("mcore_distributed_optim", "distributed_fused_adam", "fused_adam"):
+                    flags.setdefault("use_distributed_optimizer", name != "fused_adam")
+                continue
+            if h and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
                 # the inference engine's sizes are not the trainer's: verl's actor_rollout_ref.rollout.tensor_model_
                 # parallel_size is vLLM's / SGLang's TP (verl-project/verl#388); NeMo-RL's generation.vllm_cfg likewise
                 if _ENGINE_SECTIONS & set(token.lstrip("+").split("=", 1)[0].split(".")):

@@ -370,6 +370,10 @@ TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("gpt2-vocab", 50257), ("llama-3", 128256
                    ("t5-small", 32100), ("t5-base", 32100), ("t5-large", 32100), ("t5-3b", 32100), ("t5-11b", 32100))
 # tokenizer types that load a Hugging Face tokenizer by name or path (Megatron-DeepSpeed, Megatron-LM)
 HF_TOKENIZER_TYPES = ("pretrainedfromhf", "huggingfacetokenizer")
+# verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
+# use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
+# first; engine/megatron.yaml L35 @b178a3c), so a command that does not set it runs with it
+_VERL_MEGATRON = re.compile(r"actor_rollout_ref\.actor\.megatron\.|ppo_megatron_trainer")
 
 
 # the sizes ``validate_args`` prints on its "using world size" line -> argument names
@@ -416,6 +420,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         args[str(key).lstrip("-").replace("-", "_")] = scalar(str(value)) if isinstance(value, str) else value
     if facts.nemo_steps or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge", text):
         args.setdefault("_nemo", True)
+    if _VERL_MEGATRON.search(text):  # verl's Megatron actor: its config sets the distributed optimizer on
+        args.setdefault("_verl_megatron", True)
     notes: list[str] = []
     if args.get("_launcher") == "megatron-swift":
         _swift_defaults(args, notes)
@@ -807,8 +813,11 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
     if not isinstance(known.get("moe_layer_freq", 1), (int, list, str)):
         known.pop("moe_layer_freq")
     # the name: a model the log names whose shape it prints ("mixtral-8x7b (printed shape)"), else "from-log"
-    label = next((f"{preset} (printed shape)" for preset in sorted(facts.model_names, key=lambda n: -facts.model_names[n])
-                  if _prints_shape_of(preset, model_args)), "from-log")
+    named = next((preset for preset in sorted(facts.model_names, key=lambda n: -facts.model_names[n])
+                  if _prints_shape_of(preset, model_args)), None)
+    label = f"{named} (printed shape)" if named else "from-log"
+    if named:
+        _fill_model_level(resolve_model(named).spec, model_args, known, notes)
     try:
         return spec_from_megatron_args(known, name=str(defaults.get("name") or label), source="training log")
     except (ValueError, TypeError, ZeroDivisionError) as exc:  # a printed value of the wrong kind (a cut line)
@@ -887,6 +896,34 @@ def _preset_features_unprinted(facts: LogFacts, args: dict[str, Any]) -> tuple[s
         ("latent attention", spec.mla is not None, ("multi_latent_attention", "kv_lora_rank")))
         if has and not any(args.get(k) for k in printed)]
     return (preset, " and ".join(lacking)) if lacking else None
+
+
+def _fill_model_level(named: ModelSpec, printed: dict[str, Any], known: dict[str, Any], notes: list[str]) -> None:
+    """Into ``known``, what a model takes beside its transformer config that the log leaves out, from ``named``, the
+    preset the log names and whose shape it prints: a printed ``TransformerConfig(...)`` (verl, Megatron-Bridge) holds
+    no position embedding, rotary share, output-layer tying or position limit, which ``GPTModel`` takes apart
+    (``gpt_model.py`` ``GPTModel.__init__``). Built without them, verl's Qwen3-235B-A22B log was costed with learned
+    positions up to 4,096 and any longer sequence was refused. A Megatron-LM argument dump prints them all: nothing
+    is filled then.
+
+    >>> known, notes = {}, []
+    >>> _fill_model_level(resolve_model("qwen3-8b").spec, {"num_layers": 36}, known, notes)
+    >>> known["position_embedding_type"], known["untie_embeddings_and_output_weights"], len(notes)
+    ('rope', True, 1)
+    """
+    tying = ("untie_embeddings_and_output_weights", "share_embeddings_and_output_weights")
+    filled = []
+    for key, value in (("position_embedding_type", named.position_embedding_type),
+                       ("rotary_percent", named.rotary_percent),
+                       ("max_position_embeddings", named.max_position_embeddings),
+                       ("untie_embeddings_and_output_weights", named.untie_embeddings_and_output_weights)):
+        if key in printed or (key in tying and any(k in printed for k in tying)):
+            continue
+        known[key] = value
+        filled.append(key)
+    if filled:
+        notes.append(f"{', '.join(filled)} from {named.name}, which the log names and whose shape it prints "
+                     "(the printed config does not hold them)")
 
 
 def _prints_shape_of(preset: str, args: dict[str, Any]) -> bool:
@@ -1240,7 +1277,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     if str(args.get("optimizer") or "").lower() == "dist_muon":  # Muon's layer-wise distributed optimizer (ARG L1727)
         dist = True
     nemo = bool(args.get("_nemo"))  # NeMo / Megatron-Bridge recipes switch the distributed optimizer on
-    layout["distributed_optimizer"] = bool(dist) if dist is not None else nemo
+    verl = bool(args.get("_verl_megatron")) and not nemo  # ... and so does verl's actor config (_VERL_MEGATRON)
+    layout["distributed_optimizer"] = bool(dist) if dist is not None else nemo or verl
     zero = args.get("zero_stage")  # Megatron-DeepSpeed: ZeRO shards the optimizer states (1), the grads (2), the weights (3)
     if dist is None and isinstance(zero, int) and not isinstance(zero, bool) and zero >= 1:
         dist = True
@@ -1263,7 +1301,9 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         notes.append("distributed optimizer on: --optimizer-cpu-offload runs only under it")
     elif dist is None:
         notes.append("distributed optimizer on, as NeMo / Megatron-Bridge recipes set it (the log does not say)"
-                     if nemo else "distributed optimizer off, Megatron-LM's default (the log does not say; "
+                     if nemo else "distributed optimizer on, as verl's Megatron actor config sets it "
+                                  "(actor_rollout_ref.actor.megatron.use_distributed_optimizer; the log does not say)"
+                     if verl else "distributed optimizer off, Megatron-LM's default (the log does not say; "
                                   "--arg use-distributed-optimizer=true if it was on)")
     strategy = args.get("data_parallel_sharding_strategy")
     if args.get("use_megatron_fsdp") is True and strategy in FSDP_AS_DDP:
@@ -1854,6 +1894,10 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
     if facts.stated_step_s and facts.args.get("_step_range"):  # "step 4～5min": a range, its middle taken
         notes.append(f"step time {facts.stated_step_s:g} s: the middle of the range the text states "
                      f"(\"{facts.args['_step_range']}\"); --step-time SECONDS to give the measured one")
+        return facts.stated_step_s, 1, statistics.median(tfl) if tfl else None
+    if facts.stated_step_s and facts.args.get("_rl_policy_training"):
+        notes.append(f"step time {facts.stated_step_s:g} s: the policy's training in NeMo RL's timing block "
+                     "(policy_training), not its whole step, which holds generation and log-prob inference too")
         return facts.stated_step_s, 1, statistics.median(tfl) if tfl else None
     if facts.stated_step_s:  # a results table's first row, or a summary line (logs.py _tables, _STATED_STEP)
         notes.append(f"step time {facts.stated_step_s:g} s as the text states it (a results table's first row or a "
