@@ -2477,6 +2477,16 @@ _PAI_EXPERT = {"run_mcore_qwen3": {12: "expert_tensor_parallel_size", 13: "exper
                "run_mcore_moonlight": {12: "expert_tensor_parallel_size"}}
 
 
+# The older run_pretrain_megatron_*.sh / run_finetune_megatron_*.sh launchers (examples/llama2/run_pretrain_megatron_
+# llama.sh @16a5fa2, examples/baichuan2/run_pretrain_megatron_baichuan.sh @1c2282f) take, after ENV and one or two
+# paths, MODEL_SIZE BATCH_SIZE GLOBAL_BATCH_SIZE LR MIN_LR SEQ_LEN PAD_LEN EXTRA_VOCAB_SIZE PR TP PP AC DO FL SP TE ...
+_PAI_LEGACY_LAUNCH = re.compile(r"\b(?:sh|bash)\s+(?:\S*/)?run_(?:pretrain|finetune)_megatron_\w+\.sh\s+([^\n|;&]*)")
+_PAI_LEGACY_SIZES = {1: "micro_batch_size", 2: "global_batch_size", 5: "seq_length", 9: "tensor_model_parallel_size",
+                     10: "pipeline_model_parallel_size"}  # 0-based after MODEL_SIZE
+_MODEL_SIZE_WORD = re.compile(r"\d+(?:\.\d+)?[BbMm]")
+_LEARNING_RATE = re.compile(r"\d+(?:\.\d+)?(?:e-?\d+)?")
+
+
 # ... and their switches by name, in the variables section every run_mcore_*.sh opens with
 _PAI_SCRIPT = re.compile(r"### PARALLEL / BOOL OPTION ###|\brun_mcore_\w+\.sh\b")
 
@@ -2526,6 +2536,12 @@ def _pai_positional(body: str, facts: LogFacts) -> None:
     >>> f.args
     {'micro_batch_size': 2, 'global_batch_size': 512, 'seq_length': 4096, 'tensor_model_parallel_size': 2, \
 'pipeline_model_parallel_size': 1, 'context_parallel_size': 1, 'precision': 'bf16'}
+    >>> f = LogFacts(); _pai_positional("sh run_pretrain_megatron_baichuan.sh dsw /m/ /p/ 13B 1 8 1e-5 1e-6 2048 2048 0 "
+    ...                                 "bf16 2 1 sel true false true false 100", f)
+    >>> f.args
+    {'micro_batch_size': 1, 'global_batch_size': 8, 'seq_length': 2048, 'tensor_model_parallel_size': 2, \
+'pipeline_model_parallel_size': 1, 'precision': 'bf16', 'recompute_activations': True, 'use_distributed_optimizer': True, \
+'sequence_parallel': True}
     """
     for m in _PAI_LAUNCH.finditer(body):
         words = m.group(2).split()
@@ -2534,6 +2550,21 @@ def _pai_positional(body: str, facts: LogFacts) -> None:
                 facts.args.setdefault(key, int(words[index]))
         if len(words) > 8 and words[8].lower() in _PRECISIONS:
             facts.args.setdefault("precision", words[8].lower())
+        return
+    for m in _PAI_LEGACY_LAUNCH.finditer(body):  # the older launchers (alibaba/Pai-Megatron-Patch#59)
+        words = m.group(1).split()
+        size = next((i for i, w in enumerate(words[1:4], 1) if _MODEL_SIZE_WORD.fullmatch(w)), None)
+        rest = words[size:] if size is not None else []
+        if len(rest) < 15 or not all(_LEARNING_RATE.fullmatch(w) for w in rest[3:5]) \
+                or rest[8].lower() not in _PRECISIONS or rest[11] not in ("full", "sel", "none") \
+                or not all(w in ("true", "false") for w in rest[12:15]):
+            continue  # not the layout these scripts take: nothing is read by position
+        for index, key in _PAI_LEGACY_SIZES.items():
+            if rest[index].isdigit() and int(rest[index]) > 0:
+                facts.args.setdefault(key, int(rest[index]))
+        facts.args.setdefault("precision", rest[8].lower())
+        for key, value in _pai_switches({"AC": rest[11], "DO": rest[12], "SP": rest[14], "TP": rest[9]}).items():
+            facts.args.setdefault(key, value)
         return
 
 
