@@ -449,6 +449,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             notes.append(f"global batch {args['global_batch_size']} = micro batch {args['micro_batch_size']} x "
                          f"{args['_grad_accum_steps']} accumulation steps x {num_gpus // mp} data-parallel ranks")
     _verl_batch(args, defaults, notes)
+    _slime_batch(args, defaults, notes)
     gbs = args.get("global_batch_size") if isinstance(args.get("global_batch_size"), int) else \
         defaults.get("global_batch_size")
     if not isinstance(args.get("micro_batch_size"), int) and not isinstance(args.get("batch_size"), int) \
@@ -590,6 +591,26 @@ def _check_pipeline_split(spec: ModelSpec, layout: dict[str, Any], missing: list
             fix = f"--arg pipeline-model-parallel-layout=LAYOUT (e.g. '{example}', the most even split)"
         missing.append((f"pipeline split ({spec.num_layers} layers do not divide over {what}; Megatron asserts it)",
                         fix))
+
+
+def _slime_batch(args: dict[str, Any], defaults: dict[str, Any], notes: list[str]) -> None:
+    """slime's training batch where the command sets no ``--global-batch-size``: ``--rollout-batch-size`` prompts x
+    ``--n-samples-per-prompt`` responses (default 1) // ``--num-steps-per-rollout`` (``slime/utils/arguments.py``
+    L1971-1979 @624b824: the value slime sets, and asserts against a stated one). Without
+    ``--num-steps-per-rollout`` slime leaves the batch to the command.
+
+    >>> args, notes = {"rollout_batch_size": 16, "n_samples_per_prompt": 64, "num_steps_per_rollout": 1}, []
+    >>> _slime_batch(args, {}, notes); args["global_batch_size"]
+    1024
+    """
+    prompts, steps = args.get("rollout_batch_size"), args.get("num_steps_per_rollout")
+    samples = args.get("n_samples_per_prompt", 1)
+    if isinstance(args.get("global_batch_size"), int) or defaults.get("global_batch_size") \
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (prompts, steps, samples)):
+        return
+    args["global_batch_size"] = prompts * samples // steps
+    notes.append(f"global batch {args['global_batch_size']}: slime's {prompts} prompts a rollout x {samples} samples "
+                 f"each // {steps} training step(s) a rollout")
 
 
 def _verl_batch(args: dict[str, Any], defaults: dict[str, Any], notes: list[str]) -> None:
