@@ -289,6 +289,11 @@ _PROGRESS_GPUS = re.compile(r"#\s*GPUs:\s*(\d+)")
 # Megatron-LM's parameter report (training.py, report_theoretical_memory's neighbour): "Total number of parameters
 # in billions: 6.44"
 _TOTAL_PARAMS_B = re.compile(r"\bTotal number of parameters in billions:\s*(\d+(?:\.\d+)?)\b")
+# ... and the theoretical-memory report's parameter counts (megatron/training/theoretical_memory_usage.py L180-285
+# @d98e8a6, verbose): the transformer's ("layers", or "block" in older releases), the embeddings', and one rank's: the
+# most loaded shard (its 1/pp of the layers plus the embedding, over TP) and, only with PP > 1, every other shard's
+_SHARD_PARAMS_B = re.compile(r"\bNumber of parameters in (transformer layers|transformer block|embedding layers|"
+                             r"most loaded shard|other shards) in billions:\s*(\d+(?:\.\d+)?)\b")
 # an MPI launch, one rank a process: "mpirun --np 8 singularity exec --nv ./pytorch.sif bash train_gpt3_7b_mpi.sh"
 # (fixstars/mdk's Megatron-LM guide), "mpirun -np 16", "mpiexec -n 4"
 _MPIRUN_NP = re.compile(r"\b(?:mpirun|mpiexec)\b[^|;&]*?\s-{1,2}(?:np|n)\s*=?\s*(\d+)\b")
@@ -771,6 +776,12 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _TOTAL_PARAMS_B.search(line):  # Megatron-LM's report of the model it built
         facts.args.setdefault("_printed_params_b", float(m.group(1)))
         return
+    if m := _SHARD_PARAMS_B.search(line):  # runs.py _sizes_from_shard_report
+        part = {"transformer layers": "transformer", "transformer block": "transformer", "embedding layers": "embedding",
+                "most loaded shard": "most", "other shards": "other"}[m.group(1)]
+        facts.args.setdefault("_shard_params_b", {}).setdefault(part, float(m.group(2)))
+        # (no return: an iteration record may follow on the same line, "... in billions:  6.98 [2025-09-17 22:26:24]
+        # iteration        1/      25 | ...", Megatron-Bridge#643)
     if m := _MPIRUN_NP.search(line):  # Open MPI / MPICH start one rank a process: "mpirun --np 8 ... train.sh"
         facts.args.setdefault("_mpirun_np", int(m.group(1)))
     if m := _KEY_VALUE_ROW.match(line):  # "| `last_10_steps_step_time_ms_avg` | `11636.35` |": a key and its value

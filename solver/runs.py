@@ -439,6 +439,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                      "(the script does not set it)")
 
     spec = _spec(args, facts, defaults, notes, missing)
+    _sizes_from_shard_report(spec, args, notes)
     num_gpus = _world(args, facts, defaults, notes, missing)
     if not isinstance(args.get("global_batch_size"), int) and isinstance(args.get("_grad_accum_steps"), int) \
             and num_gpus:  # FlagPerf: "global_batchsize恒等于local_batchsize*gradient_accumulate_steps*data_parallel_size"
@@ -591,6 +592,44 @@ def _check_pipeline_split(spec: ModelSpec, layout: dict[str, Any], missing: list
             fix = f"--arg pipeline-model-parallel-layout=LAYOUT (e.g. '{example}', the most even split)"
         missing.append((f"pipeline split ({spec.num_layers} layers do not divide over {what}; Megatron asserts it)",
                         fix))
+
+
+def _sizes_from_shard_report(spec: ModelSpec | None, args: dict[str, Any], notes: list[str]) -> None:
+    """TP and PP from Megatron's theoretical-memory report where the log states neither (``logs._SHARD_PARAMS_B``):
+    the most loaded shard holds ``(T/pp + E)/tp`` parameters, every other shard ``T/(pp*tp)`` (printed only with
+    PP > 1), ``T`` the transformer's, ``E`` one embedding (the printed "embedding layers" are two of them for an
+    untied output layer, which PP 1 also puts on the most loaded shard: ``theoretical_memory_usage.py`` L246-285
+    @d98e8a6). So with PP 1 ``tp = (T + embedding layers) / most``; with PP > 1 ``tp = E / (most - other)`` and
+    ``pp = T / (other * tp)``. Dense models only (experts shard over EP and ETP as well), and each size must come out
+    a whole number within the report's rounding.
+
+    >>> args, notes = {"_shard_params_b": {"transformer": 6.98, "embedding": 1.05, "most": 2.2703, "other": 1.745}}, []
+    >>> _sizes_from_shard_report(resolve_model("llama-3.1-8b").spec, args, notes)
+    >>> args["tensor_model_parallel_size"], args["pipeline_model_parallel_size"]
+    (1, 4)
+    """
+    report = args.get("_shard_params_b") or {}
+    if spec is None or spec.is_moe or any(k in args for k in LAYOUT_ARGS) \
+            or not all(isinstance(report.get(k), float) for k in ("transformer", "embedding", "most")):
+        return
+    t, e, most, other = report["transformer"], report["embedding"], report["most"], report.get("other")
+
+    def whole(x: float, tolerance: float) -> int | None:
+        n = round(x)
+        return n if n >= 1 and abs(x - n) <= tolerance * n else None
+
+    if other is None:
+        tp, pp = whole((t + e) / most, 0.02), 1
+    else:
+        single = e / 2 if spec.untie_embeddings_and_output_weights else e
+        tp = whole(single / (most - other), 0.05) if most > other else None
+        pp = whole(t / (other * tp), 0.03) if tp else None
+    if not tp or not pp or tp & (tp - 1) or spec.num_attention_heads % tp:
+        return
+    args["tensor_model_parallel_size"], args["pipeline_model_parallel_size"] = tp, pp
+    notes.append(f"TP {tp}, PP {pp} from Megatron's theoretical-memory report (most loaded shard {most:g}B"
+                 + (f", other shards {other:g}B" if other is not None else ", no other shards") +
+                 f" of a {t:g}B transformer; the log states no parallel size)")
 
 
 def _slime_batch(args: dict[str, Any], defaults: dict[str, Any], notes: list[str]) -> None:
