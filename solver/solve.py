@@ -243,6 +243,20 @@ def _next_threshold(threshold: int, under: list[int], top_k: int, lowest: list[i
     return max(_grow(threshold, 0.005), target if target is not None else _grow(threshold, 1.0))
 
 
+def _toward_ceiling(threshold: int, below: int, ceiling: int) -> int:
+    """The next round's bound once the probe knows a layout's step (``ceiling``, with its margin): no further than
+    it, so one round reaches it, and no further than the usual growth (``threshold``, ``_next_threshold``) either:
+    the probe's best can lie far above the top-k when its lowest-bound keys hold few fitting layouts (Kimi K2 on
+    4,096 H100, since DeepEP's RDMA contention was costed: a probe best of 3.61 s at a bound of 1.12 s sent the next
+    round to 3.79 s, 46,713 keys and 188 s, for a #1 of 1.48 s; capped, 7 rounds and 8 s). Any bound keeps the
+    search exact.
+
+    >>> _toward_ceiling(1_284_000, 1_117_000, 3_790_000), _toward_ceiling(1_284_000, 1_117_000, 1_200_000)
+    (1284000, 1200000)
+    """
+    return max(_grow(below, 0.005), min(threshold, ceiling))
+
+
 def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: float | None, workers: int):
     """CP-SAT top-k as a best-first branch and bound over configurations (``bounds.CONFIG_AXES``):
 
@@ -303,8 +317,8 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
             # the next round is a large model and no layout is known: find one's step first
             incumbent = _probe(space, tables, rows, bounds, configs, found, stats, deadline)
             ceiling = _grow(incumbent, PROBE_MARGIN) if incumbent else 0
-        if not plans and ceiling:  # straight to a known layout's step (and the margin), in one round
-            threshold = max(_grow(below, 0.005), ceiling)
+        if not plans and ceiling:
+            threshold = _toward_ceiling(threshold, below, ceiling)
     stats.enumerated = len(found)
     stats.proven_optimal = proven
     plans = group_plans(list(found.values()))[:top_k]
@@ -316,7 +330,8 @@ def _solve_cpsat(space: SearchSpace, tables: CostTables, top_k: int, deadline: f
 # (DeepSeek-V3 on 16,384 H100 before the bounds held the DP tail: lowest bound 0.337 s, best layout 0.583 s, the
 # eighth round at 0.780 s). When no layout is known yet and the next round's model would hold PROBE_MIN_KEYS
 # (configuration, vpp, rc) keys or more, the best step among the PROBE_KEYS lowest-bound keys is found first (by
-# minimising) and the threshold goes to PROBE_MARGIN above it, where the next plans of a top-k usually lie. Any
+# minimising) and the threshold goes to PROBE_MARGIN above it, where the next plans of a top-k usually lie, unless
+# that is past the usual growth (``_toward_ceiling``: a probe best far above the top-k had sent a round there). Any
 # threshold keeps the search exact; with the tail in the bounds the probe saves 0.4 s on that instance and runs
 # rarely elsewhere (benchmarks/solver_benchmark.py --probe); its layouts also answer a --time-limit that stops the
 # search before any round finds one.
