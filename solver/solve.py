@@ -247,8 +247,9 @@ def _toward_ceiling(threshold: int, below: int, ceiling: int) -> int:
     """The next round's bound once the probe knows a layout's step (``ceiling``, with its margin): no further than
     it, so one round reaches it, and no further than the usual growth (``threshold``, ``_next_threshold``) either:
     the probe's best can lie far above the top-k when its lowest-bound keys hold few fitting layouts (Kimi K2 on
-    4,096 H100, since DeepEP's RDMA contention was costed: a probe best of 3.61 s at a bound of 1.12 s sent the next
-    round to 3.79 s, 46,713 keys and 188 s, for a #1 of 1.48 s; capped, 7 rounds and 8 s). Any bound keeps the
+    4,096 H100, since DeepEP's RDMA contention was costed: the probe found one layout, 3.61 s, against a #1 of
+    1.48 s, and the round sent toward it enumerated tens of thousands of keys -- 46,713 and 188 s where first
+    measured -- until the 60 s limit stopped the search unproven; capped, 7 rounds and 8 s). Any bound keeps the
     search exact.
 
     >>> _toward_ceiling(1_284_000, 1_117_000, 3_790_000), _toward_ceiling(1_284_000, 1_117_000, 1_200_000)
