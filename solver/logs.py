@@ -264,6 +264,11 @@ _RANK_PARAMS_OLD = re.compile(r"number of parameters on model parallel rank (\d+
 # a Python dict of TransformerConfig keyword arguments, as RL frameworks print it before building the model
 # (verl#1467: "{'num_layers': 94, 'hidden_size': 4096, ..., 'tensor_model_parallel_size': 2, ...}"), or the same as
 # one line of JSON (a wandb / args.json config: '{"num_layers": 94, ...}')
+# verl's printed config (a pprint of its OmegaConf, keys sorted: the actor's ppo_mini_batch_size comes before the
+# critic's, the rollout's n before its val_kwargs' and the sampling kwargs'): the actor's batch and the longest sequence,
+# as its overrides give them (_VERL_BATCH_KEYS), read where the dump holds 'actor_rollout_ref' (verl-project/verl#1638)
+_VERL_DUMP_KEYS = {"ppo_mini_batch_size": "_verl_ppo_mini_batch", "n": "_verl_rollout_n",
+                   "max_prompt_length": "_verl_max_prompt", "max_response_length": "_verl_max_response"}
 _DICT_PAIR = re.compile(r"""(['"])([a-z_][a-z0-9_]*)\1:\s*('[^']*'|"[^"]*"|[^,{}<>]+?)\s*(?=[,}])""")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 # Megatron-LM's micro-batch calculator (``megatron/microbatches.py`` L17 @23.04, ConstantNumMicroBatchesCalculator): the
@@ -619,6 +624,8 @@ def parse_log(text: str) -> LogFacts:
     file after it, ``undiff``; a reply's quote of a post as the post, ``unquote``)."""
     text = _one_cell_tables(undiff(unquote(_ANSI.sub("", text.translate(_SPACES)))))  # (a coloured log's codes: no flags)
     facts = LogFacts()
+    if "'actor_rollout_ref'" in text:  # verl's printed config (_VERL_DUMP_KEYS)
+        facts.args["_verl_dump"] = True
     # the rank a launcher prefix names on NeMo's memory lines (which name none): slurm's "0: ", torchrun's "[rank0]:"
     ranks = {int(m.group(1) or m.group(2)) for raw in text.splitlines() if "max_memory_allocated" in raw
              and (m := _PREFIX_RANK.match(raw))}
@@ -1036,6 +1043,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         for _, key, value in _DICT_PAIR.findall(line):
             if key in CONFIG_KEYS or key in REPR_KEYS:
                 facts.args.setdefault(key, scalar(value.strip().strip("'\"")))
+            elif key in _VERL_DUMP_KEYS and facts.args.get("_verl_dump") and value.strip().isdigit():
+                facts.args.setdefault(_VERL_DUMP_KEYS[key], int(value))
         return
     if "Config(" in line:  # NeMo 2 / Bridge print dataclass reprs: OptimizerConfig(..., bf16=True, ...)
         for key, value in _REPR_PAIR.findall(line):
