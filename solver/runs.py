@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 
 from megasolve.cost.compute import model_flops_per_sequence
+from megasolve.cost.layers import has_block_kinds
 from megasolve.cost.recompute import idle_module
 from megasolve.models.errors import MegasolveError, UnknownNameError
 from megasolve.models.layout import (ADAM_STATE_DTYPES, CP_COMM_TYPES, CUDA_GRAPH_IMPLS, FSDP_GRAD_DTYPES,
@@ -600,8 +601,9 @@ def _sizes_from_shard_report(spec: ModelSpec | None, args: dict[str, Any], notes
     PP > 1), ``T`` the transformer's, ``E`` one embedding (the printed "embedding layers" are two of them for an
     untied output layer, which PP 1 also puts on the most loaded shard: ``theoretical_memory_usage.py`` L246-285
     @d98e8a6). So with PP 1 ``tp = (T + embedding layers) / most``; with PP > 1 ``tp = E / (most - other)`` and
-    ``pp = T / (other * tp)``. Dense models only (experts shard over EP and ETP as well), and each size must come out
-    a whole number within the report's rounding.
+    ``pp = T / (other * tp)``. Dense transformers only (experts shard over EP and ETP as well; latent attention's
+    down-projections and hybrid or DeltaNet layers are not all sharded over TP), and each size must come out a whole
+    number within the report's rounding.
 
     >>> args, notes = {"_shard_params_b": {"transformer": 6.98, "embedding": 1.05, "most": 2.2703, "other": 1.745}}, []
     >>> _sizes_from_shard_report(resolve_model("llama-3.1-8b").spec, args, notes)
@@ -609,7 +611,8 @@ def _sizes_from_shard_report(spec: ModelSpec | None, args: dict[str, Any], notes
     (1, 4)
     """
     report = args.get("_shard_params_b") or {}
-    if spec is None or spec.is_moe or any(k in args for k in LAYOUT_ARGS) \
+    if spec is None or spec.is_moe or spec.mla is not None or has_block_kinds(spec) \
+            or any(k in args for k in LAYOUT_ARGS) \
             or not all(isinstance(report.get(k), float) for k in ("transformer", "embedding", "most")):
         return
     t, e, most, other = report["transformer"], report["embedding"], report["most"], report.get("other")
