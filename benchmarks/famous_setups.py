@@ -88,8 +88,8 @@ def _tokens_from_tflops(tflops: float, spec: ModelSpec, seq: int) -> float:
 def _bridge(precision: str, *, fp8_recipe: str = "tensorwise", moe: bool = False, tp_overlap: bool = True,
             dispatcher: str = "flex", ep_overlap: bool = True, **extra: Any) -> dict[str, Any]:
     out = dict(precision=precision, grad_reduce_in_bf16=True, cross_entropy="te", tp_comm_overlap=tp_overlap)
-    if precision == "fp8":
-        out["fp8_recipe"] = fp8_recipe
+    if precision == "fp8":  # Bridge's FP8 / MXFP8 precision configs keep FP8 primary weights (published.py
+        out.update(fp8_recipe=fp8_recipe, fp8_param_gather=True)  # FP8_PARAM_GATHER_SOURCES)
     if moe:
         out.update(moe_dispatcher=dispatcher, moe_ep_overlap=ep_overlap)
     out.update(extra)

@@ -255,6 +255,23 @@ ACCOUNTING_SOURCES = ("megatron_bridge_perf_summary",)
 FP8_OUTPUT_PROJ_MODELS = ("DeepSeek-V3", "GPT-OSS")
 
 
+# Megatron-Bridge's FP8 precision configs keep FP8 primary weights (Megatron ``--fp8-param-gather``):
+# ``training/mixed_precision.py`` ``bf16_with_fp8_current_scaling_mixed`` (L268 @v0.1.0rc4, L302 @v0.6.0) and, since
+# v0.1.0rc2, ``bf16_with_mxfp8_mixed`` with ``reuse_grad_buf_for_mxfp8_param_ag`` (L230-231 @v0.1.0rc4, L264-265
+# @v0.6.0), and the performance scripts take them unchanged for "FP8" (current scaling) and "MXFP8" rows
+# (``utils/helpers.py::get_precision_config`` L92-111 @v0.1.0rc4, ``utils/precision.py`` L26-42 @v0.5.1,
+# ``perf_recipes/_common.py::_perf_precision`` L97-118 @v0.6.0). The exceptions that reach a table row: Kimi K2, whose
+# rows ran Muon (MUON_MODELS). GPT-OSS 20B's configs switch it off too; no row has that model.
+FP8_PARAM_GATHER_SOURCES = ("megatron_bridge_perf_summary",)
+# Kimi K2's Bridge rows ran Muon: "Muon optimizer was used for pre-training Kimi-K2" (docs/performance-summary.md
+# L113 @v0.4.2); the perf configs' ``optimizer_type`` defaults to "muon" (scripts/performance/configs/kimi/
+# kimi_llm_pretrain.py L61 @v0.3.1-v0.5.1; recipes/kimi/h100/kimi_k2.py L200 @v0.6.0) and turn FP8 primary weights off
+# for it, Muon's layer-wise distributed optimizer having no FP8 parameter path (kimi_llm_pretrain.py L35-44;
+# perf_recipes/kimi/gb300/kimi_k2.py L142-143 @v0.6.0). TP is 1 in every row, so Bridge's ``muon_tp_mode
+# blockwise`` (recipes/utils/optimizer_utils.py L35 @v0.4.2) and Megatron-LM's default ``duplicated`` cost the same.
+MUON_MODELS = ("Kimi K2 (1T-A32B)",)
+
+
 RECIPES_FILE = Path(__file__).resolve().parent / "bridge_moe_recipes.yaml"
 _RECIPES: list[dict[str, Any]] | None = None
 
@@ -663,11 +680,18 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         notes.append("expert inputs padded by the router to the quantisation alignment (the recipe's "
                      "moe_router_padding_for_quantization)")
     optimizer_state = _precision_aware_optimizer(source, record["model"]["name"], precision, layout, notes)
+    muon = source in FP8_PARAM_GATHER_SOURCES and record["model"]["name"] in MUON_MODELS
+    if muon:
+        optimizer_state["optimizer"] = "muon"
+        notes.append("Muon optimizer (the Kimi K2 perf recipes; FP8 primary weights off with it)")
+    fp8_params = source in FP8_PARAM_GATHER_SOURCES and precision == "fp8" and not muon
+    if fp8_params:
+        notes.append("FP8 primary weights, --fp8-param-gather (the release's FP8 precision config sets it)")
     workload = Workload(seq_length=seq, global_batch_size=gbs, precision=precision, attention=attention, **bf16_layers,
                         **optimizer_state,
                         moe_router_padding_for_fp8=padding,
                         grad_reduce_in_bf16=grad_bf16, cross_entropy=loss,
-                        fp8_recipe=fp8_recipe, fp8_output_proj=output_proj,
+                        fp8_recipe=fp8_recipe, fp8_output_proj=output_proj, fp8_param_gather=fp8_params,
                         moe_dispatcher=_dispatcher(record, recipe), cuda_graph_impl=graph, **overlap)
     measured, how = measured_tokens(record, spec, layout, num_gpus)
     return PublishedRun(

@@ -268,6 +268,12 @@ def optimizer_settings(workload: Workload, layout: Layout) -> list[Setting]:
               Setting("average_in_collective", False, "optimizer"),
               Setting("gradient_accumulation_fusion", False, "optimizer"),
               Setting("ckpt_format", "fsdp_dtensor", "optimizer")]
+    if workload.precision == "fp8" and workload.fp8_recipe == "mxfp8" and workload.fp8_param_gather \
+            and layout.distributed_optimizer and not layout.fsdp:
+        # MXFP8 primary weights gathered through the gradient buffer, as costed (Workload.param_bytes; no separate
+        # parameter buffer): Megatron-Core warns that MXFP8 without it "will use significant amount additional GPU
+        # memory" (optimizer_config.py L416-423 @d98e8a6); Megatron-LM turns it off itself under Megatron-FSDP (ARG L1137)
+        s.append(Setting("reuse_grad_buf_for_mxfp8_param_ag", True, "optimizer"))
     if workload.dist_optimizer_instances > 1:  # DistributedDataParallelConfig field (the rules checked it)
         s.append(Setting("num_distributed_optimizer_instances", workload.dist_optimizer_instances, "optimizer"))
     if layout.fsdp:

@@ -221,6 +221,8 @@ BRIDGE = {
     "grad_reduce_in_fp32": "mixed_precision.grad_reduce_in_fp32",
     "bf16": "mixed_precision.bf16", "fp8": "mixed_precision.fp8", "fp8_recipe": "mixed_precision.fp8_recipe",
     "fp8_param_gather": "mixed_precision.fp8_param_gather",
+    # MixedPrecisionConfig field, passed on to the DDP and optimizer configs (training/mixed_precision.py L75 @v0.6.0)
+    "reuse_grad_buf_for_mxfp8_param_ag": "mixed_precision.reuse_grad_buf_for_mxfp8_param_ag",
     "optimizer": "optimizer.optimizer",  # OptimizerConfig.optimizer (megatron/core/optimizer/optimizer_config.py)
     # MixedPrecisionConfig's NVFP4 fields (docs/training/mixed-precision.md "NVFP4 Configuration Parameters")
     "fp4": "mixed_precision.fp4", "fp4_recipe": "mixed_precision.fp4_recipe",
@@ -288,6 +290,10 @@ NEMO = {
     "grad_reduce_in_fp32": ("trainer.plugins.grad_reduce_in_fp32", "trainer.strategy.ddp.grad_reduce_in_fp32"),
     "bf16": None, "fp8": "trainer.plugins.fp8", "fp8_recipe": "trainer.plugins.fp8_recipe",
     "fp8_param_gather": "trainer.plugins.fp8_param_gather",
+    "reuse_grad_buf_for_mxfp8_param_ag": NotExpressible(
+        "reuse_grad_buf_for_mxfp8_param_ag (MXFP8 primary weights gathered through the gradient buffer, as costed): "
+        "not checked in NeMo 2's MegatronMixedPrecision; without it Megatron-Core keeps a separate parameter buffer; "
+        "use the megatron or bridge format"),
     # NeMo 2's MegatronMixedPrecision plugin: its NVFP4 arguments were not checked
     "fp4": NotExpressible("fp4={value} (NVFP4): not checked in NeMo 2's MegatronMixedPrecision; use the megatron "
                           "or bridge format"),
@@ -340,6 +346,7 @@ VERL = {
         "use the megatron or bridge format"),
     "bf16": None,  # megatron.dtype: bfloat16 is verl's default
     "fp8_param_gather": NotExpressible("fp8_param_gather (FP8 primary weights): no verl Megatron engine key"),
+    "reuse_grad_buf_for_mxfp8_param_ag": None,  # goes with fp8_param_gather
     "fp4_param": NotExpressible("fp4_param (NVFP4 primary weights): no verl Megatron engine key"),
     "optimizer": NotExpressible("optimizer={value}: not checked in verl's Megatron optimizer config; use the "
                                 "megatron or bridge format"),

@@ -608,7 +608,13 @@ class Workload:
     @property
     def param_bytes(self) -> float:
         """Bytes per GEMM weight element that the parameter all-gather moves (1 with FP8 primary weights,
-        ``NVFP4_BYTES`` with NVFP4 ones: TE gathers the rowwise data and scales, fp4_utils.py)."""
+        ``NVFP4_BYTES`` with NVFP4 ones: TE gathers the rowwise data and scales, fp4_utils.py). MXFP8 primary weights
+        are gathered in bf16: with the distributed optimizer their bucket's parameter buffer is a bf16 view of the
+        gradient buffer, into which the optimizer copies its fp32 shard before the all-gather and out of which each
+        rank quantizes its MXFP8 weights after it (``param_and_grad_buffer.py`` L1160-1179, ``_post_param_sync``
+        L301-330; ``distrib_optimizer.py::_copy_main_params_to_param_buffer`` L2904-2930 @d98e8a6): 2."""
+        if self.fp8_param_gather and self.precision == "fp8" and self.fp8_recipe == "mxfp8":
+            return ELEMENT_BYTES["bf16"]
         return ELEMENT_BYTES[self.precision] if self.fp8_param_gather else ELEMENT_BYTES["bf16"]
 
     @property

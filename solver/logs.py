@@ -2561,7 +2561,7 @@ def _pai_positional(body: str, facts: LogFacts) -> None:
     >>> f.args
     {'micro_batch_size': 1, 'global_batch_size': 8, 'seq_length': 2048, 'tensor_model_parallel_size': 2, \
 'pipeline_model_parallel_size': 1, 'precision': 'bf16', 'recompute_activations': True, 'use_distributed_optimizer': True, \
-'sequence_parallel': True}
+'sequence_parallel': True, 'transformer_impl': 'local'}
     """
     for m in _PAI_LAUNCH.finditer(body):
         words = m.group(2).split()
@@ -2585,6 +2585,14 @@ def _pai_positional(body: str, facts: LogFacts) -> None:
         facts.args.setdefault("precision", rest[8].lower())
         for key, value in _pai_switches({"AC": rest[11], "DO": rest[12], "SP": rest[14], "TP": rest[9]}).items():
             facts.args.setdefault(key, value)
+        # FL true -> --use-flash-attn; TE true -> --transformer-impl transformer_engine, false -> no flag, which the
+        # Megatron-LM these scripts run (2023, legacy models) takes as its default, local (examples/baichuan2/
+        # run_pretrain_megatron_baichuan.sh @1c2282f L117-133; PR fp8 adds transformer_engine itself, L99-105)
+        if rest[13] == "true":
+            facts.args.setdefault("use_flash_attn", True)
+        if len(rest) > 15 and rest[15] in ("true", "false"):
+            te = rest[15] == "true" or rest[8].lower() == "fp8"
+            facts.args.setdefault("transformer_impl", "transformer_engine" if te else "local")
         return
 
 

@@ -383,6 +383,13 @@ MEMORY_KNOB_RULES: tuple[Rule, ...] = (
                                           "(FusedAdam then steps Megatron-FSDP's own main weights)",
          fix="use the distributed optimizer without --fsdp, or drop --use-precision-aware-optimizer",
          source="megatron/core/optimizer/__init__.py L1057-1060, L1148-1160 @d98e8a6"),
+    Rule(name="fp8_param_gather_needs_distributed_optimizer", axes=("distributed_optimizer",),
+         check=lambda c, a: not (c.workload.fp8_param_gather and c.workload.precision == "fp8")
+         or a["distributed_optimizer"],
+         message=lambda c, a: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, megatron "
+                              "fsdp, or inference mode",
+         fix="use the distributed optimizer (or --fsdp), or train with bf16 primary weights (--precision fp8)",
+         source="ARG L1095-1097 @d98e8a6"),
     Rule(name="optimizer_offload_fp8_param_gather_delayed", axes=("optimizer_offload_fraction",),
          check=lambda c, a: not a["optimizer_offload_fraction"] or not c.workload.fp8_param_gather
          or c.workload.fp8_recipe == "delayed",
@@ -627,6 +634,7 @@ _RULE_FIELDS = {
     "optimizer_offload_needs_distributed_optimizer": "--optimizer-offload-fraction",
     "optimizer_offload_not_with_muon": "--optimizer-offload-fraction",
     "optimizer_offload_fp8_param_gather_delayed": "--optimizer-offload-fraction",
+    "fp8_param_gather_needs_distributed_optimizer": "--precision",
     "precision_aware_optimizer_needs_distributed_optimizer": "--use-precision-aware-optimizer",
     "mamba_heads_divisible_by_tp": "--tp", "mamba_groups_divisible_by_tp": "--tp", "mamba_heads_groups_vs_cp": "--cp",
     "hybrid_split_without_accounting": "--account-for-embedding", "hybrid_no_activation_offload": "--cpu-offload-layers",

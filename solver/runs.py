@@ -1525,6 +1525,11 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     backend = str(args.get("attention_backend") or "").split(".")[-1]
     if backend == "unfused":  # Megatron AttnBackend.unfused (ARG --attention-backend)
         work["attention"] = "unfused"
+    elif args.get("transformer_impl") == "local" and args.get("use_flash_attn") is True:
+        # --use-flash-attn exists only in the legacy models (megatron/model/transformer.py ParallelAttention's
+        # FlashSelfAttention, Megatron-LM 23.x; removed with them): flash attention there
+        notes.append("--transformer-impl local with --use-flash-attn: the legacy models' flash attention; their unfused "
+                     "norms and activations keep more than Transformer Engine's, not modelled")
     elif args.get("transformer_impl") == "local":
         # the local spec's core attention is Megatron's own DotProductAttention (dot_product_attention.py):
         # unfused, whatever --attention-backend says (gpt_layer_specs.py::get_gpt_layer_local_spec)

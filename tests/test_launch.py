@@ -202,6 +202,8 @@ def test_te_loss_is_launched_native_and_said_so():
     assert "--cross-entropy-fusion-impl native" in argv and "--cross-entropy-fusion-impl te" not in argv
     assert "# note: the plan was costed with the TE fused loss" in text
     assert "--fp8-param-gather" in text and "--fp8-output-proj" in text and "--fp8-recipe mxfp8" in text
+    # MXFP8 primary weights gathered through the gradient buffer, as the estimate costed them
+    assert "--reuse-grad-buf-for-mxfp8-param-ag" in text
 
 
 def test_solve_prints_one_layout_by_rank(capsys):
@@ -242,6 +244,7 @@ def test_bridge_resets_recipe_defaults_that_contradict_the_plan(fmt, prefix):
     assert fp8["mixed_precision.fp8"] == "hybrid" and fp8["mixed_precision.fp8_recipe"] == "mxfp8"
     assert fp8["mixed_precision.grad_reduce_in_fp32"] == "false" and "ddp.grad_reduce_in_fp32" not in fp8
     assert fp8["mixed_precision.fp8_param_gather"] == "true"
+    assert fp8["mixed_precision.reuse_grad_buf_for_mxfp8_param_ag"] == "true"
 
 
 def test_bridge_main_keeps_gpt_level_fields_on_the_model():

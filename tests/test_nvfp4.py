@@ -32,6 +32,8 @@ def test_nvfp4_bytes_and_the_cli_spellings():
     assert precision_fields("fp4-params") == {"precision": "fp4", "fp8_param_gather": True}
     assert Workload(precision="fp4", fp8_param_gather=True).param_bytes == NVFP4_BYTES
     assert Workload(precision="fp8", fp8_param_gather=True).param_bytes == 1 and Workload().param_bytes == 2
+    # MXFP8 primary weights are all-gathered in bf16 through the gradient buffer (param_and_grad_buffer.py L1160-1179)
+    assert Workload(precision="fp8", fp8_recipe="mxfp8", fp8_param_gather=True).param_bytes == 2
 
 
 def test_only_blackwell_parts_have_fp4_tensor_cores():

@@ -158,27 +158,16 @@ def test_every_measured_layout_study_is_ordered_right():
 # Megatron-FSDP runs (GB200: 191.0 of 197.6 GB with the recipe's bf16 grad reduction, TE cross entropy and
 # 40 offloaded layers; GB300: 265.4 of 287.8 GB) and the NeMo 24.07 FP8 runs with bf16 grad reduction
 # (GPT-3 20B 82.3 of 85.5 GB; Nemotron-4 340B only with full recompute, 93.2 GB without).
-# Nemotron 3 Super on 64 B200 (tp1 pp1 ep64, MXFP8, the recipe's selective recompute of moe_act and layernorm):
-# 199.3 GB predicted (central ~188.6 + band 10.7) of 192.2 usable. Of that, activations are
-# 103 GB: 40 Mamba layers at 0.74 GB (in_proj output zxBCdt 18,560 wide, conv and SSM outputs, out_proj input),
-# 40 latent-MoE layers at 1.48 GB (top-22 routing of 8,192 tokens: the fc1 output alone is 1.0 GB), 8 attention
-# layers and the repeated MTP block. Not yet found: whether TE keeps the MXFP8 copies of the expert and Mamba GEMM
-# inputs instead of the bf16 ones (which would halve those terms), or Mamba's fused kernel recomputes its
-# conv/SSM outputs in backward; either alone would bring it inside the capacity. The same recipe's 26.04.01 row
-# (benchmarks/bridge_extra_runs.yaml, its recipe entry added 2026-12-05) is the same layout: 199.4 GB.
-# Since 2026-12-06 a row whose release's recipe states its recompute (benchmarks/bridge_moe_recipes.yaml) is checked
-# with that recompute only, not the cheapest that fits; four more rows then do not fit:
-# * Nemotron 3 Super on 64 B300 (26.06, three rows of one layout: tp1 pp1 ep8, MXFP8, the recipe's recompute none):
-#   289.1 GB central (302.4 with the band) of 287.8 usable -- the B200 rows' over-prediction above, without recompute;
+# Nemotron 3 Super on 64 B200 / B300 (five rows, MXFP8) came off on 2026-12-06: Bridge's MXFP8 precision config keeps
+# MXFP8 primary weights (fp8_param_gather, benchmarks/published.py FP8_PARAM_GATHER_SOURCES), so no bf16 copy of the
+# GEMM weights exists beside them. B200 tp1 ep64 with the recipe's moe_act + layernorm recompute: 188.6 -> 172.1 GB
+# central (+10.6 band) of 192.2; B300 tp1 ep8, recompute none: 289.1 -> 247.2 GB (+13.1) of 287.8.
+# A row whose release's recipe states its recompute (benchmarks/bridge_moe_recipes.yaml) is checked with that
+# recompute only, not the cheapest that fits (since 2026-12-06). The one that does not fit:
 # * GPT-OSS 120B on 64 H100 (25.11): the table's row is not self-consistent (GBS 512 = MBS 4 x DP 16 x GA 2 does not
 #   hold: MBS x GA must be 32) and the v0.2.0 recipe it names sets micro-batch 1 (scripts/performance/configs/gpt_oss/
 #   workload_base_configs.py L22-28, L58-62), which fits (62.2 GB with the band); the row's MBS 4 gives 129.9 GB.
-KNOWN_NOT_FITTING: set[str] = {"megatron_bridge_perf_summary:nemotron-3-super-120b-hybrid:b200x64:4",
-                               "megatron_bridge_perf_summary:nemotron-3-super:b200x64:26.04.01:L288",
-                               "megatron_bridge_perf_summary:nemotron-3-super-120b-hybrid:b300x64:3",
-                               "megatron_bridge_perf_summary:nemotron-3-super-120b-hybrid:b300x64:6",
-                               "megatron_bridge_perf_summary:nemotron-3-super:b300x64:26.06:L166",
-                               "megatron_bridge_perf_summary:gpt-oss-120b:h100x64:5"}
+KNOWN_NOT_FITTING: set[str] = {"megatron_bridge_perf_summary:gpt-oss-120b:h100x64:5"}
 
 
 def _fits_with_cheapest_recompute(run) -> tuple[bool, float]:
@@ -220,6 +209,22 @@ def test_every_bridge_moe_row_takes_its_release_recipe():
     assert not missing, missing
     for entry in published.yaml.safe_load(published.RECIPES_FILE.read_text(encoding="utf-8")):
         assert entry["revision"] and entry["source"].count(":") >= 1 and entry["dispatcher"] in ("alltoall", "flex")
+
+
+def test_bridge_fp8_rows_keep_fp8_primary_weights_and_kimi_runs_muon():
+    """Bridge's FP8 (current scaling) and MXFP8 precision configs set ``fp8_param_gather`` in every release the tables
+    cover; Kimi K2's rows ran Muon, with which the recipe turns it off (``published.FP8_PARAM_GATHER_SOURCES``,
+    ``MUON_MODELS``). The B300 Nemotron 3 Super row is 41.9 GB lighter for it (289.1 -> 247.2 GB central)."""
+    bridge = [r for r in RUNS if r.source_group == "megatron_bridge_perf_summary"]
+    kimi = [r for r in bridge if ":kimi-k2" in r.id]
+    fp8 = [r for r in bridge if r.workload.precision == "fp8" and r not in kimi]
+    assert len(fp8) >= 200 and len(kimi) >= 4
+    assert all(r.workload.fp8_param_gather for r in fp8)
+    assert all(r.workload.optimizer == "muon" and not r.workload.fp8_param_gather for r in kimi)
+    assert not any(r.workload.fp8_param_gather for r in bridge if r.workload.precision == "bf16")
+    run = next(r for r in RUNS if r.id == "megatron_bridge_perf_summary:nemotron-3-super:b300x64:26.06:L166")
+    assert round(max(s.total_bytes for s in stage_memory(run.spec, run.cluster, run.workload, run.layout)) / 1e9, 1) \
+        == 247.2
 
 
 @pytest.mark.parametrize("run_id, dispatcher, ep_overlap, graph", [

@@ -1047,3 +1047,26 @@ def test_two_sequence_lengths_offered_as_alternatives_are_said():
     assert any("the text names 16384 or 32768 as alternatives" in n and "--arg seq-length=N" in n for n in run.notes)
     single = run_from_log(text.replace("16k or 32k context", "32k context"), "single")
     assert single.workload.seq_length == 32768 and not any("alternatives" in n for n in single.notes)
+
+
+@pytest.mark.parametrize("flags, attention", [
+    ("", "flash"),  # today's default: Transformer Engine, flash attention
+    (" --transformer-impl local", "unfused"),  # the local spec's DotProductAttention
+    (" --transformer-impl local --use-flash-attn", "flash"),  # the legacy models' FlashSelfAttention (Megatron-LM 23.x)
+])
+def test_the_attention_kernel_follows_the_transformer_impl(flags, attention):
+    text = ARGS_DUMP + "torchrun --nproc_per_node 8 pretrain_gpt.py --bf16" + flags + "\n" + \
+        "\n".join(_iteration(i, 5000.0) for i in range(1, 6))
+    run = run_from_log(text, defaults={"gpu": "h100"})
+    assert run.workload.attention == attention
+
+
+def test_pai_legacy_launch_reads_flash_and_te_switches():
+    """Pai-Megatron-Patch's older run_pretrain_megatron_*.sh: FL false and TE false pass neither --use-flash-attn nor
+    --transformer-impl, so the 2023 Megatron-LM they run uses its local implementation and unfused attention."""
+    base = ("sh run_pretrain_megatron_baichuan.sh dsw /m/ /p/ 13B 1 8 1e-5 1e-6 2048 2048 0 bf16 2 1 sel true {fl} "
+            "true {te} 100 /data /ckpt 100000 1000 /out\n")
+    facts = parse_log(base.format(fl="false", te="false"))
+    assert facts.args["transformer_impl"] == "local" and "use_flash_attn" not in facts.args
+    facts = parse_log(base.format(fl="true", te="true"))
+    assert facts.args["transformer_impl"] == "transformer_engine" and facts.args["use_flash_attn"] is True
