@@ -612,7 +612,8 @@ class Workload:
         are gathered in bf16: with the distributed optimizer their bucket's parameter buffer is a bf16 view of the
         gradient buffer, into which the optimizer copies its fp32 shard before the all-gather and out of which each
         rank quantizes its MXFP8 weights after it (``param_and_grad_buffer.py`` L1160-1179, ``_post_param_sync``
-        L301-330; ``distrib_optimizer.py::_copy_main_params_to_param_buffer`` L2904-2930 @d98e8a6): 2."""
+        L301-330; ``distrib_optimizer.py::_copy_main_params_to_param_buffer`` L2904-2930 @d98e8a6): 2. Megatron-FSDP's
+        MXFP8 gather was not checked and is costed the same."""
         if self.fp8_param_gather and self.precision == "fp8" and self.fp8_recipe == "mxfp8":
             return ELEMENT_BYTES["bf16"]
         return ELEMENT_BYTES[self.precision] if self.fp8_param_gather else ELEMENT_BYTES["bf16"]
