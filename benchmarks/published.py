@@ -363,6 +363,18 @@ NO_TP_OVERLAP_MODELS = (NEMOTRON_3_SUPER, "DeepSeek-V3 671B", "Kimi K2 (1T-A32B)
 # ``deepseek_v3_pretrain_config_h100`` L170 @v0.2.0, L223 @v0.3.1, L250 @v0.4.2, L291 @v0.5.1,
 # perf_recipes/deepseek/h100/deepseek_v3.py L46 / L95 @v0.6.0); every other GPU's config overlaps it
 NO_DP_OVERLAP_RECIPES = (("DeepSeek-V3 671B", "H100-SXM-80GB"),)
+# Megatron-Bridge v0.2.0 (NeMo container 25.11) turned the parameter all-gather overlap off in its MXFP8 configs of
+# DeepSeek-V3 (GB300, GB200), Llama 3 70B and Llama 3.1 405B (GB300, GB200, B200) and Qwen3-235B-A22B (B200):
+# ``if precision == "fp8_mx":  # keeping this eanbled causes NaN grad norm`` -> ``overlap_param_gather = False``
+# (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py L75-78, L112-115; llama3/llama3_llm_pretrain.py
+# L80-83, L115-118, L150-153; llama31/llama31_llm_pretrain.py L75-78, L110-113, L140-143; qwen3/qwen3_llm_pretrain.py
+# L133-136 @v0.2.0). v0.1.0rc4 and v0.3.0 .. v0.4.0 have no such line for a pretraining table's model; v0.4.2 .. v0.5.1
+# (Llama 3.1 405B NVFP4, config variant "v2" only) and v0.6.0 (Llama 3.1 405B NVFP4 on B200 / GB200) do, and a table
+# row does not say which variant ran: those rows keep the overlap (not mapped).
+NO_PARAM_GATHER_OVERLAP_RECIPES = {("NeMo container 25.11", model, gpu, "MXFP8") for model, gpu in (
+    ("DeepSeek-V3 671B", "GB300"), ("DeepSeek-V3 671B", "GB200"), ("Llama 3 70B", "GB300"), ("Llama 3 70B", "GB200"),
+    ("Llama 3 70B", "B200"), ("Llama 3.1 405B", "GB300"), ("Llama 3.1 405B", "GB200"), ("Llama 3.1 405B", "B200"),
+    ("Qwen3-235B-A22B", "B200"))}
 # No TP overlap in NVFP4 or blockwise FP8: Transformer Engine's userbuffers cannot gather those tensors
 # (``Workload.tp_overlap_supported``), and the recipes say so: the Llama and GPT-OSS perf configs turn it off in NVFP4
 # (``cfg.comm_overlap.tp_comm_overlap = False if precision == "nvfp4"``, scripts/performance/configs/llama/
@@ -379,7 +391,7 @@ ROUTER_PADDING_MODELS = (NEMOTRON_3_SUPER,)
 
 def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str], *, stated_vpp: int,
                   model_name: str, gpu_name: str, precision: str = "bf16", fp8_recipe: str = "delayed",
-                  recipe: dict[str, Any] | None = None) -> dict[str, bool]:
+                  recipe: dict[str, Any] | None = None, release: str = "", stated_precision: str = "") -> dict[str, bool]:
     """Overlap knobs of a source's recipes. Megatron-Bridge MoE perf recipes set
     ``overlap_moe_expert_parallel_comm`` (with ``delay_wgrad_compute``) wherever Megatron's conditions
     allow it (``perf_recipes/deepseek/common.py`` L76-77, ``gpt_oss/common.py`` L47-49,
@@ -395,6 +407,11 @@ def _comm_overlap(source: str, spec: ModelSpec, layout: Layout, notes: list[str]
     if source == "megatron_bridge_perf_summary" and (model_name, gpu_name) in NO_DP_OVERLAP_RECIPES:
         out["dp_comm_overlap"] = False
         notes.append("DP gradient reduction not overlapped (the recipe sets overlap_grad_reduce = False)")
+    if source == "megatron_bridge_perf_summary" and (release, model_name, gpu_name, stated_precision) \
+            in NO_PARAM_GATHER_OVERLAP_RECIPES:
+        out["param_gather_overlap"] = False
+        notes.append("parameter all-gather not overlapped (the release's MXFP8 config sets overlap_param_gather = "
+                     "False)")
     allowed = spec.is_moe and layout.ep > 1 and (layout.pp == 1 or stated_vpp > 1) and layout.recompute != "full" \
         and spec.mtp_num_layers <= 1
     if recipe is not None:
@@ -659,7 +676,8 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
     overlap = _comm_overlap(source, spec, layout, notes, stated_vpp=vpp,
                             model_name=record["model"]["name"], gpu_name=hardware["gpu"], precision=precision,
-                            fp8_recipe=fp8_recipe, recipe=recipe)
+                            fp8_recipe=fp8_recipe, recipe=recipe, release=record.get("software_version") or "",
+                            stated_precision=par.get("precision") or "")
     graph = _cuda_graph_impl(recipe)
     if graph != "none":
         notes.append(f"CUDA graphs {graph} (the recipe at {recipe['revision']}: {recipe['cuda_graph']})")

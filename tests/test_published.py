@@ -227,6 +227,14 @@ def test_bridge_fp8_rows_keep_fp8_primary_weights_and_kimi_runs_muon():
         == 247.2
 
 
+def test_the_25_11_mxfp8_recipes_gather_parameters_after_the_step():
+    """NeMo 25.11's MXFP8 configs turned --overlap-param-gather off ("keeping this enabled causes NaN grad norm",
+    ``published.NO_PARAM_GATHER_OVERLAP_RECIPES``); every other row keeps it."""
+    off = {r.id for r in RUNS if not r.workload.param_gather_overlap}
+    assert "megatron_bridge_perf_summary:qwen3-235b-a22b:b200x64:25.11:L583" in off
+    assert all(r.software == "NeMo container 25.11" and r.workload.fp8_recipe == "mxfp8" for r in RUNS if r.id in off)
+
+
 @pytest.mark.parametrize("run_id, dispatcher, ep_overlap, graph", [
     # 26.02 (v0.3.0): GPT-OSS EP64 on the NCCL all-to-all, no overlap (gpt_oss_workload_base_configs.py
     # L71-76, recipes/gpt_oss/gpt_oss.py L66-67); the current recipe is EP8 with HybridEP
