@@ -363,3 +363,15 @@ def test_real_parser_accepts_every_case(target):
     proc = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=1200,
                           env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+@pytest.mark.parametrize("fsdp, recipe, expected", [(False, "mxfp8", True), (True, "mxfp8", False),
+                                                     (False, "tensorwise", False)])
+def test_mxfp8_primary_weights_reuse_the_grad_buffer_as_costed(fsdp, recipe, expected):
+    """MXFP8 primary weights are gathered through the gradient buffer (Workload.param_bytes, bf16): the exports say
+    so with the distributed optimizer; Megatron-LM turns the flag off itself under Megatron-FSDP (ARG L1137)."""
+    workload = Workload(precision="fp8", fp8_recipe=recipe, fp8_param_gather=True)
+    layout = Layout(tp=1, pp=1, dp=8, distributed_optimizer=True, fsdp=fsdp)
+    names = {s.name: s.value for s in plan_settings(load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8,
+                                                    gpu="b200"), workload, layout)}
+    assert names.get("reuse_grad_buf_for_mxfp8_param_ag", False) is expected
