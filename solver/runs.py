@@ -1362,6 +1362,10 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         # optimizer (core/optimizer/__init__.py: "only supported with distributed optimizer")
         layout["distributed_optimizer"] = True
         notes.append("distributed optimizer on: --optimizer-cpu-offload runs only under it")
+    elif dist is None and args.get("fp8_param_gather") is True and not nemo and not verl:
+        # ARG L1095-1097: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, megatron fsdp"
+        layout["distributed_optimizer"] = True
+        notes.append("distributed optimizer on: --fp8-param-gather runs only under it (or an FSDP)")
     elif dist is None:
         notes.append("distributed optimizer on, as NeMo / Megatron-Bridge recipes set it (the log does not say)"
                      if nemo else "distributed optimizer on, as verl's Megatron actor config sets it "

@@ -1070,3 +1070,14 @@ def test_pai_legacy_launch_reads_flash_and_te_switches():
     assert facts.args["transformer_impl"] == "local" and "use_flash_attn" not in facts.args
     facts = parse_log(base.format(fl="true", te="true"))
     assert facts.args["transformer_impl"] == "transformer_engine" and facts.args["use_flash_attn"] is True
+
+
+def test_fp8_param_gather_implies_the_distributed_optimizer():
+    """Megatron-LM asserts --fp8-param-gather only with the distributed optimizer (or an FSDP, ARG L1095-1097): a
+    command that passes it without --use-distributed-optimizer ran with the optimizer on another way (a config)."""
+    dump = ARGS_DUMP.replace("  use_distributed_optimizer ....................... True\n", "")
+    text = dump + "torchrun --nproc_per_node 8 pretrain_gpt.py --fp8-format hybrid --fp8-param-gather\n" + \
+        "\n".join(_iteration(i, 5000.0) for i in range(1, 6))
+    run = run_from_log(text, defaults={"gpu": "h100"})
+    assert run.layout.distributed_optimizer and run.workload.fp8_param_gather
+    assert any("--fp8-param-gather runs only under it" in n for n in run.notes)
