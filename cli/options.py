@@ -254,7 +254,9 @@ def workload_options(func: F) -> F:
                           " sequences: about 4M tokens per step)."),
         click.option("--precision", type=click.Choice(list(PRECISION_CHOICES)), default="bf16", show_default=True,
                      help="Training precision of the GEMMs: fp8 keeps bf16 parameters (+ cached FP8 copies); "
-                          "fp8-params uses FP8 primary weights (--fp8-param-gather); fp4 (or nvfp4) is NVFP4 "
+                          "fp8-params uses FP8 primary weights (--fp8-param-gather, with the distributed optimizer; "
+                          "MXFP8 ones are gathered in bf16 through the grad buffer, "
+                          "--reuse-grad-buf-for-mxfp8-param-ag); fp4 (or nvfp4) is NVFP4 "
                           "on Blackwell (--fp4-format e2m1)."),
         click.option("--attention", type=click.Choice(["flash", "unfused"]), default="flash",
                      show_default=True, help="Fused/flash attention (no s x s scores) or unfused."),
