@@ -602,6 +602,8 @@ def rule_error(broken: Violation, layout: Layout | None, workload: Workload) -> 
     name = _RULE_FIELDS.get(broken.rule, "layout").lstrip("-").replace("-", "_")
     name = _FIELD_ATTRS.get(name, name)
     value = getattr(layout, name, getattr(workload, name, "see message"))
+    if name == "precision" and workload.fp8_param_gather:  # the CLI spelling: fp8-params / fp4-params
+        value = f"{value}-params"
     return MegasolveError(field=_RULE_FIELDS.get(broken.rule, "layout"), value=value,
                           rule=f"{broken.message} ({broken.source})", fix=broken.fix)
 

@@ -71,7 +71,7 @@ def test_estimate_json_contract():
      "Megatron-FSDP requires the distributed optimizer"),
     # FP8 primary weights need the distributed optimizer (or an FSDP): ARG L1095-1097
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--precision", "fp8-params",
-      "--no-distributed-optimizer"], "--fp8-param-gather only supported with distributed optimizer"),
+      "--no-distributed-optimizer"], "--precision=fp8-params: --fp8-param-gather only supported with distributed"),
     (["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100", "--pp", "2", "--cpu-offload-layers", "4"],
      "no support for Pipeline parallelism with CPU offloading"),
     # Transformer Engine's recipe support by compute capability
