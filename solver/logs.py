@@ -131,11 +131,14 @@ _SKY_RESOURCES = re.compile(r"\b(\d+)x\[[A-Za-z0-9-]+:(\d+)\]")
 _TIMING_TABLE_HEAD = re.compile(r"^\s*Experiment\s+Status\s+Time Mean \((ms|s)\)\s+Time Std")
 _TIMING_TABLE_ROW = re.compile(r"^\s*\S+\s+Success\s+(\d+\.?\d*)\s+\d+\.?\d*\s+(\d+\.?\d*|-)\s+(?:\d+\.?\d*|-)\s*$")
 _VERL_PERF_MEMORY = re.compile(r"perf/max_memory_(allocated|reserved)_gb:\s*(\d*\.?\d+)")
-_ITER = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)")
+# (and the key=value form of argonne-lcf/Megatron-DeepSpeed's training_log.py: "iteration=      22/  105963 |
+# consumed_samples=       14976 | consumed_tokens=    61341696 | elapsed_time_per_iteration_ms=20723.0 |")
+_ITER = re.compile(r"iteration(?:\s+|=\s*)(\d+)\s*/\s*(\d+)\s*\|(.*)")
 # training.py::training_log prints "elapsed time per iteration (ms): T"; condensed copies of it in issue
 # threads shorten the label to "elapsed (ms): T" (Megatron-Bridge#5088); BigScience's Megatron-DeepSpeed prints
 # seconds, "elapsed time per iteration (s): 106.46" (bigscience-workshop/bigscience tr11-176B chronicles)
-_ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\((ms|s)\):\s*(\d*\.?\d+)|:\s*(\d*\.?\d+)\s*(ms)\b)")
+_ELAPSED = re.compile(r"elapsed(?: time per iteration)?\s*(?:\((ms|s)\):\s*(\d*\.?\d+)|:\s*(\d*\.?\d+)\s*(ms)\b)"
+                      r"|elapsed_time_per_iteration_(ms|s)=\s*(\d*\.?\d+)")
 _TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|TFLOPs? per GPU|TFLOP/s/GPU|tflops(?:_per_gpu)?)"
                      r"\s*[:=]\s*(\d*\.?\d+(?:e[+-]?\d+)?)", re.I)  # NeMo 2 may print "TFLOPS_per_GPU: 1.249e+03"
 _GBS = re.compile(r"gl(?:oba|oab)l batch size:\s*(\d+)")  # (and Megatron-DeepSpeed forks' "gloabl batch size")
@@ -155,7 +158,9 @@ _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=(\d*\
 # torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
 # (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
 _OOM = re.compile(r"(?:CUDA|NPU|XPU|HPU) out of memory\. Tried to allocate (\d*\.?\d+) ([GM]i?B)")
-_OOM_CAPACITY = re.compile(r"total capacit[yi]? of (\d*\.?\d+) GiB|(\d*\.?\d+) GiB total capacity")
+# (and a shortened "torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19", NVIDIA-NeMo/RL#2871)
+_OOM_CAPACITY = re.compile(r"total capacit[yi]? of (\d*\.?\d+) GiB|(\d*\.?\d+) GiB total capacity"
+                           r"|GiB free of (\d+\.\d+)(?: GiB)?\b")
 # Megatron-SWIFT's iteration line adds "memory(GiB): X", torch.cuda.max_memory_reserved() / 2**30
 # (modelscope/ms-swift#5194, swift/megatron/init.py training_log)
 _SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*(\d*\.?\d+)")
@@ -319,10 +324,10 @@ _SLIME_TRAIN = re.compile(r"\bTimer train end \(elapsed:\s*(\d*\.?\d+)\s*s\)")
 _ACTUAL_SEQLEN = re.compile(r"\|\s*actual seqlen:\s*(\d+)")
 # Megatron-DeepSpeed's iteration line: "consumed samples: 4 | consumed tokens: 512 |" -- their ratio is the sequence
 # length (without curriculum learning, which shortens early samples: the ratio is then below the final length)
-_CONSUMED = re.compile(r"consumed samples:\s*(\d+)\s*\|\s*consumed tokens:\s*(\d+)")
+_CONSUMED = re.compile(r"consumed[ _]samples[:=]\s*(\d+)\s*\|\s*consumed[ _]tokens[:=]\s*(\d+)")
 # Megatron-LM's "consumed samples: 51200" on every iteration line: with no "global batch size" field, the samples per
 # iteration between two logged lines are the global batch (haok1402/megatron-deepseek-v2-lite README)
-_CONSUMED_SAMPLES = re.compile(r"consumed samples:\s*(\d+)\b")
+_CONSUMED_SAMPLES = re.compile(r"consumed[ _]samples[:=]\s*(\d+)\b")
 _CONTAINER = re.compile(r"nvcr\.io/nvidia/(?:nemo|pytorch)[:/]([\w.-]+)")
 
 
@@ -867,7 +872,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if (m := _ITER.search(line)) and (e := _ELAPSED.search(m.group(3))):
         t = _TFLOPS.search(m.group(3)) or _NEOX_FLOPS.search(m.group(3))
         g = _GBS.search(m.group(3))
-        seconds = float(e.group(2) or e.group(3)) / (1.0 if e.group(1) == "s" else 1e3)
+        seconds = float(e.group(2) or e.group(3) or e.group(6)) / (1.0 if "s" in (e.group(1), e.group(5)) else 1e3)
         tflops = float(t.group(1)) * _FLOPS_PREFIX.get(t.group(2) if t.re is _NEOX_FLOPS else "T", 1.0) if t else None
         facts.iterations.append((int(m.group(1)), seconds, tflops, int(g.group(1)) if g else None))
         if (ls := _LOSS_SCALE.search(m.group(3))) and float(ls.group(1)) != 1.0:
@@ -980,8 +985,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
                                         # the CUDA runtime's own: "RuntimeError: CUDA error: out of memory"
                                         r"|CUDA error: out of memory", line, re.I):
         facts.oom = facts.oom_logged = True  # the message cut before "Tried to allocate", or quoted in the post
-    if "out of memory" in line.lower() and (c := _OOM_CAPACITY.search(line)):
-        facts.oom_capacity_gib = float(c.group(1) or c.group(2))
+    if re.search(r"out of memory|OutOfMemoryError", line, re.I) and (c := _OOM_CAPACITY.search(line)):
+        facts.oom_capacity_gib = float(c.group(1) or c.group(2) or c.group(3))
     if found := list(_RANK_PARAMS.finditer(line)):
         for m in found:
             facts.rank_params[(int(m.group(1)), int(m.group(2)))] = int(m.group(3))
@@ -1034,6 +1039,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     for pattern, preset in MODEL_NAMES:
         if m := pattern.search(line):
             named[preset] = min(named.get(preset, m.start()), m.start())
+    if _COMMENTED_FLAG.match(line):  # "#--hf-checkpoint /root/Qwen3-4B-FP8" under the one in use (THUDM/slime#537)
+        named = {}
     for preset in sorted(named, key=named.__getitem__):  # in the order the line names them
         facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
     if m := _CONTAINER.search(line):
@@ -1298,6 +1305,13 @@ _SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?
 # activation checkpointing in words: "using TP8+CP4+actckpt", "with activation checkpointing" (full recompute)
 _PROSE_ACT_CKPT = re.compile(r"(?<![A-Za-z])actckpt\b|\b(?:with|using|and|\+)\s*(?:full\s+)?activation[ _-]checkpointing\b"
                              r"|\bactivation[ _-]checkpointing\s*(?:=|:)\s*(?:true|on|enabled)\b", re.I)
+# Megatron-DeepSpeed's run names, used for its output, log and checkpoint folders: "ds_z${ZERO_STAGE}_nl${NLAYERS}_
+# hs${HIDDEN}_gb${GLOBAL_BATCH}_mb${MICRO_BATCH}" (deepspeedai/Megatron-DeepSpeed examples_deepspeed scripts'
+# OUTPUT_DIR), "ds_stage${ZERO_STAGE}_nl${NLAYERS}_hs${HIDDEN}_mb${MICRO_BATCH}_seq${SEQ}_gb${GLOBAL_BATCH}_pp${PP}_
+# tp${TP}_${DTYPE}_opt${OPT}" (argonne-lcf/Megatron-DeepSpeed ALCF/helpers.sh setOutput): the layers and the width
+# after the prefix, then the batch fields in either order (tp / pp / seq are read as anywhere else)
+_DS_RUN_NAME = re.compile(r"(?<![A-Za-z0-9])ds_(?:z|stage)\d+_nl(\d+)_hs(\d+)((?:_(?:gb|mb|seq|sp|pp|tp)\d+)*)")
+_DS_RUN_FIELDS = {"gb": "global_batch_size", "mb": "micro_batch_size"}
 _SEQ_TOKEN = re.compile(r"(?<![A-Za-z])seq(?:len)?\s?(\d{3,})(?![\d.])", re.I)  # "seq8192", "seq 2048" (trl#6869)
 # two lengths offered as alternatives before the word: "with 16k or 32k context", "4k/8k sequence length"
 _SEQ_ALTERNATIVES = re.compile(r"\b(\d{3,}|\d+[kK])\s*(?:or|/|and)\s*(\d{3,}|\d+[kK])\s+(?:sequence length|"
@@ -2104,6 +2118,12 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     if m := _PROSE_SEQ.search(line) or _SEQ_AFTER.search(line) or _SEQ_TOKEN.search(line) or _CN_SEQ.search(line):
         value = next(g for g in m.groups() if g).replace(",", "")  # "seq_len 4K": K = 1024
         _prose_set(facts, "seq_length", int(value[:-1]) * 1024 if value[-1] in "kK" else int(value))
+    if m := _DS_RUN_NAME.search(line):
+        _prose_set(facts, "num_layers", int(m.group(1)))
+        _prose_set(facts, "hidden_size", int(m.group(2)))
+        for field, value in re.findall(r"_([a-z]+)(\d+)", m.group(3)):
+            if field in _DS_RUN_FIELDS:
+                _prose_set(facts, _DS_RUN_FIELDS[field], int(value))
     if (m := _SEQ_ALTERNATIVES.search(line)) and not facts.seq_alternatives:
         facts.seq_alternatives = tuple(int(v[:-1]) * 1024 if v[-1] in "kK" else int(v) for v in m.groups())
     for owner, key, value in _ATTR_SET.findall(line):
@@ -2461,6 +2481,8 @@ _GPU_COUNT_VARS = ("NUM_GPUS", "N_GPUS", "NGPUS")  # a launch script's GPU count
 
 # ROCm Megatron-LM's Llama launchers size the model by MODEL_SIZE (examples/llama/train_llama2.sh: 7, 13, 70;
 # train_llama3.sh: 8, 70 -- Llama 3.1's shapes): "MODEL_SIZE=7 ... bash examples/llama/train_llama2.sh"
+# a flag commented out in a launch script: not the run's setting, and the model it names is not the run's
+_COMMENTED_FLAG = re.compile(r"\s*#+\s*--?[A-Za-z]")
 _ROCM_LLAMA_SCRIPT = re.compile(r"\btrain_llama(2|3|3\.1|31)\.sh\b", re.I)
 _ROCM_DEEPSEEK_SCRIPT = re.compile(r"\btrain_deepseekv3\.sh\b")
 _MODEL_SIZE_VAR = re.compile(r"(?:^|\s)MODEL_SIZE=['\"]?(\d+)[bB]?\b", re.M)  # "MODEL_SIZE=70", "MODEL_SIZE=16B"
@@ -2638,6 +2660,11 @@ _VERL_BATCH_KEYS = {"actor_rollout_ref.actor.ppo_mini_batch_size": "_verl_ppo_mi
 _VERL_BATCH = re.compile(rf"^({'|'.join(re.escape(k) for k in _VERL_BATCH_KEYS)})=(\d+)$")
 
 
+# commands of a launch script that clean up or wait, whose flags are not the training's (THUDM/slime#537: "ray stop
+# --force", "pkill -9 sglang")
+_NOT_TRAINING_COMMAND = re.compile(r"\s*(?:ray\s+stop|pkill|killall|kill|sleep|rm|mkdir|cd|nvidia-smi|pip3?\s+install)\b")
+
+
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     _bridge_launcher_args(text, facts)
@@ -2673,6 +2700,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
             if not value.startswith(("(", "$(")) and "`" not in value:
                 env[m.group(1)] = _expand(value, env)
             rest = rest[m.end():]
+        if _NOT_TRAINING_COMMAND.match(rest) and not re.search(r"&&|\|\||;", rest):
+            continue  # "ray stop --force", "pkill -9 python": not the run's flags ("rm -rf x && torchrun ..." is)
         lines.append(line)
     flags: dict[str, Any] = {}
     for line in lines:
@@ -2697,6 +2726,10 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 name = h.group(2).strip("'\"")
                 if name in ("mcore_distributed_optim", "distributed_fused_adam", "fused_adam"):
                     flags.setdefault("use_distributed_optimizer", name != "fused_adam")
+                continue
+            if h and token.lstrip("+").startswith(("actor_rollout_ref.actor.strategy=", "critic.strategy=")):
+                # verl's training backend: fsdp / fsdp2 train with PyTorch FSDP, not Megatron-Core (runs.py)
+                flags.setdefault("_train_backend", "verl " + h.group(2).strip("'\""))
                 continue
             if h and h.group(1) in CONFIG_KEYS:  # NeMo: model.num_layers=40
                 # the inference engine's sizes are not the trainer's: verl's actor_rollout_ref.rollout.tensor_model_
@@ -2982,6 +3015,9 @@ CONFIG_KEYS = {
     "mamba_num_groups", "mamba_num_heads", "moe_latent_size", "softmax_type", "mtp_use_repeated_layer",
     "main_grads_dtype", "overlap_param_gather", "use_precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype",
     "main_params_dtype",
+    # optimizer CPU offload (Megatron-LM --optimizer-cpu-offload / --optimizer-offload-fraction; verl's
+    # +actor_rollout_ref.actor.optim.override_optimizer_config.optimizer_cpu_offload=True, verl-project/verl#3873)
+    "optimizer_cpu_offload", "optimizer_offload_fraction",
     # verl's actor micro batch (actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu, runs.py CONFIG_ALIASES)
     "ppo_micro_batch_size_per_gpu",
     # settings named as not modelled when set (runs.py UNMODELLED_ARGS)

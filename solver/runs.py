@@ -405,6 +405,13 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         name_ = CONFIG_ALIASES.get(key, key)
         if value is not None or args.get(name_) is None:
             args[name_] = value
+    backend = args.get("_train_backend") or (f"slime --train-backend {args['train_backend']}"
+                                             if args.get("train_backend") not in (None, "megatron") else None)
+    if backend and not backend.endswith("megatron"):  # verl's actor strategy / slime's backend: PyTorch FSDP
+        raise MegasolveError(field=f"{name}: training backend", value=backend,
+                             rule="the run trains with PyTorch FSDP, not Megatron-Core, which is what megasolve costs",
+                             fix="check a run of the Megatron backend (verl actor_rollout_ref.actor.strategy=megatron, "
+                                 "slime --train-backend megatron)")
     for key in ("num_experts", "num_moe_experts"):  # Megatron-DeepSpeed prints a list per expert layer group: "[1]"
         if isinstance(args.get(key), str) and (m := re.fullmatch(r"\[\s*(\d+)(?:\s*,\s*\1)*\s*\]", args[key].strip())):
             args[key] = int(m.group(1))

@@ -1081,3 +1081,28 @@ def test_fp8_param_gather_implies_the_distributed_optimizer():
     run = run_from_log(text, defaults={"gpu": "h100"})
     assert run.layout.distributed_optimizer and run.workload.fp8_param_gather
     assert any("--fp8-param-gather runs only under it" in n for n in run.notes)
+
+
+@pytest.mark.parametrize("script, backend", [
+    ("python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.actor.strategy=fsdp2 \\\n"
+     "    actor_rollout_ref.model.path=Qwen/Qwen3-8B \\\n    trainer.n_gpus_per_node=8 trainer.nnodes=1\n", "verl fsdp2"),
+    ("ray job submit -- python3 train.py \\\n  --train-backend fsdp \\\n  --hf-checkpoint /root/Qwen3-4B \\\n"
+     "  --actor-num-gpus-per-node 8\n", "slime --train-backend fsdp"),
+])
+def test_a_run_on_an_fsdp_backend_is_refused_by_name(script, backend):
+    """verl's FSDP actor and slime's former FSDP backend train with PyTorch FSDP: costing them as Megatron-Core would
+    be a wrong answer, so the reader says what the run is (exit 2 in ``check``)."""
+    with pytest.raises(MegasolveError) as err:
+        run_from_log(script, "run.sh", {"gpu": "h100", "seq_length": 4096, "global_batch_size": 64, "step_time_s": 5.0})
+    assert err.value.value == backend and "FSDP" in err.value.rule
+    megatron = script.replace("strategy=fsdp2", "strategy=megatron").replace("--train-backend fsdp",
+                                                                            "--train-backend megatron")
+    assert "_train_backend" not in parse_log(megatron).args or parse_log(megatron).args["_train_backend"] == "verl megatron"
+
+
+def test_cleanup_commands_of_a_script_are_not_its_training_flags():
+    """"ray stop --force" / "pkill -9 python" before the launch (THUDM/slime#537) are not flags of the run."""
+    text = "pkill -9 sglang\nray stop --force\nsleep 3\npython pretrain_gpt.py --tensor-model-parallel-size 2 \\\n" \
+           "  --num-layers 24\n"
+    args = parse_log(text).args
+    assert args["tensor_model_parallel_size"] == 2 and args["num_layers"] == 24 and "force" not in args
