@@ -157,6 +157,10 @@ _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=(\d*\
                      r"(?:, activation=(\d*\.?\d+) MB, total=(\d*\.?\d+) MB)?")
 # torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
 # (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
+# an Ascend NPU run (MindSpeed, verl's NPU recipes): its launcher's variables, torch_npu, HCCL, a device="npu"
+_NPU_MARKER = re.compile(r"\bNPUS_PER_NODE\b|\btorch_npu\b|\bASCEND_[A-Z_]+|\bHCCL_[A-Z_]+|\bPYTORCH_NPU_ALLOC_CONF\b"
+                         r"|\bdevice\s*=\s*['\"]?npu\b|\bNPU out of memory")
+_DEEPEP_FRAME = re.compile(r"deep_ep/buffer\.py|DeepEP error:")
 _OOM = re.compile(r"(?:CUDA|NPU|XPU|HPU) out of memory\. Tried to allocate (\d*\.?\d+) ([GM]i?B)")
 # (and a shortened "torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19", NVIDIA-NeMo/RL#2871)
 _OOM_CAPACITY = re.compile(r"total capacit[yi]? of (\d*\.?\d+) GiB|(\d*\.?\d+) GiB total capacity"
@@ -1006,6 +1010,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _WORD_EMBEDDING_SHAPE.search(line):
         facts.args.setdefault("_embedding_shape", (int(m.group(1)), int(m.group(2))))
         return
+    if (m := _NPU_MARKER.search(line)) and "_npu" not in facts.args:
+        facts.args["_npu"] = m.group(0)
+    if _DEEPEP_FRAME.search(line):  # DeepEP's own frames or errors: the flex dispatcher ran (Megatron-Bridge#1335)
+        facts.args.setdefault("_deepep_seen", True)
     _prose_sizes(line, facts)
     named_line = _URL.sub(" ", line)  # a link's words are not the run's: ".../language-modeling-using-megatron-a100-gpu/"
     for m in _GPU_NAME.finditer(named_line):
@@ -2451,6 +2459,9 @@ BRIDGE_LAUNCHER_FLAGS = {"ng": "world_size", "gn": "gpus_per_node", "tp": "tenso
                          "sl": "seq_length"}
 _BRIDGE_LAUNCHER_FLAG = re.compile(r"(?:^|\s)-(ng|gn|tp|pp|cp|vp|ep|et|mb|gb|sl)[\s=]+(\d+)\b")
 _BRIDGE_LAUNCHER_GPU = re.compile(r"(?:^|\s)(?:-g|--gpu)[\s=]+([a-z0-9]+)\b", re.I)
+_BRIDGE_LAUNCHER_MODEL = re.compile(r"(?:^|\s)(?:-m|--model_name|--model_family_name)[\s=]+([A-Za-z0-9_.]+)")
+_BRIDGE_LAUNCHER_SIZE = re.compile(r"(?:^|\s)(?:-s|--model_size)[\s=]+([A-Za-z0-9_.]+)")
+_BRIDGE_LAUNCHER_RECIPE = re.compile(r"(?:^|\s)(?:-mr|--model_recipe_name)[\s=]+([A-Za-z0-9_.]+)")
 
 
 def _bridge_launcher_args(text: str, facts: LogFacts) -> None:
@@ -2464,6 +2475,15 @@ def _bridge_launcher_args(text: str, facts: LogFacts) -> None:
         name = m.group(1).upper()
         if _GPU_NAME.fullmatch(name):
             facts.gpu_names[name] = facts.gpu_names.get(name, 0) + 1
+    # the model: "-m deepseek -s v3" (argument_parser.py -m/--model_name, -s/--model_size @v0.2.0 L231-243) or, from
+    # v0.4, "-m llama -mr llama31_405b" (--model_family_name, --model_recipe_name @v0.4.2 L178-188)
+    family = _BRIDGE_LAUNCHER_MODEL.search(body)
+    size = _BRIDGE_LAUNCHER_SIZE.search(body)
+    recipe = _BRIDGE_LAUNCHER_RECIPE.search(body)
+    named = _preset_names_in(recipe.group(1)) if recipe else \
+        _preset_names_in(f"{family.group(1)}-{size.group(1)}") if family and size else {}
+    for preset in named:
+        facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
 
 
 # flags kept in a bash associative array, "declare -A MODEL_CONFIG; MODEL_CONFIG[num-layers]=28" and expanded into

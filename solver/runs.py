@@ -426,7 +426,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args.setdefault(arg, facts.world_parts[printed])
     for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print
         args[str(key).lstrip("-").replace("-", "_")] = scalar(str(value)) if isinstance(value, str) else value
-    if facts.nemo_steps or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge", text):
+    if facts.nemo_steps or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py",
+                                     text):
         args.setdefault("_nemo", True)
     if _VERL_MEGATRON.search(text):  # verl's Megatron actor: its config sets the distributed optimizer on
         args.setdefault("_verl_megatron", True)
@@ -437,6 +438,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if batches and not isinstance(args.get("global_batch_size"), int):
         args["global_batch_size"] = statistics.mode(batches)
     missing: list[str] = []
+    _mindspeed_args(args, notes)
     _training_notes(args, notes)
     if facts.seq_alternatives and args.get("seq_length") in facts.seq_alternatives:
         named = " or ".join(str(v) for v in facts.seq_alternatives)
@@ -533,6 +535,9 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         work_raw["moe_dispatcher"] = "allgather"  # TC moe_token_dispatcher_type default
         notes.append("MoE dispatcher allgather: the command does not pass --moe-token-dispatcher-type "
                      "(Megatron-LM's default)")
+    elif spec.is_moe and "moe_dispatcher" not in work_raw and args.get("_deepep_seen"):
+        work_raw["moe_dispatcher"] = "flex"
+        notes.append("MoE dispatcher flex (DeepEP): the log shows DeepEP running (deep_ep frames or errors)")
     elif spec.is_moe and "moe_dispatcher" not in work_raw:
         work_raw["moe_dispatcher"] = "alltoall"  # megasolve models alltoall and flex; Megatron's default is allgather
         notes.append("MoE dispatcher costed as alltoall (the log does not say; "
@@ -1220,8 +1225,60 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
             missing.append(("GPU type", f"--gpu TYPE (the log's {seen.replace('-', ' ', 1)}GB is no catalog part, "
                                         "see `megasolve gpus`; or give its numbers in a --cluster file)"))
             return ""
+    if npu := facts.args.get("_npu"):  # an Ascend run: no catalog part is its device
+        missing.append((f"GPU type (the run is on Ascend NPUs: the log sets {npu}; the catalog holds no NPU)",
+                        "--gpu TYPE of a catalog part to compare with, or the device's numbers in a runs file's "
+                        "cluster: mapping (bf16_tflops, mem_gb, ...)"))
+        return ""
     missing.append(("GPU type", "--gpu TYPE"))
     return ""
+
+
+def _mindspeed_args(args: dict[str, Any], notes: list[str]) -> None:
+    """Ascend MindSpeed-LLM's own flags, as Megatron-Core arguments where one says the same:
+
+    * ``--moe-tp-extend-ep``: the TP ranks join the expert-parallel group and the experts are not TP-split
+      (MindSpeed ``mindspeed/core/transformer/moe``): Megatron's expert grid with ETP 1 and EP = TP x EP;
+    * ``--noop-layers i,j,...``: identity layers that pad ``--num-layers`` to a count PP divides; when they all
+      sit on the first or the last pipeline stage (no VPP) that is Megatron's uneven split
+      (``--decoder-first/last-pipeline-num-layers``) of the real layers, else it is said and costed padded."""
+    if args.get("moe_tp_extend_ep") is True and isinstance(tp := args.get("tensor_model_parallel_size"), int) \
+            and tp > 1 and isinstance(ep := args.get("expert_model_parallel_size"), int):
+        args["expert_model_parallel_size"], args["expert_tensor_parallel_size"] = ep * tp, 1
+        notes.append(f"--moe-tp-extend-ep (MindSpeed): experts over EP {ep * tp} (TP {tp} x EP {ep}), not TP-split")
+    noop = args.get("noop_layers")
+    layers, pp = args.get("num_layers"), args.get("pipeline_model_parallel_size")
+    if noop is None or noop is True or not isinstance(layers, int):
+        return
+    try:
+        ids = sorted({int(x) for x in re.split(r"[,\s]+", str(noop).strip("[]() ")) if x})
+    except ValueError:
+        notes.append(f"--noop-layers {noop} (MindSpeed's identity layers): not read, costed as real layers")
+        return
+    pp = pp if isinstance(pp, int) and pp > 0 else 1
+    per = layers // pp if layers % pp == 0 else None
+    vpp = args.get("virtual_pipeline_model_parallel_size") or args.get("num_layers_per_virtual_pipeline_stage")
+    first = [i for i in ids if per and i < per]
+    last = [i for i in ids if per and i >= layers - per]
+    uneven = any(k in args for k in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
+                                     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"))
+    if not ids or per is None or vpp not in (None, 1) or uneven or len(first) + len(last) != len(ids) \
+            or (pp == 1 and ids):
+        if pp == 1 and ids and per:  # no pipeline: the identity layers are simply not there
+            args["num_layers"] = layers - len(ids)
+            notes.append(f"--noop-layers {noop} (MindSpeed's identity layers): {layers - len(ids)} real layers")
+            return
+        notes.append(f"--noop-layers {noop} (MindSpeed's identity layers): costed as real layers (they do not all "
+                     "sit on the first or last stage of an even split without VPP)")
+        return
+    args["num_layers"] = layers - len(ids)
+    if first:
+        args["decoder_first_pipeline_num_layers"] = per - len(first)
+    if last:
+        args["decoder_last_pipeline_num_layers"] = per - len(last)
+    notes.append(f"--noop-layers {noop} (MindSpeed's identity layers): {layers - len(ids)} real layers"
+                 + (f", {per - len(first)} on the first stage" if first else "")
+                 + (f", {per - len(last)} on the last stage" if last else ""))
 
 
 def _int(args: dict[str, Any], key: str, default: int) -> int:
@@ -1480,6 +1537,10 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     dispatcher = args.get("moe_token_dispatcher_type")
     if dispatcher in MOE_DISPATCHERS:
         work["moe_dispatcher"] = dispatcher
+    elif dispatcher == "alltoall_seq":  # Megatron-Core 0.9-0.12 (ARG choices @core_r0.12.0 L2557; removed by !3306)
+        work["moe_dispatcher"] = "alltoall"
+        notes.append("--moe-token-dispatcher-type alltoall_seq (Megatron-Core 0.9-0.12's sequence-parallel "
+                     "all-to-all) costed as alltoall: the same token copies cross the EP group")
     cp_types = _cp_comm_types(args.get("cp_comm_type"))
     if cp_types:
         if len(set(cp_types)) > 1:
@@ -1729,6 +1790,13 @@ UNMODELLED_ARGS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] =
     ("--moe-flex-dispatcher-backend", lambda a: a.get("moe_token_dispatcher_type") == "flex"
      and a.get("moe_flex_dispatcher_backend") not in (None, "deepep"),  # without flex the backend is not used
      "costed as DeepEP, its buffers and kernels (transformer_config.py L898-902)"),
+    # Ascend MindSpeed-LLM's own (Ascend/MindSpeed-LLM examples/mcore/deepseek3/pretrain_deepseek3_671b_4k_ptd.sh)
+    ("--swap-optimizer (MindSpeed)", lambda a: a.get("swap_optimizer") is True,
+     "the optimizer states swapped to host memory between steps: costed on the device"),
+    ("--schedules-method (MindSpeed)", lambda a: _set(a.get("schedules_method")),
+     "MindSpeed's own pipeline schedule (dualpipev): costed as Megatron's 1F1B / interleaved schedule"),
+    ("--moe-fb-overlap (MindSpeed)", lambda a: a.get("moe_fb_overlap") is True,
+     "MindSpeed's forward-backward overlap of the MoE all-to-all: costed without it"),
     ("--empty-unused-memory-level", lambda a: _set(a.get("empty_unused_memory_level")),
      "torch.cuda.empty_cache() every step (training.py L3149, L3229): reserved memory and the step include the "
      "allocator's churn, not costed"),
