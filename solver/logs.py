@@ -2747,6 +2747,14 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 if name in ("mcore_distributed_optim", "distributed_fused_adam", "fused_adam"):
                     flags.setdefault("use_distributed_optimizer", name != "fused_adam")
                 continue
+            if h and h.group(1) in ("param_offload", "grad_offload", "optimizer_offload") \
+                    and token.lstrip("+").startswith(("actor_rollout_ref.actor.megatron.",
+                                                      "actor_rollout_ref.actor.mindspeed.")):
+                # verl's actor offload: state on the host between phases, loaded back for update_actor (runs.py)
+                if scalar(h.group(2).strip("'\"")) is True:
+                    flags["_verl_offload"] = ", ".join(sorted({*str(flags.get("_verl_offload", "")).split(", "),
+                                                               h.group(1)} - {""}))
+                continue
             if h and token.lstrip("+").startswith(("actor_rollout_ref.actor.strategy=", "critic.strategy=")):
                 # verl's training backend: fsdp / fsdp2 train with PyTorch FSDP, not Megatron-Core (runs.py)
                 flags.setdefault("_train_backend", "verl " + h.group(2).strip("'\""))

@@ -439,6 +439,9 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         args["global_batch_size"] = statistics.mode(batches)
     missing: list[str] = []
     _mindspeed_args(args, notes)
+    if offloaded := args.get("_verl_offload"):  # verl/workers/megatron_workers.py update_actor: loaded back first
+        notes.append(f"verl's actor {offloaded}: that state waits on the host between phases and "
+                     "is loaded back for the actor update, so the training step holds it on the GPU, as costed")
     _training_notes(args, notes)
     if facts.seq_alternatives and args.get("seq_length") in facts.seq_alternatives:
         named = " or ".join(str(v) for v in facts.seq_alternatives)
