@@ -1258,19 +1258,20 @@ def _mindspeed_args(args: dict[str, Any], notes: list[str]) -> None:
     except ValueError:
         notes.append(f"--noop-layers {noop} (MindSpeed's identity layers): not read, costed as real layers")
         return
+    if not ids:
+        return
     pp = pp if isinstance(pp, int) and pp > 0 else 1
+    if pp == 1:  # no pipeline: the identity layers are simply not there
+        args["num_layers"] = layers - len(ids)
+        notes.append(f"--noop-layers {noop} (MindSpeed's identity layers): {layers - len(ids)} real layers")
+        return
     per = layers // pp if layers % pp == 0 else None
     vpp = args.get("virtual_pipeline_model_parallel_size") or args.get("num_layers_per_virtual_pipeline_stage")
     first = [i for i in ids if per and i < per]
     last = [i for i in ids if per and i >= layers - per]
     uneven = any(k in args for k in ("decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers",
                                      "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"))
-    if not ids or per is None or vpp not in (None, 1) or uneven or len(first) + len(last) != len(ids) \
-            or (pp == 1 and ids):
-        if pp == 1 and ids and per:  # no pipeline: the identity layers are simply not there
-            args["num_layers"] = layers - len(ids)
-            notes.append(f"--noop-layers {noop} (MindSpeed's identity layers): {layers - len(ids)} real layers")
-            return
+    if per is None or vpp not in (None, 1) or uneven or len(first) + len(last) != len(ids):
         notes.append(f"--noop-layers {noop} (MindSpeed's identity layers): costed as real layers (they do not all "
                      "sit on the first or last stage of an even split without VPP)")
         return

@@ -1106,3 +1106,21 @@ def test_cleanup_commands_of_a_script_are_not_its_training_flags():
            "  --num-layers 24\n"
     args = parse_log(text).args
     assert args["tensor_model_parallel_size"] == 2 and args["num_layers"] == 24 and "force" not in args
+
+
+def test_mindspeed_noop_layers_outside_the_end_stages_are_said_and_kept():
+    """MindSpeed's --noop-layers become Megatron's uneven split only where they sit on the first / last stage of an
+    even split without VPP (the fixtures: DeepSeek-V3 61 + 3, GLM-4.5-Air 46 + 2); elsewhere they are named and the
+    padded count is costed."""
+    from megasolve.solver.runs import _mindspeed_args
+
+    for args in (dict(num_layers=48, pipeline_model_parallel_size=4, noop_layers="20"),
+                 dict(num_layers=48, pipeline_model_parallel_size=4, noop_layers="0,47",
+                      virtual_pipeline_model_parallel_size=2)):
+        notes: list[str] = []
+        _mindspeed_args(args, notes)
+        assert args["num_layers"] == 48 and "decoder_last_pipeline_num_layers" not in args
+        assert "costed as real layers" in notes[0]
+    args, notes = dict(num_layers=48, pipeline_model_parallel_size=1, noop_layers=47), []
+    _mindspeed_args(args, notes)
+    assert args["num_layers"] == 47 and "47 real layers" in notes[0]
