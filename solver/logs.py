@@ -155,12 +155,12 @@ _MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory
 _DS_TIMER_MEMORY = re.compile(r"\bMaxMemAllocated=(\d*\.?\d+)GB\b")
 _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=(\d*\.?\d+) MB"
                      r"(?:, activation=(\d*\.?\d+) MB, total=(\d*\.?\d+) MB)?")
-# torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
-# (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
 # an Ascend NPU run (MindSpeed, verl's NPU recipes): its launcher's variables, torch_npu, HCCL, a device="npu"
 _NPU_MARKER = re.compile(r"\bNPUS_PER_NODE\b|\btorch_npu\b|\bASCEND_[A-Z_]+|\bHCCL_[A-Z_]+|\bPYTORCH_NPU_ALLOC_CONF\b"
                          r"|\bdevice\s*=\s*['\"]?npu\b|\bNPU out of memory")
 _DEEPEP_FRAME = re.compile(r"deep_ep/buffer\.py|DeepEP error:")
+# torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
+# (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
 _OOM = re.compile(r"(?:CUDA|NPU|XPU|HPU) out of memory\. Tried to allocate (\d*\.?\d+) ([GM]i?B)")
 # (and a shortened "torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19", NVIDIA-NeMo/RL#2871)
 _OOM_CAPACITY = re.compile(r"total capacit[yi]? of (\d*\.?\d+) GiB|(\d*\.?\d+) GiB total capacity"
@@ -2499,10 +2499,10 @@ _SHELL_OPERATOR = re.compile(r"\d?>>?(?:&\d)?|<|\|\|?|&&?|;")  # a whole token: 
 _GPU_COUNT_VARS = ("NUM_GPUS", "N_GPUS", "NGPUS")  # a launch script's GPU count, by the names scripts give it
 
 
-# ROCm Megatron-LM's Llama launchers size the model by MODEL_SIZE (examples/llama/train_llama2.sh: 7, 13, 70;
-# train_llama3.sh: 8, 70 -- Llama 3.1's shapes): "MODEL_SIZE=7 ... bash examples/llama/train_llama2.sh"
 # a flag commented out in a launch script: not the run's setting, and the model it names is not the run's
 _COMMENTED_FLAG = re.compile(r"\s*#+\s*--?[A-Za-z]")
+# ROCm Megatron-LM's Llama launchers size the model by MODEL_SIZE (examples/llama/train_llama2.sh: 7, 13, 70;
+# train_llama3.sh: 8, 70 -- Llama 3.1's shapes): "MODEL_SIZE=7 ... bash examples/llama/train_llama2.sh"
 _ROCM_LLAMA_SCRIPT = re.compile(r"\btrain_llama(2|3|3\.1|31)\.sh\b", re.I)
 _ROCM_DEEPSEEK_SCRIPT = re.compile(r"\btrain_deepseekv3\.sh\b")
 _MODEL_SIZE_VAR = re.compile(r"(?:^|\s)MODEL_SIZE=['\"]?(\d+)[bB]?\b", re.M)  # "MODEL_SIZE=70", "MODEL_SIZE=16B"

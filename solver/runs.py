@@ -1240,8 +1240,10 @@ def _gpu(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missing: l
 def _mindspeed_args(args: dict[str, Any], notes: list[str]) -> None:
     """Ascend MindSpeed-LLM's own flags, as Megatron-Core arguments where one says the same:
 
-    * ``--moe-tp-extend-ep``: the TP ranks join the expert-parallel group and the experts are not TP-split
-      (MindSpeed ``mindspeed/core/transformer/moe``): Megatron's expert grid with ETP 1 and EP = TP x EP;
+    * ``--moe-tp-extend-ep``: each TP rank owns whole experts, ``E / (TP x EP)`` of them, not TP shards (Ascend/MindSpeed
+      ``mindspeed/core/transformer/moe/moe_feature/tp_extend_ep/experts.py``: the GMM weights built with expert TP 1;
+      ``initialization.py``: ``num_local_experts * tp_size * ep_size == num_moe_experts``): Megatron's expert grid with
+      ETP 1 and EP = TP x EP;
     * ``--noop-layers i,j,...``: identity layers that pad ``--num-layers`` to a count PP divides; when they all
       sit on the first or the last pipeline stage (no VPP) that is Megatron's uneven split
       (``--decoder-first/last-pipeline-num-layers``) of the real layers, else it is said and costed padded."""
