@@ -56,3 +56,22 @@ def test_every_pair_is_ordered_as_measured():
 
 def test_the_gb200_bf16_gap_is_the_known_one():
     assert 0.55 <= BY_NAME[GB200_BF16].ratio <= 0.7
+
+
+def test_the_gb200_mxfp8_layout_fits_only_with_its_activation_offloading():
+    """The source: "MXFP8 config requires the activation offloading feature" (tp1 pp4 vpp6 ep64, MBS 3, expert_fc1 and
+    moe_act offloaded). Costed with the offloading it fits; without it, it must not (under-predicting memory is the
+    dangerous direction)."""
+    import dataclasses
+
+    import yaml
+    from megasolve.models.presets import load_preset
+    from megasolve.solver.api import estimate
+    from megasolve.topology.cluster import Cluster
+
+    row = next(r for r in yaml.safe_load(TABLES.DATA.read_text())["tables"]["gb200"]["rows"]
+               if r["name"] == "mxfp8-tp1-pp4-vpp6-ep64")
+    layout, workload = TABLES.layout_and_workload(row, row["num_gpus"])
+    spec, cluster = load_preset(TABLES.MODEL), Cluster.from_flags(num_gpus=256, gpu="gb200", nvlink_domain=64)
+    assert estimate(spec, cluster, workload, layout).estimate.fits
+    assert not estimate(spec, cluster, dataclasses.replace(workload, offload_modules=()), layout).estimate.fits
