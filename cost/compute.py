@@ -616,7 +616,9 @@ def expert_gemm_efficiency(gpu: GpuSpec, precision: str, width: float) -> float:
     the FLOP rate of the tiles themselves (balanced routing fills every 128-row tile); their cost is
     the expert weights streamed per micro-batch (``weight_stream_bytes``), which the step model
     charges at HBM bandwidth."""
-    return gemm_efficiency(gpu, precision, width) * calibration()["time"]["grouped_gemm_factor"]
+    cal = calibration()["time"]
+    return gemm_efficiency(gpu, precision, width) * cal["grouped_gemm_factor"] \
+        * cal.get("moe_precision_factor", {}).get(precision, 1.0)
 
 
 def work_time_s(work: LayerWork, gpu: GpuSpec, precision: str, gemm_width: float, expert_width: float) -> float:
