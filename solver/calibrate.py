@@ -169,8 +169,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("moe", "MoE layers", 0.5, _paths(("time.grouped_gemm_factor", 1), ("time.per_moe_layer_overhead_s", -1),
                                            ("time.per_local_expert_overhead_s", -1),
                                            ("time.biased_expert_overhead_s", -1))),
-    # the routed experts of one precision: freed only for MoE runs in a precision other than the MoE runs' most
-    # common one (the shared MoE factor carries that one), so no dense run and no other precision moves with it
+    # the routed experts of one precision: freed only when the MoE runs train in two or more precisions, beside the
+    # shared MoE factor, so that no dense run and no run of another precision moves with it
     Knob("moe_bf16", "MoE layers in bf16", 0.5, _paths(("time.moe_precision_factor.bf16", 1))),
     Knob("moe_fp8", "MoE layers in fp8", 0.5, _paths(("time.moe_precision_factor.fp8", 1))),
     Knob("moe_fp4", "MoE layers in fp4", 0.5, _paths(("time.moe_precision_factor.fp4", 1))),
