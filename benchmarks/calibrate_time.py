@@ -32,9 +32,10 @@ import re
 import statistics
 import sys
 import textwrap
-from collections import defaultdict
+from collections import Counter, defaultdict
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -302,22 +303,26 @@ def write_back(params: dict[str, float], provenance: str) -> None:
     CALIBRATION_FILE.write_text(head + sep + body, encoding="utf-8")
 
 
-def speed_basis(runs: list[PublishedRun]) -> dict[str, dict[str, dict[str, list[float]]]]:
-    """What the shipped speed factors rest on, per chip family, precision and kind: ``[runs, median |error| %]``
-    of the fit split with the committed factors (``calibration.yaml`` ``basis``, which ``estimate`` / ``solve``
-    show next to a prediction; ``tests/test_published.py`` checks the file against this). Only the fit split:
+def speed_basis(runs: list[PublishedRun]) -> dict[str, dict[str, dict[str, list[Any]]]]:
+    """What the shipped speed factors rest on, per chip family, precision and kind: ``[runs, median |error| %,
+    {model: runs}]`` of the fit split with the committed factors (``calibration.yaml`` ``basis``, which ``estimate`` /
+    ``solve`` show next to a prediction, models included, so that a user sees whether a model like theirs stands behind
+    it; ``tests/test_published.py`` checks the file against this). Only the fit split:
     the holdout is not what the factors were fitted on, and reading it here would spend it. ``--basis`` passes the
     published runs and the public logs of ``log_runs.yaml`` (CDNA3's, fitted by ``calibrate_cdna3.py``)."""
     from megasolve.cost.calibration import chip_family
 
     fit_runs = [r for r in runs if r.split == "fit"]
     errs = errors(fit_runs)
-    groups: dict[tuple[str, str, str], list[float]] = {}
+    groups: dict[tuple[str, str, str], list[PublishedRun]] = {}
     for r in fit_runs:
-        groups.setdefault((chip_family(r.cluster.gpu), r.workload.precision, r.kind), []).append(errs[r.id])
-    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+        groups.setdefault((chip_family(r.cluster.gpu), r.workload.precision, r.kind), []).append(r)
+    out: dict[str, dict[str, dict[str, list[Any]]]] = {}
     for (family, precision, kind), found in sorted(groups.items()):
-        out.setdefault(family, {}).setdefault(precision, {})[kind] = [len(found), round(median_abs_pct(found), 1)]
+        models = Counter(r.spec.name for r in found)
+        out.setdefault(family, {}).setdefault(precision, {})[kind] = [
+            len(found), round(median_abs_pct([errs[r.id] for r in found]), 1),
+            {name: models[name] for name in sorted(models, key=lambda n: (-models[n], n))}]
     return out
 
 

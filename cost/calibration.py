@@ -272,7 +272,8 @@ def speed_basis(gpu: Any, precision: str, moe: bool) -> SpeedBasis:
     table = shipped().data.get("basis", {})
     by_family = table.get(family, {})
     by_kind = by_family.get(precision, {})
-    runs, error = by_kind.get(kind, (0, None))
+    runs, error, *rest = by_kind.get(kind, (0, None))
+    models = rest[0] if rest and isinstance(rest[0], dict) else {}
     other = "dense" if moe else "moe"
     profile = active()
     user = profile.base is not None  # a profile written by `megasolve calibrate` (the shipped one has no base)
@@ -281,12 +282,15 @@ def speed_basis(gpu: Any, precision: str, moe: bool) -> SpeedBasis:
     source = shipped().data.get("basis_runs", {}).get(family)
     noun = (lambda n: f"{n} public log{'s' if n != 1 else ''}") if source else \
         (lambda n: f"{n} published run{'s' if n != 1 else ''}")
-    family_runs = sum(n for kinds in by_family.values() for n, _ in kinds.values())
+    family_runs = sum(entry[0] for kinds in by_family.values() for entry in kinds.values())
     if family not in table:
         note = (f"no published run on {gpu.name}: its efficiencies are the default ones (fitted on Hopper), "
                 f"expect larger errors")
     elif runs:
-        note = f"fitted on {noun(runs)} ({kind}, {precision}) on {family} GPUs, median error {error:.1f} % on them"
+        named = ", ".join(f"{name} {count}" for name, count in list(models.items())[:3])
+        named += f", {len(models) - 3} more" if len(models) > 3 else ""
+        note = (f"fitted on {noun(runs)} ({kind}, {precision}) on {family} GPUs" + (f" ({named})" if named else "")
+                + f", median error {error:.1f} % on them")
         if source:
             note += f" ({source})"
     elif source:

@@ -271,7 +271,8 @@ def test_precision_aware_optimizer_as_the_recipes_launch_it(run_id, state):
 # ---------------------------------------------------------------------------- what the speed factors rest on
 def test_calibration_basis_matches_the_fit_split():
     """``calibration.yaml`` ``basis`` (printed next to every prediction) is what the fit split holds: the run count
-    per chip family, precision and kind exactly, the in-sample median error within half a point (regenerate with
+    per chip family, precision and kind and the models among them exactly, the in-sample median error within half a
+    point (regenerate with
     ``python benchmarks/calibrate_time.py --basis`` after a refit or new data)."""
     from megasolve.cost.calibration import shipped
 
@@ -281,9 +282,9 @@ def test_calibration_basis_matches_the_fit_split():
         {(f, p, k) for f in expected for p in expected[f] for k in expected[f][p]}
     for family, by_precision in expected.items():
         for precision, by_kind in by_precision.items():
-            for kind, (runs, error) in by_kind.items():
-                got_runs, got_error = written[family][precision][kind]
-                assert got_runs == runs, (family, precision, kind)
+            for kind, (runs, error, models) in by_kind.items():
+                got_runs, got_error, got_models = written[family][precision][kind]
+                assert got_runs == runs and got_models == models, (family, precision, kind)
                 assert abs(got_error - error) <= 0.5, (family, precision, kind, got_error, error)
 
 
