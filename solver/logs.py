@@ -2477,9 +2477,10 @@ def _bridge_launcher_args(text: str, facts: LogFacts) -> None:
             facts.gpu_names[name] = facts.gpu_names.get(name, 0) + 1
     # the model: "-m deepseek -s v3" (argument_parser.py -m/--model_name, -s/--model_size @v0.2.0 L231-243) or, from
     # v0.4, "-m llama -mr llama31_405b" (--model_family_name, --model_recipe_name @v0.4.2 L178-188)
-    family = _BRIDGE_LAUNCHER_MODEL.search(body)
-    size = _BRIDGE_LAUNCHER_SIZE.search(body)
-    recipe = _BRIDGE_LAUNCHER_RECIPE.search(body)
+    command = body[body.index("setup_experiment.py"):]  # its own flags ("python -m torch..." before it is not a model)
+    family = _BRIDGE_LAUNCHER_MODEL.search(command)
+    size = _BRIDGE_LAUNCHER_SIZE.search(command)
+    recipe = _BRIDGE_LAUNCHER_RECIPE.search(command)
     named = _preset_names_in(recipe.group(1)) if recipe else \
         _preset_names_in(f"{family.group(1)}-{size.group(1)}") if family and size else {}
     for preset in named:

@@ -1124,3 +1124,12 @@ def test_mindspeed_noop_layers_outside_the_end_stages_are_said_and_kept():
     args, notes = dict(num_layers=48, pipeline_model_parallel_size=1, noop_layers=47), []
     _mindspeed_args(args, notes)
     assert args["num_layers"] == 47 and "47 real layers" in notes[0]
+
+
+def test_bridge_setup_experiment_names_the_model_from_its_own_flags():
+    """Megatron-Bridge's ``setup_experiment.py``: ``-m deepseek -s v3`` (v0.2) or ``-m llama -mr llama31_405b`` (v0.4)
+    name the model; a ``python -m ...`` before the script is not its model flag."""
+    assert set(parse_log("python3 -m pdb scripts/performance/setup_experiment.py -g h100 -m deepseek -s v3 -ng 1024")
+               .model_names) == {"deepseek-v3"}
+    assert set(parse_log("python scripts/performance/setup_experiment.py -g gb200 -m llama -mr llama31_405b -ng 256")
+               .model_names) == {"llama-3.1-405b"}
