@@ -1803,6 +1803,29 @@ UNMODELLED_ARGS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] =
      "MindSpeed's own pipeline schedule (dualpipev): costed as Megatron's 1F1B / interleaved schedule"),
     ("--moe-fb-overlap (MindSpeed)", lambda a: a.get("moe_fb_overlap") is True,
      "MindSpeed's forward-backward overlap of the MoE all-to-all: costed without it"),
+    # Ascend/MindSpeed docs/features/: megatron_moe/megatron-moe-alltoall-overlap-comm.md, -allgather-overlap-comm.md,
+    # megatron-moe-zero-memory.md, reuse-fp32-param.md, swap_attention.md, activation-function-recompute.md, mc2.md,
+    # communication-over-computation.md, tensor-parallel-2d.md
+    ("--moe-alltoall-overlap-comm / --moe-allgather-overlap-comm (MindSpeed)",
+     lambda a: a.get("moe_alltoall_overlap_comm") is True or a.get("moe_allgather_overlap_comm") is True,
+     "MindSpeed hides the EP all-to-all / all-gather behind the expert computation with its own sub-graph schedule "
+     "(more activation memory, its docs say): costed without the overlap"),
+    ("--moe-zero-memory (MindSpeed)", lambda a: a.get("moe_zero_memory") not in (None, "disable"),
+     "MindSpeed recomputes and swaps parts of the MoE layer (level0 / level1 save 70 % / 90 % of what recomputing the "
+     "MLP saves, its docs say): costed without it"),
+    ("--reuse-fp32-param (MindSpeed)", lambda a: a.get("reuse_fp32_param") is True,
+     "the fp32 main parameters share storage with the bf16 weights (2 B a parameter, / DP with the distributed "
+     "optimizer, saved): costed with both copies"),
+    ("--swap-attention (MindSpeed)", lambda a: a.get("swap_attention") is True,
+     "the attention block's activations are swapped to host memory and prefetched for the backward: costed on the "
+     "device"),
+    ("--recompute-activation-function (MindSpeed)", lambda a: a.get("recompute_activation_function") is True,
+     "the MLP activation's output is dropped and recomputed before its backward: costed as kept"),
+    ("--use-ascend-mc2 / --use-ascend-coc (MindSpeed)",
+     lambda a: a.get("use_ascend_mc2") is True or a.get("use_ascend_coc") is True,
+     "the TP all-gather / reduce-scatter fused with the GEMMs on the NPU: costed as Megatron's TP communication"),
+    ("--tp-2d (MindSpeed)", lambda a: a.get("tp_2d") is True,
+     "two-dimensional tensor parallelism (--tp-x / --tp-y): costed as Megatron's one-dimensional TP"),
     ("--empty-unused-memory-level", lambda a: _set(a.get("empty_unused_memory_level")),
      "torch.cuda.empty_cache() every step (training.py L3149, L3229): reserved memory and the step include the "
      "allocator's churn, not costed"),

@@ -1126,6 +1126,24 @@ def test_mindspeed_noop_layers_outside_the_end_stages_are_said_and_kept():
     assert args["num_layers"] == 47 and "47 real layers" in notes[0]
 
 
+def test_mindspeed_memory_and_overlap_flags_are_named():
+    """MindSpeed's flags that move memory or hide communication, which megasolve does not cost, are each named; a
+    disabled or absent one is not."""
+    from megasolve.solver.runs import _unmodelled_args
+
+    script = ("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --num-layers 8 "
+              "--moe-alltoall-overlap-comm --moe-zero-memory level0 --reuse-fp32-param --swap-attention "
+              "--recompute-activation-function --use-ascend-mc2 --tp-2d --tp-x 2 --tp-y 1")
+    notes: list[str] = []
+    _unmodelled_args(parse_log(script).args, notes)
+    for flag in ("--moe-alltoall-overlap-comm", "--moe-zero-memory", "--reuse-fp32-param", "--swap-attention",
+                 "--recompute-activation-function", "--use-ascend-mc2", "--tp-2d"):
+        assert sum(note.startswith(flag) for note in notes) == 1, (flag, notes)
+    notes = []
+    _unmodelled_args(parse_log("torchrun pretrain_gpt.py --num-layers 8 --moe-zero-memory disable").args, notes)
+    assert not any("MindSpeed" in note for note in notes)
+
+
 def test_bridge_setup_experiment_names_the_model_from_its_own_flags():
     """Megatron-Bridge's ``setup_experiment.py``: ``-m deepseek -s v3`` (v0.2) or ``-m llama -mr llama31_405b`` (v0.4)
     name the model; a ``python -m ...`` before the script is not its model flag."""
