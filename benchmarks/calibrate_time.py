@@ -32,8 +32,7 @@ import re
 import statistics
 import sys
 import textwrap
-from collections import Counter, defaultdict
-from itertools import combinations
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ordering import ordered_pairs  # noqa: E402
 from published import PublishedRun, load_log_runs, load_published  # noqa: E402
 
 from megasolve.cost.calibration import calibration  # noqa: E402
@@ -119,19 +119,9 @@ def median_abs_pct(values: list[float]) -> float:
 
 def ranking_accuracy(runs: list[PublishedRun], preds: dict[str, float]) -> tuple[int, int]:
     """(correctly ordered pairs, pairs) inside each comparison group with >= 2 runs; ties skipped."""
-    groups: dict[str, list[PublishedRun]] = defaultdict(list)
-    for r in runs:
-        if r.comparison_group:
-            groups[r.comparison_group].append(r)
-    good = total = 0
-    for members in groups.values():
-        for a, b in combinations(members, 2):
-            measured = a.measured_tokens_per_s_per_gpu - b.measured_tokens_per_s_per_gpu
-            if measured == 0:
-                continue
-            total += 1
-            good += (preds[a.id] - preds[b.id]) * measured > 0
-    return good, total
+    right, wrong = ordered_pairs([r for r in runs if r.comparison_group], lambda r: r.measured_tokens_per_s_per_gpu,
+                                 lambda r: preds[r.id], group=lambda r: r.comparison_group)
+    return len(right), len(right) + len(wrong)
 
 
 def ep_span(run: PublishedRun) -> str | None:

@@ -14,7 +14,6 @@ step times ordered as measured (issue 12 asks >= 85 % on held-out layout studies
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,9 @@ from megasolve.models.layout import Layout, Workload
 from megasolve.models.presets import load_preset
 from megasolve.solver.api import estimate
 from megasolve.topology.cluster import Cluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ordering import ordered_pairs  # noqa: E402
 
 DATA = Path(__file__).resolve().with_suffix(".yaml")
 
@@ -61,12 +63,7 @@ def evaluate() -> list[Row]:
 
 def pairs(rows: list[Row]) -> tuple[list[tuple[Row, Row]], list[tuple[Row, Row]]]:
     """(ordered as measured, not) over the pairs of rows with different measured step times."""
-    right, wrong = [], []
-    for a, b in itertools.combinations(rows, 2):
-        if a.measured_s != b.measured_s:
-            ok = (a.measured_s - b.measured_s) * (a.predicted_s - b.predicted_s) > 0
-            (right if ok else wrong).append((a, b))
-    return right, wrong
+    return ordered_pairs(rows, lambda r: r.measured_s, lambda r: r.predicted_s)
 
 
 def main(argv: list[str] | None = None) -> int:

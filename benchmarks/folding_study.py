@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -33,6 +32,9 @@ from megasolve.models.presets import load_preset
 from megasolve.models.spec import ModelSpec, MoESpec
 from megasolve.solver.solve import solve
 from megasolve.topology.cluster import Cluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ordering import ordered_pairs  # noqa: E402
 
 DATA = Path(__file__).resolve().with_suffix(".yaml")
 METHODS = {"mcore": "MCore", "folding": "MCore w/ Folding", "tp_ep_dp": "TP + EP + DP"}
@@ -92,18 +94,7 @@ def evaluate(record: dict[str, Any], *, time_limit_s: float = 60.0) -> Row:
 
 def pairs(rows: list[Row]) -> tuple[list[tuple[Row, Row]], list[tuple[Row, Row]]]:
     """(ordered as measured, not) over the pairs of rows inside one study with different measured MFU."""
-    right, wrong = [], []
-    studies: dict[tuple, list[Row]] = {}
-    for row in rows:
-        studies.setdefault(row.study, []).append(row)
-    for members in studies.values():
-        for a, b in itertools.combinations(members, 2):
-            if a.mfu == b.mfu:
-                continue
-            ok = (a.predicted is not None and b.predicted is not None
-                  and (a.mfu - b.mfu) * (a.predicted - b.predicted) > 0)
-            (right if ok else wrong).append((a, b))
-    return right, wrong
+    return ordered_pairs(rows, lambda r: r.mfu, lambda r: r.predicted, group=lambda r: r.study)
 
 
 def load_records(table: int | None = None) -> list[dict[str, Any]]:

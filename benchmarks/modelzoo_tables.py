@@ -14,7 +14,6 @@ ordered as measured.
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,9 @@ from megasolve.models.layout import Layout, Workload
 from megasolve.models.presets import load_preset
 from megasolve.solver.api import estimate
 from megasolve.topology.cluster import Cluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ordering import ordered_pairs  # noqa: E402
 
 DATA = Path(__file__).resolve().with_suffix(".yaml")
 MODEL = "qwen3-235b-a22b"
@@ -93,12 +95,7 @@ def counter_ratios() -> dict[str, float]:
 
 def pairs(rows: list[Row]) -> tuple[list[tuple[Row, Row]], list[tuple[Row, Row]]]:
     """(ordered as measured, not) over the pairs of rows of one table with different measured TFLOP/s."""
-    right, wrong = [], []
-    for a, b in itertools.combinations(rows, 2):
-        if a.table == b.table and a.measured_tflops != b.measured_tflops:
-            ok = (a.measured_tflops - b.measured_tflops) * (a.predicted_tflops - b.predicted_tflops) > 0
-            (right if ok else wrong).append((a, b))
-    return right, wrong
+    return ordered_pairs(rows, lambda r: r.measured_tflops, lambda r: r.predicted_tflops, group=lambda r: r.table)
 
 
 def main(argv: list[str] | None = None) -> int:
