@@ -122,6 +122,11 @@ _MLLOG_ARGS = {"global_batch_size": "global_batch_size", "max_sequence_length": 
                "pipeline_parallelism": "pipeline_model_parallel_size", "context_parallelism": "context_parallel_size",
                "expert_parallelism": "expert_model_parallel_size"}
 _MLLOG_STEP_KEYS = ("train_step_timing in s", "train_step_time")
+# "submission_platform": nodes x the system's name ("640xNVIDIA GB200", "1xXE9780x8B300-SXM-270GB",
+# "8xKinabalux18x4GB200", "8xSUBMISSION_PLATFORM_PLACEHOLDER" beside the config's "num_nodes: 8"): the leading count is
+# nodes, not GPUs; the GPUs a node where the name states them ("x8B300"), else the named GPU's node (runs.py)
+_MLLOG_PLATFORM = re.compile(r"(\d+)x(.+)")
+_MLLOG_PLATFORM_COUNT = re.compile(r'("key":\s*"submission_platform",\s*"value":\s*")\d+x')
 # Megatron-LM's start-up lines (initialize.py): "> initialized tensor model parallel with size 8"
 _INITIALIZED_SIZE = re.compile(r"\binitiali[sz](?:ed|ing) (tensor|pipeline) model parallel with size (\d+)")
 # SkyPilot's "sky queue" resources: nodes x [GPU:per node] ("1x[L40S:4]")
@@ -159,6 +164,9 @@ _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=(\d*\
 _NPU_MARKER = re.compile(r"\bNPUS_PER_NODE\b|\btorch_npu\b|\bASCEND_[A-Z_]+|\bHCCL_[A-Z_]+|\bPYTORCH_NPU_ALLOC_CONF\b"
                          r"|\bdevice\s*=\s*['\"]?npu\b|\bNPU out of memory")
 _DEEPEP_FRAME = re.compile(r"deep_ep/buffer\.py|DeepEP error:")
+# a Hyena / StripedHyena model (Evo2, NeMo 2's gpt/model/hyena.py, BioNeMo's train_evo2 entry point): its long-convolution
+# mixers are no layer kind megasolve costs, and runs.py refuses it by name (NVIDIA-BioNeMo/bionemo-recipes#814)
+_HYENA_MARKER = re.compile(r"\btrain_evo2\b|/gpt/model/hyena\.py|\bHyena(?:Model|Config\w*)\b|\bStripedHyena\b")
 # torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
 # (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
 _OOM = re.compile(r"(?:CUDA|NPU|XPU|HPU) out of memory\. Tried to allocate (\d*\.?\d+) ([GM]i?B)")
@@ -632,6 +640,7 @@ def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``; a reply's quote of a post as the post, ``unquote``)."""
     text = _one_cell_tables(undiff(unquote(_ANSI.sub("", text.translate(_SPACES)))))  # (a coloured log's codes: no flags)
+    text = _WRAPPED_SLASH_SIZES.sub(r"\1 ", text)  # "GBS/MBS" at a line's end, "8192/1" starting the next
     facts = LogFacts()
     if "'actor_rollout_ref'" in text:  # verl's printed config (_VERL_DUMP_KEYS)
         facts.args["_verl_dump"] = True
@@ -828,6 +837,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     if m := _MLLOG.search(line):  # MLPerf's logger: one JSON record a line (its values name the model too)
         _mllog_record(m.group(1), facts)
+        line = _MLLOG_PLATFORM_COUNT.sub(r"\1", line)  # the platform's node count is read: no "640x GB200" GPUs
     if m := _INITIALIZED_SIZE.search(line):  # the sizes Megatron set up (the dump, printed before, agrees)
         facts.args.setdefault(f"{m.group(1)}_model_parallel_size", int(m.group(2)))
         return
@@ -978,6 +988,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     if m := _THEORY.search(line):
         facts.theoretical_mb = float(m.group(3) or m.group(1))
+        facts.args.setdefault("_theory_weight_optimizer_mb", float(m.group(1)))  # its bytes a parameter (runs.py)
         return
     # NCCL's own allocation failure is an OOM too: "NCCL WARN Cuda failure 2 'out of memory'" (CUDA error 2,
     # cudaErrorMemoryAllocation; NVIDIA-NeMo/Megatron-Bridge#771)
@@ -1012,6 +1023,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     if (m := _NPU_MARKER.search(line)) and "_npu" not in facts.args:
         facts.args["_npu"] = m.group(0)
+    if (m := _HYENA_MARKER.search(line)) and "_hyena" not in facts.args:
+        facts.args["_hyena"] = m.group(0)
     if _DEEPEP_FRAME.search(line):  # DeepEP's own frames or errors: the flex dispatcher ran (Megatron-Bridge#1335)
         facts.args.setdefault("_deepep_seen", True)
     _prose_sizes(line, facts)
@@ -1646,6 +1659,10 @@ def _precision_label(cell: str) -> str | None:
     return None
 # a step time named plainly, its unit in the cell: "| Step time (100 iters) | 3.23s |"
 _STEP_TIME_NAME = re.compile(r"^step\s*time\b(?:\s*\([^)]*\))?$", re.I)
+# a step column with no unit anywhere: "| Time/iter |" with "14797.88823529412" (ROCm/Megatron-LM#45's perf summary,
+# milliseconds): read only where the row's tokens per second per GPU, batch and sequence pin the unit (_unitless_step)
+_UNITLESS_STEP_COLUMN = re.compile(r"^(?:time\s*/\s*iter(?:ation)?|time\s+per\s+iter(?:ation)?|iter(?:ation)?\s+time)$",
+                                   re.I)
 # the first header cell of a table whose rows are settings and whose columns are runs
 _METRIC_HEADER = re.compile(r"metric|metrics|指标|setting|parameter|item", re.I)
 _KEY_VALUE_HEADER = re.compile(r"field|key|name|setting|parameter", re.I)
@@ -1822,6 +1839,9 @@ def _tables(text: str, facts: LogFacts) -> None:
             if step := _STEP_COLUMN.match(column):
                 found["_step_s"] = value / (1e3 if "ms" in step.groups() else 1)
                 continue
+            if _UNITLESS_STEP_COLUMN.match(column):
+                found["_step_unitless"] = value
+                continue
             if _TOKENS_COLUMN.match(column):  # FlagPerf's "token/p/s": tokens per second per GPU
                 found["_tokens_per_gpu"] = value
                 continue
@@ -1836,6 +1856,7 @@ def _tables(text: str, facts: LogFacts) -> None:
                 found[key] = int(value)
         if not found:
             continue
+        _unitless_step(found)
         nodes, gpus = found.pop("_table_nodes", None), found.pop("_table_gpus", None)
         if gpus:  # with a nodes column, the GPUs column counts per node (the post's layout of NeMo-RL#966)
             found["_prose_num_gpus"] = gpus * nodes if nodes else gpus
@@ -1852,6 +1873,31 @@ def _tables(text: str, facts: LogFacts) -> None:
             facts.memory[UNKNOWN_RANK] = (peak, peak)
         for key, value in found.items():
             facts.args.setdefault(key, value)
+
+
+def _unitless_step(found: dict[str, Any]) -> None:
+    """A row's step time from a column without a unit (``_UNITLESS_STEP_COLUMN``): seconds or milliseconds, whichever
+    makes the row's ``global batch x sequence / (tokens/s/GPU x step)`` a whole GPU count (within 1 %, a multiple of
+    its nodes where the row has a nodes column); neither fits, or both: not read. (runs.py ``_gpus_from_rates`` then
+    derives the GPU count, where no column states it, from the same rates.)
+
+    >>> f = {"_step_unitless": 14797.888, "_tokens_per_gpu": 1107.185, "global_batch_size": 64, "seq_length": 2048,
+    ...      "_table_nodes": 1}
+    >>> _unitless_step(f); round(f["_step_s"], 3)
+    14.798
+    """
+    value, tokens = found.pop("_step_unitless", None), found.get("_tokens_per_gpu")
+    batch, seq, nodes = found.get("global_batch_size"), found.get("seq_length"), found.get("_table_nodes") or 1
+    if not (value and tokens and batch and seq):
+        return
+    fits = []
+    for step in (value, value / 1e3):
+        gpus = batch * seq / (tokens * step)
+        whole = round(gpus)
+        if whole >= 1 and abs(gpus - whole) <= 0.01 * gpus and whole % nodes == 0:
+            fits.append((step, whole))
+    if len(fits) == 1:
+        found.setdefault("_step_s", fits[0][0])
 
 
 # a results table's MoE dispatcher and recompute cells (Megatron-MoE-ModelZoo's best-practice tables: "| DeepEP |",
@@ -1906,6 +1952,10 @@ _CARD_GRID = re.compile(r"卡\s*[（(]\s*(\d+)\s*[x×]\s*(\d+)\s*[）)]")
 # sizes named together and their values together, in the same order: "GBS/MBS 1024/2" (Megatron-Bridge's
 # verification cards), "TP/PP/EP = 2/4/8"
 _SIZE_NAMES = r"(?:TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)"
+# sizes named at the end of a wrapped line and their values at the start of the next (a YAML folded scalar:
+# "... VPP3, GBS/MBS\n  8192/1, and sequence length 4096", Megatron-Bridge's model verification cards)
+_WRAPPED_SLASH_SIZES = re.compile(rf"(?<![A-Za-z/])({_SIZE_NAMES}(?:/{_SIZE_NAMES})+)[ \t]*\r?\n[ \t]*(?=\d+(?:/\d+)+(?![\d/.]))",
+                                  re.I)
 _SLASH_SIZES = re.compile(rf"(?<![A-Za-z/])({_SIZE_NAMES}(?:\s*/\s*{_SIZE_NAMES})+)\s*[:=]?\s*(\d+(?:\s*/\s*\d+)+)(?![\d/.])",
                           re.I)
 
@@ -2253,6 +2303,12 @@ def _mllog_record(text: str, facts: LogFacts) -> None:
         facts.args.setdefault("precision", value)
     elif key == "submission_benchmark" and isinstance(value, str) and "lora" in value.lower():
         facts.args.setdefault("train_type", "lora")  # MLPerf's llama2_70b_lora: a LoRA fine-tuning benchmark
+    elif key == "submission_platform" and isinstance(value, str) and (m := _MLLOG_PLATFORM.fullmatch(value.strip())):
+        nodes, per_node = int(m.group(1)), [int(k) for k in re.findall(r"x(\d+)(?=[A-Za-z])", m.group(2))]
+        if per_node:  # "XE9780x8B300": 8 a node; "Kinabalux18x4GB200": 18 trays of 4 a rack
+            _prose_set(facts, "_prose_num_gpus", nodes * math.prod(per_node))
+        else:
+            _prose_set(facts, "_prose_nodes", nodes)
     elif key == "tracked_stats" and isinstance(value, dict):
         step = (record.get("metadata") or {}).get("step")
         for name in _MLLOG_STEP_KEYS:
@@ -2429,6 +2485,11 @@ _PER_NODE_VAR = re.compile(r"^\s*(?:export\s+)?(?:GPUS_PER_NODE|NPROC_PER_NODE|N
 _NODES_VAR = re.compile(r"^\s*(?:export\s+)?(?:NNODES|NUM_NODES|NODES)=['\"]?\d+\b", re.M)
 
 
+# ms-swift's Megatron front end, "NPROC_PER_NODE=4 ... megatron sft --load GLM-4.5-Air-mcore --train_type lora"
+# (zai-org/GLM-4.5#7): its subcommands train with Megatron-Core (ms-swift docs, "Megatron-SWIFT"); "swift sft" does not
+_SWIFT_MEGATRON = re.compile(r"(?m)^\s*(?:\S+=\S*\s+)*megatron\s+(?:sft|pt|rlhf)\b")
+
+
 def _is_launch(text: str) -> bool:
     """A launch command, a pasted flag list, or a launch script's variables (the command cut off).
 
@@ -2437,7 +2498,8 @@ def _is_launch(text: str) -> bool:
     >>> _is_launch("MBS=${1:-32}\\nGBS=${2:-128}"), _is_launch("see pretrain_gpt.py")
     (True, False)
     """
-    if ("pretrain" in text or "torchrun" in text or "_ARGS" in text) and ("--" in text or "model." in text):
+    if ("pretrain" in text or "torchrun" in text or "_ARGS" in text or _SWIFT_MEGATRON.search(text)) \
+            and ("--" in text or "model." in text):
         return True
     names = {(m.group(1) or m.group(2) or "").replace("-", "_") for m in _LAUNCH_FLAG.finditer(text)}
     if names & (CONFIG_KEYS | {"num_experts", "micro_batch_size", "seq_length", "max_length"}):
@@ -3049,6 +3111,8 @@ CONFIG_KEYS = {
     "optimizer_cpu_offload", "optimizer_offload_fraction",
     # verl's actor micro batch (actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu, runs.py CONFIG_ALIASES)
     "ppo_micro_batch_size_per_gpu",
+    # token-packed micro-batches: verl's use_dynamic_bsz / ppo_max_token_len_per_gpu (runs.py UNMODELLED_ARGS)
+    "use_dynamic_bsz", "ppo_max_token_len_per_gpu",
     # settings named as not modelled when set (runs.py UNMODELLED_ARGS)
     "gradient_accumulation_fusion", "moe_grouped_gemm", "delay_wgrad_compute", "moe_flex_dispatcher_backend", "fp32_residual_connection",
     "distribute_saved_activations", "moe_apply_probs_on_input", "keep_fp8_transpose_cache", "enable_mhc_connections",
@@ -3057,8 +3121,14 @@ CONFIG_KEYS = {
 
 
 # Variants the name matcher reads as a preset of the same layers, with what they add that is not modelled (the run
-# says it). None at present: DeepSeek-V3.2 (DSA), once read as DeepSeek-V3 with a note, has its own preset.
-UNMODELLED_VARIANTS: tuple[tuple[re.Pattern[str], str, str], ...] = ()
+# says it). DeepSeek-V3.2 (DSA), once read as DeepSeek-V3 with a note, has its own preset.
+UNMODELLED_VARIANTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # transformers' Glm4DecoderLayer (the -0414 models) normalises each block's output too: post_self_attn_layernorm
+    # and post_mlp_layernorm beside the two input norms GLM-4-9B (ChatGLMModel) has
+    (re.compile(r"\bGLM-(?:4|Z1)(?:-Rumination)?-9B-0414\b", re.I), "glm-4-9b",
+     "GLM-4-0414's two extra RMSNorms a layer (after attention and after the MLP, 2 x 4096 weights) are not "
+     "counted: costed as GLM-4-9B's layers"),
+)
 
 
 def _name_body(name: str) -> str:
@@ -3224,4 +3294,9 @@ MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
     (r"\bDeepSeekV2LiteConfig\b|\bdeepseek_v2_lite(?![A-Za-z0-9])|DeepSeek-V2-Lite\b", "deepseek-v2-lite"),
     # a point release with its predecessor's config.json shape (MiniMaxAI/MiniMax-M2.1: 62 layers, 256 experts top-8)
     (r"\bMiniMax[-_]M2\.1\b", "minimax-m2"),
+    # GLM-4's April 2025 9B models, the reasoning ones included ("GLM/GLM-Z1-9B-0414/", THUDM/slime#1321): GLM-4-9B's
+    # layers (slime's scripts/models/glm4-9B.sh, which its GLM-Z1-9B-0414 example runs: 40 layers, hidden 4096, FFN
+    # 13696, 32 heads, 2 query groups, QKV bias, plus --post-self-attn-layernorm --post-mlp-layernorm, which are said:
+    # UNMODELLED_VARIANTS)
+    (r"\bGLM-Z1(?:-Rumination)?-9B-0414\b", "glm-4-9b"),
 ))

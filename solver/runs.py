@@ -412,6 +412,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                              rule="the run trains with PyTorch FSDP, not Megatron-Core, which is what megasolve costs",
                              fix="check a run of the Megatron backend (verl actor_rollout_ref.actor.strategy=megatron, "
                                  "slime --train-backend megatron)")
+    if hyena := args.get("_hyena"):
+        raise MegasolveError(field=f"{name}: model", value=f"a Hyena model ({hyena})",
+                             rule="Hyena / StripedHyena mixers (Evo2) are no layer kind megasolve costs: it models "
+                                  "attention, MoE, Mamba-2 and Gated DeltaNet layers",
+                             fix="check a run of a transformer, MoE or hybrid Mamba model")
     for key in ("num_experts", "num_moe_experts"):  # Megatron-DeepSpeed prints a list per expert layer group: "[1]"
         if isinstance(args.get(key), str) and (m := re.fullmatch(r"\[\s*(\d+)(?:\s*,\s*\1)*\s*\]", args[key].strip())):
             args[key] = int(m.group(1))
@@ -484,6 +489,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args["global_batch_size"] = args["batch_size"] * (num_gpus // mp)
             notes.append(f"global batch {args['global_batch_size']} = batch_size {args['batch_size']} x "
                          f"{num_gpus // mp} data-parallel ranks (Megatron-LM before 2021)")
+    if not isinstance(args.get("global_batch_size"), int) and not defaults.get("global_batch_size") \
+            and (derived := _gbs_from_rates(args, facts, num_gpus)):
+        args["global_batch_size"] = derived
+        notes.append(f"global batch {derived}: the stated tokens/s/GPU x {num_gpus} GPUs x step time over the sequence "
+                     "(--gbs N to override)")
     gpu = _gpu(facts, defaults, notes, missing)
     whole_command = bool(args.get("_megatron_launch")) and not args.get("_nemo") and not args.get("_unresolved_vars")
     if not any(k in args for k in LAYOUT_ARGS) and num_gpus != 1:  # one GPU: every parallel size is 1
@@ -1067,6 +1077,12 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     nodes_stated = any(isinstance(args.get(k), int) for k in node_keys)
     if per_node is None and nodes_stated and isinstance(args.get("_prose_gpus_per_node"), int):
         per_node = args["_prose_gpus_per_node"]  # "NNODES=4" beside "6 V100 GPUs per node" (deepspeedai/DeepSpeed#115)
+    if per_node is None and nodes_stated and not defaults.get("num_gpus") and (part := _named_part(facts)) is not None:
+        # "NNODES=32" in a script whose launcher sets the GPUs a node itself, beside "# H100 config"
+        # (Megatron-MoE-ModelZoo best_practice/qwen3/run_h100_235b.sh): a node of the named part as the catalog has it
+        per_node = get_gpu(part).gpus_per_node
+        notes.append(f"{per_node} GPUs a node: a {part} node as the catalog has it (the log states the nodes, not "
+                     "their GPUs; --gpus N to override)")
     tp, pp, cp = (_int(args, k, 1) for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
                                                 "context_parallel_size"))
     ep_grid = _int(args, "expert_model_parallel_size", 1) * _int(args, "expert_tensor_parallel_size", 1) * pp
@@ -1137,6 +1153,18 @@ def _gpus_from_rates(args: dict[str, Any], facts: LogFacts) -> int | None:
         return None
     count = gbs * seq / (statistics.median(steps) * tokens)
     return round(count) if round(count) >= 1 and abs(count - round(count)) <= 0.02 * count else None
+
+
+def _gbs_from_rates(args: dict[str, Any], facts: LogFacts, num_gpus: int) -> int | None:
+    """The global batch a text implies when it states tokens/s/GPU and a step time with the GPU count and sequence
+    (``tokens x GPUs x step / seq``, within 1 % of a whole number of sequences; a Megatron-Bridge verification card's
+    "GBS/MBS" folded onto the next line, Megatron-Bridge examples/model_verification_cards), else None."""
+    tokens, seq = facts.stated_tokens_per_gpu, args.get("seq_length")
+    steps = [s for _, s, _, _ in facts.iterations] or ([facts.stated_step_s] if facts.stated_step_s else [])
+    if not (tokens and steps and num_gpus and isinstance(seq, int) and seq > 0):
+        return None
+    batch = tokens * num_gpus * statistics.median(steps) / seq
+    return round(batch) if round(batch) >= 1 and abs(batch - round(batch)) <= 0.01 * batch else None
 
 
 def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
@@ -1342,6 +1370,29 @@ def _fsdp_grad_dtypes(args: dict[str, Any], notes: list[str]) -> dict[str, str]:
     return out
 
 
+def _distributed_optimizer_from_theory(args: dict[str, Any]) -> tuple[bool, str] | None:
+    """The distributed optimizer as Megatron-LM's theoretical-memory line implies it, where the log prints both that
+    line's "weight and optimizer" MB and the most loaded shard's parameters: 18 bytes a parameter without it, ``6 +
+    12 / DP`` with it (``theoretical_memory_usage.py`` ``num_bytes_per_parameter``, @d98e8a6 L292-295; MB there is
+    2^20 bytes). None when either is missing or the bytes fit neither, and at 18 bytes: off, or on with DP 1 (where it
+    shards nothing), which the line cannot tell apart (a Megatron-Bridge run at 18 keeps its recipe's optimizer).
+
+    >>> on, note = _distributed_optimizer_from_theory({"_theory_weight_optimizer_mb": 20029.52,
+    ...                                                 "_shard_params_b": {"most": 1.7502}})  # DP 2
+    >>> on, note.split(": ")[1][:50]
+    (True, "the log's theoretical memory is 12.0 bytes a param")
+    """
+    most = (args.get("_shard_params_b") or {}).get("most")
+    memory = args.get("_theory_weight_optimizer_mb")
+    if not (isinstance(most, float) and most > 0 and isinstance(memory, float) and memory > 0):
+        return None
+    per_param = memory * MIB / (most * 1e9)
+    if 6.05 < per_param < 17.95:
+        return True, f"distributed optimizer on: the log's theoretical memory is {per_param:.1f} bytes a parameter " \
+                     "of its most loaded shard (6 + 12 / DP; 18 without it)"
+    return None
+
+
 def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: list[str],
                          missing: list[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
     tp = _int(args, "tensor_model_parallel_size", _int(args, "model_parallel_size", 1))
@@ -1436,6 +1487,9 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         # ARG L1095-1097: "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, megatron fsdp"
         layout["distributed_optimizer"] = True
         notes.append("distributed optimizer on: --fp8-param-gather runs only under it (or an FSDP)")
+    elif dist is None and (theory := _distributed_optimizer_from_theory(args)) is not None:
+        layout["distributed_optimizer"], note = theory
+        notes.append(note)
     elif dist is None:
         notes.append("distributed optimizer on, as NeMo / Megatron-Bridge recipes set it (the log does not say)"
                      if nemo else "distributed optimizer on, as verl's Megatron actor config sets it "
@@ -1862,6 +1916,13 @@ UNMODELLED_ARGS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] =
     ("--moe-router-fusion", lambda a: a.get("moe_router_fusion") is True and _set(a.get("num_moe_experts")),
      "Transformer Engine's fused top-k and aux-loss kernels (transformer_config.py L944-947): the router's kernels "
      "and saved tensors are costed unfused"),
+    # THUDM/slime slime/utils/arguments.py (--use-dynamic-batch-size, --max-tokens-per-gpu); verl
+    # trainer/config actor use_dynamic_bsz / ppo_max_token_len_per_gpu (THUDM/slime#1321, verl's recipes)
+    ("dynamic batch size (--use-dynamic-batch-size / use_dynamic_bsz)",
+     lambda a: a.get("use_dynamic_batch_size") is True or a.get("use_dynamic_bsz") is True,
+     "micro-batches packed to a token budget (--max-tokens-per-gpu / ppo_max_token_len_per_gpu) from sequences of "
+     "varied length: costed as micro-batches of micro-batch size x sequence length; --seq-len N --mbs 1 costs a "
+     "packed one of N tokens"),
     ("--log-num-zeros-in-grad", lambda a: a.get("log_num_zeros_in_grad") is True,
      "one more pass over every gradient and an all-reduce each step to count zeros (optimizer.py L428-442, L840): "
      "not costed"),

@@ -1,0 +1,19 @@
+!train_evo2 \
+    -d training_data_config.yaml \
+    --dataset-dir {preprocessed_data} \
+    --experiment pretraining_demo \
+    --model-size 1b \
+    --devices 1 \
+    --num-nodes 1 \
+    --seq-length 1024 \
+    --micro-batch-size 2 \
+    --lr 0.0001 \
+    --warmup-steps 5 \
+    --max-steps 100 \
+    --ckpt-dir nemo2_evo2_1b_8k \
+    --clip-grad 1 \
+    --wd 0.01 \
+    --activation-checkpoint-recompute-num-layers 1 \
+    --val-check-interval 50 \
+    --ckpt-async-save \
+    --wandb-anonymous
