@@ -157,6 +157,13 @@ _MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory
                      r"\s*max (?:reserved|cached):\s*(\d*\.?\d+)")
 # DeepSpeed's ThroughputTimer line: "... CurrSamplesPerSec=61.35, MemAllocated=6.01GB, MaxMemAllocated=19.52GB"
 # (deepspeed/utils/timer.py: memory_allocated() / 1024**3; argonne-lcf/Megatron-DeepSpeed ALCF/README.md)
+# DeepSpeed's engine prints its resolved config one key a line (deepspeed/runtime/config.py DeepSpeedConfig.print):
+# "[2025-04-20 21:31:24,890] [INFO] [config.py:1003:print]   world_size ................... 8"; a long name has no
+# dots ("train_micro_batch_size_per_gpu  4"). Its "world_size" is the data-parallel size when Megatron passes its mpu
+# (DeepSpeedConfig.__init__: mpu.get_data_parallel_world_size()); it, the micro-batch and the accumulation steps are read
+_DS_CONFIG_PRINT = re.compile(r"\[config\.py:\d+:print\]\s+(\w+)\s+(?:\.+\s*)?(\S+)\s*$")
+_DS_CONFIG_KEYS = {"world_size": "data_parallel_size", "train_micro_batch_size_per_gpu": "micro_batch_size",
+                   "gradient_accumulation_steps": "_grad_accum_steps"}
 _DS_TIMER_MEMORY = re.compile(r"\bMaxMemAllocated=(\d*\.?\d+)GB\b")
 _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=(\d*\.?\d+) MB"
                      r"(?:, activation=(\d*\.?\d+) MB, total=(\d*\.?\d+) MB)?")
@@ -216,6 +223,11 @@ _NOT_TRAINING_BAR = re.compile(r"\b(?:update weights|weights? (?:sync|update)|ro
 # "  add_bias_linear: False  (Mcore default: True)" (training/config.py, "Non-default values (vs Mcore ...)";
 # as posted in NVIDIA-NeMo/Megatron-Bridge#2974)
 _CONFIG_PAIRS = re.compile(r"^\s*[A-Za-z_]\w*\s*[:=]\s*[\w.]+(?:,\s*[A-Za-z_]\w*\s*[:=]\s*[\w.]+)+\s*$")
+# DLLogger's parameter record of a NeMo 1 model config, all on one line (AI-Hypercomputer/gpu-recipes' NeMo logs:
+# "DLL 2025-06-23 18:01:47.719333 - PARAMETER cfg/override_vocab_size : 151936  cfg/num_layers : 48  ..."): the model
+# config's own keys (cfg/<key>), not its nested sections (cfg/optim/..., cfg/data/...)
+_DLL_PARAMETER = re.compile(r"\bDLL\b.* - PARAMETER .*\bcfg/\w+ : ")
+_DLL_CFG_PAIR = re.compile(r"(?<![\w/])cfg/(\w+) : (\S+)")
 _BULLET = re.compile(r"^\s*[-*]\s+")  # a Markdown list item: "- micro_batch_size=4, global_batch_size=512"
 _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
@@ -941,7 +953,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     if m := _NEMO_STEP.search(line):
         it = _NEMO_ITER.search(line)
-        facts.nemo_steps.append((int(it.group(1)) if it else None, float(m.group(1))))
+        step = int(it.group(1)) if it else None
+        if step is not None and any(seen == step for seen, _ in facts.nemo_steps):
+            return  # the progress bar redrawn for a step already logged ("2/20 [..., global_step=0.000, ...]" after
+            # step 0's own line, AI-Hypercomputer/gpu-recipes' NeMo logs): one step, once
+        facts.nemo_steps.append((step, float(m.group(1))))
         if t := _TFLOPS.search(line):  # NeMo 2's FLOPs callback: "... | TFLOPS_per_GPU: 865.7 | ..."
             facts.reported_tflops.append(float(t.group(1)))
         if g := _NEMO_GBS.search(line):  # NeMo 2: "... | global_batch_size: 16 | ... | train_step_timing in s: 2.6"
@@ -1015,6 +1031,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _CONSTANT_MICROBATCHES.search(line):
         facts.args.setdefault("_grad_accum_steps", int(m.group(1)))
         return
+    if (m := _DS_CONFIG_PRINT.search(line)) and m.group(2).isdigit():  # DeepSpeed's config, as its engine prints it
+        if (key := _DS_CONFIG_KEYS.get(m.group(1))) and int(m.group(2)) > 0:
+            facts.args.setdefault(key, int(m.group(2)))
+        return
     if m := _PADDED.search(line):
         facts.padded_vocab = (int(m.group(1)), int(m.group(2)))
         return
@@ -1066,6 +1086,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.model_names[preset] = facts.model_names.get(preset, 0) + 1
     if m := _CONTAINER.search(line):
         facts.software.setdefault("container", m.group(1))
+    if _DLL_PARAMETER.search(line):  # NeMo's config as DLLogger prints it: "PARAMETER cfg/num_layers : 48  cfg/..."
+        for key, value in _DLL_CFG_PAIR.findall(line):
+            if key in CONFIG_KEYS:
+                facts.args.setdefault(key, scalar(value))
+        return
     if "{'" in line or re.match(r"'[a-z_][a-z0-9_]*':", line) \
             or ('{"' in line and len(_DICT_PAIR.findall(line)) > 1):  # a printed dict or JSON, or one line of a pprint
         for _, key, value in _DICT_PAIR.findall(line):
@@ -1967,6 +1992,11 @@ def _paired_sizes(m: re.Match[str]) -> str:
     return " ".join(f"{n.upper()}{v}" for n, v in zip(names, values))
 
 
+# SGLang's log-line tag: the time and this process's ranks ("[2026-04-04 06:50:54 TP7 EP7]", radixark/miles' logs;
+# "[2025-11-25 08:01:52 DP0 TP0]")
+_ENGINE_RANK_TAG = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\s+(?:DP|TP|EP|PP|CP)\d+)+\]")
+
+
 def _prose_sizes(line: str, facts: LogFacts) -> None:
     """Parallel sizes, batch, sequence length and GPU count written as prose (``_PROSE_PARALLEL`` ...); a line
     must name two sizes in the compact form ("TP1/PP1", "MBS1, GBS1024") for them to count, or one with its word
@@ -2148,6 +2178,7 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     for m in _CN_PARALLEL.finditer(line):
         _prose_set(facts, _CN_PARALLEL_KINDS[m.group(2) or m.group(3)], int(m.group(1) or m.group(4)))
     # upper- and lower-case sizes on one line together: "configured for **PP=8 / dp=4** (32 GPUs)" (NVIDIA-NeMo/Automodel#2673)
+    line = _ENGINE_RANK_TAG.sub(" ", line)  # SGLang's rank tag, "[2026-04-04 06:50:54 TP7 EP7]": a rank, no size
     upper = _COMPACT_SIZE.findall(line)
     compact = upper + [(k.upper(), v) for k, v in _COMPACT_SIZE_EQ.findall(line)
                        if k.upper() not in {name for name, _ in upper}] \
@@ -3113,6 +3144,8 @@ CONFIG_KEYS = {
     "ppo_micro_batch_size_per_gpu",
     # token-packed micro-batches: verl's use_dynamic_bsz / ppo_max_token_len_per_gpu (runs.py UNMODELLED_ARGS)
     "use_dynamic_bsz", "ppo_max_token_len_per_gpu",
+    # NeMo 1's MLP activation, "activation: fast-swiglu" (runs.py: gated or not)
+    "activation",
     # settings named as not modelled when set (runs.py UNMODELLED_ARGS)
     "gradient_accumulation_fusion", "moe_grouped_gemm", "delay_wgrad_compute", "moe_flex_dispatcher_backend", "fp32_residual_connection",
     "distribute_saved_activations", "moe_apply_probs_on_input", "keep_fp8_transpose_cache", "enable_mhc_connections",

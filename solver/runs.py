@@ -422,6 +422,15 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args[key] = int(m.group(1))
             if args[key] == 1:  # one expert: a dense model (DeepSpeed's default)
                 del args[key]
+    act = args.get("activation")
+    if isinstance(act, str) and "swiglu" not in args:
+        # NeMo 1's megatron_gpt config "activation: fast-swiglu" (its choices: gelu, geglu, reglu, swiglu, squared-relu,
+        # and fast- variants; a gated one is Megatron's gated linear unit, two up-projections)
+        function = act.lower().removeprefix("fast-")
+        if function in ("swiglu", "geglu", "reglu"):
+            args["swiglu"] = True
+        elif function in ("gelu", "relu", "squared-relu", "approx-gelu"):
+            args["swiglu"] = False
     if facts.whole_dump:  # every argument that Megatron had (runs.py reads what a missing one means)
         args["_whole_dump"] = True
     if facts.loss_scaled and not any(k in args for k in ("fp16", "bf16", "precision", "fp8", "compute_dtype")):
@@ -2103,7 +2112,7 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         for it, seconds, tflops, _ in facts.iterations:
             by_iter.setdefault(it, (seconds, tflops))
         ordered = sorted(by_iter.items())
-        steady = [v for i, (it, v) in enumerate(ordered) if i > 0 and it > WARMUP_ITERATIONS]
+        steady = _settled([v for i, (it, v) in enumerate(ordered) if i > 0 and it > WARMUP_ITERATIONS])
         if not steady:
             steady = [v for _, v in ordered]
             if len(ordered) == 1 and ordered[0][0] > 5 * WARMUP_ITERATIONS:  # "iteration 50/ 50" after a "<snip>"
@@ -2120,7 +2129,7 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         if all(it is not None and it > WARMUP_ITERATIONS for it, _ in facts.nemo_steps):
             steady, warm = values, False  # logged from past the warm-up on ("iteration 400/999", NeMo#14850)
         else:
-            steady = values[WARMUP_ITERATIONS:] if len(values) > WARMUP_ITERATIONS else values
+            steady = _settled(values[WARMUP_ITERATIONS:]) if len(values) > WARMUP_ITERATIONS else values
             warm = len(values) <= WARMUP_ITERATIONS
         if warm:
             notes.append("only warm-up iterations logged: their time includes start-up")
@@ -2149,6 +2158,21 @@ def _note_spread(steps: list[float], notes: list[str]) -> None:
     if len(steps) > 1 and max(steps) > 3 * min(steps):
         notes.append(f"the step times logged run from {min(steps):.4g} to {max(steps):.4g} s: more than one run in the "
                      "excerpt? their median is taken (--step-time SECONDS for the run meant)")
+
+
+def _settled(steady: list[Any]) -> list[Any]:
+    """``steady`` without a warm-up that outlasts ``WARMUP_ITERATIONS``: leading entries each over 1.5x the median of
+    those after them are dropped while at least half remain (a NeMo FP8 run on B200 logging 20.5, 11.3, 8.19, 6.64,
+    5.72 s, then 2.01-2.03 s from its sixth step on, AI-Hypercomputer/gpu-recipes). Entries: seconds, or (seconds, x).
+
+    >>> _settled([6.64, 5.72, 2.03, 2.01, 2.02, 2.02, 2.03, 2.03]), _settled([2.0, 9.0, 2.1])
+    ([2.03, 2.01, 2.02, 2.02, 2.03, 2.03], [2.0, 9.0, 2.1])
+    """
+    seconds = [v[0] if isinstance(v, tuple) else v for v in steady]
+    start = 0
+    while len(seconds) - start - 1 >= len(seconds) / 2 and seconds[start] > 1.5 * statistics.median(seconds[start + 1:]):
+        start += 1
+    return list(steady[start:])
 
 
 def _steady(values: list[float]) -> list[float]:
