@@ -155,8 +155,6 @@ _FLOPS_PREFIX = {"": 1e-12, "K": 1e-9, "M": 1e-6, "G": 1e-3, "T": 1.0, "P": 1e3,
 _MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory \(MB\)\s*\|\s*allocated:\s*(\d*\.?\d+)\s*\|"
                      r"\s*max allocated:\s*(\d*\.?\d+)\s*\|\s*(?:reserved|cached):\s*(\d*\.?\d+)\s*\|"
                      r"\s*max (?:reserved|cached):\s*(\d*\.?\d+)")
-# DeepSpeed's ThroughputTimer line: "... CurrSamplesPerSec=61.35, MemAllocated=6.01GB, MaxMemAllocated=19.52GB"
-# (deepspeed/utils/timer.py: memory_allocated() / 1024**3; argonne-lcf/Megatron-DeepSpeed ALCF/README.md)
 # DeepSpeed's engine prints its resolved config one key a line (deepspeed/runtime/config.py DeepSpeedConfig.print):
 # "[2025-04-20 21:31:24,890] [INFO] [config.py:1003:print]   world_size ................... 8"; a long name has no
 # dots ("train_micro_batch_size_per_gpu  4"). Its "world_size" is the data-parallel size when Megatron passes its mpu
@@ -164,6 +162,8 @@ _MEMORY = re.compile(r"(?:\[Rank (\d+)\]\s*)?\(?after (\d+) iterations\)? memory
 _DS_CONFIG_PRINT = re.compile(r"\[config\.py:\d+:print\]\s+(\w+)\s+(?:\.+\s*)?(\S+)\s*$")
 _DS_CONFIG_KEYS = {"world_size": "data_parallel_size", "train_micro_batch_size_per_gpu": "micro_batch_size",
                    "gradient_accumulation_steps": "_grad_accum_steps"}
+# DeepSpeed's ThroughputTimer line: "... CurrSamplesPerSec=61.35, MemAllocated=6.01GB, MaxMemAllocated=19.52GB"
+# (deepspeed/utils/timer.py: memory_allocated() / 1024**3; argonne-lcf/Megatron-DeepSpeed ALCF/README.md)
 _DS_TIMER_MEMORY = re.compile(r"\bMaxMemAllocated=(\d*\.?\d+)GB\b")
 _THEORY = re.compile(r"Theoretical memory footprints: weight and optimizer=(\d*\.?\d+) MB"
                      r"(?:, activation=(\d*\.?\d+) MB, total=(\d*\.?\d+) MB)?")

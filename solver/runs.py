@@ -1166,8 +1166,8 @@ def _gpus_from_rates(args: dict[str, Any], facts: LogFacts) -> int | None:
 
 def _gbs_from_rates(args: dict[str, Any], facts: LogFacts, num_gpus: int) -> int | None:
     """The global batch a text implies when it states tokens/s/GPU and a step time with the GPU count and sequence
-    (``tokens x GPUs x step / seq``, within 1 % of a whole number of sequences; a Megatron-Bridge verification card's
-    "GBS/MBS" folded onto the next line, Megatron-Bridge examples/model_verification_cards), else None."""
+    (``tokens x GPUs x step / seq``, within 1 % of a whole number of sequences: a Megatron-Bridge verification card's
+    metrics without its "GBS/MBS" pair, tests/test_runs.py), else None."""
     tokens, seq = facts.stated_tokens_per_gpu, args.get("seq_length")
     steps = [s for _, s, _, _ in facts.iterations] or ([facts.stated_step_s] if facts.stated_step_s else [])
     if not (tokens and steps and num_gpus and isinstance(seq, int) and seq > 0):
