@@ -648,6 +648,10 @@ def unquote(text: str) -> str:
     return "\n".join(lines)
 
 
+# AMD Primus's loguru prefix, "[20251218 08:15:50][rank-7/8][INFO ]": the rank and the world size
+_PRIMUS_RANK_OF = re.compile(r"\[rank-\d+/(\d+)\]")
+
+
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``; a reply's quote of a post as the post, ``unquote``)."""
@@ -661,6 +665,9 @@ def parse_log(text: str) -> LogFacts:
              and (m := _PREFIX_RANK.match(raw))}
     if len(ranks) == 1:
         facts.args["_memory_line_rank"] = ranks.pop()
+    worlds = {int(m.group(1)) for m in _PRIMUS_RANK_OF.finditer(text)}
+    if len(worlds) == 1:  # AMD Primus's logger names each line's rank of the world: "[rank-7/8]" (stripped below)
+        facts.args["_prefix_world_size"] = worlds.pop()
     facts.later_rows = _later_table_rows(text)
     first = next((line for line in text.splitlines() if line.strip()), "")
     facts.title = strip_prefix(first) if re.match(r"\s*#\s", first) else ""

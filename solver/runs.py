@@ -1058,6 +1058,8 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
         return facts.world_size
     if isinstance(args.get("world_size"), int):
         return args["world_size"]
+    if isinstance(args.get("_prefix_world_size"), int):  # Primus's "[rank-7/8]" line prefix
+        return args["_prefix_world_size"]
     if isinstance(args.get("devices"), int) and isinstance(args.get("num_nodes"), int):
         return args["devices"] * args["num_nodes"]
     per_node = next((args[k] for k in ("nproc_per_node", "num_gpus_per_node", "n_gpus_per_node", "num_gpu_per_node",

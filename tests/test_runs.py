@@ -104,7 +104,7 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
         assert "--model" in text or "--vocab-size" in text  # the excerpt does not print the whole model
     counts = {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices", "_env_nproc_per_node", "num_nodes",
               "global_num_gpus", "actor_num_gpus_per_node", "num_gpus_per_node", "_env_n_per_node", "_env_world_size",
-              "world_size", "gpus_per_node", "_prose_num_gpus", "_prose_data_parallel_size", "_prose_nodes",
+              "world_size", "gpus_per_node", "_prose_num_gpus", "_prose_data_parallel_size", "_prose_nodes", "_prefix_world_size",
               "n_gpus_per_node", "_mpirun_np", "_sbatch_gpus_per_node", "_env_visible_devices"}  # what gives a GPU count
     if "gpu_names" in entry["expect"]:  # nodes of a named GPU: the catalog's node (runs._world)
         counts |= {"nnodes", "_env_nnodes", "_env_num_nodes", "_env_nodes", "_sbatch_nodes"}
