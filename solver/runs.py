@@ -1151,31 +1151,38 @@ def _named_part(facts: LogFacts) -> str | None:
     return log_gpu(max(facts.gpu_names, key=facts.gpu_names.get))
 
 
+def _stated_step(facts: LogFacts) -> float | None:
+    """The median step a text states (its iteration lines, else a stated step time), for the rate identities below."""
+    steps = [s for _, s, _, _ in facts.iterations] or ([facts.stated_step_s] if facts.stated_step_s else [])
+    return statistics.median(steps) if steps else None
+
+
+def _whole(value: float, tolerance: float) -> int | None:
+    """``value`` as a whole number of at least 1 when it is within ``tolerance`` (relative) of one, else None."""
+    return round(value) if round(value) >= 1 and abs(value - round(value)) <= tolerance * value else None
+
+
 def _gpus_from_rates(args: dict[str, Any], facts: LogFacts) -> int | None:
     """The GPU count a text implies when it states both a step time and tokens/s/GPU with the batch and sequence
     (``gbs x seq / (step x tokens per GPU)``, within 2 % of a whole number), else None."""
-    tokens = facts.stated_tokens_per_gpu
-    steps = [s for _, s, _, _ in facts.iterations] or ([facts.stated_step_s] if facts.stated_step_s else [])
+    tokens, step = facts.stated_tokens_per_gpu, _stated_step(facts)
     gbs = args.get("global_batch_size")
     if not isinstance(gbs, int) and facts.iterations:
         gbs = next((g for *_, g in facts.iterations if g), None)
     seq = args.get("seq_length")
-    if not (tokens and steps and isinstance(gbs, int) and isinstance(seq, int)):
+    if not (tokens and step and isinstance(gbs, int) and isinstance(seq, int)):
         return None
-    count = gbs * seq / (statistics.median(steps) * tokens)
-    return round(count) if round(count) >= 1 and abs(count - round(count)) <= 0.02 * count else None
+    return _whole(gbs * seq / (step * tokens), 0.02)
 
 
 def _gbs_from_rates(args: dict[str, Any], facts: LogFacts, num_gpus: int) -> int | None:
     """The global batch a text implies when it states tokens/s/GPU and a step time with the GPU count and sequence
     (``tokens x GPUs x step / seq``, within 1 % of a whole number of sequences: a Megatron-Bridge verification card's
     metrics without its "GBS/MBS" pair, tests/test_runs.py), else None."""
-    tokens, seq = facts.stated_tokens_per_gpu, args.get("seq_length")
-    steps = [s for _, s, _, _ in facts.iterations] or ([facts.stated_step_s] if facts.stated_step_s else [])
-    if not (tokens and steps and num_gpus and isinstance(seq, int) and seq > 0):
+    tokens, step, seq = facts.stated_tokens_per_gpu, _stated_step(facts), args.get("seq_length")
+    if not (tokens and step and num_gpus and isinstance(seq, int) and seq > 0):
         return None
-    batch = tokens * num_gpus * statistics.median(steps) / seq
-    return round(batch) if round(batch) >= 1 and abs(batch - round(batch)) <= 0.01 * batch else None
+    return _whole(tokens * num_gpus * step / seq, 0.01)
 
 
 def _gpus_per_node(args: dict[str, Any], num_gpus: int) -> int | None:
