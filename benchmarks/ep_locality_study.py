@@ -47,7 +47,7 @@ def layout_and_workload(row: dict[str, Any]) -> tuple[Layout, Workload]:
                     dp=256 // (row["tp"] * row["pp"]), sequence_parallel=row["tp"] > 1, recompute=recompute,
                     recompute_modules=tuple(modules) if isinstance(modules, list) else None,
                     fsdp=row.get("fsdp", False), account_for_embedding=row["pp"] > 1, account_for_loss=row["pp"] > 1)
-    workload = Workload(seq_length=4096, global_batch_size=2048, tp_comm_overlap=True, cross_entropy="te",
+    workload = Workload(seq_length=4096, global_batch_size=2048, tp_comm_overlap=False, cross_entropy="unfused",
                         moe_dispatcher=row["dispatcher"], moe_ep_overlap=row.get("ep_overlap", False),
                         fsdp_main_grads_dtype=row.get("fsdp_main_grads", "auto"))
     return layout, workload

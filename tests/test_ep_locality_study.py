@@ -3,7 +3,7 @@
 
 Known gap, kept visible: the Megatron-FSDP row (EP 8, expert-DP 32 across nodes, another code version; costed as
 the repository's launch script of that week ran it, TP 1 with fp32 main grads, where the results table says TP 2)
-is predicted 1.10x its measurement, 0.5 s slower than EP 32 and 0.3 s slower than the 32-stage pipeline, which
+is predicted 1.10x its measurement, 0.3 s slower than EP 32 and 0.2 s slower than the 32-stage pipeline, which
 mis-orders its two pairs with them; every other pair must stay right and every row within 25 %."""
 
 from __future__ import annotations
