@@ -71,9 +71,9 @@ def read_all(paths: tuple[str, ...], defaults: dict[str, Any]) -> tuple[list[Any
                 check_layout(run.spec, run.cluster, run.workload, run.layout, allow_cross_domain_tp=True)
             runs.extend(read)
         except MegasolveError as exc:
-            fix = _run_fix(exc.fix)
-            failed.append(MegasolveError(field=f"{Path(path).name}: {exc.field}", value=exc.value, rule=exc.rule,
-                                         fix=fix) if Path(path).name not in exc.field else exc)
+            fix, name = _run_fix(exc.fix), "stdin" if path == "-" else Path(path).name
+            failed.append(MegasolveError(field=f"{name}: {exc.field}", value=exc.value, rule=exc.rule,
+                                         fix=fix) if name not in exc.field else exc)
     return runs, failed
 
 

@@ -159,14 +159,7 @@ def read_runs(path: str | Path, **defaults: Any) -> list[Run]:
     (a mapping of Megatron argument names, e.g. ``{"tensor-model-parallel-size": 2}``, for logs that do
     not print their argument dump).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise MegasolveError(field="RUN", value=str(path), rule="no such file",
-                             fix="pass a training log, a launch script, or a runs YAML/CSV")
-    if path.stat().st_size > MAX_LOG_BYTES:
-        raise MegasolveError(field="RUN", value=str(path), rule="is larger than 256 MiB",
-                             fix="pass an excerpt: the argument dump and a few hundred iteration lines")
-    text = undiff(path.read_text(encoding="utf-8", errors="replace"))
+    text, path = _read_text(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return [run_from_entry(e, f"{path.name}#{i + 1}", defaults) for i, e in enumerate(_csv_entries(text))]
@@ -175,6 +168,39 @@ def read_runs(path: str | Path, **defaults: Any) -> list[Run]:
         if entries is not None:
             return [run_from_entry(e, f"{path.name}#{i + 1}", defaults) for i, e in enumerate(entries)]
     return [run_from_log(text, path.name, defaults)]
+
+
+def _read_text(path: str | Path) -> tuple[str, Path]:
+    """The text of a RUN (``undiff``-ed) and the path it is named by: a file; ``-``, standard input (named
+    ``stdin``: ``tail -n 400 train.log | megasolve check -``); or a pipe or device that reads as a stream (``<(ssh
+    host cat train.log)``), at most ``MAX_LOG_BYTES``."""
+    too_large = MegasolveError(field="RUN", value=str(path), rule="is larger than 256 MiB",
+                               fix="pass an excerpt: the argument dump and a few hundred iteration lines")
+    if str(path) == "-":
+        import sys
+
+        raw = sys.stdin.buffer.read(MAX_LOG_BYTES + 1)
+        path = Path("stdin")
+    else:
+        path = Path(path)
+        if path.is_dir():
+            raise MegasolveError(field="RUN", value=str(path), rule="is a directory",
+                                 fix="pass the log files in it (e.g. logs/*.log)")
+        if not path.exists():
+            raise MegasolveError(field="RUN", value=str(path), rule="no such file",
+                                 fix="pass a training log, a launch script, or a runs YAML/CSV")
+        if path.is_file() and path.stat().st_size > MAX_LOG_BYTES:
+            raise too_large
+        try:
+            with path.open("rb") as stream:  # a pipe (process substitution) has no size to check first
+                raw = stream.read(MAX_LOG_BYTES + 1)
+        except OSError as exc:
+            raise MegasolveError(field="RUN", value=str(path), rule=f"cannot be read ({exc.strerror})",
+                                 fix="check the path and its permissions") from None
+    if len(raw) > MAX_LOG_BYTES:
+        raise too_large
+    # universal newlines, as a text-mode read: a progress bar's bare '\r' ends a line
+    return undiff(io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="replace").read()), path
 
 
 def _looks_like_log(text: str) -> bool:

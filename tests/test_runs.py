@@ -352,6 +352,30 @@ def test_runs_file_errors_are_one_line(tmp_path):
         read_runs(tmp_path / "empty.yaml")
     with pytest.raises(MegasolveError, match="no such file"):
         read_runs(tmp_path / "missing.log")
+    with pytest.raises(MegasolveError, match="is a directory"):
+        read_runs(tmp_path)
+
+
+def test_standard_input_and_a_pipe_read_like_the_file(monkeypatch, tmp_path):
+    """``-`` reads standard input (named ``stdin``), and a FIFO (what ``<(cat train.log)`` passes) reads as a
+    stream with no size to check first; both give the run the file gives, with text-mode newlines."""
+    import io
+    import os
+    import sys
+    import threading
+
+    log = LOGS / "AI-Hypercomputer-gpu-recipes-a4-qwen3-30b-32gpu-ep8-dll.log"  # NeMo 2 progress-bar lines
+    want = read_runs(log, num_gpus=32)[0]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(log.read_bytes())))
+    run = read_runs("-", num_gpus=32)[0]
+    assert (run.id, run.layout, run.measured) == ("stdin", want.layout, want.measured)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(log.read_bytes().replace(b"\n", b"\r\n")))
+    writer.start()
+    run = read_runs(fifo, num_gpus=32)[0]
+    writer.join()
+    assert (run.layout, run.measured) == (want.layout, want.measured)
 
 
 def test_nemo_hydra_launch_read_as_a_run_and_checked():
