@@ -183,12 +183,15 @@ _OOM_CAPACITY = re.compile(r"total capacit[yi]? of (\d*\.?\d+) GiB|(\d*\.?\d+) G
 # Megatron-SWIFT's iteration line adds "memory(GiB): X", torch.cuda.max_memory_reserved() / 2**30
 # (modelscope/ms-swift#5194, swift/megatron/init.py training_log)
 _SWIFT_MEMORY = re.compile(r"\|\s*memory\(GiB\):\s*(\d*\.?\d+)")
-# ms-swift's trainer logs as a dict: "{'loss': 0.32, ..., 'iteration': '34/107', ..., 'memory(GiB)': 75.71,
-# 'train_speed(s/it)': 233.114145}" (modelscope/ms-swift#8152); the speed is the run's seconds per iteration so far
-_SWIFT_DICT_STEP = re.compile(r"'iteration':\s*'(\d+)/\d+'.*?'train_speed\(s/it\)':\s*(\d+(?:\.\d+)?)")
-# ms-swift 3's trainer logs its speed the other way round: "'global_step/max_steps': '21/94', ... 'memory(GiB)': 69.19,
-# 'train_speed(iter/s)': 0.010773" (modelscope/ms-swift#4146), the step number on the line before when wrapped
-_SWIFT_DICT_SPEED = re.compile(r"(?:'global_step/max_steps':\s*'(\d+)/\d+'.*?)?'train_speed\(iter/s\)':\s*(\d+(?:\.\d+)?)")
+# ms-swift's trainers log a dict a logging step: "{'loss': 0.32, ..., 'iteration': '34/107', 'elapsed_time': '2h 12m 6s',
+# ..., 'memory(GiB)': 75.71, 'train_speed(s/it)': 233.114145}" (Megatron-SWIFT, modelscope/ms-swift#8152), or ms-swift
+# 3's "'train_speed(iter/s)': 0.010773, ..., 'global_step/max_steps': '22/94'" (#4146; later also
+# 'train_speed(sec/iter)'). Every speed is a running average since training began, not the step's: Megatron-SWIFT
+# writes elapsed / (iteration - start_step) (swift/megatron/trainers/base.py), ms-swift 3 global_step / elapsed
+# (swift/trainers/mixin.py, callback.py); _swift_intervals turns them into the seconds between logged steps
+_SWIFT_DICT_SPEED = re.compile(r"'train_speed\((s/it|iter/s|sec/iter)\)':\s*(\d+(?:\.\d+)?(?:e-?\d+)?)")
+_SWIFT_DICT_ITERATION = re.compile(r"'(?:iteration|global_step/max_steps)':\s*'(\d+)/\d+'|'global_step':\s*(\d+)\b")
+_SWIFT_DICT_ELAPSED = re.compile(r"'elapsed_time':\s*'((?:\d+[dhms]\s*)+)'")
 _SWIFT_DICT_MEMORY = re.compile(r"'memory\(GiB\)':\s*(\d+(?:\.\d+)?)")
 # NeMo 2 MegatronStrategy logs max_memory_reserved / max_memory_allocated in bytes with the step
 # (nemo/lightning/pytorch/strategies/megatron_strategy.py L802-808)
@@ -389,6 +392,8 @@ class LogFacts:
     world_parts: dict[str, int] = field(default_factory=dict)
     iterations: list[tuple[int, float, float | None, int | None]] = field(default_factory=list)  # it, s, tflops, gbs
     nemo_steps: list[tuple[int | None, float]] = field(default_factory=list)
+    # ms-swift's running-average speeds: (step or None, seconds per step, elapsed seconds logged, Megatron-SWIFT's)
+    swift_speeds: list[tuple[int | None, float, float | None, bool]] = field(default_factory=list)
     memory: dict[int, tuple[float, float]] = field(default_factory=dict)  # rank -> (max alloc, max reserved) MiB
     theoretical_mb: float | None = None
     oom: bool = False
@@ -608,6 +613,43 @@ _BASELINE_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:the\s+)?baseline\b", 
 _COMPARED_RUN = re.compile(r"^\s*(?:[-*+]\s+)?.*\b(?:this PR|this change|improved|proposed|ours)\b", re.I | re.M)
 
 
+def _duration_s(text: str) -> float:
+    """ms-swift's ``format_time``: '2h 12m 6s', '23d 14h 27m 6s' -> seconds."""
+    unit = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    return float(sum(int(n) * unit[u] for n, u in re.findall(r"(\d+)([dhms])", text)))
+
+
+def _swift_intervals(facts: LogFacts) -> None:
+    """ms-swift's running-average speeds (``_SWIFT_DICT_SPEED``) as the seconds per step between logged steps, in the
+    order logged (a step at or below the one before starts another run): the elapsed time at a step is the average
+    times the steps it averages, ``(E_k - E_(k-1)) / (step_k - step_(k-1))``; the first logged step gives
+    ``E_0 / n_0``, warm-up included (the reader leaves the first interval out). Megatron-SWIFT counts from the step it
+    resumed at, which the logged elapsed time gives (``round(elapsed / average)`` steps, when that is clearly fewer
+    than the step number); ms-swift 3 from 0. A speed
+    with no step in its dict is the running average as it stands, in the order logged.
+
+    >>> f = LogFacts(swift_speeds=[(1, 191.764682, 192.0, True), (5, 116.095699, 580.0, True),
+    ...                            (10, 103.737077, 1037.0, True)])  # elapsed 3m 12s, 9m 40s, 17m 17s
+    >>> _swift_intervals(f); [(step, round(s, 2)) for step, s, _, _ in f.iterations]
+    [(1, 191.76), (5, 97.18), (10, 91.38)]
+    """
+    last: tuple[int, float] | None = None  # (step, elapsed) of the step logged before
+    for step, average, elapsed, resumable in facts.swift_speeds:
+        if step is None:
+            facts.nemo_steps.append((None, average))
+            continue
+        counted = step  # steps the average spans: all of them, unless a resumed run's elapsed time says fewer
+        if resumable and elapsed and step - elapsed / average > 1 / average + 0.5:  # (elapsed is logged to 1 s)
+            counted = max(1, round(elapsed / average))
+        at = counted * average
+        if last is not None and step > last[0]:
+            if at > last[1]:
+                facts.iterations.append((step, (at - last[1]) / (step - last[0]), None, None))
+        elif counted > 0:
+            facts.iterations.append((step, at / counted, None, None))
+        last = (step, at)
+
+
 def _batch_from_consumed(facts: LogFacts) -> None:
     """Iteration lines without a global batch get the one their consumed samples imply: the same number of samples
     per iteration between every pair of logged lines (a batch ramp-up gives several, and then none is taken)."""
@@ -728,6 +770,7 @@ def parse_log(text: str) -> LogFacts:
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
     _batch_from_consumed(facts)
+    _swift_intervals(facts)
     # a DeepSpeed config pasted as JSON: '"zero_optimization": {"stage": 2}', '"fp16": {"enabled": true}'
     # (deepspeedai/DeepSpeed#477)
     if m := re.search(r'"zero_optimization"\s*:\s*\{[^{}]*?"stage"\s*:\s*(\d)', text):
@@ -919,14 +962,18 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         if c := _CONSUMED_SAMPLES.search(m.group(3)):
             facts.consumed[int(m.group(1))] = int(c.group(1))
         return
-    if (m := _SWIFT_DICT_STEP.search(line)) or ((m := _SWIFT_DICT_SPEED.search(line)) and float(m.group(2)) > 0):
-        seconds = float(m.group(2)) if m.re is _SWIFT_DICT_STEP else 1.0 / float(m.group(2))  # iter/s: its inverse
-        if m.group(1):
-            facts.iterations.append((int(m.group(1)), seconds, None, None))
-        else:  # no step number on the line: in the order logged
-            facts.nemo_steps.append((None, seconds))
-        if r := _SWIFT_DICT_MEMORY.search(line):  # ms-swift's get_max_cuda_memory: the reserved peak
-            facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
+    if speeds := [m for m in _SWIFT_DICT_SPEED.finditer(line) if float(m.group(2)) > 0]:
+        for m in speeds:  # each in its own dict: a wrapped line holds the end of one and the next ones
+            start, end = line.rfind("{", 0, m.start()) + 1, line.find("}", m.end())
+            record = line[start:end if end >= 0 else len(line)]
+            value = float(m.group(2))
+            seconds = 1.0 / value if m.group(1) == "iter/s" else value
+            step = _SWIFT_DICT_ITERATION.search(record)
+            elapsed = _SWIFT_DICT_ELAPSED.search(record)
+            facts.swift_speeds.append((int(step.group(1) or step.group(2)) if step else None, seconds,
+                                       _duration_s(elapsed.group(1)) if elapsed else None, m.group(1) == "s/it"))
+            if r := _SWIFT_DICT_MEMORY.search(record):  # ms-swift's get_max_cuda_memory: the reserved peak
+                facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
         return
     if m := _BRIDGE_STEP.search(line):
         facts.nemo_steps.append((None, float(m.group(1))))
