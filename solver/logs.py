@@ -173,6 +173,9 @@ _NPU_MARKER = re.compile(r"\bNPUS_PER_NODE\b|\btorch_npu\b|\bASCEND_[A-Z_]+|\bHC
 _DEEPEP_FRAME = re.compile(r"deep_ep/buffer\.py|DeepEP error:")
 # a Hyena / StripedHyena model (Evo2, NeMo 2's gpt/model/hyena.py, BioNeMo's train_evo2 entry point): its long-convolution
 # mixers are no layer kind megasolve costs, and runs.py refuses it by name (NVIDIA-BioNeMo/bionemo-recipes#814)
+# a BERT run: Megatron's pretrain_bert.py, whose iteration lines add the sentence-order loss ("| lm loss: 9.59E+00 |
+# sop loss: 6.55E-01 |", sfantao/lumi-megatron-lm-scripts from-pizdaint/README.md)
+_BERT_MARKER = re.compile(r"\bpretrain_bert\.py\b|\|\s*sop loss:")
 _HYENA_MARKER = re.compile(r"\btrain_evo2\b|/gpt/model/hyena\.py|\bHyena(?:Model|Config\w*)\b|\bStripedHyena\b")
 # torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
 # (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
@@ -699,6 +702,7 @@ def parse_log(text: str) -> LogFacts:
     file after it, ``undiff``; a reply's quote of a post as the post, ``unquote``)."""
     text = _one_cell_tables(undiff(unquote(_ANSI.sub("", text.translate(_SPACES)))))  # (a coloured log's codes: no flags)
     text = _WRAPPED_SLASH_SIZES.sub(r"\1 ", text)  # "GBS/MBS" at a line's end, "8192/1" starting the next
+    text = _join_wrapped_flags(text)
     facts = LogFacts()
     if "'actor_rollout_ref'" in text:  # verl's printed config (_VERL_DUMP_KEYS)
         facts.args["_verl_dump"] = True
@@ -855,11 +859,50 @@ _HOST_OOM = re.compile(r"\bout[- ]of[- ]memory\s*\(\s*(?:CPU|host|system)\b|\b(?
 # causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force ...",
 # verl-project/verl#3987): no evidence of a host OOM
 _RAY_DEATH_CAUSES = re.compile(r"\(1\) The process is killed by SIGKILL by OOM killer due to high memory usage\.")
+# NeMo 1's MegatronDistributedFusedAdam prints its settings, "process_group: 0x7fd084b16db0, world size 8": the
+# data-parallel group (nemo/core/optim/distributed_adam.py: parallel_state.get_data_parallel_group(), with context
+# parallelism since NeMo 1.23) -- with TP and PP, the GPU count (runs.py _world)
+_DIST_ADAM_GROUP = re.compile(r"^\s*(\w*)process_group: 0x[0-9a-f]+, world size (\d+)\s*$")
 _RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|node running low on memory", re.I)
+# "slurmstepd: error: Detected 1 oom_kill event in StepId=17109804.0. Some of the step tasks have been OOM Killed."
+# (saforem2/vault Pipeline-Parallelism-Scaling-Perlmutter.md; srun then says "task 2: Out Of Memory")
+_SLURM_OOM_KILL = re.compile(r"slurmstepd: error: Detected \d+ oom[_-]kill event")
 _EMBEDDED_CONFIG = re.compile(r"config_files\s*\.*\s*(\{.*\\n.*)$", re.M)
 
 
+# the arguments printed as a Python repr, "Args= Namespace(num_layers=12, ..., num_experts=[2], ..., world_size=12, ...)"
+# (a Megatron-DeepSpeed fork's log on Summit, sajal-vt/Megatron-DeepSpeed-Summit logs/gpt3-megatron.3329131.o)
+_NAMESPACE = re.compile(r"\bNamespace\((?=\w+=)")
+_NAMESPACE_PAIR = re.compile(r"(?:^|,\s)(\w+)=('(?:[^'\\]|\\.)*'|\[[^\[\]]*\]|[^,()\[\]{}]+?)(?=,\s\w+=|\)|$)")
+
+
+def _namespace_args(text: str) -> dict[str, Any]:
+    """The ``key=value`` pairs of an ``argparse.Namespace`` repr: literals as Python reads them (a list, such as
+    Megatron-DeepSpeed's ``num_experts=[2]``, as its text, which the dump reader also gets); a value that is no literal
+    (``<function ...>``, ``torch.bfloat16``) as its text, a pair cut off by an interleaved line left out.
+
+    >>> _namespace_args("num_layers=12, num_experts=[2], bf16=False, lr=0.0001, optimizer='adam', x=None, world_size=12)")
+    {'num_layers': 12, 'num_experts': '[2]', 'bf16': False, 'lr': 0.0001, 'optimizer': 'adam', 'x': None, 'world_size': 12}
+    """
+    out: dict[str, Any] = {}
+    for m in _NAMESPACE_PAIR.finditer(text):
+        raw = m.group(2).strip()
+        if raw.startswith("["):
+            out[m.group(1)] = raw
+            continue
+        try:
+            out[m.group(1)] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[m.group(1)] = raw
+    return out
+
+
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if (m := _NAMESPACE.search(line)) and "tensor_model_parallel_size=" in line:  # Megatron's whole argument list
+        for key, value in _namespace_args(line[m.end():]).items():
+            facts.args.setdefault(key, value)
+            facts.dump_keys.add(key)
+        return
     if m := _TOTAL_PARAMS_B.search(line):  # Megatron-LM's report of the model it built
         facts.args.setdefault("_printed_params_b", float(m.group(1)))
         return
@@ -1063,7 +1106,13 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     # NCCL's own allocation failure is an OOM too: "NCCL WARN Cuda failure 2 'out of memory'" (CUDA error 2,
     # cudaErrorMemoryAllocation; NVIDIA-NeMo/Megatron-Bridge#771)
     # and the driver API's: "[torch_memory_saver.cpp] CUresult error: 2 (out of memory)" (THUDM/slime#274)
+    if m := _DIST_ADAM_GROUP.match(line):  # (its distributed_ / redundant_ subgroups: no size of the run's)
+        if not m.group(1):
+            facts.args.setdefault("_dist_adam_dp", int(m.group(2)))
+        return
     if _RAY_HOST_OOM.search(line):  # Ray's memory monitor killed a task: the node's RAM, not a GPU's (slime#1851)
+        facts.args.setdefault("_host_oom", line.strip()[:100])
+    elif _SLURM_OOM_KILL.search(line):  # slurm's cgroup OOM killer: the job step's host memory (a Perlmutter run, 1 step)
         facts.args.setdefault("_host_oom", line.strip()[:100])
     elif _OOM.search(line) or re.search(r"(?:CUDA|NPU|XPU|HPU) out of memory|OutOfMemoryError|Cuda failure 2 'out of "
                                         r"memory'|cudaErrorMemoryAllocation|CUresult error: 2 \(out of memory\)"
@@ -1099,6 +1148,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.args["_npu"] = m.group(0)
     if (m := _HYENA_MARKER.search(line)) and "_hyena" not in facts.args:
         facts.args["_hyena"] = m.group(0)
+    if (m := _BERT_MARKER.search(line)) and "_bert" not in facts.args:
+        facts.args["_bert"] = m.group(0).strip("| ")
     if _DEEPEP_FRAME.search(line):  # DeepEP's own frames or errors: the flex dispatcher ran (Megatron-Bridge#1335)
         facts.args.setdefault("_deepep_seen", True)
     _prose_sizes(line, facts)
@@ -1144,6 +1195,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         for key, value in _DLL_CFG_PAIR.findall(line):
             if key in CONFIG_KEYS:
                 facts.args.setdefault(key, scalar(value))
+        if m := re.search(r"\bcfg/optim/name : (\w+)", line):  # NeMo's optimizer, as _NEMO_DIST_OPTIM reads it
+            if m.group(1) in ("mcore_distributed_optim", "distributed_fused_adam", "fused_adam"):
+                facts.args.setdefault("use_distributed_optimizer", m.group(1) != "fused_adam")
         return
     if "{'" in line or re.match(r"'[a-z_][a-z0-9_]*':", line) \
             or ('{"' in line and len(_DICT_PAIR.findall(line)) > 1):  # a printed dict or JSON, or one line of a pprint
@@ -1433,7 +1487,9 @@ _TEXT_KEY_ALIASES = {"num_heads": "num_attention_heads", "n_heads": "num_attenti
 # a launcher's rank tags ("[INFO|DP=0|PP=0|TP=0|lm_head]", nanotron) name the rank, not the sizes
 _RANK_TAGS = re.compile(r"\[[^\]\n]*\|(?:DP|PP|TP|CP|EP)=\d+[^\]\n]*\]")
 # "world size 8" in a post (the log's own "using world size: 8" is read as the world size)
-_PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")  # not a launcher's WORLD_SIZE (nodes)
+# (not a process group's: NeMo 1's distributed Adam prints "process_group: 0x7fd084b16db0, world size 8", its DP group,
+# which _DIST_ADAM_GROUP reads first)
+_PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 # NeMo's and AutoModel's packed sequences are the trained length: "packed_sequence_size=1024" (PackedSequenceSpecs)
@@ -2035,6 +2091,27 @@ _SIZE_NAMES = r"(?:TP|PP|VPP|CP|EP|ETP|DP|MBS|GBS)"
 # "... VPP3, GBS/MBS\n  8192/1, and sequence length 4096", Megatron-Bridge's model verification cards)
 _WRAPPED_SLASH_SIZES = re.compile(rf"(?<![A-Za-z/])({_SIZE_NAMES}(?:/{_SIZE_NAMES})+)[ \t]*\r?\n[ \t]*(?=\d+(?:/\d+)+(?![\d/.]))",
                                   re.I)
+# a command line hard-wrapped at a terminal's width inside a flag ("... --ffn-hidden-siz\ne 1792 --swiglu",
+# SeunghyunSEO/Megatron-LM moe_exp/README.md): the two parts of the flag, joined when only together they name a known
+# argument (_join_wrapped_flags)
+_WRAPPED_FLAG = re.compile(r"(--[A-Za-z][\w-]*)\r?\n(?=([A-Za-z][\w-]*)(?:[ \t=]|$))", re.M)
+
+
+def _join_wrapped_flags(text: str) -> str:
+    r"""``text`` with each flag cut by a hard wrap joined again (``_WRAPPED_FLAG``).
+
+    >>> _join_wrapped_flags("--num-query-groups 1 --ffn-hidden-siz\ne 1792 --swiglu\n--bf16\nline two")
+    '--num-query-groups 1 --ffn-hidden-size 1792 --swiglu\n--bf16\nline two'
+    """
+    def name(flag: str) -> str:
+        return flag.lstrip("-").replace("-", "_")
+
+    def join(m: re.Match) -> str:
+        whole = name(m.group(1) + m.group(2))
+        return m.group(1) if whole in CONFIG_KEYS and name(m.group(1)) not in CONFIG_KEYS else m.group(0)
+    return _WRAPPED_FLAG.sub(join, text) if "--" in text else text
+
+
 _SLASH_SIZES = re.compile(rf"(?<![A-Za-z/])({_SIZE_NAMES}(?:\s*/\s*{_SIZE_NAMES})+)\s*[:=]?\s*(\d+(?:\s*/\s*\d+)+)(?![\d/.])",
                           re.I)
 
@@ -3144,6 +3221,7 @@ CONFIG_KEYS = {
     "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "use_distributed_optimizer", "devices", "num_nodes", "precision", "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather",
+    "fp8_params",
     "moe_num_experts", "moe_top_k", "no_weight_tying", "pos_emb",  # GPT-NeoX's model keys (runs.py CONFIG_ALIASES)
     "compute_dtype",  # Megatron-Bridge's performance scripts (--compute_dtype bf16 / fp8_cs / fp8_mx / fp8_sc / nvfp4)
     # NVFP4 (TC fp4 / fp4_recipe / fp4_param; Bridge's mixed_precision.fp4_param_gather) and the layers kept in bf16

@@ -448,6 +448,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args[key] = int(m.group(1))
             if args[key] == 1:  # one expert: a dense model (DeepSpeed's default)
                 del args[key]
+    _deepspeed_moe_args(args)
     act = args.get("activation")
     if isinstance(act, str) and "swiglu" not in args:
         # NeMo 1's megatron_gpt config "activation: fast-swiglu" (its choices: gelu, geglu, reglu, swiglu, squared-relu,
@@ -472,11 +473,24 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if _VERL_MEGATRON.search(text):  # verl's Megatron actor: its config sets the distributed optimizer on
         args.setdefault("_verl_megatron", True)
     notes: list[str] = []
+    if args.get("_deepspeed_moe"):
+        notes.append("DeepSpeed-MoE (Megatron-DeepSpeed's --num-experts / --topk / --expert-interval) costed as "
+                     "Megatron-Core's MoE layers: its gate, its all-to-all and its --moe-min-capacity floor are not "
+                     "modelled")
+    if bert := args.get("_bert"):
+        notes.append(f"a BERT run ({bert}) costed as a GPT decoder: its bidirectional attention core (twice the causal "
+                     "FLOPs) and its binary (sentence-order) head are not modelled, expect a slower step")
     if args.get("_launcher") == "megatron-swift":
         _swift_defaults(args, notes)
     batches = [g for *_, g in facts.iterations if g]
     if batches and not isinstance(args.get("global_batch_size"), int):
         args["global_batch_size"] = statistics.mode(batches)
+    elif batches and args["global_batch_size"] != (timed := statistics.mode(batches)):
+        # the timed steps' own batch: a batch ramp-up's, or a later run's header in the excerpt (ALCF's ThetaGPU logs
+        # hold several runs, microsoft/Megatron-DeepSpeed deepspeed4science long_seq_support)
+        notes.append(f"global batch {timed}, as the iteration lines print it (the arguments say "
+                     f"{args['global_batch_size']}: a batch ramp-up, or another run's)")
+        args["global_batch_size"] = timed
     missing: list[str] = []
     _mindspeed_args(args, notes)
     if offloaded := args.get("_verl_offload"):  # verl/workers/megatron_workers.py update_actor: loaded back first
@@ -1140,6 +1154,10 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     dp = args.get("data_parallel_size")
     if isinstance(dp, int):
         return tp * pp * cp * dp
+    if isinstance(args.get("_dist_adam_dp"), int) and cp == 1:  # (with CP its group may or may not hold the CP ranks)
+        notes.append(f"world size {tp * pp * args['_dist_adam_dp']}: the distributed Adam's data-parallel group of "
+                     f"{args['_dist_adam_dp']} x TP {tp} x PP {pp}")
+        return tp * pp * args["_dist_adam_dp"]
     if defaults.get("num_gpus"):
         return int(defaults["num_gpus"])
     if isinstance(args.get("_prose_nodes"), int) and isinstance(args.get("_prose_gpus_per_node"), int):
@@ -1414,6 +1432,38 @@ def _fsdp_grad_dtypes(args: dict[str, Any], notes: list[str]) -> dict[str, str]:
     return out
 
 
+def _deepspeed_moe_args(args: dict[str, Any]) -> None:
+    """Megatron-DeepSpeed's MoE arguments as Megatron-Core's (microsoft/Megatron-DeepSpeed megatron/arguments.py,
+    model/transformer.py): ``--topk`` (default 1) is the router's top-k; ``--expert-interval`` N (default 2) makes
+    1-based layer numbers divisible by N MoE layers (``layer_num % expert_interval == 0``: the pattern
+    ``[0]*(N-1)+[1]``); ``--moe-expert-parallel-size`` the expert-parallel size; with ``--moe-token-dropping``
+    (default on) ``--moe-train-capacity-factor`` caps each expert at ``factor x tokens x k / experts`` tokens, as
+    Megatron-Core's ``--moe-expert-capacity-factor`` (DeepSpeed's ``--moe-min-capacity`` floor is not modelled).
+    Read only from a run that printed ``expert_interval`` (no Megatron-Core argument has that name); a note says so.
+
+    >>> a = {"num_experts": 2, "topk": 1, "expert_interval": 2, "moe_expert_parallel_size": 2, "num_layers": 12,
+    ...      "moe_token_dropping": True, "moe_train_capacity_factor": 1.0}
+    >>> _deepspeed_moe_args(a); a["moe_router_topk"], a["moe_layer_freq"], a["expert_model_parallel_size"]
+    (1, '([0]*1+[1]*1)*6', 2)
+    """
+    experts = args.get("num_moe_experts", args.get("num_experts"))
+    interval, layers = args.get("expert_interval"), args.get("num_layers")
+    if not isinstance(experts, int) or experts <= 1 or isinstance(interval, bool) or not isinstance(interval, int):
+        return
+    if isinstance(args.get("topk"), int) and not isinstance(args["topk"], bool):
+        args.setdefault("moe_router_topk", args["topk"])
+    if isinstance(args.get("moe_expert_parallel_size"), int) and not isinstance(args["moe_expert_parallel_size"], bool):
+        args.setdefault("expert_model_parallel_size", args["moe_expert_parallel_size"])
+    if interval > 1 and isinstance(layers, int) and layers % interval == 0:
+        args.setdefault("moe_layer_freq", f"([0]*{interval - 1}+[1]*1)*{layers // interval}")
+    factor = args.get("moe_train_capacity_factor")
+    if args.get("moe_token_dropping") is not False and isinstance(factor, (int, float)) and factor > 0:
+        args.setdefault("moe_expert_capacity_factor", float(factor))
+    if args.get("enable_expert_tensor_parallelism") is False:  # experts whole on every tensor-parallel rank
+        args.setdefault("expert_tensor_parallel_size", 1)
+    args["_deepspeed_moe"] = True
+
+
 def _distributed_optimizer_from_theory(args: dict[str, Any]) -> tuple[bool, str] | None:
     """The distributed optimizer as Megatron-LM's theoretical-memory line implies it, where the log prints both that
     line's "weight and optimizer" MB and the most loaded shard's parameters: 18 bytes a parameter without it, ``6 +
@@ -1508,12 +1558,21 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     verl = bool(args.get("_verl_megatron")) and not nemo  # ... and so does verl's actor config (_VERL_MEGATRON)
     layout["distributed_optimizer"] = bool(dist) if dist is not None else nemo or verl
     zero = args.get("zero_stage")  # Megatron-DeepSpeed: ZeRO shards the optimizer states (1), the grads (2), the weights (3)
-    if dist is None and isinstance(zero, int) and not isinstance(zero, bool) and zero >= 1:
+    if isinstance(zero, float) and zero.is_integer():  # a Namespace repr prints its float type: "zero_stage=1.0"
+        zero = int(zero)
+    # (with --deepspeed the optimizer is DeepSpeed's: Megatron's own --use-distributed-optimizer False says nothing)
+    if (dist is None or (dist is False and args.get("deepspeed") is True)) and isinstance(zero, int) \
+            and not isinstance(zero, bool) and zero >= 1:
         dist = True
         layout["distributed_optimizer"] = True
         notes.append(f"DeepSpeed ZeRO stage {zero} costed as Megatron's distributed optimizer (optimizer states sharded"
                      + (f"; ZeRO {zero} also shards the {'gradients' if zero == 2 else 'gradients and weights'}, not "
                         "modelled: expect less memory than predicted)" if zero > 1 else ")"))
+    elif dist is None and zero == 0 and not isinstance(zero, bool):  # a DeepSpeed engine without ZeRO: nothing sharded
+        dist = False
+        layout["distributed_optimizer"] = False
+        notes.append("distributed optimizer off: DeepSpeed ZeRO stage 0 keeps the optimizer states on every "
+                     "data-parallel rank")
     offload = args.get("optimizer_cpu_offload") is True  # HybridDeviceOptimizer (cost/offload.py)
     if offload:
         fraction = args.get("optimizer_offload_fraction")
@@ -1610,7 +1669,9 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     else:
         work["global_batch_size"] = gbs
     work["precision"] = defaults.get("precision") or _precision(args, notes)
-    if work["precision"] == "fp8" and args.get("fp8_param_gather") is True:
+    # NeMo 1's fp8_params: True builds the weights in FP8 under Transformer Engine's fp8_model_init, Megatron's
+    # --fp8-param-gather (nemo/collections/nlp/models/language_modeling/megatron_base_model.py)
+    if work["precision"] == "fp8" and True in (args.get("fp8_param_gather"), args.get("fp8_params")):
         work["precision"] = "fp8-params"
     if work["precision"] == "fp4" and True in (args.get("fp4_param"), args.get("fp4_param_gather")):
         work["precision"] = "fp4-params"

@@ -243,10 +243,10 @@ ARGS_DUMP = """\
 """
 
 
-def _iteration(i: int, ms: float, stamp: bool = True) -> str:
+def _iteration(i: int, ms: float, stamp: bool = True, gbs: int = 256) -> str:
     head = "[2025-01-01 00:00:00] " if stamp else ""
-    return (f" {head}iteration {i:8d}/    1000 | consumed samples: {i * 256:12d} | elapsed time per iteration (ms): {ms} "
-            f"| throughput per GPU (TFLOP/s/GPU): 400.0 | learning rate: 1.0E-04 | global batch size:   256 | "
+    return (f" {head}iteration {i:8d}/    1000 | consumed samples: {i * gbs:12d} | elapsed time per iteration (ms): {ms} "
+            f"| throughput per GPU (TFLOP/s/GPU): 400.0 | learning rate: 1.0E-04 | global batch size: {gbs:5d} | "
             f"lm loss: 2.0E+00 | extra field: 7 |")
 
 
@@ -550,7 +550,7 @@ optimizer:
 train:
   global_batch_size: 512
   micro_batch_size: 1
-""" + "\n".join(_iteration(i, 4600.0 + i) for i in range(1, 11))
+""" + "\n".join(_iteration(i, 4600.0 + i, gbs=512) for i in range(1, 11))
     run = run_from_log(text, "bridge", {"gpu": "h100"})
     assert run.workload.seq_length == 1024 and run.cluster.num_gpus == 8 and run.layout.dp == 8
     assert run.spec.swiglu and run.spec.num_query_groups == 8 and not run.spec.untie_embeddings_and_output_weights
