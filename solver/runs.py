@@ -476,7 +476,9 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if args.get("_deepspeed_moe"):
         notes.append("DeepSpeed-MoE (Megatron-DeepSpeed's --num-experts / --topk / --expert-interval) costed as "
                      "Megatron-Core's MoE layers: its gate, its all-to-all and its --moe-min-capacity floor are not "
-                     "modelled")
+                     "modelled" + ("; with sequence parallelism, which Megatron-Core's MoE needs under TP (the run had "
+                                   "none: its dense layers' activations, TP-replicated, are under-counted)"
+                                   if args.get("_deepspeed_moe_sp") else ""))
     if bert := args.get("_bert"):
         notes.append(f"a BERT run ({bert}) costed as a GPT decoder: its bidirectional attention core (twice the causal "
                      "FLOPs) and its binary (sentence-order) head are not modelled, expect a slower step")
@@ -1438,8 +1440,11 @@ def _deepspeed_moe_args(args: dict[str, Any]) -> None:
     1-based layer numbers divisible by N MoE layers (``layer_num % expert_interval == 0``: the pattern
     ``[0]*(N-1)+[1]``); ``--moe-expert-parallel-size`` the expert-parallel size; with ``--moe-token-dropping``
     (default on) ``--moe-train-capacity-factor`` caps each expert at ``factor x tokens x k / experts`` tokens, as
-    Megatron-Core's ``--moe-expert-capacity-factor`` (DeepSpeed's ``--moe-min-capacity`` floor is not modelled).
-    Read only from a run that printed ``expert_interval`` (no Megatron-Core argument has that name); a note says so.
+    Megatron-Core's ``--moe-expert-capacity-factor`` (DeepSpeed's ``--moe-min-capacity`` floor is not modelled);
+    ``--enable-expert-tensor-parallelism`` off keeps the experts whole (expert TP 1); with TP and no sequence
+    parallelism, which Megatron-Core's MoE refuses, sequence parallelism (DeepSpeed splits the MoE layer's tokens over
+    the TP ranks itself). Read only from a run that printed ``expert_interval`` (no Megatron-Core argument has that
+    name); a note says so.
 
     >>> a = {"num_experts": 2, "topk": 1, "expert_interval": 2, "moe_expert_parallel_size": 2, "num_layers": 12,
     ...      "moe_token_dropping": True, "moe_train_capacity_factor": 1.0}
@@ -1461,6 +1466,11 @@ def _deepspeed_moe_args(args: dict[str, Any]) -> None:
         args.setdefault("moe_expert_capacity_factor", float(factor))
     if args.get("enable_expert_tensor_parallelism") is False:  # experts whole on every tensor-parallel rank
         args.setdefault("expert_tensor_parallel_size", 1)
+    if _int(args, "tensor_model_parallel_size", 1) > 1 and args.get("sequence_parallel") is not True:
+        # Megatron-Core refuses MoE with TP and no sequence parallelism (moe_layer.py); DeepSpeed-MoE splits the MoE
+        # layer's tokens over the TP ranks itself (deepspeed/moe/sharded_moe.py drop_tokens), much as SP does there
+        args["sequence_parallel"] = True
+        args["_deepspeed_moe_sp"] = True
     args["_deepspeed_moe"] = True
 
 

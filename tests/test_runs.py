@@ -105,7 +105,8 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
     counts = {"_env_gpus_per_node", "data_parallel_size", "nproc_per_node", "devices", "_env_nproc_per_node", "num_nodes",
               "global_num_gpus", "actor_num_gpus_per_node", "num_gpus_per_node", "_env_n_per_node", "_env_world_size",
               "world_size", "gpus_per_node", "_prose_num_gpus", "_prose_data_parallel_size", "_prose_nodes", "_prefix_world_size",
-              "n_gpus_per_node", "_mpirun_np", "_sbatch_gpus_per_node", "_env_visible_devices"}  # what gives a GPU count
+              "n_gpus_per_node", "_mpirun_np", "_sbatch_gpus_per_node", "_env_visible_devices",
+              "_dist_adam_dp"}  # what gives a GPU count
     if "gpu_names" in entry["expect"]:  # nodes of a named GPU: the catalog's node (runs._world)
         counts |= {"nnodes", "_env_nnodes", "_env_num_nodes", "_env_nodes", "_sbatch_nodes"}
     if not {"world_size"} & set(entry["expect"]) and not counts & set(entry["expect"].get("args", {})):
@@ -414,6 +415,8 @@ def test_check_runs_on_every_fixture_once_completed(entry):
         defaults["args"] = dict(given.get("args", {}))
     for key in ("seq_length", "global_batch_size"):
         defaults[key] = given.get(key, defaults[key])
+    if "gpus_per_node" in given:  # a machine whose nodes are not the catalog's (Summit's six V100s)
+        defaults["gpus_per_node"] = given["gpus_per_node"]
     from megasolve.solver.api import check_layout
 
     # a GPU count the thread does not give: the log's own (None), else the first placeholder its sizes and batch allow
