@@ -863,6 +863,15 @@ _RAY_DEATH_CAUSES = re.compile(r"\(1\) The process is killed by SIGKILL by OOM k
 # data-parallel group (nemo/core/optim/distributed_adam.py: parallel_state.get_data_parallel_group(), with context
 # parallelism since NeMo 1.23) -- with TP and PP, the GPU count (runs.py _world)
 _DIST_ADAM_GROUP = re.compile(r"^\s*(\w*)process_group: 0x[0-9a-f]+, world size (\d+)\s*$")
+# DeepSpeed's config print: "[config.py:684:__init__] Config mesh_device None world_size = 3072" (the data-parallel
+# size under Megatron's mpu, as _DS_CONFIG_KEYS reads its config block; argonne-lcf/Megatron-DeepSpeed ALCF notes)
+_DS_MESH_WORLD = re.compile(r"\bConfig mesh_device \S+ world_size = (\d+)\b")
+# NCCL's communicator setup, "NCCL INFO comm 0x7f72... rank 5 nranks 8 cudaDev 5 ... - Init COMPLETE": the largest
+# communicator is the world's (runs.py _world, where nothing else counts the GPUs)
+_NCCL_INIT = re.compile(r"\bNCCL INFO comm 0x[0-9a-f]+ rank \d+ nranks (\d+)\b.*\bInit COMPLETE")
+# a job's settings printed as "NAME: value", upper case (FASOP's job info: "NNODES: 8", "WORLD_SIZE: 32",
+# "TENSOR_MP_SIZE: 1", "NUM_LAYERS: 48"): a script's variables
+_UPPER_KEY_COLON = re.compile(r"^\s*([A-Z][A-Z0-9_]+):\s+(\d+)\s*$")
 _RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|node running low on memory", re.I)
 # "slurmstepd: error: Detected 1 oom_kill event in StepId=17109804.0. Some of the step tasks have been OOM Killed."
 # (saforem2/vault Pipeline-Parallelism-Scaling-Perlmutter.md; srun then says "task 2: Out Of Memory")
@@ -897,7 +906,35 @@ def _namespace_args(text: str) -> dict[str, Any]:
     return out
 
 
+# DLLogger's JSON lines ("DLLL {"timestamp": ..., "step": "PARAMETER", "data": {"cfg/num_layers": 96, ...}}", a step's
+# "data": {"global_step": 8.0, ..., "train_step_timing in s": 25.8}; AI-Hypercomputer/gpu-recipes
+# src/utils/training_metrics/examples/dllogger.json): read as the text form DLLogger prints to stdout
+_DLLL_JSON = re.compile(r"^\s*DLLL\s+(\{.*\})\s*$")
+
+
+def _dllogger_text(record: str) -> str | None:
+    """A DLLogger JSON record as its stdout line ("DLL <time> - PARAMETER cfg/num_layers : 96  ...", "DLL <time> -
+    8 global_step : 8.0  train_step_timing in s : 25.8"), or None.
+
+    >>> _dllogger_text('{"datetime": "t", "step": 3, "data": {"global_step": 3.0, "train_step_timing in s": 25.9}}')
+    'DLL t - 3 global_step : 3.0  train_step_timing in s : 25.9'
+    >>> _dllogger_text('{"datetime": "t", "step": "PARAMETER", "data": {"cfg/fp8": true, "cfg/kv_channels": null}}')
+    'DLL t - PARAMETER cfg/fp8 : True  cfg/kv_channels : None'
+    """
+    try:
+        data = json.loads(record)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("data"), dict):
+        return None
+    pairs = "  ".join(f"{key} : {value}" for key, value in data["data"].items() if not isinstance(value, (dict, list)))
+    return f"DLL {data.get('datetime', '')} - {data.get('step', '')} {pairs}"
+
+
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if (m := _DLLL_JSON.match(line)) and (text := _dllogger_text(m.group(1))):
+        _parse_line(text, facts)
+        return
     if (m := _NAMESPACE.search(line)) and "tensor_model_parallel_size=" in line:  # Megatron's whole argument list
         for key, value in _namespace_args(line[m.end():]).items():
             facts.args.setdefault(key, value)
@@ -1106,6 +1143,19 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     # NCCL's own allocation failure is an OOM too: "NCCL WARN Cuda failure 2 'out of memory'" (CUDA error 2,
     # cudaErrorMemoryAllocation; NVIDIA-NeMo/Megatron-Bridge#771)
     # and the driver API's: "[torch_memory_saver.cpp] CUresult error: 2 (out of memory)" (THUDM/slime#274)
+    if m := _DS_MESH_WORLD.search(line):
+        facts.args.setdefault("data_parallel_size", int(m.group(1)))
+        return
+    if m := _NCCL_INIT.search(line):
+        facts.args["_nccl_nranks"] = max(facts.args.get("_nccl_nranks", 0), int(m.group(1)))
+        return
+    if m := _UPPER_KEY_COLON.match(line):
+        name, value = m.group(1), m.group(2)
+        if name in ("WORLD_SIZE", "NNODES"):
+            _prose_set(facts, "_prose_num_gpus" if name == "WORLD_SIZE" else "_prose_nodes", int(value))
+        elif found := _script_var_arg(name, value):
+            _prose_set(facts, *found)
+        return
     if m := _DIST_ADAM_GROUP.match(line):  # (its distributed_ / redundant_ subgroups: no size of the run's)
         if not m.group(1):
             facts.args.setdefault("_dist_adam_dp", int(m.group(2)))
@@ -1195,6 +1245,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         for key, value in _DLL_CFG_PAIR.findall(line):
             if key in CONFIG_KEYS:
                 facts.args.setdefault(key, scalar(value))
+        for key, value in re.findall(r"\bcfg/tokenizer/(type|model|vocab_file) : (\S+)", line):  # NeMo 1's tokenizer
+            if value != "None":
+                facts.args.setdefault({"type": "tokenizer_type", "model": "tokenizer_model"}.get(key, key), value)
         if m := re.search(r"\bcfg/optim/name : (\w+)", line):  # NeMo's optimizer, as _NEMO_DIST_OPTIM reads it
             if m.group(1) in ("mcore_distributed_optim", "distributed_fused_adam", "fused_adam"):
                 facts.args.setdefault("use_distributed_optimizer", m.group(1) != "fused_adam")
@@ -1211,6 +1264,10 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         for key, value in _REPR_PAIR.findall(line):
             if key in CONFIG_KEYS or key in REPR_KEYS:
                 facts.args.setdefault(key, scalar(value.strip("'\"")))
+        # Megatron-Core's dataset builder: "config=GPTDatasetConfig(random_seed=1234, sequence_length=1024, ...)", the
+        # sequence trained (blended_megatron_dataset_builder.py; hwang2006/large-scale-lm-tutorials)
+        if m := re.search(r"\bGPTDatasetConfig\([^()]*?\bsequence_length=(\d+)", line):
+            facts.args.setdefault("seq_length", int(m.group(1)))
         return
     # several settings on one line, "actor_tp: 2, actor_pp: 1, dp: 4" (a posted summary, verl-project/verl#7203)
     item = _BULLET.sub("", line)
@@ -2575,6 +2632,9 @@ SCRIPT_VARS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_paralle
                # Pai-Megatron-Patch's run scripts (alibaba/Pai-Megatron-Patch#638): HF names for the FFN and KV heads
                "INTERMEDIATE_SIZE": "ffn_hidden_size", "NUM_KEY_VALUE_HEADS": "num_query_groups",
                "VPP_SIZE": "virtual_pipeline_model_parallel_size",
+               # FASOP's job info ("TENSOR_MP_SIZE: 1", "PIPELINE_MP_SIZE: 8", "DP_SIZE: 4"; AvatarHwang/FASOP)
+               "TENSOR_MP_SIZE": "tensor_model_parallel_size", "PIPELINE_MP_SIZE": "pipeline_model_parallel_size",
+               "DP_SIZE": "data_parallel_size",
                # Megatron-LM's Megatron-FSDP example scripts (NVIDIA/Megatron-LM#6314): NUM_HEAD, NUM_QUERY_GROUP
                "NUM_HEAD": "num_attention_heads", "NUM_QUERY_GROUP": "num_query_groups",
                # verl's recipe scripts name the trainer's sizes actor_* / train_* (the rollout engine's gen_tp /

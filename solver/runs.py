@@ -1179,6 +1179,10 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     if isinstance(args.get("_prose_data_parallel_size"), int):  # "TP1PP1DP8" with no GPU count stated
         notes.append("GPU count from the sizes the text states (TP x PP x CP x DP; --gpus N to override)")
         return tp * pp * cp * args["_prose_data_parallel_size"]
+    if isinstance(args.get("_nccl_nranks"), int) and args["_nccl_nranks"] >= tp * pp * cp:
+        notes.append(f"{args['_nccl_nranks']} GPUs: NCCL's largest communicator (\"nranks {args['_nccl_nranks']}\"), "
+                     "taken as the world's (--gpus N to override)")
+        return args["_nccl_nranks"]
     if derived := _gpus_from_rates(args, facts):
         notes.append(f"{derived} GPUs: the stated tokens/s/GPU times GPUs equals global batch x sequence / step time "
                      "(--gpus N to override)")

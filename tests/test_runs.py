@@ -106,7 +106,7 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
               "global_num_gpus", "actor_num_gpus_per_node", "num_gpus_per_node", "_env_n_per_node", "_env_world_size",
               "world_size", "gpus_per_node", "_prose_num_gpus", "_prose_data_parallel_size", "_prose_nodes", "_prefix_world_size",
               "n_gpus_per_node", "_mpirun_np", "_sbatch_gpus_per_node", "_env_visible_devices",
-              "_dist_adam_dp"}  # what gives a GPU count
+              "_dist_adam_dp", "_nccl_nranks"}  # what gives a GPU count
     if "gpu_names" in entry["expect"]:  # nodes of a named GPU: the catalog's node (runs._world)
         counts |= {"nnodes", "_env_nnodes", "_env_num_nodes", "_env_nodes", "_sbatch_nodes"}
     if not {"world_size"} & set(entry["expect"]) and not counts & set(entry["expect"].get("args", {})):
