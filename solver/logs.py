@@ -616,6 +616,22 @@ _BASELINE_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:the\s+)?baseline\b", 
 _COMPARED_RUN = re.compile(r"^\s*(?:[-*+]\s+)?.*\b(?:this PR|this change|improved|proposed|ours)\b", re.I | re.M)
 
 
+def _ds_pipe_sizes(facts: LogFacts) -> None:
+    """The pipeline and tensor-parallel sizes DeepSpeed's pipeline engine lines show (``_DS_PIPE_STAGE``): stages
+    0..P-1 each printed by the same number T of ranks give PP = P and TP = T, read as prose is (what the arguments
+    print wins); an excerpt that shows some stages only, or stages of different sizes, gives nothing.
+
+    >>> f = LogFacts(args={"_ds_stage_ranks": {0: {0, 1}, 1: {4, 5}}}); _ds_pipe_sizes(f)
+    >>> f.args["pipeline_model_parallel_size"], f.args["tensor_model_parallel_size"]
+    (2, 2)
+    """
+    stages = facts.args.pop("_ds_stage_ranks", None)
+    if not stages or set(stages) != set(range(len(stages))) or len({len(r) for r in stages.values()}) != 1:
+        return
+    _prose_set(facts, "pipeline_model_parallel_size", len(stages))
+    _prose_set(facts, "tensor_model_parallel_size", len(stages[0]))
+
+
 def _duration_s(text: str) -> float:
     """ms-swift's ``format_time``: '2h 12m 6s', '23d 14h 27m 6s' -> seconds."""
     unit = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -775,6 +791,7 @@ def parse_log(text: str) -> LogFacts:
         facts.args.setdefault("_launcher", "megatron-swift")
     _batch_from_consumed(facts)
     _swift_intervals(facts)
+    _ds_pipe_sizes(facts)
     # a DeepSpeed config pasted as JSON: '"zero_optimization": {"stage": 2}', '"fp16": {"enabled": true}'
     # (deepspeedai/DeepSpeed#477)
     if m := re.search(r'"zero_optimization"\s*:\s*\{[^{}]*?"stage"\s*:\s*(\d)', text):
@@ -872,6 +889,10 @@ _NCCL_INIT = re.compile(r"\bNCCL INFO comm 0x[0-9a-f]+ rank \d+ nranks (\d+)\b.*
 # a job's settings printed as "NAME: value", upper case (FASOP's job info: "NNODES: 8", "WORLD_SIZE: 32",
 # "TENSOR_MP_SIZE: 1", "NUM_LAYERS: 48"): a script's variables
 _UPPER_KEY_COLON = re.compile(r"^\s*([A-Z][A-Z0-9_]+):\s+(\d+)\s*$")
+# DeepSpeed's pipeline engine: "RANK=6 STAGE=1 LAYERS=3 [5, 8) STAGE_PARAMS=...", printed by each data-parallel rank 0
+# (deepspeed/runtime/pipe/engine.py: the ranks of one data-parallel replica): the stages are the pipeline, one
+# stage's ranks its tensor-parallel group (_ds_pipe_sizes)
+_DS_PIPE_STAGE = re.compile(r"\bRANK=(\d+) STAGE=(\d+) LAYERS=\d+ \[")
 _RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|node running low on memory", re.I)
 # "slurmstepd: error: Detected 1 oom_kill event in StepId=17109804.0. Some of the step tasks have been OOM Killed."
 # (saforem2/vault Pipeline-Parallelism-Scaling-Perlmutter.md; srun then says "task 2: Out Of Memory")
@@ -1143,6 +1164,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     # NCCL's own allocation failure is an OOM too: "NCCL WARN Cuda failure 2 'out of memory'" (CUDA error 2,
     # cudaErrorMemoryAllocation; NVIDIA-NeMo/Megatron-Bridge#771)
     # and the driver API's: "[torch_memory_saver.cpp] CUresult error: 2 (out of memory)" (THUDM/slime#274)
+    if m := _DS_PIPE_STAGE.search(line):
+        facts.args.setdefault("_ds_stage_ranks", {}).setdefault(int(m.group(2)), set()).add(int(m.group(1)))
+        return
     if m := _DS_MESH_WORLD.search(line):
         facts.args.setdefault("data_parallel_size", int(m.group(1)))
         return

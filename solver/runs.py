@@ -1535,6 +1535,11 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         if tp > 1:
             notes.append("sequence parallel off: the whole argument dump has no sequence_parallel (a Megatron-LM "
                          "from before the flag)")
+    seq = args.get("seq_length")
+    if sp is None and tp > 1 and isinstance(seq, int) and seq % tp:  # Megatron refuses SP on a sequence TP does not
+        sp = False  # divide, so this run had none (a Summit run at TP 6 and sequence 2048)
+        notes.append(f"sequence parallel off: the log does not say, and TP {tp} does not divide the sequence ({seq}), "
+                     "which sequence parallelism needs")
     layout["sequence_parallel"] = bool(sp) and tp > 1 if sp is not None else tp > 1
     if sp is None and tp > 1:
         notes.append("sequence parallel assumed on (tp > 1; the log does not say)")
