@@ -644,8 +644,8 @@ def _swift_intervals(facts: LogFacts) -> None:
     times the steps it averages, ``(E_k - E_(k-1)) / (step_k - step_(k-1))``; the first logged step gives
     ``E_0 / n_0``, warm-up included (the reader leaves the first interval out). Megatron-SWIFT counts from the step it
     resumed at, which the logged elapsed time gives (``round(elapsed / average)`` steps, when that is clearly fewer
-    than the step number); ms-swift 3 from 0. A speed
-    with no step in its dict is the running average as it stands, in the order logged.
+    than the step number); ms-swift 3 from 0. A speed with no step in its dict is the running average as it stands,
+    in the order logged.
 
     >>> f = LogFacts(swift_speeds=[(1, 191.764682, 192.0, True), (5, 116.095699, 580.0, True),
     ...                            (10, 103.737077, 1037.0, True)])  # elapsed 3m 12s, 9m 40s, 17m 17s
