@@ -303,7 +303,11 @@ _RANK_PARAMS_OLD = re.compile(r"number of parameters on model parallel rank (\d+
 # critic's, the rollout's n before its val_kwargs' and the sampling kwargs'): the actor's batch and the longest sequence,
 # as its overrides give them (_VERL_BATCH_KEYS), read where the dump holds 'actor_rollout_ref' (verl-project/verl#1638)
 _VERL_DUMP_KEYS = {"ppo_mini_batch_size": "_verl_ppo_mini_batch", "n": "_verl_rollout_n",
-                   "max_prompt_length": "_verl_max_prompt", "max_response_length": "_verl_max_response"}
+                   "max_prompt_length": "_verl_max_prompt", "max_response_length": "_verl_max_response",
+                   "train_batch_size": "_verl_train_batch", "ppo_epochs": "_verl_ppo_epochs"}
+# verl's metrics line a RL step: "step:4 - ... - timing_s/update_actor:34.207 - ..." (verl/trainer/ppo/ray_trainer.py:
+# the actor's update over the step's batch, ppo_epochs x train_batch_size / ppo_mini_batch_size optimizer steps)
+_VERL_UPDATE_ACTOR = re.compile(r"\bstep:(\d+) - .*?\btiming_s/update_actor:(\d+(?:\.\d+)?)")
 _DICT_PAIR = re.compile(r"""(['"])([a-z_][a-z0-9_]*)\1:\s*('[^']*'|"[^"]*"|[^,{}<>]+?)\s*(?=[,}])""")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 # Megatron-LM's micro-batch calculator (``megatron/microbatches.py`` L17 @23.04, ConstantNumMicroBatchesCalculator): the
@@ -953,6 +957,8 @@ def _dllogger_text(record: str) -> str | None:
 
 
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if m := _VERL_UPDATE_ACTOR.search(line):
+        facts.args.setdefault("_verl_update_actor", {}).setdefault(int(m.group(1)), float(m.group(2)))
     if (m := _DLLL_JSON.match(line)) and (text := _dllogger_text(m.group(1))):
         _parse_line(text, facts)
         return
@@ -2985,7 +2991,8 @@ def _sbatch_args(text: str, facts: LogFacts) -> None:
 # rollout.n, then // the DP size): prompts a mini batch, responses a prompt, and the longest prompt and response
 _VERL_BATCH_KEYS = {"actor_rollout_ref.actor.ppo_mini_batch_size": "_verl_ppo_mini_batch",
                     "actor_rollout_ref.rollout.n": "_verl_rollout_n", "data.max_prompt_length": "_verl_max_prompt",
-                    "data.max_response_length": "_verl_max_response"}
+                    "data.max_response_length": "_verl_max_response", "data.train_batch_size": "_verl_train_batch",
+                    "actor_rollout_ref.actor.ppo_epochs": "_verl_ppo_epochs"}
 _VERL_BATCH = re.compile(rf"^({'|'.join(re.escape(k) for k in _VERL_BATCH_KEYS)})=(\d+)$")
 
 

@@ -2260,11 +2260,43 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         notes.append(f"step time {facts.stated_step_s:g} s: the policy's training in NeMo RL's timing block "
                      "(policy_training), not its whole step, which holds generation and log-prob inference too")
         return facts.stated_step_s, 1, statistics.median(tfl) if tfl else None
+    if updates := facts.args.get("_verl_update_actor"):
+        step = _verl_actor_step(facts.args, updates, notes)
+        if step is not None:
+            return step, len(updates), statistics.median(tfl) if tfl else None
     if facts.stated_step_s:  # a results table's first row, or a summary line (logs.py _tables, _STATED_STEP)
         notes.append(f"step time {facts.stated_step_s:g} s as the text states it (a results table's first row or a "
                      "summary line, not iteration lines)")
         return facts.stated_step_s, 1, statistics.median(tfl) if tfl else None
     return None, 0, statistics.median(tfl) if tfl else None
+
+
+def _verl_actor_step(args: dict[str, Any], updates: dict[int, float], notes: list[str]) -> float | None:
+    """One optimizer step of verl's Megatron actor from its RL steps' ``timing_s/update_actor``: the median update
+    (the first RL step left out when there are more) over the optimizer steps it runs, ``ppo_epochs x train_batch_size /
+    ppo_mini_batch_size`` (verl/workers/actor/megatron_actor.py update_policy: the batch split into mini-batches, each
+    one step, for each epoch); None, with a note, when the log does not say how many.
+
+    >>> notes = []
+    >>> _verl_actor_step({"_verl_train_batch": 1024, "_verl_ppo_mini_batch": 256}, {1: 40.0, 2: 36.0, 3: 34.0}, notes)
+    8.75
+    >>> _verl_actor_step({}, {1: 40.0}, notes), "timing_s/update_actor" in notes[-1]
+    (None, True)
+    """
+    ordered = [updates[k] for k in sorted(updates)]
+    update = statistics.median(ordered[1:] if len(ordered) > 1 else ordered)
+    batch, mini, epochs = (args.get(k) for k in ("_verl_train_batch", "_verl_ppo_mini_batch", "_verl_ppo_epochs"))
+    epochs = epochs if isinstance(epochs, int) and epochs > 0 else 1
+    if not (isinstance(batch, int) and isinstance(mini, int) and 0 < mini <= batch and batch % mini == 0):
+        notes.append(f"verl's actor update (timing_s/update_actor, {update:g} s an RL step) read, but not how many "
+                     "optimizer steps it holds (data.train_batch_size / actor.ppo_mini_batch_size x ppo_epochs): "
+                     "--step-time SECONDS for one")
+        return None
+    steps = epochs * batch // mini
+    notes.append(f"step time {update / steps:.4g} s: verl's actor update (timing_s/update_actor, median {update:g} s "
+                 f"an RL step) over its {steps} optimizer step(s) ({epochs} epoch(s) x {batch} / {mini} prompts); "
+                 "generation, log-probabilities and any critic are not in it")
+    return update / steps
 
 
 def _note_spread(steps: list[float], notes: list[str]) -> None:

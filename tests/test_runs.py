@@ -628,7 +628,7 @@ def test_second_collection_reads_shape_and_layout(entry):
             given.setdefault(key, value)  # what the log says wins over these
     facts = parse_log((LOGS / entry["file"]).read_text(encoding="utf-8"))
     if not (facts.iterations or facts.nemo_steps or facts.memory or facts.oom or facts.stated_step_s
-            or facts.stated_tokens_per_gpu):
+            or facts.stated_tokens_per_gpu or facts.args.get("_verl_update_actor")):
         given.setdefault("step_time_s", 1.0)  # a launch script or config: the measurement is supplied
     if not entry.get("whole_model"):
         given.setdefault("vocab_size", 32000)
