@@ -308,6 +308,8 @@ _VERL_DUMP_KEYS = {"ppo_mini_batch_size": "_verl_ppo_mini_batch", "n": "_verl_ro
 # verl's metrics line a RL step: "step:4 - ... - timing_s/update_actor:34.207 - ..." (verl/trainer/ppo/ray_trainer.py:
 # the actor's update over the step's batch, ppo_epochs x train_batch_size / ppo_mini_batch_size optimizer steps)
 _VERL_UPDATE_ACTOR = re.compile(r"\bstep:(\d+) - .*?\btiming_s/update_actor:(\d+(?:\.\d+)?)")
+# and the step's mean prompt and response lengths, "response_length/mean:1306.096 ... prompt_length/mean:84.297"
+_VERL_LENGTH = re.compile(r"\b(prompt|response)_length/mean:(\d+(?:\.\d+)?)")
 _DICT_PAIR = re.compile(r"""(['"])([a-z_][a-z0-9_]*)\1:\s*('[^']*'|"[^"]*"|[^,{}<>]+?)\s*(?=[,}])""")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 # Megatron-LM's micro-batch calculator (``megatron/microbatches.py`` L17 @23.04, ConstantNumMicroBatchesCalculator): the
@@ -959,6 +961,9 @@ def _dllogger_text(record: str) -> str | None:
 def _parse_line(line: str, facts: LogFacts) -> None:
     if m := _VERL_UPDATE_ACTOR.search(line):
         facts.args.setdefault("_verl_update_actor", {}).setdefault(int(m.group(1)), float(m.group(2)))
+        lengths = dict(_VERL_LENGTH.findall(line))
+        if {"prompt", "response"} <= set(lengths):
+            facts.args.setdefault("_verl_mean_lengths", []).append(float(lengths["prompt"]) + float(lengths["response"]))
     if (m := _DLLL_JSON.match(line)) and (text := _dllogger_text(m.group(1))):
         _parse_line(text, facts)
         return

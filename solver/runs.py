@@ -751,8 +751,11 @@ def _verl_batch(args: dict[str, Any], defaults: dict[str, Any], notes: list[str]
     if isinstance(prompt, int) and isinstance(response, int) and not isinstance(args.get("seq_length"), int) \
             and not defaults.get("seq_length"):
         args["seq_length"] = prompt + response
+        mean = args.get("_verl_mean_lengths")
         notes.append(f"sequence length {prompt + response}: verl's longest prompt ({prompt}) plus longest response "
-                     f"({response}); generated responses vary, so expect a shorter mean sequence than costed")
+                     f"({response}); generated responses vary, so expect a shorter mean sequence than costed"
+                     + (f" (the RL steps' mean prompt plus response: {statistics.median(mean):.0f} tokens; with packed "
+                        "sequences, --seq-len N costs that length)" if mean else ""))
 
 
 def _swift_defaults(args: dict[str, Any], notes: list[str]) -> None:
