@@ -13,6 +13,7 @@ import math
 import itertools
 import json
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -798,6 +799,8 @@ def parse_log(text: str) -> LogFacts:
     _batch_from_consumed(facts)
     _swift_intervals(facts)
     _ds_pipe_sizes(facts)
+    if (rates := facts.args.pop("_iter_tgs", None)) and not facts.stated_tokens_per_gpu:
+        facts.stated_tokens_per_gpu = statistics.median(rates)
     # a DeepSpeed config pasted as JSON: '"zero_optimization": {"stage": 2}', '"fp16": {"enabled": true}'
     # (deepspeedai/DeepSpeed#477)
     if m := re.search(r'"zero_optimization"\s*:\s*\{[^{}]*?"stage"\s*:\s*(\d)', text):
@@ -899,6 +902,9 @@ _UPPER_KEY_COLON = re.compile(r"^\s*([A-Z][A-Z0-9_]+):\s+(\d+)\s*$")
 # (deepspeed/runtime/pipe/engine.py: the ranks of one data-parallel replica): the stages are the pipeline, one
 # stage's ranks its tensor-parallel group (_ds_pipe_sizes)
 _DS_PIPE_STAGE = re.compile(r"\bRANK=(\d+) STAGE=(\d+) LAYERS=\d+ \[")
+# Megatron-DeepSpeed's (and ModelLink's) iteration field "tokens per gpu per second (tgs): 2069.506": tokens a second
+# over the world size (training.py training_log), which with the step, batch and sequence gives the GPU count
+_ITER_TGS = re.compile(r"\btokens per gpu per second \(tgs\):\s*(\d+(?:\.\d+)?)")
 _RAY_HOST_OOM = re.compile(r"ray\.exceptions\.OutOfMemoryError|node running low on memory", re.I)
 # "slurmstepd: error: Detected 1 oom_kill event in StepId=17109804.0. Some of the step tasks have been OOM Killed."
 # (saforem2/vault Pipeline-Parallelism-Scaling-Perlmutter.md; srun then says "task 2: Out Of Memory")
@@ -1069,6 +1075,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.reserved_only_mib = max(facts.reserved_only_mib or 0.0, float(r.group(1)) * 1024)
         if q := _ACTUAL_SEQLEN.search(m.group(3)):
             facts.args.setdefault("seq_length", int(q.group(1)))
+        if q := _ITER_TGS.search(m.group(3)):
+            facts.args.setdefault("_iter_tgs", []).append(float(q.group(1)))
         if (c := _CONSUMED.search(m.group(3))) and int(c.group(1)) and int(c.group(2)) % int(c.group(1)) == 0:
             facts.args.setdefault("seq_length", int(c.group(2)) // int(c.group(1)))
         if c := _CONSUMED_SAMPLES.search(m.group(3)):
