@@ -122,7 +122,7 @@ _MLLOG_ARGS = {"global_batch_size": "global_batch_size", "max_sequence_length": 
                "micro_batch_size": "micro_batch_size", "tensor_parallelism": "tensor_model_parallel_size",
                "pipeline_parallelism": "pipeline_model_parallel_size", "context_parallelism": "context_parallel_size",
                "expert_parallelism": "expert_model_parallel_size"}
-_MLLOG_STEP_KEYS = ("train_step_timing in s", "train_step_time")
+_MLLOG_STEP_KEYS = ("train_step_timing in s", "train_step_time", "train_step_timing")  # (the last: MLPerf v3.x NeMo)
 # "submission_platform": nodes x the system's name ("640xNVIDIA GB200", "1xXE9780x8B300-SXM-270GB",
 # "8xKinabalux18x4GB200", "8xSUBMISSION_PLATFORM_PLACEHOLDER" beside the config's "num_nodes: 8"): the leading count is
 # nodes, not GPUs; the GPUs a node where the name states them ("x8B300"), else the named GPU's node (runs.py)
@@ -2565,8 +2565,13 @@ def _mllog_record(text: str, facts: LogFacts) -> None:
         facts.args.setdefault("precision", value)
     elif key == "submission_benchmark" and isinstance(value, str) and "lora" in value.lower():
         facts.args.setdefault("train_type", "lora")  # MLPerf's llama2_70b_lora: a LoRA fine-tuning benchmark
+    elif key == "submission_benchmark" and value == "gpt3":  # MLPerf Training's GPT-3 is the 175B model (its rules)
+        facts.model_names["gpt3-175b"] = facts.model_names.get("gpt3-175b", 0) + 1
     elif key == "submission_platform" and isinstance(value, str) and (m := _MLLOG_PLATFORM.fullmatch(value.strip())):
         nodes, per_node = int(m.group(1)), [int(k) for k in re.findall(r"x(\d+)(?=[A-Za-z])", m.group(2))]
+        # a cloud VM's name holds its GPU between underscores ("1344xND_H100_v5", Azure's ND H100 v5)
+        for name in re.findall(r"(?<=_)(H100|H200|A100|MI300X)(?=_)", m.group(2)):
+            facts.gpu_names[name] = facts.gpu_names.get(name, 0) + 1
         if per_node:  # "XE9780x8B300": 8 a node; "Kinabalux18x4GB200": 18 trays of 4 a rack
             _prose_set(facts, "_prose_num_gpus", nodes * math.prod(per_node))
         else:
