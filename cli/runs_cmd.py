@@ -99,6 +99,7 @@ def _run_fix(fix: str) -> str:
 @register
 @click.command("check", epilog="Examples:\n\n\b\n"
                "  megasolve check train.log --gpu h100\n"
+               "  tail -n 500 train.log | megasolve check - --gpu h100\n"
                "  megasolve check runs.yaml --format json\n"
                "  megasolve check logs/*.log --gpu a100-80g --profile my-cluster.yaml")
 @run_options
