@@ -639,6 +639,24 @@ def _ds_pipe_sizes(facts: LogFacts) -> None:
     _prose_set(facts, "tensor_model_parallel_size", len(stages[0]))
 
 
+def _rank_grid_sizes(facts: LogFacts) -> None:
+    """TP and PP from Megatron's "number of parameters on (tensor, pipeline) model parallel rank (t, p)" lines, which
+    each data-parallel rank 0 prints (training.py get_model): a whole grid of T tensor by P pipeline ranks, larger than
+    one rank, gives TP = T and PP = P, read as prose is (what the arguments print wins; a cut grid gives nothing).
+
+    >>> f = LogFacts(rank_params={(t, p): 1 for t in range(4) for p in range(16)}); _rank_grid_sizes(f)
+    >>> f.args["tensor_model_parallel_size"], f.args["pipeline_model_parallel_size"]
+    (4, 16)
+    """
+    grid = set(facts.rank_params)
+    if len(grid) < 2:
+        return
+    tp, pp = max(t for t, _ in grid) + 1, max(p for _, p in grid) + 1
+    if grid == {(t, p) for t in range(tp) for p in range(pp)}:
+        _prose_set(facts, "tensor_model_parallel_size", tp)
+        _prose_set(facts, "pipeline_model_parallel_size", pp)
+
+
 def _duration_s(text: str) -> float:
     """ms-swift's ``format_time``: '2h 12m 6s', '23d 14h 27m 6s' -> seconds."""
     unit = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -799,6 +817,7 @@ def parse_log(text: str) -> LogFacts:
     _batch_from_consumed(facts)
     _swift_intervals(facts)
     _ds_pipe_sizes(facts)
+    _rank_grid_sizes(facts)
     if (rates := facts.args.pop("_iter_tgs", None)) and not facts.stated_tokens_per_gpu:
         facts.stated_tokens_per_gpu = statistics.median(rates)
     # a DeepSpeed config pasted as JSON: '"zero_optimization": {"stage": 2}', '"fp16": {"enabled": true}'
@@ -1705,9 +1724,11 @@ _NODES_OF = re.compile(rf"\b(\d+)\s+nodes?\s+(?:of|with)\s+(?:(\d+)\s*[x×]\s*(?
                        re.I)
 # "256-GPU recipes", "trained on 64 GPUs" (not "8 GPUs per node", "8-GPU nodes")
 # a job's rank count: "a valid 128-rank topology" (NVIDIA-NeMo/Megatron-Bridge#5008); a count the text sets aside
-# is not the run's: "derived on 128 GPUs instead of the 64 its own command allocates" (#5596)
+# is not the run's: "derived on 128 GPUs instead of the 64 its own command allocates" (#5596); nor is a communicator's,
+# "this will result in a new 2-rank NCCL communicator to be created" (PyTorch's warning for a pipeline's p2p group,
+# inclusionAI/AReaL moonlight_moe_r3.txt)
 _GPU_COUNT_WORD = re.compile(r"\b(\d+)(?:-GPU\b|-rank\b|\s+GPUs\b)(?!\s*(?:per\b|/|nodes?\b|servers?\b|machines?\b|"
-                             r"hosts?\b|boxes\b|instead\b))", re.I)
+                             r"hosts?\b|boxes\b|instead\b|(?:NCCL\s+)?communicators?\b))", re.I)
 PROSE_SIZE_ARGS = {"TP": "tensor_model_parallel_size", "PP": "pipeline_model_parallel_size",
                    "VPP": "virtual_pipeline_model_parallel_size", "VP": "virtual_pipeline_model_parallel_size",
                    "CP": "context_parallel_size", "EP": "expert_model_parallel_size", "ETP": "expert_tensor_parallel_size",
