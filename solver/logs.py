@@ -112,6 +112,9 @@ _DGXC_GPUS_NAME = re.compile(r"\bpretrain_[a-z0-9.-]+(?:_[a-z0-9.-]+)*?_(?:bf16|
 # NeMo's "optim: name: mcore_distributed_optim" / "distributed_fused_adam" (nemo/core/optim/optimizers.py: the
 # Megatron-Core distributed optimizer, Apex's DistributedFusedAdam: both shard the optimizer state over DP)
 _NEMO_DIST_OPTIM = re.compile(r"\s*name:\s*(?:mcore_distributed_optim|distributed_fused_adam)\s*$")
+# the same names wherever NeMo's optimizer is named (a Hydra override, DLLogger's cfg/optim/name): sharded or not;
+# Apex's FusedAdam (fused_adam) keeps the whole state on every rank (NVIDIA/NeMo#9727)
+_NEMO_OPTIMIZER_SHARDED = {"mcore_distributed_optim": True, "distributed_fused_adam": True, "fused_adam": False}
 # a launcher's CPU-binding line counts NUMA nodes: "num_gpus=4 num_sockets = 2 num_nodes=2 cores_per_socket=48" (MLPerf)
 _CPU_BINDING = re.compile(r"\bnum_sockets\b|\bcores_per_socket\b")
 # MLPerf training results (mlcommons/training_results_v*: NeMo / Megatron submissions) log with mlperf-logging's
@@ -1310,9 +1313,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         for key, value in re.findall(r"\bcfg/tokenizer/(type|model|vocab_file) : (\S+)", line):  # NeMo 1's tokenizer
             if value != "None":
                 facts.args.setdefault({"type": "tokenizer_type", "model": "tokenizer_model"}.get(key, key), value)
-        if m := re.search(r"\bcfg/optim/name : (\w+)", line):  # NeMo's optimizer, as _NEMO_DIST_OPTIM reads it
-            if m.group(1) in ("mcore_distributed_optim", "distributed_fused_adam", "fused_adam"):
-                facts.args.setdefault("use_distributed_optimizer", m.group(1) != "fused_adam")
+        if (m := re.search(r"\bcfg/optim/name : (\w+)", line)) and m.group(1) in _NEMO_OPTIMIZER_SHARDED:
+            facts.args.setdefault("use_distributed_optimizer", _NEMO_OPTIMIZER_SHARDED[m.group(1)])
         return
     if "{'" in line or re.match(r"'[a-z_][a-z0-9_]*':", line) \
             or ('{"' in line and len(_DICT_PAIR.findall(line)) > 1):  # a printed dict or JSON, or one line of a pprint
@@ -3097,10 +3099,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 continue
             h = _HYDRA.match(token.lstrip("+"))
             if h and token.lstrip("+").startswith("model.optim.name="):  # NeMo's optimizer, as _NEMO_DIST_OPTIM reads
-                # it in a config; Apex's FusedAdam (fused_adam) keeps the whole state on every rank (NVIDIA/NeMo#9727)
-                name = h.group(2).strip("'\"")
-                if name in ("mcore_distributed_optim", "distributed_fused_adam", "fused_adam"):
-                    flags.setdefault("use_distributed_optimizer", name != "fused_adam")
+                name = h.group(2).strip("'\"")  # it in a config
+                if name in _NEMO_OPTIMIZER_SHARDED:
+                    flags.setdefault("use_distributed_optimizer", _NEMO_OPTIMIZER_SHARDED[name])
                 continue
             if h and h.group(1) in ("param_offload", "grad_offload", "optimizer_offload") \
                     and token.lstrip("+").startswith(("actor_rollout_ref.actor.megatron.",

@@ -39,6 +39,7 @@ import io
 
 import re
 import statistics
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -177,8 +178,6 @@ def _read_text(path: str | Path) -> tuple[str, Path]:
     too_large = MegasolveError(field="RUN", value=str(path), rule="is larger than 256 MiB",
                                fix="pass an excerpt: the argument dump and a few hundred iteration lines")
     if str(path) == "-":
-        import sys
-
         raw = sys.stdin.buffer.read(MAX_LOG_BYTES + 1)
         path = Path("stdin")
     else:
