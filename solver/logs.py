@@ -920,6 +920,9 @@ _NCCL_INIT = re.compile(r"\bNCCL INFO comm 0x[0-9a-f]+ rank \d+ nranks (\d+)\b.*
 # a job's settings printed as "NAME: value", upper case (FASOP's job info: "NNODES: 8", "WORLD_SIZE: 32",
 # "TENSOR_MP_SIZE: 1", "NUM_LAYERS: 48"): a script's variables
 _UPPER_KEY_COLON = re.compile(r"^\s*([A-Z][A-Z0-9_]+):\s+(\d+)\s*$")
+# FASOP's job info also prints its own uneven pipeline split, "PARTITION: 0-11-8-8-8-8-5-0" (AvatarHwang/FASOP
+# Megatron-LM-2/readme.md): read to be named in a run note (runs.py UNMODELLED_ARGS), not costed
+_FASOP_PARTITION = re.compile(r"^\s*PARTITION:\s+(\d+(?:-\d+)+)\s*$")
 # DeepSpeed's pipeline engine: "RANK=6 STAGE=1 LAYERS=3 [5, 8) STAGE_PARAMS=...", printed by each data-parallel rank 0
 # (deepspeed/runtime/pipe/engine.py: the ranks of one data-parallel replica): the stages are the pipeline, one
 # stage's ranks its tensor-parallel group (_ds_pipe_sizes)
@@ -1213,6 +1216,9 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         return
     if m := _NCCL_INIT.search(line):
         facts.args["_nccl_nranks"] = max(facts.args.get("_nccl_nranks", 0), int(m.group(1)))
+        return
+    if m := _FASOP_PARTITION.match(line):
+        facts.args.setdefault("_fasop_partition", m.group(1))
         return
     if m := _UPPER_KEY_COLON.match(line):
         name, value = m.group(1), m.group(2)

@@ -1694,6 +1694,12 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     # --fp8-param-gather (nemo/collections/nlp/models/language_modeling/megatron_base_model.py)
     if work["precision"] == "fp8" and True in (args.get("fp8_param_gather"), args.get("fp8_params")):
         work["precision"] = "fp8-params"
+    elif args.get("fp8_params") is True and work["precision"] not in ("fp8", "fp8-params") \
+            and not defaults.get("precision"):
+        # NeMo 1 builds the model under Transformer Engine's fp8_model_init only when fp8 is on too
+        # (megatron_gpt_model.py model setup: "if HAVE_TE and cfg.fp8 and cfg.fp8_params"), so fp8_params alone
+        # leaves the weights in the run's own precision
+        notes.append(f"fp8_params: True without fp8: NeMo ignores it, costed as {work['precision']}")
     if work["precision"] == "fp4" and True in (args.get("fp4_param"), args.get("fp4_param_gather")):
         work["precision"] = "fp4-params"
     recipe = args.get("fp8_recipe") or BRIDGE_FP8_DTYPES.get(str(args.get("compute_dtype") or "").lower()) \
@@ -2049,6 +2055,9 @@ UNMODELLED_ARGS: tuple[tuple[str, Callable[[dict[str, Any]], bool], str], ...] =
      "micro-batches packed to a token budget (--max-tokens-per-gpu / ppo_max_token_len_per_gpu) from sequences of "
      "varied length: costed as micro-batches of micro-batch size x sequence length; --seq-len N --mbs 1 costs a "
      "packed one of N tokens"),
+    ("FASOP's PARTITION", lambda a: _set(a.get("_fasop_partition")),
+     "the layers a stage holds in FASOP's fork (its job info's PARTITION line), an uneven split of its own: costed as "
+     "Megatron's even split; --pipeline-layout or --first-stage-layers / --last-stage-layers cost another split"),
     ("--log-num-zeros-in-grad", lambda a: a.get("log_num_zeros_in_grad") is True,
      "one more pass over every gradient and an all-reduce each step to count zeros (optimizer.py L428-442, L840): "
      "not costed"),
