@@ -178,8 +178,9 @@ _DEEPEP_FRAME = re.compile(r"deep_ep/buffer\.py|DeepEP error:")
 # a Hyena / StripedHyena model (Evo2, NeMo 2's gpt/model/hyena.py, BioNeMo's train_evo2 entry point): its long-convolution
 # mixers are no layer kind megasolve costs, and runs.py refuses it by name (NVIDIA-BioNeMo/bionemo-recipes#814)
 # a BERT run: Megatron's pretrain_bert.py, whose iteration lines add the sentence-order loss ("| lm loss: 9.59E+00 |
-# sop loss: 6.55E-01 |", sfantao/lumi-megatron-lm-scripts from-pizdaint/README.md)
-_BERT_MARKER = re.compile(r"\bpretrain_bert\.py\b|\|\s*sop loss:")
+# sop loss: 6.55E-01 |", sfantao/lumi-megatron-lm-scripts from-pizdaint/README.md), or NeMo 2's model summary naming
+# a BERT class (BioNeMo's "MegatronBioBertModel" and its "BertLMHead": NVIDIA/bionemo-framework's Geneformer tutorial)
+_BERT_MARKER = re.compile(r"\bpretrain_bert\.py\b|\|\s*sop loss:|\bMegatron\w*BertMod\w*|\bBertLMHead\b")
 _HYENA_MARKER = re.compile(r"\btrain_evo2\b|/gpt/model/hyena\.py|\bHyena(?:Model|Config\w*)\b|\bStripedHyena\b")
 # torch_npu (Ascend) raises the same message with NPU for CUDA: "NPU out of memory. Tried to allocate 26.44 GiB
 # (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
@@ -253,7 +254,7 @@ _BOARD_NAMES_RE = (r"RTX[ -]?(?:4090|3090|2080[ -]?Ti|A6000)(?![A-Za-z0-9])"
 # of them, the parts no other word is spelled like: named without "GPU" too ("verified GB300 MXFP8 performance",
 # Megatron-Bridge#5718; "16x8 H200 nodes", radixark/miles#968); a board name (A10, L4, L20) or a bare number needs
 # "GPU" or a count
-_DATACENTER_NAMES_RE = r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A800|A100|MI300X|MI325X|MI355X|L40S"
+_DATACENTER_NAMES_RE = r"GH200|GB200|GB300|B200|B300|H200|H100|H800|A800|A100|MI250X|MI300X|MI325X|MI355X|L40S"
 _GPU_NAMES_RE = "(?:" + _DATACENTER_NAMES_RE + r"|H20|A40(?!\d)|V100|" + _BOARD_NAMES_RE + ")"
 # ("on 8xH800", THUDM/slime#1305; FlagPerf's "加速卡型号: NVIDIA_A800-SXM4-80GB")
 _GPU_NAME = re.compile(r"(?:(?<![A-Za-z0-9_])|(?<=\d[xX×])|(?<=[xX×]\d)|(?<=[xX×]\d\d)|(?<=NVIDIA_))("  # "4x8H100"
@@ -312,13 +313,17 @@ _VERL_DUMP_KEYS = {"ppo_mini_batch_size": "_verl_ppo_mini_batch", "n": "_verl_ro
 # verl's metrics line a RL step: "step:4 - ... - timing_s/update_actor:34.207 - ..." (verl/trainer/ppo/ray_trainer.py:
 # the actor's update over the step's batch, ppo_epochs x train_batch_size / ppo_mini_batch_size optimizer steps)
 _VERL_UPDATE_ACTOR = re.compile(r"\bstep:(\d+) - .*?\btiming_s/update_actor:(\d+(?:\.\d+)?)")
+_UNNUMBERED_STEP = 10**9  # the key of an RL step the text does not number
+# ... or its metrics pasted one a line, without the step ("- timing_s/update_actor:16783.45", verl-project/verl#3727)
+_VERL_UPDATE_ACTOR_ALONE = re.compile(r"^[\s\-*]*timing_s/update_actor:\s*(\d+(?:\.\d+)?)\s*$")
 # and the step's mean prompt and response lengths, "response_length/mean:1306.096 ... prompt_length/mean:84.297"
 _VERL_LENGTH = re.compile(r"\b(prompt|response)_length/mean:(\d+(?:\.\d+)?)")
 _DICT_PAIR = re.compile(r"""(['"])([a-z_][a-z0-9_]*)\1:\s*('[^']*'|"[^"]*"|[^,{}<>]+?)\s*(?=[,}])""")
 _DTYPE = re.compile(r"using torch\.(float32|float16|bfloat16) for parameters")
 # Megatron-LM's micro-batch calculator (``megatron/microbatches.py`` L17 @23.04, ConstantNumMicroBatchesCalculator): the
-# micro-batches a step accumulates, global batch / (micro batch x data-parallel size)
-_CONSTANT_MICROBATCHES = re.compile(r"setting number of micro-batches to constant (\d+)")
+# micro-batches a step accumulates, global batch / (micro batch x data-parallel size); Megatron-Core's calculator
+# spells it "microbatches" (``megatron/core/num_microbatches_calculator.py``, as NeMo 2 logs it)
+_CONSTANT_MICROBATCHES = re.compile(r"setting number of micro-?batches to constant (\d+)")
 # Megatron-Bridge's per-step print: "Step Time : 12.78s GPU utilization: 528.1 TFLOP/s/GPU" (Megatron-Bridge#388),
 # later "... 24.7MODEL_TFLOP/s/GPU" (bionemo-recipes#1357): seconds of the step, model TFLOP/s per GPU
 _BRIDGE_STEP = re.compile(r"Step Time\s*:\s*(\d*\.?\d+)\s*s\b(?:.*?GPU utilization:\s*(\d*\.?\d+)\s*(?:MODEL_)?TFLOP)?")
@@ -791,7 +796,7 @@ def parse_log(text: str) -> LogFacts:
             elided = True
         m = _ARG_LINE.match(line)
         if m and (in_args or not m.group(2).startswith(":")):  # excerpts may start inside the dump
-            facts.args.setdefault(m.group(1), scalar(_NEOX_SUFFIX.sub("", m.group(2))))
+            facts.args.setdefault(m.group(1), scalar(_unglued(_NEOX_SUFFIX.sub("", m.group(2)))))
             facts.dump_keys.add(m.group(1))
             continue
         if in_args and (m := _ARG_LINE_NO_DOTS.match(line)):
@@ -849,6 +854,25 @@ def parse_log(text: str) -> LogFacts:
         for key in _LATER_SIZES - facts.dump_keys:  # ("+ PP_SIZE=16" in a set -x trace) set nothing
             facts.args.pop(key, None)
     return facts
+
+
+# Another process's output glued to a dump value, when several ranks write one stream: DeepSpeed's op report
+# ("ffn_hidden_size .... 18944stochastic_transformer", "finetune .... False.", "fp16 .... False[NO]";
+# stark-sim/megatron-deepspeed-lock-clock's dual-node pilot logs)
+_GLUED_NUMBER = re.compile(r"(?!0[xX])(\d+)[A-Za-z_][A-Za-z_0-9]{3,}")
+_GLUED_CONSTANT = re.compile(r"(True|False|None)(?:\.+|\[(?:NO|OKAY|YES)\])")
+
+
+def _unglued(value: str) -> str:
+    """A dump value without the text of another process glued to its end: a number followed by a word, or
+    ``True`` / ``False`` / ``None`` followed by dots or an op report's ``[NO]`` / ``[OKAY]``.
+
+    >>> _unglued("18944stochastic_transformer"), _unglued("False[NO]"), _unglued("None......."), _unglued("1e-05")
+    ('18944', 'False', 'None', '1e-05')
+    """
+    if m := _GLUED_NUMBER.fullmatch(value) or _GLUED_CONSTANT.fullmatch(value):
+        return m.group(1)
+    return value
 
 
 _CELL_LINE = re.compile(r"^\s*[^|]*[^|\s][^|]*\|\s*$")  # "LLAMA3-8B |": one cell and its closing pipe
@@ -926,6 +950,16 @@ _FASOP_PARTITION = re.compile(r"^\s*PARTITION:\s+(\d+(?:-\d+)+)\s*$")
 # DeepSpeed's pipeline engine: "RANK=6 STAGE=1 LAYERS=3 [5, 8) STAGE_PARAMS=...", printed by each data-parallel rank 0
 # (deepspeed/runtime/pipe/engine.py: the ranks of one data-parallel replica): the stages are the pipeline, one
 # stage's ranks its tensor-parallel group (_ds_pipe_sizes)
+# Megatron-Core's whole-step CUDA graph capturing ("INFO:megatron.core.full_cuda_graph:Capture CUDA graph for
+# training!!!", megatron/core/full_cuda_graph.py, --cuda-graph-impl full_iteration; together-dgxc-benchmarking B300)
+_FULL_CUDA_GRAPH_CAPTURE = re.compile(r"\bfull_cuda_graph\b.*\bCapture CUDA graph for training\b")
+# Megatron's evaluation print, "validation loss at iteration 3 | lm loss value: ...": where the interval timer is not
+# stopped for it (Megatron-DeepSpeed), the next logged iteration's time holds the evaluation (runs.py _step_time)
+_VALIDATION_AT = re.compile(r"\bvalidation loss at iteration (\d+)\b")
+# DeepSpeed's activation checkpointing reports itself on its first checkpointed forward ("[checkpointing.py:529:forward]
+# Activation Checkpointing Information", deepspeed/runtime/activation_checkpointing/checkpointing.py): Megatron-
+# DeepSpeed's --checkpoint-activations ran (an OLCF Frontier GPT-3 175B log, sajal-vt/Megatron-DeepSpeed-ORNL)
+_DS_ACTIVATION_CHECKPOINTING = re.compile(r"\bActivation Checkpointing Information\b")
 _DS_PIPE_STAGE = re.compile(r"\bRANK=(\d+) STAGE=(\d+) LAYERS=\d+ \[")
 # Megatron-DeepSpeed's (and ModelLink's) iteration field "tokens per gpu per second (tgs): 2069.506": tokens a second
 # over the world size (training.py training_log), which with the step, batch and sequence gives the GPU count
@@ -990,6 +1024,10 @@ def _dllogger_text(record: str) -> str | None:
 
 
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if m := _VERL_UPDATE_ACTOR_ALONE.match(line):  # one RL step's, numbered in the order the text gives them
+        updates = facts.args.setdefault("_verl_update_actor", {})
+        updates[_UNNUMBERED_STEP + len(updates)] = float(m.group(1))  # after any numbered ones
+        return
     if m := _VERL_UPDATE_ACTOR.search(line):
         facts.args.setdefault("_verl_update_actor", {}).setdefault(int(m.group(1)), float(m.group(2)))
         lengths = dict(_VERL_LENGTH.findall(line))
@@ -1168,6 +1206,12 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             # NeMo 1's bar prints no batch: "global_step=49.00, consumed_samples=51200.0" is 50 steps of 1024 (a
             # batch ramp-up divides unevenly and is left alone; NGC DGX Cloud benchmarking recipes)
             facts.args.setdefault("global_batch_size", round(float(c.group(1))) // (int(it.group(1)) + 1))
+        elif it and (c := _NEMO_CONSUMED.search(line)) and (done := int(it.group(1))) > 0 \
+                and float(c.group(1)) % done == 0 \
+                and round(float(c.group(1))) // done % facts.args.get("_grad_accum_steps", 1) == 0:
+            # ... or the samples before the step it logs ("13/20 [...] global_step=12.00, consumed_samples=24576.0":
+            # 12 steps of 2048, 128 micro-batches each; saltysoup/a3-bootcamp-ce's fine-tuning README)
+            facts.args.setdefault("global_batch_size", round(float(c.group(1))) // done)
         mem = {kind: float(value) / 2**20 for kind, value in _NEMO_MEMORY.findall(line)}
         if "allocated" in mem:  # the logging rank is not named (unless a launcher prefix does): the peak stage
             _peak_memory(facts, facts.args.get("_memory_line_rank", UNKNOWN_RANK), mem["allocated"],
@@ -1208,6 +1252,15 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     # NCCL's own allocation failure is an OOM too: "NCCL WARN Cuda failure 2 'out of memory'" (CUDA error 2,
     # cudaErrorMemoryAllocation; NVIDIA-NeMo/Megatron-Bridge#771)
     # and the driver API's: "[torch_memory_saver.cpp] CUresult error: 2 (out of memory)" (THUDM/slime#274)
+    if _FULL_CUDA_GRAPH_CAPTURE.search(line):
+        facts.args.setdefault("cuda_graph_impl", "full_iteration")
+        return
+    if m := _VALIDATION_AT.search(line):
+        facts.args.setdefault("_eval_after", []).append(int(m.group(1)))
+        return
+    if _DS_ACTIVATION_CHECKPOINTING.search(line):
+        facts.args["_ds_activation_checkpointing"] = True
+        return
     if m := _DS_PIPE_STAGE.search(line):
         facts.args.setdefault("_ds_stage_ranks", {}).setdefault(int(m.group(2)), set()).add(int(m.group(1)))
         return
@@ -2556,7 +2609,9 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_num_gpus", int(nodes) * int(per_node))
     elif m := _GPU_COUNT.search(line) or _GPU_COUNT_WORD.search(line) or _GPU_COUNT_TOKEN.search(line) \
             or _PROSE_WORLD.search(line):
-        _prose_set(facts, "_prose_num_gpus", int(m.group(1)))
+        # an MI250X is two GCDs, each a GPU to ROCm and in the catalog (OLCF Frontier guide): "16 MI250X" are 32
+        gcds = re.search(r"MI250X", m.group(0), re.I) and not re.match(r"\s*GCDs?\b", line[m.end():], re.I)
+        _prose_set(facts, "_prose_num_gpus", int(m.group(1)) * (2 if gcds else 1))
     elif m := _GPU_COUNT_SPELLED.search(line):
         _prose_set(facts, "_prose_num_gpus", _GPU_COUNT_WORDS[m.group(1).lower()])
     elif (m := _SINGLE_GPU.search(line)) and not _FITS_IN.search(line[:m.start()]) \

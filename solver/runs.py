@@ -381,6 +381,8 @@ CONFIG_ALIASES = {
     # verl: the actor's micro batch per GPU is Megatron's (workers/megatron_workers.py; the first one a command sets,
     # the actor's, wins over the critic's)
     "ppo_micro_batch_size_per_gpu": "micro_batch_size",
+    # Megatron-DeepSpeed's GQA (--num-key-value-heads, megatron/arguments.py; no --group-query-attention there)
+    "num_key_value_heads": "num_query_groups",
     **NEMO_RECIPE_SIZES,
 }
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
@@ -634,9 +636,13 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if measured.tflops_per_gpu is not None and workload.precision == "bf16" and not defaults.get("precision") \
             and measured.tflops_per_gpu > BF16_MFU_CEILING * bf16_peak:
         # vuiseng9/nemo-perf-nvfp4: 1,831 TFLOP/s per B200 (81 % of its bf16 peak) beside no precision flag
-        notes.append(f"reported {measured.tflops_per_gpu:g} TFLOP/s per GPU is {measured.tflops_per_gpu / bf16_peak:.0%} of "
-                     f"the {cluster.gpu.name}'s bf16 peak, more than bf16 training reaches: the run is likely FP8 or "
-                     "FP4 (--precision fp8 or fp4)")
+        share = f"reported {measured.tflops_per_gpu:g} TFLOP/s per GPU is {measured.tflops_per_gpu / bf16_peak:.0%} of " \
+                f"the {cluster.gpu.name}'s bf16 peak, more than bf16 training reaches"
+        if cluster.gpu.fp8_flops:
+            notes.append(f"{share}: the run is likely FP8 or FP4 (--precision fp8 or fp4)")
+        else:  # no FP8 units (MI250X, A100): the rate counts more than the model's FLOPs
+            notes.append(f"{share}, and the {cluster.gpu.name} has no FP8: the rate counts more than the model's FLOPs "
+                         "(Megatron-DeepSpeed's TFLOPs field counts the recomputed forward too)")
     software = tuple(f"{k} {v}" for k, v in sorted(facts.software.items()))
     return Run(id=name, spec=spec, cluster=cluster, workload=workload, layout=layout, measured=measured,
                source=name, software=software, notes=tuple(notes),
@@ -1510,6 +1516,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     layout: dict[str, Any] = {"tp": tp, "pp": pp, "cp": _int(args, "context_parallel_size", 1),
                               "ep": _int(args, "expert_model_parallel_size", 1),
                               "mbs": _int(args, "micro_batch_size", _int(args, "batch_size", 1))}
+    if not isinstance(args.get("micro_batch_size"), int) and not isinstance(args.get("batch_size"), int):
+        notes.append("micro batch 1 assumed (the log does not say; --arg micro-batch-size=N)")
     if isinstance(args.get("expert_tensor_parallel_size"), int):
         layout["etp"] = args["expert_tensor_parallel_size"]
     vpp = args.get("virtual_pipeline_model_parallel_size")
@@ -1550,6 +1558,10 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         granularity = granularity or "selective"
     if args.get("checkpoint_activations") is True:  # Megatron-LM before 2022
         granularity = "full"
+    if granularity is None and args.get("_ds_activation_checkpointing"):
+        granularity = "full"
+        notes.append("full recompute: DeepSpeed's activation checkpointing ran (its 'Activation Checkpointing "
+                     "Information' print); costed as Megatron's full uniform recompute of one layer a checkpoint")
     if granularity is None and args.get("_prose_recompute"):  # "TP8+CP4+actckpt" (NVIDIA-NeMo/RL#957)
         granularity = "full"
         notes.append("full recompute: the text says activation checkpointing (NeMo RL's activation_checkpointing is "
@@ -2186,7 +2198,10 @@ def _measured(facts: LogFacts, defaults: dict[str, Any], notes: list[str], missi
         notes.append(f"throughput {tokens:g} tokens/s/GPU as the text states it (no step time)")
     if step is None and tokens is None and peak is None and reserved is None and not facts.oom \
             and not defaults.get("oom"):
-        missing.append(("measurement (iteration timing, memory report or OOM)",
+        verl = [n for n in notes if n.startswith("verl's actor update (timing_s/update_actor")]
+        missing.append(("measurement (iteration timing, memory report or OOM)" if not verl else
+                        "measurement (" + verl[-1].split(" read, but ")[0] + " read, but not its optimizer steps: "
+                        "data.train_batch_size / actor.ppo_mini_batch_size x ppo_epochs)",
                         "a log with iteration lines, or --step-time SECONDS"))
     oom = facts.oom
     if defaults.get("oom") and not oom:
@@ -2238,14 +2253,25 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         for it, seconds, tflops, _ in facts.iterations:
             by_iter.setdefault(it, (seconds, tflops))
         ordered = sorted(by_iter.items())
+        # the logged iteration after an evaluation ("validation loss at iteration 3") holds it where the timer ran on
+        # (iteration 4 of a Megatron-DeepSpeed run: 280 s against 195-197 s): left out while others remain
+        after_eval = {min((it for it, _ in ordered if it > n), default=None)
+                      for n in facts.args.get("_eval_after") or ()} - {None}
+        kept = [(it, v) for it, v in ordered if it not in after_eval]
+        if after_eval and len(kept) > 1 and len(kept) < len(ordered):
+            notes.append(f"iteration {', '.join(map(str, sorted(after_eval & set(by_iter))))} left out: its time holds "
+                         "the evaluation logged before it")
+            ordered = kept
         steady = _settled([v for i, (it, v) in enumerate(ordered) if i > 0 and it > WARMUP_ITERATIONS])
         if not steady:
             steady = [v for _, v in ordered]
             if len(ordered) == 1 and ordered[0][0] > 5 * WARMUP_ITERATIONS:  # "iteration 50/ 50" after a "<snip>"
                 notes.append(f"one iteration logged ({ordered[0][0]}): its time averages the iterations since the "
                              "log before it, start-up included if none was logged before")
-            else:
-                notes.append("only warm-up iterations logged: their time includes start-up")
+            else:  # the last has the least start-up in it (a 3-iteration test: 36.96, 1.18, 0.85 s)
+                steady = steady[-1:]
+                notes.append(f"only warm-up iterations logged: the last one's time taken (iteration {ordered[-1][0]}), "
+                             "which may still include start-up")
         step = statistics.median(s for s, _ in steady)
         _note_spread([s for s, _ in steady], notes)
         tfl = [t for _, t in steady if t is not None] or _steady(facts.reported_tflops)
@@ -2257,7 +2283,10 @@ def _step_time(facts: LogFacts, notes: list[str]) -> tuple[float | None, int, fl
         else:
             steady = _settled(values[WARMUP_ITERATIONS:]) if len(values) > WARMUP_ITERATIONS else values
             warm = len(values) <= WARMUP_ITERATIONS
-        if warm:
+        if warm and len(steady) > 1:  # the last has the least start-up in it
+            steady = steady[-1:]
+            notes.append("only warm-up steps logged: the last one's time taken, which may still include start-up")
+        elif warm:
             notes.append("only warm-up iterations logged: their time includes start-up")
         _note_spread(steady, notes)
         tfl = _steady(facts.reported_tflops)

@@ -1211,3 +1211,45 @@ def test_mllog_platform_counts_nodes():
     assert platform("640xNVIDIA GB200") == {"_prose_nodes": 640}
     assert platform("1xXE9780x8B300-SXM-270GB") == {"_prose_num_gpus": 8}
     assert platform("8xKinabalux18x4GB200") == {"_prose_num_gpus": 576}
+
+
+def test_verl_metrics_one_a_line_name_the_actor_update():
+    """verl-project/verl#3727 pastes one RL step's metrics one a line, without its number: the actor update is read,
+    and with no batch sizes to give its optimizer steps the error says so instead of "no measurement"."""
+    with pytest.raises(MegasolveError) as err:
+        read_runs(LOGS / "verl-3727-gspo-timing-list.log", model="qwen3-30b-a3b", gpu="h200", num_gpus=16,
+                  seq_length=38192, global_batch_size=128, args={"tensor-model-parallel-size": 1})
+    assert "timing_s/update_actor, 16783.5 s an RL step" in str(err.value) and "ppo_mini_batch_size" in str(err.value)
+
+
+def test_megatron_core_microbatches_spelling_and_a_bert_summary():
+    """Megatron-Core's calculator logs "microbatches" (no hyphen); with the batch and DP it gives the micro batch.
+    A NeMo model summary naming a BERT class is named as BERT (BioNeMo's Geneformer tutorial)."""
+    text = ("[NeMo I 2025-05-21 01:46:05 num_microbatches_calculator:228] setting number of microbatches to constant 1\n"
+            "| 2 | module.module.module | MegatronBioBertModel | 10.3 M | train |\n"
+            + "\n".join(f"Training epoch 0, iteration {i}/99 | lr: 1e-4 | global_batch_size: 8 | global_step: {i} | "
+                        f"reduced_train_loss: 9.0 | train_step_timing in s: 0.11" for i in range(1, 9)))
+    run = run_from_log(text, "geneformer", {"model": "llama-3.2-1b", "gpu": "a100-80g", "num_gpus": 1,
+                                            "seq_length": 2048})
+    assert run.layout.mbs == 8 and any("micro batch 8 = global batch 8" in n for n in run.notes)
+    assert any(n.startswith("a BERT run (MegatronBioBertModel)") for n in run.notes)
+
+
+def test_only_warm_up_iterations_take_the_last():
+    """A 3-iteration test (AMD-AGI/Primus ut_out): 36.96, 1.18 and 0.85 s are all warm-up; the last has the least
+    start-up in it, where their median (1.18 s) had been taken and called "more than one run"."""
+    lines = "\n".join(f" [2025-10-30 10:00:0{i}] iteration {i}/ 3 | consumed samples: {16 * i} | elapsed time per "
+                      f"iteration (ms): {ms} | global batch size: 16 |" for i, ms in ((1, 36960.0), (2, 1178.4), (3, 846.5)))
+    run = run_from_log(lines, "ut", {"model": "llama-3.2-1b", "gpu": "mi300x", "num_gpus": 8, "seq_length": 4096,
+                                     "args": {"tensor-model-parallel-size": 1}})
+    assert run.measured.step_time_s == pytest.approx(0.8465)
+    assert any("the last one's time taken (iteration 3)" in n for n in run.notes)
+    assert not any("more than one run" in n for n in run.notes)
+
+
+@pytest.mark.parametrize("written,count", [("16x MI250X", 32), ("Running on 8 MI250X GCDs", 8)])
+def test_an_mi250x_is_two_gcds(written, count):
+    """ROCm shows each of an MI250X's two dies (GCDs) as a GPU, and the catalog's mi250x is one GCD (OLCF's Frontier
+    guide): a count of MI250X modules is twice as many GPUs, a count of GCDs is as written."""
+    facts = parse_log(written)
+    assert facts.args["_prose_num_gpus"] == count and facts.gpu_names == {"MI250X": 1}
