@@ -947,9 +947,6 @@ _UPPER_KEY_COLON = re.compile(r"^\s*([A-Z][A-Z0-9_]+):\s+(\d+)\s*$")
 # FASOP's job info also prints its own uneven pipeline split, "PARTITION: 0-11-8-8-8-8-5-0" (AvatarHwang/FASOP
 # Megatron-LM-2/readme.md): read to be named in a run note (runs.py UNMODELLED_ARGS), not costed
 _FASOP_PARTITION = re.compile(r"^\s*PARTITION:\s+(\d+(?:-\d+)+)\s*$")
-# DeepSpeed's pipeline engine: "RANK=6 STAGE=1 LAYERS=3 [5, 8) STAGE_PARAMS=...", printed by each data-parallel rank 0
-# (deepspeed/runtime/pipe/engine.py: the ranks of one data-parallel replica): the stages are the pipeline, one
-# stage's ranks its tensor-parallel group (_ds_pipe_sizes)
 # Megatron-Core's whole-step CUDA graph capturing ("INFO:megatron.core.full_cuda_graph:Capture CUDA graph for
 # training!!!", megatron/core/full_cuda_graph.py, --cuda-graph-impl full_iteration; together-dgxc-benchmarking B300)
 _FULL_CUDA_GRAPH_CAPTURE = re.compile(r"\bfull_cuda_graph\b.*\bCapture CUDA graph for training\b")
@@ -960,6 +957,9 @@ _VALIDATION_AT = re.compile(r"\bvalidation loss at iteration (\d+)\b")
 # Activation Checkpointing Information", deepspeed/runtime/activation_checkpointing/checkpointing.py): Megatron-
 # DeepSpeed's --checkpoint-activations ran (an OLCF Frontier GPT-3 175B log, sajal-vt/Megatron-DeepSpeed-ORNL)
 _DS_ACTIVATION_CHECKPOINTING = re.compile(r"\bActivation Checkpointing Information\b")
+# DeepSpeed's pipeline engine: "RANK=6 STAGE=1 LAYERS=3 [5, 8) STAGE_PARAMS=...", printed by each data-parallel rank 0
+# (deepspeed/runtime/pipe/engine.py: the ranks of one data-parallel replica): the stages are the pipeline, one
+# stage's ranks its tensor-parallel group (_ds_pipe_sizes)
 _DS_PIPE_STAGE = re.compile(r"\bRANK=(\d+) STAGE=(\d+) LAYERS=\d+ \[")
 # Megatron-DeepSpeed's (and ModelLink's) iteration field "tokens per gpu per second (tgs): 2069.506": tokens a second
 # over the world size (training.py training_log), which with the step, batch and sequence gives the GPU count
