@@ -819,6 +819,7 @@ def parse_log(text: str) -> LogFacts:
     _sbatch_args(text, facts)
     _rocm_model_size(text, facts)
     _tables(text, facts)
+    _metric_summary(text, facts)
     if _SWIFT_ARGS_JSON.search(text) and (m := re.search(r'"max_length"\s*:\s*(\d+)', text)):
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
@@ -2071,6 +2072,47 @@ def _later_table_rows(text: str) -> set[str]:
             continue  # the first row states no run (a tracking table's work items)
         later.update(strip_prefix(row) for row in rows[1:])
     return later
+
+
+# a log-summary script's table, metrics as rows and measures as columns ("| Metric | Throughput (TFLOP/s) | Time per
+# Iter (ms) |", then "| Mean | 185.64 | 284.30 |", "| Median | 185.70 | 284.20 |"; NVIDIA/Megatron-LM#3524)
+_SUMMARY_HEADER = re.compile(r"^\s*\|\s*Metric\s*\|.*\bTime per Iter\w*\s*\((ms|s)\)", re.I)
+_SUMMARY_ROW = re.compile(r"^\s*\|\s*(Median|Mean|Average)\s*\|", re.I)
+
+
+def _metric_summary(text: str, facts: LogFacts) -> None:
+    r"""The step time (and TFLOP/s) of the first such summary table: its median row, else its mean. Later tables are
+    other runs (a PR's before / after) and are not read.
+
+    >>> f = LogFacts(); _metric_summary("| Metric | Throughput (TFLOP/s) | Time per Iter (ms) |\n---\n"
+    ...                                 "| Mean | 185.64 | 284.30 |\n| Median | 185.70 | 284.20 |", f)
+    >>> f.stated_step_s, f.reported_tflops
+    (0.2842, [185.7])
+    """
+    if facts.iterations or facts.nemo_steps or facts.stated_step_s:
+        return
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not (m := _SUMMARY_HEADER.match(line)):
+            continue
+        header = [c.strip().lower() for c in line.strip().strip("|").split("|")]
+        time_col = next(k for k, c in enumerate(header) if c.startswith("time per iter"))
+        rate_col = next((k for k, c in enumerate(header) if "tflop" in c), None)
+        rows: dict[str, list[str]] = {}
+        for row in lines[i + 1:]:
+            if _SUMMARY_HEADER.match(row) or not row.strip():
+                break
+            if r := _SUMMARY_ROW.match(row):
+                rows[r.group(1).lower()] = [c.strip() for c in row.strip().strip("|").split("|")]
+        cells = rows.get("median") or rows.get("mean") or rows.get("average")
+        if cells and len(cells) == len(header):
+            try:
+                facts.stated_step_s = float(cells[time_col]) / (1e3 if m.group(1).lower() == "ms" else 1.0)
+                if rate_col is not None:
+                    facts.reported_tflops.append(float(cells[rate_col]))
+            except ValueError:
+                pass
+        return
 
 
 def _tables(text: str, facts: LogFacts) -> None:
