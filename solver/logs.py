@@ -218,6 +218,9 @@ _NEMO_STEP = re.compile(r"train_step_timing(?: in s)?\s*[:=]\s*(\d*\.?\d+)")
 _NEMO_GBS = re.compile(r"global_batch_size\s*[:=]\s*(\d+)")
 _NEMO_CONSUMED = re.compile(r"consumed_samples\s*[:=]\s*(\d+(?:\.0+)?)\b")
 _NEMO_ITER = re.compile(r"(?:global_step|iteration)\s*[:=]?\s*(\d+)")
+# a progress bar's numbers in Lightning's short float form ("global_step=2e+3, consumed_samples=2.56e+5": 3 significant
+# digits; nig-sc's NeMo-Megatron-Launcher LoRA guide), written out before they are read
+_BAR_EXPONENT = re.compile(r"(?<==)(\d+(?:\.\d+)?e\+?\d+)\b")
 # NeMo 2's step line without the timing callback: "Training epoch 0, iteration 0/9 | lr: 0.0006 | consumed_samples: 32 |
 # global_batch_size: 32 | ..." (NVIDIA/NeMo#10128)
 _NEMO_TRAIN_LINE = re.compile(r"Training epoch \d+, iteration \d+/\d+\s*\|")
@@ -951,6 +954,13 @@ _FASOP_PARTITION = re.compile(r"^\s*PARTITION:\s+(\d+(?:-\d+)+)\s*$")
 # Megatron-Core's whole-step CUDA graph capturing ("INFO:megatron.core.full_cuda_graph:Capture CUDA graph for
 # training!!!", megatron/core/full_cuda_graph.py, --cuda-graph-impl full_iteration; together-dgxc-benchmarking B300)
 _FULL_CUDA_GRAPH_CAPTURE = re.compile(r"\bfull_cuda_graph\b.*\bCapture CUDA graph for training\b")
+# NeMo 1's PEFT run names in its checkpoints and results ("megatron_llama_peft_tuning-lora--validation_loss=...",
+# "megatron_gpt_peft_ptuning_tuning"; nig-sc's NeMo PEFT guides): the scheme that trained
+_NEMO_PEFT_NAME = re.compile(r"\bmegatron_\w*?peft_(?:tuning-)?(lora|ptuning|adapter|ia3)(?:_tuning)?\b", re.I)
+# DeepSpeed-MoE's layer constructor, rank 0 once a MoE layer: "[Rank 0] Creating MoE layer with num_experts: 64 |
+# num_local_experts: 16 | expert_parallel_size: 4" (deepspeed/moe/layer.py; Megatron-DeepSpeed's MoE examples)
+_DS_MOE_LAYER = re.compile(r"\bCreating MoE layer with num_experts: (\d+) \| num_local_experts: \d+ \| "
+                           r"expert_parallel_size: (\d+)")
 # Megatron's evaluation print, "validation loss at iteration 3 | lm loss value: ...": where the interval timer is not
 # stopped for it (Megatron-DeepSpeed), the next logged iteration's time holds the evaluation (runs.py _step_time)
 _VALIDATION_AT = re.compile(r"\bvalidation loss at iteration (\d+)\b")
@@ -1025,6 +1035,8 @@ def _dllogger_text(record: str) -> str | None:
 
 
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if m := _NEMO_PEFT_NAME.search(line):  # (a checkpoint name glued to a progress bar's line, too)
+        facts.args.setdefault("train_type", m.group(1).lower())
     if m := _VERL_UPDATE_ACTOR_ALONE.match(line):  # one RL step's, numbered in the order the text gives them
         updates = facts.args.setdefault("_verl_update_actor", {})
         updates[_UNNUMBERED_STEP + len(updates)] = float(m.group(1))  # after any numbered ones
@@ -1190,6 +1202,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
             facts.reported_tflops.append(float(t.group(1)))
         return
     if m := _NEMO_STEP.search(line):
+        line = _BAR_EXPONENT.sub(lambda e: f"{float(e.group(1)):.0f}", line)  # "global_step=2e+3" -> 2000
         it = _NEMO_ITER.search(line)
         step = int(it.group(1)) if it else None
         if step is not None and any(seen == step for seen, _ in facts.nemo_steps):
@@ -1256,6 +1269,11 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if _FULL_CUDA_GRAPH_CAPTURE.search(line):
         facts.args.setdefault("cuda_graph_impl", "full_iteration")
         return
+    if m := _DS_MOE_LAYER.search(line):
+        facts.args.setdefault("_ds_moe_experts", int(m.group(1)))
+        facts.args.setdefault("_ds_moe_ep", int(m.group(2)))
+        facts.args["_ds_moe_layers"] = facts.args.get("_ds_moe_layers", 0) + 1
+        return
     if m := _VALIDATION_AT.search(line):
         facts.args.setdefault("_eval_after", []).append(int(m.group(1)))
         return
@@ -1312,6 +1330,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
     if (m := _DS_CONFIG_PRINT.search(line)) and m.group(2).isdigit():  # DeepSpeed's config, as its engine prints it
         if (key := _DS_CONFIG_KEYS.get(m.group(1))) and int(m.group(2)) > 0:
             facts.args.setdefault(key, int(m.group(2)))
+        elif m.group(1) == "zero_optimization_stage":  # the ZeRO stage the engine runs (runs.py: over --zero-stage)
+            facts.args.setdefault("_ds_zero_stage", int(m.group(2)))
         return
     if m := _PADDED.search(line):
         facts.padded_vocab = (int(m.group(1)), int(m.group(2)))
@@ -3195,6 +3215,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
         tokens = [t for t in tokens if t]
         if any("$" in t for t in tokens):  # a variable the excerpt never sets: flags may hide behind it
             flags["_unresolved_vars"] = True
+        if any(re.fullmatch(r"\$\{?\w+\}?\\?", t) and (i == 0 or not tokens[i - 1].startswith("-"))
+               for i, t in enumerate(tokens)):  # one standing for flags ("$GPT_ARGS"), not a flag's value
+            flags["_unresolved_flag_vars"] = True
         for i, token in enumerate(tokens):
             token = token.strip("()")
             if v := _VERL_BATCH.match(token.lstrip("+")):  # verl's batch and lengths (runs.py: the actor's step)

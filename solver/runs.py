@@ -450,6 +450,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             if args[key] == 1:  # one expert: a dense model (DeepSpeed's default)
                 del args[key]
     _deepspeed_moe_args(args)
+    _fastmoe_args(args)
     act = args.get("activation")
     if isinstance(act, str) and "swiglu" not in args:
         # NeMo 1's megatron_gpt config "activation: fast-swiglu" (its choices: gelu, geglu, reglu, swiglu, squared-relu,
@@ -468,8 +469,9 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args.setdefault(arg, facts.world_parts[printed])
     for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print
         args[str(key).lstrip("-").replace("-", "_")] = scalar(str(value)) if isinstance(value, str) else value
-    if facts.nemo_steps or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py",
-                                     text):
+    # (DeepSpeed's "steps: N ... iter time (s)" lines are read as steps too, logs.py: no sign of NeMo)
+    if (facts.nemo_steps and not re.search(r"\[(?:config|engine|logging)\.py:\d+:\w+\]|\bZeRO optimizer\b", text)) \
+            or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py", text):
         args.setdefault("_nemo", True)
     if _VERL_MEGATRON.search(text):  # verl's Megatron actor: its config sets the distributed optimizer on
         args.setdefault("_verl_megatron", True)
@@ -480,6 +482,14 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                      "modelled" + ("; with sequence parallelism, which Megatron-Core's MoE needs under TP (the run had "
                                    "none: its dense layers' activations, TP-replicated, are under-counted)"
                                    if args.get("_deepspeed_moe_sp") else ""))
+    if args.get("_fastmoe"):
+        notes.append(f"FastMoE (fmoefy): --num-experts counts a worker's experts, "
+                     + (f"x expert-parallel {args['_fastmoe_ep']} = {args.get('num_moe_experts')} in all; "
+                        if args.get("_fastmoe_ep") else "the expert-parallel size is not printed, so the count is "
+                        "taken as the model's (--arg num-experts=N for all of them); ")
+                     + "each expert as wide as --ffn-hidden-size (FastMoE's patched model provider divides 4h by the "
+                     "top-k: --arg moe-ffn-hidden-size=N if it ran); costed as Megatron-Core's MoE layers (FastMoE's "
+                     "gate and all-to-all are not modelled)")
     if bert := args.get("_bert"):
         notes.append(f"a BERT run ({bert}) costed as a GPT decoder: its bidirectional attention core (twice the causal "
                      "FLOPs) and its binary (sentence-order) head are not modelled, expect a slower step")
@@ -789,6 +799,9 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     if tuner == "lora" or args.get("lora_rank") not in (None, False) and tuner not in ("full", ""):
         notes.append("LoRA fine-tuning costed as full-parameter training (megasolve models full training: expect "
                      "less optimizer memory and a shorter backward than predicted)")
+    elif tuner in ("ptuning", "adapter", "ia3"):  # NeMo 1's other PEFT schemes (logs.py _NEMO_PEFT_NAME)
+        notes.append(f"PEFT ({tuner}) fine-tuning costed as full-parameter training (megasolve models full training: "
+                     "expect less optimizer memory and a shorter backward than predicted)")
     if args.get("defer_embedding_wgrad_compute") is True:
         notes.append("--defer-embedding-wgrad-compute: the deferred inputs and logits gradients are counted on the "
                      "last stage; the time it saves (the output layer's wgrad GEMMs moved into the pipeline "
@@ -854,6 +867,10 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         printed = {k: args[k] for k in SHAPE_KEYS + ("ffn_hidden_size",)
                    if isinstance(args.get(k), int) and not isinstance(args.get(k), bool)}
         differ = [f"{k} {v} (the model: {getattr(spec, k)})" for k, v in printed.items() if v != getattr(spec, k)]
+        experts = args.get("num_moe_experts")
+        if isinstance(experts, int) and not isinstance(experts, bool) and experts > 1 \
+                and experts != (spec.moe.num_experts if spec.moe else 1):  # an MoE run costed as another model
+            differ.append(f"{experts} experts (the model: {spec.moe.num_experts if spec.moe else 'dense'})")
         if differ:  # the model given wins, but a log that prints another shape is said, not ignored
             notes.append(f"the log prints {', '.join(differ)}: costed as {spec.name}, as --model says (leave "
                          "--model out to cost the printed shape)")
@@ -1463,6 +1480,15 @@ def _deepspeed_moe_args(args: dict[str, Any]) -> None:
     >>> _deepspeed_moe_args(a); a["moe_router_topk"], a["moe_layer_freq"], a["expert_model_parallel_size"]
     (1, '([0]*1+[1]*1)*6', 2)
     """
+    if isinstance(args.get("_ds_moe_experts"), int) and args["_ds_moe_experts"] > 1:
+        # DeepSpeed's own "Creating MoE layer with num_experts: N | ... | expert_parallel_size: E" lines, one a MoE layer
+        # of rank 0's model: the experts, the expert-parallel size, and (over the printed layers) the interval
+        args.setdefault("num_moe_experts", args["_ds_moe_experts"])
+        args.setdefault("moe_expert_parallel_size", args["_ds_moe_ep"])
+        layers, moe_layers = args.get("num_layers"), args.get("_ds_moe_layers", 0)
+        if "expert_interval" not in args and isinstance(layers, int) and moe_layers and layers % moe_layers == 0 \
+                and _int(args, "pipeline_model_parallel_size", 1) == 1:
+            args["expert_interval"] = layers // moe_layers
     experts = args.get("num_moe_experts", args.get("num_experts"))
     interval, layers = args.get("expert_interval"), args.get("num_layers")
     if not isinstance(experts, int) or experts <= 1 or isinstance(interval, bool) or not isinstance(interval, int):
@@ -1484,6 +1510,29 @@ def _deepspeed_moe_args(args: dict[str, Any]) -> None:
         args["sequence_parallel"] = True
         args["_deepspeed_moe_sp"] = True
     args["_deepspeed_moe"] = True
+
+
+def _fastmoe_args(args: dict[str, Any]) -> None:
+    """FastMoE's Megatron integration (``fmoefy``; SmartMoE's fork of it): ``--num-experts`` (``fmoe_num_experts``)
+    counts one worker's experts, spread over the expert-parallel group, so the model has that many times the group's
+    size (laekov/fastmoe ``fmoe/megatron``; MAGI's runtime on it counts ``num_layers x fmoe_num_experts x
+    data_parallel_size / 4`` proxy experts); SmartMoE prints the group as ``expert_ep_size``. Costed as Megatron-Core's
+    MoE layers (their gate and all-to-all, not FastMoE's), with a note. Without the group's size the count is left as
+    printed, and the note says so.
+
+    >>> a = {"fmoefy": True, "num_moe_experts": 8, "expert_ep_size": 4}
+    >>> _fastmoe_args(a); a["num_moe_experts"], a["expert_model_parallel_size"]
+    (32, 4)
+    """
+    if args.get("fmoefy") is not True:
+        return
+    local, ep = args.get("num_moe_experts", args.get("fmoe_num_experts")), args.get("expert_ep_size")
+    args["_fastmoe"] = True
+    if isinstance(local, int) and not isinstance(local, bool) and isinstance(ep, int) and not isinstance(ep, bool) \
+            and ep >= 1:
+        args["num_moe_experts"] = local * ep
+        args.setdefault("expert_model_parallel_size", ep)
+        args["_fastmoe_ep"] = ep
 
 
 def _distributed_optimizer_from_theory(args: dict[str, Any]) -> tuple[bool, str] | None:
@@ -1534,7 +1583,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
             layout["vpp"] = stages // pp
     # a pretrain_*.py command line leaves out what it does not change: those flags are Megatron-LM's defaults
     # (ARG: --sequence-parallel store_true; --hidden-dropout 0.1); NeMo / Bridge recipes have their own
-    megatron_defaults = bool(args.get("_megatron_launch")) and not args.get("_nemo")
+    megatron_defaults = bool(args.get("_megatron_launch")) and not args.get("_nemo") \
+        and not args.get("_unresolved_flag_vars")  # ("$GPT_ARGS" never set in the excerpt: flags may hide there)
     sp = args.get("sequence_parallel")
     if sp is None and megatron_defaults:
         sp = False
@@ -1593,6 +1643,12 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     zero = args.get("zero_stage")  # Megatron-DeepSpeed: ZeRO shards the optimizer states (1), the grads (2), the weights (3)
     if isinstance(zero, float) and zero.is_integer():  # a Namespace repr prints its float type: "zero_stage=1.0"
         zero = int(zero)
+    engine = args.get("_ds_zero_stage")  # DeepSpeed's engine config print: the stage that ran (its JSON config's)
+    if isinstance(engine, int) and not isinstance(engine, bool) and engine != zero:
+        if zero is not None:
+            notes.append(f"ZeRO stage {engine} as DeepSpeed's engine prints it (zero_optimization_stage), where the "
+                         f"arguments say --zero-stage {zero}: the engine's config is what ran")
+        zero = engine
     # (with --deepspeed the optimizer is DeepSpeed's: Megatron's own --use-distributed-optimizer False says nothing)
     if (dist is None or (dist is False and args.get("deepspeed") is True)) and isinstance(zero, int) \
             and not isinstance(zero, bool) and zero >= 1:
