@@ -823,6 +823,7 @@ def parse_log(text: str) -> LogFacts:
     _rocm_model_size(text, facts)
     _tables(text, facts)
     _metric_summary(text, facts)
+    _wandb_summary(facts)
     if _SWIFT_ARGS_JSON.search(text) and (m := re.search(r'"max_length"\s*:\s*(\d+)', text)):
         facts.args.setdefault("max_length", int(m.group(1)))  # ms-swift's args.json (modelscope/ms-swift#8314)
         facts.args.setdefault("_launcher", "megatron-swift")
@@ -954,6 +955,14 @@ _FASOP_PARTITION = re.compile(r"^\s*PARTITION:\s+(\d+(?:-\d+)+)\s*$")
 # Megatron-Core's whole-step CUDA graph capturing ("INFO:megatron.core.full_cuda_graph:Capture CUDA graph for
 # training!!!", megatron/core/full_cuda_graph.py, --cuda-graph-impl full_iteration; together-dgxc-benchmarking B300)
 _FULL_CUDA_GRAPH_CAPTURE = re.compile(r"\bfull_cuda_graph\b.*\bCapture CUDA graph for training\b")
+# Weights & Biases' run summary at the end of a NeMo run ("wandb:     train_step_timing in s 0.02442", "wandb:
+# consumed_samples 64000000.0", "wandb: global_step 1999999.0"; nig-sc's BioNeMo guide): the last logged values (the
+# run history above them is drawn as sparklines, no numbers)
+_WANDB_SUMMARY = re.compile(r"^wandb:\s+(train_step_timing in s|consumed_samples|global_step|loss_scale)\s+"
+                            r"(\d+(?:\.\d+)?)\s*$")
+# an encoder-decoder run (Megatron's pretrain_t5.py, NeMo's T5 / BART models, BioNeMo's MegaMolBART): costed as a GPT
+# decoder of the printed shape, with a note (runs.py)
+_ENC_DEC_MARKER = re.compile(r"\bpretrain_t5\.py\b|\bMegaMolBART\b|\benc_dec_model\b|\bMegatron(?:T5|BART)Model\b")
 # NeMo 1's PEFT run names in its checkpoints and results ("megatron_llama_peft_tuning-lora--validation_loss=...",
 # "megatron_gpt_peft_ptuning_tuning"; nig-sc's NeMo PEFT guides): the scheme that trained
 _NEMO_PEFT_NAME = re.compile(r"\bmegatron_\w*?peft_(?:tuning-)?(lora|ptuning|adapter|ia3)(?:_tuning)?\b", re.I)
@@ -1035,6 +1044,11 @@ def _dllogger_text(record: str) -> str | None:
 
 
 def _parse_line(line: str, facts: LogFacts) -> None:
+    if m := _WANDB_SUMMARY.match(line):
+        facts.args.setdefault("_wandb_" + m.group(1).split()[0], float(m.group(2)))
+        return
+    if (m := _ENC_DEC_MARKER.search(line)) and "_enc_dec" not in facts.args:
+        facts.args["_enc_dec"] = m.group(0)
     if m := _NEMO_PEFT_NAME.search(line):  # (a checkpoint name glued to a progress bar's line, too)
         facts.args.setdefault("train_type", m.group(1).lower())
     if m := _VERL_UPDATE_ACTOR_ALONE.match(line):  # one RL step's, numbered in the order the text gives them
@@ -2098,6 +2112,21 @@ def _later_table_rows(text: str) -> set[str]:
 # Iter (ms) |", then "| Mean | 185.64 | 284.30 |", "| Median | 185.70 | 284.20 |"; NVIDIA/Megatron-LM#3524)
 _SUMMARY_HEADER = re.compile(r"^\s*\|\s*Metric\s*\|.*\bTime per Iter\w*\s*\((ms|s)\)", re.I)
 _SUMMARY_ROW = re.compile(r"^\s*\|\s*(Median|Mean|Average)\s*\|", re.I)
+
+
+def _wandb_summary(facts: LogFacts) -> None:
+    """A W&B run summary's last step time, where nothing else times the run, and the global batch its consumed samples
+    and global step imply (NeMo logs the step 0-based: 64,000,000 samples at global_step 1,999,999 are 2,000,000 steps
+    of 32)."""
+    step = facts.args.pop("_wandb_train_step_timing", None)
+    consumed, done = facts.args.pop("_wandb_consumed_samples", None), facts.args.pop("_wandb_global_step", None)
+    if step and not (facts.iterations or facts.nemo_steps or facts.stated_step_s):
+        facts.stated_step_s = step
+        facts.args["_wandb_step"] = True
+    if consumed and done is not None and consumed % (done + 1) == 0:
+        facts.args.setdefault("global_batch_size", round(consumed / (done + 1)))
+    if (scale := facts.args.pop("_wandb_loss_scale", None)) and scale > 1:  # a dynamic loss scale: an fp16 run
+        facts.loss_scaled = True
 
 
 def _metric_summary(text: str, facts: LogFacts) -> None:

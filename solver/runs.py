@@ -490,6 +490,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                      + "each expert as wide as --ffn-hidden-size (FastMoE's patched model provider divides 4h by the "
                      "top-k: --arg moe-ffn-hidden-size=N if it ran); costed as Megatron-Core's MoE layers (FastMoE's "
                      "gate and all-to-all are not modelled)")
+    if enc_dec := args.get("_enc_dec"):
+        notes.append(f"an encoder-decoder run ({enc_dec}) costed as a GPT decoder of the shape given: its encoder, "
+                     "cross-attention and decoder split are not modelled")
+    if args.get("_wandb_step"):
+        notes.append("step time from the W&B run summary: the last step's, not a steady-state median")
     if bert := args.get("_bert"):
         notes.append(f"a BERT run ({bert}) costed as a GPT decoder: its bidirectional attention core (twice the causal "
                      "FLOPs) and its binary (sentence-order) head are not modelled, expect a slower step")
