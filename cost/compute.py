@@ -574,13 +574,24 @@ def muon_ns_flops_per_param(spec: ModelSpec) -> tuple[float, float]:
 
 def logits_work(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> LayerWork:
     """Output layer + cross entropy on the last stage (and each MTP depth's head): ``6*h*V/t`` per
-    token plus ~``16*V/t`` bytes per token of fp32 softmax traffic."""
+    token plus the loss's HBM traffic, ``loss_bytes_per_logit[workload.cross_entropy]`` per logit
+    (``calibration.yaml``: 52 B for Megatron's unfused fp32 loss, 28 B for its fused ``native`` one,
+    10 B for Transformer Engine's two-pass kernel).
+
+    >>> from megasolve.models.presets import load_preset
+    >>> from megasolve.models.layout import Workload
+    >>> spec, shape = load_preset("llama-3.1-8b"), ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
+    >>> [logits_work(spec, Workload(seq_length=4096, cross_entropy=k), shape).elementwise_bytes / 4096 / 128256
+    ...  for k in ("unfused", "native", "te")]
+    [52.0, 28.0, 10.0]
+    """
     T, t = shape.tokens(workload), shape.tp
     V = spec.padded_vocab_size(t)
     heads = 1 + spec.mtp_num_layers
     gemm = heads * 6.0 * spec.hidden_size * V * T / t
     gemm += spec.mtp_num_layers * 6.0 * (2 * spec.hidden_size * spec.hidden_size) * T / t  # eh_proj
-    return LayerWork(gemm, 0.0, 0.0, heads * 16.0 * V * T / t)
+    per_logit = calibration()["time"]["loss_bytes_per_logit"][workload.cross_entropy]
+    return LayerWork(gemm, 0.0, 0.0, heads * per_logit * V * T / t)
 
 
 # ---------------------------------------------------------------------------- compute time

@@ -24,11 +24,19 @@ def test_top_10_holds_no_two_layouts_with_equal_step_and_memory(model, gpus, gpu
     result = solve(spec, cluster, Workload(seq_length=seq, global_batch_size=gbs), top_k=10)
     pairs = _steps_and_memory(result)
     assert len(result.layouts) == 10 and len(set(pairs)) == 10
-    if model == "moonlight-16b-a3b":  # its uneven split also written as a --pipeline-layout: kept under its plan
-        assert any(result.equivalents)
     for report, others in zip(result.layouts, result.equivalents):
         for other in others:
             assert other != report.layout
+
+
+def test_an_uneven_split_written_as_a_layout_string_is_kept_under_its_plan():
+    """Moonlight on 64 H100 (README, "Quick start"): #8's uneven pipeline split, first / last-stage layer counts, is
+    also a --pipeline-layout string of the same cost: one plan, the string listed as its other spelling."""
+    spec, cluster = load_preset("moonlight-16b-a3b"), Cluster.from_flags(num_gpus=64, gpu="h100")
+    result = solve(spec, cluster, Workload(seq_length=4096, global_batch_size=1024), top_k=10)
+    respelled = [(rank, others) for rank, others in enumerate(result.equivalents, 1) if others]
+    assert [rank for rank, _ in respelled] == [8]
+    assert all(other.pipeline_layout and not result.layouts[7].layout.pipeline_layout for other in respelled[0][1])
 
 
 def test_cpsat_and_oracle_return_the_same_plans_and_spellings():
@@ -199,7 +207,7 @@ def test_plans_sharing_a_respelling_are_named_on_one_line():
     """The solve table prints one line per distinct respelling, listing every plan it applies to."""
     from megasolve.cli.solve_cmd import equivalent_label, equivalent_lines
 
-    result = solve(load_preset("moonlight-16b-a3b"), Cluster.from_flags(num_gpus=64, gpu="a100-80g"),
+    result = solve(load_preset("moonlight-16b-a3b"), Cluster.from_flags(num_gpus=64, gpu="h100"),
                    Workload(seq_length=4096, global_batch_size=1024), top_k=10)
     entries = [e for e in result.as_dict()["layouts"] if e.get("equivalent_layouts")]
     assert entries, "the solve has plans with other spellings"
