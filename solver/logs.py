@@ -3194,6 +3194,9 @@ _VERL_BATCH = re.compile(rf"^({'|'.join(re.escape(k) for k in _VERL_BATCH_KEYS)}
 _NOT_TRAINING_COMMAND = re.compile(r"\s*(?:ray\s+stop|pkill|killall|kill|sleep|rm|mkdir|cd|nvidia-smi|pip3?\s+install)\b")
 
 
+_FLAGS_VARIABLE = re.compile(r"\$\{?\w+\}?\\?")  # a token that is one shell variable: "$GPT_ARGS", "${ARGS}"
+
+
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     _bridge_launcher_args(text, facts)
@@ -3234,6 +3237,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
         lines.append(line)
     flags: dict[str, Any] = {}
     for line in lines:
+        if "=" not in line and "--" not in line and "$" not in line:
+            continue  # no flag, override or variable (a log's iteration record): nothing for the tokens below
         # flags also live inside quoted strings (DISTRIBUTED_ARGS="--nnodes=1 --nproc_per_node=8"): unquote
         # a Python list of flag strings separates them with commas: "--pp", "2", -> --pp 2
         # flags quoted in Markdown backticks (`--num-layers 28`) as well
@@ -3244,9 +3249,9 @@ def _script_args(text: str, facts: LogFacts) -> None:
         tokens = [t for t in tokens if t]
         if any("$" in t for t in tokens):  # a variable the excerpt never sets: flags may hide behind it
             flags["_unresolved_vars"] = True
-        if any(re.fullmatch(r"\$\{?\w+\}?\\?", t) and (i == 0 or not tokens[i - 1].startswith("-"))
-               for i, t in enumerate(tokens)):  # one standing for flags ("$GPT_ARGS"), not a flag's value
-            flags["_unresolved_flag_vars"] = True
+            if any(_FLAGS_VARIABLE.fullmatch(t) and (i == 0 or not tokens[i - 1].startswith("-"))
+                   for i, t in enumerate(tokens)):  # one standing for flags ("$GPT_ARGS"), not a flag's value
+                flags["_unresolved_flag_vars"] = True
         for i, token in enumerate(tokens):
             token = token.strip("()")
             if v := _VERL_BATCH.match(token.lstrip("+")):  # verl's batch and lengths (runs.py: the actor's step)
@@ -3643,6 +3648,19 @@ def _preset_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple(out)
 
 
+@functools.cache
+def _preset_patterns_by_word() -> tuple[tuple[str, tuple[tuple[re.Pattern[str], str], ...]], ...]:
+    """``_preset_patterns`` grouped by the letters every match of theirs begins with (a name's leading word, which
+    ``_name_body`` keeps literal: "llama" of "llama-2-70b", "gpt" of "gpt3-175b"): a line that does not hold the
+    word, in any case, is not scanned with its patterns -- the same answer, at a substring test a group instead of
+    a regular-expression scan a pattern (most of a log's lines name no model)."""
+    groups: dict[str, list[tuple[re.Pattern[str], str]]] = {}
+    for pattern, target in _preset_patterns():
+        word = re.match(r"\(\?<!\[A-Za-z0-9\.?\]\)(?:\(\?<!\\d\\\.\))?([a-z]+)", pattern.pattern)
+        groups.setdefault(word.group(1).lower() if word else "", []).append((pattern, target))
+    return tuple((word, tuple(patterns)) for word, patterns in groups.items())
+
+
 # a family name with the total (and active) parameter count: "glm4.5-106B-A12B", "Qwen3 235B-A22B"
 _SIZED_NAME = re.compile(r"(?<![A-Za-z0-9.])([A-Za-z][A-Za-z0-9.]*?)[-_ ]?(\d+(?:\.\d+)?)[bB]"
                          r"(?:[-_ ][aA](\d+(?:\.\d+)?)[bB])?(?![-_.]?[A-Za-z0-9])")  # where the name ends: not
@@ -3707,7 +3725,9 @@ def _preset_names_in(line: str) -> dict[str, int]:
     if not re.search(r"\d", line):  # every preset's name holds a digit
         return {}
     line = _UNDERSCORED_VERSION.sub(_dotted_version, line)
-    spans = [(m.start(), m.end(), name) for pattern, name in _preset_patterns() for m in pattern.finditer(line)]
+    lower = line.lower()
+    spans = [(m.start(), m.end(), name) for word, patterns in _preset_patterns_by_word() if word in lower
+             for pattern, name in patterns for m in pattern.finditer(line)]
     for m in _SIZED_NAME.finditer(line):
         if name := _sized_preset(m.group(1), float(m.group(2)), float(m.group(3)) if m.group(3) else None):
             spans.append((m.start(), m.end(), name))
