@@ -140,7 +140,8 @@ def recipe_options(func: F) -> F:
         click.option("--cross-entropy", type=click.Choice(list(CROSS_ENTROPY_KINDS)), default="unfused",
                      show_default=True,
                      help="Loss kernel: Megatron's default, --cross-entropy-loss-fusion with the native or the "
-                          "Transformer Engine implementation (te keeps bf16 logits only)."),
+                          "Transformer Engine implementation: fp32 logits and 52 B of HBM traffic a logit "
+                          "(unfused), 28 B (native), bf16 logits only and 10 B (te)."),
         click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
                      help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
                           "4 bytes per parameter held and reduced."),
