@@ -65,7 +65,8 @@ def read_all(paths: tuple[str, ...], defaults: dict[str, Any]) -> tuple[list[Any
     runs, failed = [], []
     for path in paths:
         try:
-            read = read_runs(path, **defaults)
+            with render.status(f"reading {'stdin' if path == '-' else Path(path).name} ..."):  # a long log takes seconds
+                read = read_runs(path, **defaults)
             for run in read:  # a layout Megatron would have refused means the log was misread
                 run.spec.require_plannable()
                 check_layout(run.spec, run.cluster, run.workload, run.layout, allow_cross_domain_tp=True)
