@@ -156,8 +156,10 @@ SETUPS: tuple[Setup, ...] = (
                  "batch 1536 on 1,536 A100; a calibration series: measurement scored by calibrate_time.py)"),
     # ------------------------------------------------------------------ NeMo 24.07 (DGX-H100, FP8 delayed scaling)
     Setup(name="llama3-8b-h100-8", model="llama-3.1-8b", gpu="h100", num_gpus=8, pins=dict(tp=1, pp=1, cp=2, ep=1),
-          workload=dict(seq_length=8192, global_batch_size=128, precision="fp8", grad_reduce_in_bf16=True),
-          source=NEMO_2407 + " Llama3 8B"),
+          workload=dict(seq_length=8192, global_batch_size=128, precision="fp8", grad_reduce_in_bf16=True,
+                        cross_entropy="native"),
+          source=NEMO_2407 + " Llama3 8B (NeMo-Framework-Launcher @24.07 conf/training/llama/llama3_8b.yaml L94: "
+                             "cross_entropy_loss_fusion, Megatron-Core's native fused loss then)"),
     Setup(name="llama2-70b-h100-64", model="llama-2-70b", gpu="h100", num_gpus=64, pins=dict(tp=4, pp=4, cp=1, ep=1),
           workload=dict(seq_length=4096, global_batch_size=128, precision="fp8", grad_reduce_in_bf16=True,
                         tp_comm_overlap=True),

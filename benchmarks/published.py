@@ -236,6 +236,14 @@ RECIPE_CPU_OFFLOAD_LAYERS = {
 #   default of its ``cross_entropy_impl`` argument, for the Llama / Qwen / DeepSeek / GPT-OSS recipes).
 BF16_GRAD_REDUCTION_SOURCES = ("nemo_perf_summary_2407", "megatron_bridge_perf_summary")
 TE_CROSS_ENTROPY_SOURCES = ("megatron_bridge_perf_summary",)
+# NeMo 1.x (container 24.07) fuses the loss where the launcher's training config says so: NeMo's
+# ``MegatronBaseModel.build_transformer_config`` (NVIDIA/NeMo @v2.0.0, megatron_base_model.py L562-571) copies
+# ``cross_entropy_loss_fusion`` from the model config into Megatron-Core's TransformerConfig, whose default is off;
+# NeMo-Framework-Launcher @24.07 sets it in ``conf/training/llama/llama3_8b.yaml`` L94, ``llama3_70b.yaml`` L109,
+# ``nemotron/nemotron_8b.yaml`` L114 and ``nemotron_22b.yaml`` L114, and not for Llama 2, GPT-3 or Nemotron-4. That
+# Megatron-Core had one fused loss, the native one.
+NATIVE_CROSS_ENTROPY_MODELS = {"nemo_perf_summary_2407": ("Llama 3 8B", "Llama 3 70B", "Nemotron-3 8B",
+                                                          "Nemotron-3 22B")}
 # The precision-aware optimizer (Workload.precision_aware_optimizer), as Megatron-Bridge's performance scripts launch
 # it. Every BF16 run with Adam, in every release: ``scripts/performance/run_script.py`` L127-128 @v0.1.0rc4,
 # ``utils/helpers.py`` L254-255 @v0.2.0, ``utils/overrides.py`` L436-437 @v0.3.1 (``set_post_overrides``), L471 @v0.4.2,
@@ -671,9 +679,12 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     grad_bf16 = source in BF16_GRAD_REDUCTION_SOURCES
     if grad_bf16:
         notes.append("bf16 main grads and gradient reduction (the source's recipes set it)")
-    loss = "te" if source in TE_CROSS_ENTROPY_SOURCES else "unfused"
+    loss = "te" if source in TE_CROSS_ENTROPY_SOURCES else \
+        "native" if record["model"]["name"] in NATIVE_CROSS_ENTROPY_MODELS.get(source, ()) else "unfused"
     if loss == "te":
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it)")
+    elif loss == "native":
+        notes.append("Megatron-Core's fused cross entropy (the launcher's config sets cross_entropy_loss_fusion)")
     overlap = _comm_overlap(source, spec, layout, notes, stated_vpp=vpp,
                             model_name=record["model"]["name"], gpu_name=hardware["gpu"], precision=precision,
                             fp8_recipe=fp8_recipe, recipe=recipe, release=record.get("software_version") or "",
