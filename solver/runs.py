@@ -401,6 +401,16 @@ HF_TOKENIZER_TYPES = ("pretrainedfromhf", "huggingfacetokenizer")
 # verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
 # use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
 # first; engine/megatron.yaml L35 @b178a3c), so a command that does not set it runs with it
+# NeMo 2 and Megatron-Bridge, whose GPT model configs switch the fused loss on (NVIDIA/NeMo @v2.0.0
+# nemo/collections/llm/gpt/model/base.py L171 ``cross_entropy_loss_fusion: bool = True``; Megatron-Bridge
+# models/gpt_provider.py L205, Megatron-Core's native kernel unless a model's bridge picks TE's), against NeMo 1,
+# whose megatron_gpt configs leave it to Megatron-Core's default, off (MegatronBaseModel.build_transformer_config)
+_NEMO2_MARK = re.compile(r"megatron\.bridge|Megatron-Bridge|ConfigContainer|nemo\.collections\.llm|nemo\.lightning|"
+                         r"\bnemo_run\b|\bGPTConfig\b|scripts/performance/setup_experiment\.py")
+# Megatron-Bridge's performance scripts pick TE's kernel for every recipe (scripts/performance/utils/overrides.py
+# @067f987df L83-84, _set_common_perf_overrides)
+_BRIDGE_PERF_MARK = re.compile(r"scripts/performance|perf_recipes|setup_experiment\.py|performance[-_ ]summary", re.I)
+_NEMO1_MARK = re.compile(r"\bmcore_gpt\b|megatron_amp_O2|MegatronGPTModel|megatron_gpt_(?:config|pretraining)")
 _VERL_MEGATRON = re.compile(r"actor_rollout_ref\.actor\.megatron\.|ppo_megatron_trainer")
 
 
@@ -473,6 +483,10 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if (facts.nemo_steps and not re.search(r"\[(?:config|engine|logging)\.py:\d+:\w+\]|\bZeRO optimizer\b", text)) \
             or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py", text):
         args.setdefault("_nemo", True)
+    if _NEMO2_MARK.search(text) and not _NEMO1_MARK.search(text):  # whose model configs fuse the loss by default
+        args.setdefault("_nemo2", True)
+        if _BRIDGE_PERF_MARK.search(text):
+            args.setdefault("_bridge_perf", True)
     if _VERL_MEGATRON.search(text):  # verl's Megatron actor: its config sets the distributed optimizer on
         args.setdefault("_verl_megatron", True)
     notes: list[str] = []
@@ -1799,6 +1813,17 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
             work["grad_reduce_in_bf16"] = True
     if args.get("cross_entropy_loss_fusion") is True:
         work["cross_entropy"] = "te" if args.get("cross_entropy_fusion_impl") == "te" else "native"
+    elif "cross_entropy_loss_fusion" not in args and args.get("_nemo2"):
+        perf = args.get("_bridge_perf") and "cross_entropy_fusion_impl" not in args
+        work["cross_entropy"] = "te" if perf or args.get("cross_entropy_fusion_impl") == "te" else "native"
+        notes.append(f"loss fused ({work['cross_entropy']}), as "
+                     + ("Megatron-Bridge's performance scripts set it (TE's kernel" if perf else
+                        "NeMo 2 / Megatron-Bridge model configs default it (") +
+                     "; the log does not print cross_entropy_loss_fusion: --arg cross-entropy-fusion-impl=te or "
+                     "native to change the kernel, --arg cross-entropy-loss-fusion=false if it was off)")
+    elif "cross_entropy_loss_fusion" not in args and not (megatron_defaults or args.get("_whole_dump")):
+        notes.append("loss kernel not in the log: costed as Megatron's unfused loss (--arg cross-entropy-loss-fusion="
+                     "true, with --arg cross-entropy-fusion-impl=te or native, if the run fused it)")
     dispatcher = args.get("moe_token_dispatcher_type")
     if dispatcher in MOE_DISPATCHERS:
         work["moe_dispatcher"] = dispatcher

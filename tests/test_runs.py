@@ -1253,3 +1253,24 @@ def test_an_mi250x_is_two_gcds(written, count):
     guide): a count of MI250X modules is twice as many GPUs, a count of GCDs is as written."""
     facts = parse_log(written)
     assert facts.args["_prose_num_gpus"] == count and facts.gpu_names == {"MI250X": 1}
+
+
+@pytest.mark.parametrize("marker, kernel, said", [
+    ("from megatron.bridge.recipes.llama import llama3_8b_pretrain_config", "native", "model configs default it"),
+    ("python scripts/performance/setup_experiment.py --model_family_name llama", "te", "performance scripts set it"),
+    ("torchrun pretrain_gpt.py", "unfused", "loss kernel not in the log"),
+])
+def test_a_loss_kernel_the_log_does_not_print_is_the_frameworks_default_and_said(tmp_path, marker, kernel, said):
+    """NeMo 2 / Megatron-Bridge model configs fuse the loss (Megatron-Core's native kernel), Bridge's performance
+    scripts pick TE's, Megatron-LM leaves it off: an excerpt that does not print it gets its framework's, with a note
+    naming the --arg that changes it (the kernels cost 28 / 10 / 52 B a logit, calibration.yaml)."""
+    log = tmp_path / "run.log"
+    log.write_text(marker + "\n iteration 10/ 100 | elapsed time per iteration (ms): 1000.0 | global batch size: 64 |\n")
+    run = read_runs(log, model="llama-3.1-8b", gpu="h100", num_gpus=8, seq_length=4096,
+                    args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1})[0]
+    assert run.workload.cross_entropy == kernel
+    assert any(said in n and "--arg cross-entropy-" in n for n in run.notes), run.notes
+    stated = read_runs(log, model="llama-3.1-8b", gpu="h100", num_gpus=8, seq_length=4096,
+                       args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1,
+                             "cross_entropy_loss_fusion": False})[0]
+    assert stated.workload.cross_entropy == "unfused" and not any("cross-entropy-" in n for n in stated.notes)
