@@ -63,7 +63,7 @@ def layout_and_workload(row: dict[str, Any], num_gpus: int) -> tuple[Layout, Wor
                     account_for_loss=pp > 1 and row.get("account_for_split", True))
     workload = Workload(seq_length=row["seq_length"], global_batch_size=row["global_batch_size"],
                         tp_comm_overlap=row["precision"] == "bf16" and tp > 1,
-                        cross_entropy=row.get("cross_entropy", "te"),
+                        cross_entropy=row.get("cross_entropy", "te-bf16grad"),  # (2025's TE)
                         moe_dispatcher=row["dispatcher"], moe_ep_overlap=row.get("ep_overlap", False),
                         cuda_graph_impl="transformer_engine" if row.get("cuda_graph") else "none",
                         offload_modules=tuple(row.get("offload_modules", ())), **PRECISIONS[row["precision"]])

@@ -141,7 +141,8 @@ def recipe_options(func: F) -> F:
                      show_default=True,
                      help="Loss kernel: Megatron's default, --cross-entropy-loss-fusion with the native or the "
                           "Transformer Engine implementation: fp32 logits and 52 B of HBM traffic a logit "
-                          "(unfused), 28 B (native), bf16 logits only and 10 B (te)."),
+                          "(unfused), 28 B (native); TE's keeps an fp32 gradient and moves 22 B (te, TE 2.18+) "
+                          "or writes it over the bf16 logits and moves 10 B (te-bf16grad, TE before 2.18)."),
         click.option("--grad-reduce-in-bf16", "grad_reduce_in_bf16", is_flag=True,
                      help="bf16 main grads and gradient reduction (Megatron --grad-reduce-in-bf16): 2 instead of "
                           "4 bytes per parameter held and reduced."),

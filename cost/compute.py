@@ -576,14 +576,14 @@ def logits_work(spec: ModelSpec, workload: Workload, shape: ActivationShape) -> 
     """Output layer + cross entropy on the last stage (and each MTP depth's head): ``6*h*V/t`` per
     token plus the loss's HBM traffic, ``loss_bytes_per_logit[workload.cross_entropy]`` per logit
     (``calibration.yaml``: 52 B for Megatron's unfused fp32 loss, 28 B for its fused ``native`` one,
-    10 B for Transformer Engine's two-pass kernel).
+    22 B for Transformer Engine's since TE 2.18 (an fp32 gradient), 10 B for TE's before it).
 
     >>> from megasolve.models.presets import load_preset
     >>> from megasolve.models.layout import Workload
     >>> spec, shape = load_preset("llama-3.1-8b"), ActivationShape(tp=1, cp=1, mbs=1, sequence_parallel=False)
     >>> [logits_work(spec, Workload(seq_length=4096, cross_entropy=k), shape).elementwise_bytes / 4096 / 128256
-    ...  for k in ("unfused", "native", "te")]
-    [52.0, 28.0, 10.0]
+    ...  for k in ("unfused", "native", "te", "te-bf16grad")]
+    [52.0, 28.0, 22.0, 10.0]
     """
     T, t = shape.tokens(workload), shape.tp
     V = spec.padded_vocab_size(t)

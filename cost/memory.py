@@ -916,8 +916,9 @@ def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
     exists at a time (output GEMM result before ``.float()``; in backward the bf16 grad of the logits).
     The fused ``native`` loss keeps the same fp32 ``exp_logits`` (``fusions/fused_cross_entropy.py``
     L89-119). Transformer Engine's loss (``--cross-entropy-fusion-impl te``) computes in fp32 inside the
-    kernel, saves only the bf16 logits and writes their gradient in place (TE
-    ``pytorch/cross_entropy.py`` ``CrossEntropyFunction``): ``2*T*V/t`` per head.
+    kernel and saves the gradient it writes in the forward pass (TE ``pytorch/cross_entropy.py``
+    ``CrossEntropyFunction``): in fp32 since TE 2.18 (TE#3193; ``te``), ``4*T*V/t`` per head, the bf16 logits freed;
+    over the bf16 logits before it (``te-bf16grad``), ``2*T*V/t`` per head.
 
     >>> from megasolve.models.presets import load_preset
     >>> spec = load_preset("llama-3.1-8b")  # V = 128256 -> 128512 at t = 4
@@ -929,7 +930,8 @@ def last_stage_extra_bytes(spec: ModelSpec, workload: Workload, shape: Activatio
     T, t = shape.tokens(workload), shape.tp
     V = spec.padded_vocab_size(t)
     heads = 1 + spec.mtp_num_layers
-    logits = heads * BF16 if workload.cross_entropy == "te" else heads * FP32 + BF16
+    logits = heads * BF16 if workload.cross_entropy == "te-bf16grad" else heads * FP32 if \
+        workload.cross_entropy == "te" else heads * FP32 + BF16
     targets = 9 * T * heads  # int64 masked targets + bool target mask per head (cross_entropy.py L187; traced)
     return 4 * T * spec.hidden_size / shape.sigma + logits * T * V / t + targets
 
@@ -944,7 +946,9 @@ def fused_loss_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activ
     counts (one head at a time). Measured, not traced (the CPU trace runs the loss eagerly): Megatron-LM's
     functional test ``gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion`` (H100) peaks 0.46 GB above
     its unfused sibling's prediction; this term is 0.41 GB there
-    (``benchmarks/megatron_functional_memory.py``). TE's loss and the unfused one: 0.
+    (``benchmarks/megatron_functional_memory.py``). TE's loss since TE 2.18 (``te``): its forward writes the fp32
+    gradient while the bf16 logits are alive, ``2*T*V/t`` above what it keeps (derived from the source, not
+    measured). TE's earlier loss and the unfused one: 0.
 
     >>> from megasolve.models.presets import load_preset
     >>> shape = ActivationShape(tp=4, cp=1, mbs=1, sequence_parallel=True)
@@ -952,9 +956,10 @@ def fused_loss_transient_bytes(spec: ModelSpec, workload: Workload, shape: Activ
     ...                            shape) == 4 * 4096 * 128512 / 4
     True
     """
-    if workload.cross_entropy != "native":
+    if workload.cross_entropy not in ("native", "te"):
         return 0.0
-    return FP32 * shape.tokens(workload) * spec.padded_vocab_size(shape.tp) / shape.tp
+    per_logit = FP32 if workload.cross_entropy == "native" else BF16
+    return per_logit * shape.tokens(workload) * spec.padded_vocab_size(shape.tp) / shape.tp
 
 
 def deferred_wgrad_bytes(spec: ModelSpec, workload: Workload, shape: ActivationShape, num_microbatches: int) -> float:

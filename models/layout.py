@@ -54,8 +54,10 @@ def precision_fields(choice: str) -> dict[str, object]:
     return {"precision": "fp4" if choice == "nvfp4" else choice, "fp8_param_gather": False}
 ATTENTION_KINDS = ("flash", "unfused")
 # Megatron's loss: unfused ``vocab_parallel_cross_entropy`` (default), ``--cross-entropy-loss-fusion``
-# with ``--cross-entropy-fusion-impl native`` or ``te`` (language_module.py L173-199)
-CROSS_ENTROPY_KINDS = ("unfused", "native", "te")
+# with ``--cross-entropy-fusion-impl native`` or ``te`` (language_module.py L173-199). Transformer Engine's
+# kernel changed in TE 2.18 (TE#3193, the NeMo 26.08 container's): ``te`` keeps the logits' gradient in fp32,
+# ``te-bf16grad`` is the kernel before it, which wrote the gradient over the bf16 logits
+CROSS_ENTROPY_KINDS = ("unfused", "native", "te", "te-bf16grad")
 # Megatron ``--fp8-recipe`` (ARG; TE recipes): per-tensor scaling (delayed: amax history, tensorwise:
 # current scaling) or block scaling (mxfp8: E8M0 scale per 32 elements, Blackwell; blockwise: 1x128 / 128x128)
 FP8_RECIPES = ("delayed", "tensorwise", "mxfp8", "blockwise")

@@ -483,6 +483,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if (facts.nemo_steps and not re.search(r"\[(?:config|engine|logging)\.py:\d+:\w+\]|\bZeRO optimizer\b", text)) \
             or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py", text):
         args.setdefault("_nemo", True)
+    if (old_te := _te_before_2_18(args, facts.software)) is not None:  # which of TE's loss kernels ran
+        args.setdefault("_te_bf16grad", old_te)
     if _NEMO2_MARK.search(text) and not _NEMO1_MARK.search(text):  # whose model configs fuse the loss by default
         args.setdefault("_nemo2", True)
         if _BRIDGE_PERF_MARK.search(text):
@@ -1577,6 +1579,27 @@ def _distributed_optimizer_from_theory(args: dict[str, Any]) -> tuple[bool, str]
     return None
 
 
+def _te_before_2_18(args: dict[str, Any], software: dict[str, str]) -> bool | None:
+    """Whether the run's Transformer Engine predates 2.18 (TE#3193: its loss keeps the gradient in fp32 from
+    then on), from ``--arg te-version=X``, the TE version the log prints, or the NeMo container it names (TE 2.18's
+    release_v2.18_nemo_26.08 branch is the 26.08 container's); None when none of them is known.
+
+    >>> _te_before_2_18({}, {"transformer-engine": "2.17.1"}), _te_before_2_18({}, {"container": "26.08"})
+    (True, False)
+    >>> _te_before_2_18({"te_version": "2.18"}, {"container": "25.09"}), _te_before_2_18({}, {"torch": "2.9"})
+    (False, None)
+    """
+    def key(text: Any) -> tuple[int, int] | None:
+        m = re.match(r"v?(\d+)\.(\d+)", str(text))
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+    if (version := key(args.get("te_version", software.get("transformer-engine", "")))) is not None:
+        return version < (2, 18)
+    if (container := key(software.get("container", ""))) is not None and container[0] >= 23:
+        return container < (26, 8)
+    return None
+
+
 def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: list[str],
                          missing: list[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
     tp = _int(args, "tensor_model_parallel_size", _int(args, "model_parallel_size", 1))
@@ -1824,6 +1847,13 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     elif "cross_entropy_loss_fusion" not in args and not (megatron_defaults or args.get("_whole_dump")):
         notes.append("loss kernel not in the log: costed as Megatron's unfused loss (--arg cross-entropy-loss-fusion="
                      "true, with --arg cross-entropy-fusion-impl=te or native, if the run fused it)")
+    if work.get("cross_entropy") == "te":  # Transformer Engine's kernel changed in TE 2.18 (models/layout.py)
+        if args.get("_te_bf16grad"):
+            work["cross_entropy"] = "te-bf16grad"
+        elif "_te_bf16grad" not in args:
+            notes.append("Transformer Engine's loss costed as TE 2.18's (an fp32 gradient: 22 B of traffic and 4 B "
+                         "held a logit) -- the log names no TE or NeMo container version; --arg te-version=2.17 for "
+                         "the kernel before it (10 B, 2 B held)")
     dispatcher = args.get("moe_token_dispatcher_type")
     if dispatcher in MOE_DISPATCHERS:
         work["moe_dispatcher"] = dispatcher

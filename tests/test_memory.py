@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from megasolve.cost import memory
 from megasolve.cost.memory import (
-    ActivationShape, attention_activation_terms, first_stage_extra_bytes, inflight_microbatches, static_bytes,
-    last_stage_extra_bytes, layer_activation_bytes, mlp_activation_terms, moe_dispatch_transient_bytes,
-    mtp_activation_bytes, other_bytes, selective_transient_bytes, stage_memory,
+    ActivationShape, attention_activation_terms, first_stage_extra_bytes, fused_loss_transient_bytes,
+    inflight_microbatches, last_stage_extra_bytes, layer_activation_bytes, mlp_activation_terms,
+    moe_dispatch_transient_bytes, mtp_activation_bytes, other_bytes, selective_transient_bytes, stage_memory,
+    static_bytes,
 )
 from megasolve.models.errors import MegasolveError
 from megasolve.models.layout import Layout, Workload
@@ -437,16 +438,25 @@ def test_grad_reduce_in_bf16_halves_the_main_grads_and_their_reduction():
     assert halved.grads_bytes * 2 == plain.grads_bytes
 
 
-def test_te_cross_entropy_keeps_only_the_bf16_logits():
-    """Megatron's loss keeps fp32 exp_logits per head (+ one bf16 logits tensor); TE's fused loss
-    keeps the bf16 logits per head and writes the gradient in place (memory.last_stage_extra_bytes)."""
+def test_te_cross_entropy_keeps_its_gradient_by_te_release():
+    """Megatron's loss keeps fp32 exp_logits per head (+ one bf16 logits tensor); TE's fused loss keeps the
+    gradient it writes in the forward pass: fp32 since TE 2.18 (``te``: 2 B a logit less than Megatron's, and the
+    bf16 logits beside it while it is written), over the bf16 logits before it (``te-bf16grad``: 4 B less)
+    (memory.last_stage_extra_bytes, fused_loss_transient_bytes)."""
     spec = load_preset("llama-3.1-8b")  # V = 128256 -> 128512 at t = 4; T = 4096
     shape = ActivationShape(tp=4, cp=1, mbs=1, sequence_parallel=True)
-    unfused = last_stage_extra_bytes(spec, Workload(seq_length=4096), shape)
-    native = last_stage_extra_bytes(spec, Workload(seq_length=4096, cross_entropy="native"), shape)
-    te = last_stage_extra_bytes(spec, Workload(seq_length=4096, cross_entropy="te"), shape)
-    assert unfused == native
-    assert unfused - te == 4 * 4096 * 128512 / 4  # the fp32 copy: 526 MB per micro-batch
+    logits = 4096 * 128512 / 4
+
+    def held(kind):
+        return last_stage_extra_bytes(spec, Workload(seq_length=4096, cross_entropy=kind), shape)
+
+    def transient(kind):
+        return fused_loss_transient_bytes(spec, Workload(seq_length=4096, cross_entropy=kind), shape)
+
+    assert held("unfused") == held("native")
+    assert held("unfused") - held("te") == 2 * logits and transient("te") == 2 * logits
+    assert held("unfused") - held("te-bf16grad") == 4 * logits  # the fp32 copy: 526 MB per micro-batch
+    assert transient("te-bf16grad") == transient("unfused") == 0 and transient("native") == 4 * logits
     with pytest.raises(MegasolveError, match="--cross-entropy"):
         Workload(cross_entropy="fused")
 

@@ -1274,3 +1274,19 @@ def test_a_loss_kernel_the_log_does_not_print_is_the_frameworks_default_and_said
                        args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1,
                              "cross_entropy_loss_fusion": False})[0]
     assert stated.workload.cross_entropy == "unfused" and not any("cross-entropy-" in n for n in stated.notes)
+
+
+@pytest.mark.parametrize("extra, kernel", [("", "te"), ("image: nvcr.io/nvidia/nemo:25.09\n", "te-bf16grad"),
+                                           ("image: nvcr.io/nvidia/nemo:26.08\n", "te"),
+                                           ("transformer_engine version: 2.17.0\n", "te-bf16grad")])
+def test_te_loss_kernel_follows_the_te_release_the_log_names(tmp_path, extra, kernel):
+    """TE 2.18 (TE#3193; the NeMo 26.08 container's branch) keeps the loss's gradient in fp32: 22 B of traffic and
+    4 B held a logit against 10 and 2 before it. A log naming its container or TE version gets that release's kernel;
+    one naming neither gets 2.18's, said in a note with the --arg that changes it."""
+    log = tmp_path / "run.log"
+    log.write_text(extra + "python scripts/performance/setup_experiment.py --model_family_name llama\n"
+                   " iteration 10/ 100 | elapsed time per iteration (ms): 1000.0 | global batch size: 64 |\n")
+    run = read_runs(log, model="llama-3.1-8b", gpu="h100", num_gpus=8, seq_length=4096,
+                    args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1})[0]
+    assert run.workload.cross_entropy == kernel
+    assert any("--arg te-version=2.17" in n for n in run.notes) == (not extra), run.notes
