@@ -398,9 +398,6 @@ TOKENIZER_VOCAB = (("gpt2bpe", 50257), ("gpt2-vocab", 50257), ("llama-3", 128256
                    ("t5-small", 32100), ("t5-base", 32100), ("t5-large", 32100), ("t5-3b", 32100), ("t5-11b", 32100))
 # tokenizer types that load a Hugging Face tokenizer by name or path (Megatron-DeepSpeed, Megatron-LM)
 HF_TOKENIZER_TYPES = ("pretrainedfromhf", "huggingfacetokenizer")
-# verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
-# use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
-# first; engine/megatron.yaml L35 @b178a3c), so a command that does not set it runs with it
 # NeMo 2 and Megatron-Bridge, whose GPT model configs switch the fused loss on (NVIDIA/NeMo @v2.0.0
 # nemo/collections/llm/gpt/model/base.py L171 ``cross_entropy_loss_fusion: bool = True``; Megatron-Bridge
 # models/gpt_provider.py L205, Megatron-Core's native kernel unless a model's bridge picks TE's), against NeMo 1,
@@ -411,6 +408,9 @@ _NEMO2_MARK = re.compile(r"megatron\.bridge|Megatron-Bridge|ConfigContainer|nemo
 # @067f987df L83-84, _set_common_perf_overrides)
 _BRIDGE_PERF_MARK = re.compile(r"scripts/performance|perf_recipes|setup_experiment\.py|performance[-_ ]summary", re.I)
 _NEMO1_MARK = re.compile(r"\bmcore_gpt\b|megatron_amp_O2|MegatronGPTModel|megatron_gpt_(?:config|pretraining)")
+# verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
+# use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
+# first; engine/megatron.yaml L35 @b178a3c), so a command that does not set it runs with it
 _VERL_MEGATRON = re.compile(r"actor_rollout_ref\.actor\.megatron\.|ppo_megatron_trainer")
 
 
