@@ -17,8 +17,9 @@ Sources (``Megatron-LM`` = NVIDIA/Megatron-LM @ d98e8a64, 2026-08-22; ``ARG`` = 
   L1166 assert it is not ``1`` with Torch-FSDP2 / Megatron-FSDP ("requires ... > 1 or unset"); the
   warning at L1466-1473 names 32 as the larger value;
 * ``--cross-entropy-fusion-impl te`` is rejected by ARG L1697-1702 ("Transformer Engine cross entropy
-  loss fusion is disabled due to stability issues"), so a plan costed with the TE loss launches with
-  ``native`` and says so.
+  loss fusion is disabled due to stability issues", since Megatron-LM#5115, 2026-06), so the megatron format
+  launches a plan costed with the TE loss with ``native`` and says so; the config formats keep ``te``
+  (Megatron-Core's TransformerConfig takes it, and Megatron-Bridge's performance scripts set it).
 """
 
 from __future__ import annotations
@@ -359,15 +360,10 @@ def kernel_settings(spec: ModelSpec, workload: Workload) -> list[Setting]:
     dispatcher the cost model assumed (flex: DeepEP backend; grouped GEMM for the experts) and the CUDA
     graphs it was costed with."""
     fused = workload.cross_entropy != "unfused"
-    impl, note = workload.cross_entropy.removesuffix("-bf16grad"), ""  # TE's kernel of any release: one flag value
-    if impl == "te":
-        impl = "native"
-        note = ("the plan was costed with the TE fused loss; Megatron-LM rejects --cross-entropy-fusion-impl te "
-                "(arguments.py L1697-1702), so this launches the native fused loss: fp32 logits on the last stage "
-                "and 28 B of HBM traffic a logit (estimate --cross-entropy native prices it)")
+    impl = workload.cross_entropy.removesuffix("-bf16grad")  # TE's kernel of any release: one flag value
     s = [Setting("cross_entropy_loss_fusion", fused, "kernels")]
-    if fused:  # cross_entropy_fusion_impl is not Optional in TransformerConfig
-        s.append(Setting("cross_entropy_fusion_impl", impl, "kernels", note))
+    if fused:  # cross_entropy_fusion_impl is not Optional in TransformerConfig (the megatron format launches TE's
+        s.append(Setting("cross_entropy_fusion_impl", impl, "kernels"))  # as native: launch_formats.py)
     s += activation_settings(spec, workload)
     if workload.offload_modules:  # fine-grained activation offloading (TC L1320-1345)
         s += [Setting("fine_grained_activation_offloading", True, "memory"),

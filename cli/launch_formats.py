@@ -164,9 +164,22 @@ def megatron_flag_list(settings: list[Setting]) -> list[str]:
     return [f for s in settings if s.group != "env" for f in _megatron_flag(s, by_name)]
 
 
+def _native_loss(setting: Setting) -> Setting:
+    """Megatron-LM refuses ``--cross-entropy-fusion-impl te`` (arguments.py L1697-1702, since Megatron-LM#5115):
+    a plan costed with TE's loss launches Megatron-Core's native one there, and the command says what that costs."""
+    if setting.name != "cross_entropy_fusion_impl" or setting.value != "te":
+        return setting
+    return Setting(setting.name, "native", setting.group,
+                   "the plan was costed with the TE fused loss; Megatron-LM rejects --cross-entropy-fusion-impl te "
+                   "(arguments.py L1697-1702), so this launches the native fused loss: fp32 logits on the last "
+                   "stage and 28 B of HBM traffic a logit (estimate --cross-entropy native prices it); the config "
+                   "formats (bridge, nemo, verl) keep TE's")
+
+
 def megatron_command(settings: list[Setting], cluster: Cluster) -> str:
     """A ``torchrun ... pretrain_gpt.py`` (hybrid models: ``pretrain_hybrid.py``) command; environment
     variables go before ``torchrun``."""
+    settings = [_native_loss(s) for s in settings]
     env = [f"{s.name}={s.value}" for s in settings if s.group == "env"]
     flags = megatron_flag_list(settings) + list(MEGATRON_RUN_FLAGS)
     per_node = min(cluster.gpus_per_node, cluster.num_gpus)
