@@ -87,7 +87,7 @@ def _tokens_from_tflops(tflops: float, spec: ModelSpec, seq: int) -> float:
 # TE cross entropy, --overlap-moe-expert-parallel-comm for MoE with EP (benchmarks/published.py has the lines)
 def _bridge(precision: str, *, fp8_recipe: str = "tensorwise", moe: bool = False, tp_overlap: bool = True,
             dispatcher: str = "flex", ep_overlap: bool = True, **extra: Any) -> dict[str, Any]:
-    # (TE's loss as the archived releases ran it, before TE 2.18: published.py _release_key)
+    # (TE's loss as the archived releases ran it, before TE 2.18: solver/runs.py te_before_2_18)
     out = dict(precision=precision, grad_reduce_in_bf16=True, cross_entropy="te-bf16grad", tp_comm_overlap=tp_overlap)
     if precision == "fp8":  # Bridge's FP8 / MXFP8 precision configs keep FP8 primary weights (published.py
         out.update(fp8_recipe=fp8_recipe, fp8_param_gather=True)  # FP8_PARAM_GATHER_SOURCES)

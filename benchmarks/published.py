@@ -236,15 +236,6 @@ RECIPE_CPU_OFFLOAD_LAYERS = {
 #   default of its ``cross_entropy_impl`` argument, for the Llama / Qwen / DeepSeek / GPT-OSS recipes).
 BF16_GRAD_REDUCTION_SOURCES = ("nemo_perf_summary_2407", "megatron_bridge_perf_summary")
 TE_CROSS_ENTROPY_SOURCES = ("megatron_bridge_perf_summary",)
-# Transformer Engine 2.18 keeps the loss's gradient in fp32 (TE#3193, 2026-07-09); its release_v2.18_nemo_26.08
-# branch is the NeMo 26.08 container's, and no earlier container branch holds the change: Bridge rows of 26.08 and
-# later are costed with it (cross_entropy "te"), earlier ones with the kernel before it ("te-bf16grad").
-def _release_key(release: str) -> tuple[int, int]:
-    """``"26.04.01"`` -> (26, 4); an unstated release sorts first."""
-    parts = release.split(".")
-    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else (0, 0)
-
-
 # NeMo 1.x (container 24.07) fuses the loss where the launcher's training config says so: NeMo's
 # ``MegatronBaseModel.build_transformer_config`` (NVIDIA/NeMo @v2.0.0, megatron_base_model.py L562-571) copies
 # ``cross_entropy_loss_fusion`` from the model config into Megatron-Core's TransformerConfig, whose default is off;
@@ -691,8 +682,12 @@ def map_record(record: dict[str, Any]) -> PublishedRun:
     loss = "te" if source in TE_CROSS_ENTROPY_SOURCES else \
         "native" if record["model"]["name"] in NATIVE_CROSS_ENTROPY_MODELS.get(source, ()) else "unfused"
     if loss == "te":
+        from megasolve.solver.runs import te_before_2_18
+
+        # TE 2.18 (TE#3193, the NeMo 26.08 container's) keeps the loss's gradient in fp32 ("te"); a release before
+        # it, or none stated, ran the kernel that wrote it over the bf16 logits ("te-bf16grad")
         release = (record.get("software_version") or "").removeprefix("NeMo container ").strip()
-        if _release_key(release) < (26, 8):  # TE before 2.18 (_release_key): the gradient over the bf16 logits
+        if te_before_2_18({}, {"container": release}) is not False:
             loss = "te-bf16grad"
         notes.append("Transformer Engine fused cross entropy (the source's recipes set it"
                      + ("; TE 2.18's fp32 gradient)" if loss == "te" else "; TE before 2.18)"))

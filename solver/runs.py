@@ -483,7 +483,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     if (facts.nemo_steps and not re.search(r"\[(?:config|engine|logging)\.py:\d+:\w+\]|\bZeRO optimizer\b", text)) \
             or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py", text):
         args.setdefault("_nemo", True)
-    if (old_te := _te_before_2_18(args, facts.software)) is not None:  # which of TE's loss kernels ran
+    if (old_te := te_before_2_18(args, facts.software)) is not None:  # which of TE's loss kernels ran
         args.setdefault("_te_bf16grad", old_te)
     if _NEMO2_MARK.search(text) and not _NEMO1_MARK.search(text):  # whose model configs fuse the loss by default
         args.setdefault("_nemo2", True)
@@ -1579,14 +1579,14 @@ def _distributed_optimizer_from_theory(args: dict[str, Any]) -> tuple[bool, str]
     return None
 
 
-def _te_before_2_18(args: dict[str, Any], software: dict[str, str]) -> bool | None:
+def te_before_2_18(args: dict[str, Any], software: dict[str, str]) -> bool | None:
     """Whether the run's Transformer Engine predates 2.18 (TE#3193: its loss keeps the gradient in fp32 from
     then on), from ``--arg te-version=X``, the TE version the log prints, or the NeMo container it names (TE 2.18's
     release_v2.18_nemo_26.08 branch is the 26.08 container's); None when none of them is known.
 
-    >>> _te_before_2_18({}, {"transformer-engine": "2.17.1"}), _te_before_2_18({}, {"container": "26.08"})
+    >>> te_before_2_18({}, {"transformer-engine": "2.17.1"}), te_before_2_18({}, {"container": "26.08"})
     (True, False)
-    >>> _te_before_2_18({"te_version": "2.18"}, {"container": "25.09"}), _te_before_2_18({}, {"torch": "2.9"})
+    >>> te_before_2_18({"te_version": "2.18"}, {"container": "25.09"}), te_before_2_18({}, {"torch": "2.9"})
     (False, None)
     """
     def key(text: Any) -> tuple[int, int] | None:
@@ -1834,11 +1834,12 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
             work.update(fsdp_grads)
         elif fsdp_grads.get("fsdp_main_grads_dtype", "auto") != "fp32":  # auto: the bf16 weights' dtype
             work["grad_reduce_in_bf16"] = True
+    impl = "te" if args.get("cross_entropy_fusion_impl") == "te" else "native"
     if args.get("cross_entropy_loss_fusion") is True:
-        work["cross_entropy"] = "te" if args.get("cross_entropy_fusion_impl") == "te" else "native"
+        work["cross_entropy"] = impl
     elif "cross_entropy_loss_fusion" not in args and args.get("_nemo2"):
         perf = args.get("_bridge_perf") and "cross_entropy_fusion_impl" not in args
-        work["cross_entropy"] = "te" if perf or args.get("cross_entropy_fusion_impl") == "te" else "native"
+        work["cross_entropy"] = "te" if perf else impl
         notes.append(f"loss fused ({work['cross_entropy']}), as "
                      + ("Megatron-Bridge's performance scripts set it (TE's kernel" if perf else
                         "NeMo 2 / Megatron-Bridge model configs default it (") +
