@@ -44,18 +44,10 @@ NEMO_2407 = ("NVIDIA/NeMo docs/source/performance/performance_summary.md @9c5c5e
              "(https://github.com/NVIDIA/NeMo/blob/main/docs/source/performance/performance_summary.md)")
 
 
-def nemotron4_340b() -> ModelSpec:
-    """Nemotron-4 340B (arXiv:2406.11704 Table 1; NeMo ``Nemotron4Config340B``): 96 layers, h 18432,
-    96 heads, 8 KV groups, head dim 192, FFN 73728 squared ReLU (not gated), vocab 256000, untied."""
-    return ModelSpec(name="nemotron-4-340b", num_layers=96, hidden_size=18432, ffn_hidden_size=73728,
-                     num_attention_heads=96, num_query_groups=8, kv_channels=192, vocab_size=256000,
-                     swiglu=False, normalization="LayerNorm", source="arXiv:2406.11704 Table 1")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Setup:
     name: str
-    model: str  # preset name, or "nemotron-4-340b"
+    model: str  # preset name
     gpu: str
     num_gpus: int
     pins: dict[str, int]  # the expert's tp / pp / cp / ep
@@ -69,7 +61,7 @@ class Setup:
     notes: tuple[str, ...] = field(default=())
 
     def spec(self) -> ModelSpec:
-        return nemotron4_340b() if self.model == "nemotron-4-340b" else load_preset(self.model)
+        return load_preset(self.model)
 
     def cluster(self) -> Cluster:
         return Cluster.from_flags(num_gpus=self.num_gpus, gpu=self.gpu, nvlink_domain=self.nvlink_domain)

@@ -243,6 +243,21 @@ DEEPSEEK_V3 = dict(
     moe_shared_expert_intermediate_size=2048, multi_latent_attention=True, q_lora_rank=1536,
     kv_lora_rank=512, qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128,
 )
+NEMOTRON4_15B = dict(  # arXiv:2402.16819 Table 1; LayerNorm, squared ReLU (not gated: GeLU's parameters), no bias
+    hidden_size=6144, ffn_hidden_size=24576, num_attention_heads=48, num_query_groups=8, kv_channels=128,
+    vocab_size=256000, max_position_embeddings=4096, swiglu=False, normalization="LayerNorm",
+)
+GLM47_FLASH = dict(  # zai-org/GLM-4.7-Flash: MLA (q_lora 768, qk 192 + 64, v 256) + MoE (64 top-4, one shared)
+    hidden_size=2048, ffn_hidden_size=10240, num_attention_heads=20, num_query_groups=20,
+    vocab_size=154880, max_position_embeddings=202752, qk_layernorm=True, num_moe_experts=64, moe_router_topk=4,
+    moe_ffn_hidden_size=1536, moe_shared_expert_intermediate_size=1536, multi_latent_attention=True, q_lora_rank=768,
+    kv_lora_rank=512, qk_head_dim=192, qk_pos_emb_head_dim=64, v_head_dim=256,
+)
+OLMOE_1B_7B = dict(  # allenai/OLMoE-1B-7B-0924 with Megatron-Core's per-head QK-norm (the HF model's spans all heads)
+    hidden_size=2048, ffn_hidden_size=1024, num_attention_heads=16, num_query_groups=16, kv_channels=128,
+    vocab_size=50304, max_position_embeddings=4096, qk_layernorm=True, num_moe_experts=64, moe_router_topk=8,
+    moe_ffn_hidden_size=1024,
+)
 
 
 def _case(name, base, layout, **model_overrides):
@@ -357,6 +372,16 @@ CASES = [
     _case("mistral-7b-v0.1-L4-tp2-pp2-window", MISTRAL_7B_V01, dict(tp=2, pp=2), num_layers=4),
     _case("gemma3-27b-L6-tp4-window-pattern-tied", GEMMA3_27B, dict(tp=4), num_layers=6,
           window_attn_skip_freq=[1, 1, 1, 1, 1, 0]),
+    # ---- presets read through the nemotron / glm4_moe_lite / olmoe HF readers (2026-12-07) --------------------
+    _case("nemotron-4-15b-L2-tp2-layernorm-plain-mlp", NEMOTRON4_15B, dict(tp=2), num_layers=2),
+    _case("nemotron-4-15b-L4-tp4-pp2-layernorm-plain-mlp", NEMOTRON4_15B, dict(tp=4, pp=2), num_layers=4),
+    _case("glm-4.7-flash-L4-tp2-ep4-etp1-mtp1", GLM47_FLASH, dict(tp=2, ep=4, etp=1), num_layers=4,
+          moe_layer_freq=_moe(1, 3), mtp_num_layers=1),
+    _case("glm-4.7-flash-L4-tp1-pp2-ep8-etp1-mtp1", GLM47_FLASH, dict(pp=2, ep=8, etp=1), num_layers=4,
+          moe_layer_freq=_moe(1, 3), mtp_num_layers=1),
+    _case("olmoe-1b-7b-L2-tp1-ep8", OLMOE_1B_7B, dict(ep=8), num_layers=2, moe_layer_freq=_moe(0, 2)),
+    _case("olmoe-1b-7b-L4-tp2-pp2-ep4-etp1", OLMOE_1B_7B, dict(tp=2, pp=2, ep=4, etp=1), num_layers=4,
+          moe_layer_freq=_moe(0, 4)),
 ]
 
 

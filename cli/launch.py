@@ -97,11 +97,17 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
         # s x s x heads fp32 score tensors are not modelled); Megatron-Bridge's GLM-5 recipes set cudnn
         s.append(("dsa_kernel_backend", "cudnn"))
         s.append(("apply_rope_fusion", False))  # "RoPE fusion is not supported for DSAttention" (TC L3162-3163)
+    if spec.activation == "squared_relu" and not spec.is_hybrid:  # --squared-relu (ARG L2448 @d98e8a6); hybrid: below
+        s.append(("squared_relu", True))
     if spec.mtp_num_layers:
         s.append(("mtp_num_layers", spec.mtp_num_layers))
         if spec.mtp_use_repeated_layer:
             s.append(("mtp_use_repeated_layer", True))
-    return [Setting(name, value, "model") for name, value in s] + hybrid_settings(spec)
+    out = [Setting(name, value, "model") for name, value in s]
+    if spec.activation == "xielu":
+        out.append(Setting("_note", None, "model", "the MLP activation is xIELU (Apertus): upstream Megatron-LM has no "
+                           "flag for it (swiss-ai/Megatron-LM's --xielu); the plan costs it as a non-gated MLP's"))
+    return out + hybrid_settings(spec)
 
 
 def hybrid_settings(spec: ModelSpec) -> list[Setting]:

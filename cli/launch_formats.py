@@ -200,6 +200,8 @@ def megatron_command(settings: list[Setting], cluster: Cluster) -> str:
 # ----------------------------------------------------------------------------- config overrides
 _MAX_POS = NotExpressible("max_position_embeddings (positions are sized by seq_length)")
 _SWIGLU = NotExpressible("the activation function (a callable): the recipe must build SiLU for gated_linear_unit")
+_SQUARED_RELU = NotExpressible("the activation function (a callable): the recipe must set activation_func to "
+                               "megatron.core.activations.squared_relu (as Megatron-Bridge's nemotron bridge does)")
 
 # Optimizer CPU offload settings (cli/launch.py optimizer_offload_settings): fields of Megatron-Core's
 # OptimizerConfig in every config-based format
@@ -415,6 +417,8 @@ def _target(fmt: str, setting: Setting) -> object:
     name = setting.name
     if fmt == "verl" and setting.group == "model":
         return VERL_MODEL
+    if name == "squared_relu":  # Megatron-LM's flag sets TransformerConfig.activation_func (a callable)
+        return _SQUARED_RELU
     if name == "gated_linear_unit" and setting.value:
         return (_SWIGLU, f"model.{name}" if fmt == "bridge" else
                 f"model.transformer.{name}" if fmt == "bridge-main" else f"model.config.{name}")

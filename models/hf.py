@@ -49,6 +49,31 @@ MODEL_TYPES = {
     # index_topk_freq / index_skip_topk_offset), as Megatron-Bridge maps them (models/glm_moe_dsa/glm5_bridge.py)
     "deepseek_v32": "deepseek", "glm_moe_dsa": "deepseek",
     "llama4_text": "llama4", "ernie4_5_moe": "ernie_moe", "gpt2": "gpt2", "nemotron_h": "nemotron_h",
+    # Mistral's layer under other names: Ministral 8B (``ministral``: per-layer sliding windows in layer_types) and the
+    # Ministral 3 / Mistral Small language models inside the ``mistral3`` wrapper (``ministral3``; Megatron-Bridge
+    # models/ministral3: a GPT provider of the text config's widths)
+    "ministral": "llama", "ministral3": "llama",
+    # Seed-OSS (transformers models/seed_oss): Llama's layer with q / k / v biases (attention_bias) and an o_proj bias
+    # of its own (attention_out_bias)
+    "seed_oss": "llama",
+    # Apertus (transformers models/apertus; swiss-ai trains it with its Megatron-LM fork): per-head QK-norm and a
+    # non-gated MLP (up_proj, xIELU, down_proj)
+    "apertus": "llama",
+    # EXAONE 4 (models/exaone4; Megatron-Bridge models/exaone): per-head QK-norm, sliding / global layers, RMSNorm
+    # after the attention and the MLP instead of before them (the same two norms a layer)
+    "exaone4": "llama",
+    # Nemotron-3 / Nemotron-4 / Minitron dense (models/nemotron; Megatron-Bridge models/nemotron/nemotron_bridge.py:
+    # LayerNorm with zero-centred gamma, squared ReLU, not gated, RoPE on half of each head)
+    "nemotron": "llama",
+    # OLMoE (models/olmoe; Megatron-Bridge models/olmoe): every layer MoE (intermediate_size is the expert width), no
+    # shared expert, QK-norm over all heads
+    "olmoe": "qwen_moe",
+    # GLM-4.7-Flash (models/glm4_moe_lite; Megatron-Bridge glm/glm47_flash_bridge.py): DeepSeek-V3's MLA + MoE layers
+    # (MLAModelProvider, qk_layernorm, one shared expert), the dense layers named by mlp_layer_types
+    "glm4_moe_lite": "deepseek",
+    # dots.llm1 (models/dots1): DeepSeek-V3's MoE (first_k_dense_replace, shared experts) with GQA attention and
+    # per-head QK-norm instead of MLA
+    "dots1": "deepseek",
 }
 # ``architectures[0]`` -> the model_type whose reader fits (checked first: Kimi-K2 ships
 # ``model_type: kimi_k2`` with the DeepSeek-V3 architecture, moonshotai/Kimi-K2-Instruct README
@@ -64,6 +89,9 @@ ARCHITECTURES = {
     "Ernie4_5_ForCausalLM": "ernie4_5", "Ernie4_5_MoeForCausalLM": "ernie4_5_moe",
     "Llama4ForCausalLM": "llama4_text", "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
     "Qwen3_5ForCausalLM": "qwen3_5_text", "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
+    "MinistralForCausalLM": "ministral", "Ministral3ForCausalLM": "ministral3", "SeedOssForCausalLM": "seed_oss",
+    "ApertusForCausalLM": "apertus", "Exaone4ForCausalLM": "exaone4", "NemotronForCausalLM": "nemotron",
+    "OlmoeForCausalLM": "olmoe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite", "Dots1ForCausalLM": "dots1",
 }
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
@@ -94,7 +122,12 @@ _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2
 # the Qwen3-Next decoder: gated DeltaNet layers, gated attention (q_proj doubled for the output gate), QK-norm
 QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text",
-                  "deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
+                  "deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "glm4_moe_lite",
+                  "apertus", "exaone4", "olmoe", "dots1")
+# MLPs that are not gated: one up-projection, an activation, the down-projection (Nemotron's squared ReLU, Apertus'
+# xIELU); Nemotron's LayerNorm1P is a LayerNorm (weight and bias) with zero-centred gamma
+_PLAIN_MLP_TYPES = ("nemotron", "apertus")
+_LAYERNORM_TYPES = ("nemotron",)
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2", "ernie4_5", "ernie4_5_moe")
 # transformers' documented class defaults that released configs rely on (filled with a note).
 DOCUMENTED_DEFAULTS = {
@@ -108,6 +141,10 @@ DOCUMENTED_DEFAULTS = {
     # full_attention_interval (default 4); partial_rotary_factor 0.25 "for BC"
     "qwen3_5_text": {"full_attention_interval": 4, "partial_rotary_factor": 0.25},
     "qwen3_5_moe_text": {"full_attention_interval": 4, "partial_rotary_factor": 0.25},
+    # models/nemotron/configuration_nemotron.py NemotronConfig.__post_init__: partial_rotary_factor 0.5 "for BC"
+    "nemotron": {"partial_rotary_factor": 0.5},
+    # models/glm4_moe_lite/configuration_glm4_moe_lite.py: mlp_layer_types ["dense"] + ["sparse"] * (L - 1)
+    "glm4_moe_lite": {"first_k_dense_replace": 1},
 }
 # Keys that change neither parameters, FLOPs nor memory: token ids, numerics, initialisation,
 # RoPE frequencies and scaling (same FLOPs), inference-only settings, bookkeeping.
@@ -289,7 +326,8 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         experts = _opt_int(cfg, "num_experts", model_type, 0)
         if not experts:
             return None
-        ffn = _int(cfg, "moe_intermediate_size", model_type)
+        # OLMoE has no dense MLP: its intermediate_size is the expert width (OlmoeSparseMoeBlock)
+        ffn = _int(cfg, "intermediate_size" if model_type == "olmoe" else "moe_intermediate_size", model_type)
         step = _opt_int(cfg, "decoder_sparse_step", model_type, 1) or 1
         dense_only = cfg.get("mlp_only_layers") or []
         if not isinstance(dense_only, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in dense_only):
@@ -305,9 +343,17 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         if not experts:
             return None
         ffn = _int(cfg, "moe_intermediate_size", model_type)
-        first_dense = _opt_int(cfg, "first_k_dense_replace", model_type, 0) or 0
+        default_dense = DOCUMENTED_DEFAULTS.get(model_type, {}).get("first_k_dense_replace", 0)
+        first_dense = _opt_int(cfg, "first_k_dense_replace", model_type, default_dense) or 0
         freq = _opt_int(cfg, "moe_layer_freq", model_type, 1) or 1
         pattern = [int(i >= first_dense and i % freq == 0) for i in range(num_layers)]
+        kinds = cfg.get("mlp_layer_types") if model_type == "glm4_moe_lite" else None
+        if kinds is not None:  # GLM-4.7-Flash: one "dense" / "sparse" entry per layer (Glm4MoeLiteDecoderLayer)
+            if not isinstance(kinds, list) or len(kinds) != num_layers or set(kinds) - {"dense", "sparse"}:
+                raise ConfigError(field="mlp_layer_types", value=repr(kinds)[:60],
+                                  rule=f"must list {num_layers} entries of dense / sparse",
+                                  fix="pass the model's config.json unchanged")
+            pattern = [int(k == "sparse") for k in kinds]
         shared = (_opt_int(cfg, "n_shared_experts", model_type, 0) or 0) * ffn
         gate = False
         top_k = _int(cfg, "num_experts_per_tok", model_type)
@@ -379,6 +425,20 @@ def _window(cfg: dict[str, Any], model_type: str, layers: int, notes: list[str])
     if types is None:
         if model_type == "gemma2":  # Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
             types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+        elif model_type == "exaone4":  # Exaone4Config: sliding unless (i + 1) % sliding_window_pattern == 0
+            period = cfg.get("sliding_window_pattern")
+            if isinstance(period, str) and period and set(period) <= {"L", "G"}:  # released as e.g. "LLLG"
+                types = ["sliding_attention" if period[i % len(period)] == "L" else "full_attention"
+                         for i in range(layers)]
+            elif isinstance(period, int) and not isinstance(period, bool) and period > 0:
+                types = ["sliding_attention" if (i + 1) % period else "full_attention" for i in range(layers)]
+            else:
+                raise ConfigError(field="sliding_window_pattern", value=repr(period)[:40],
+                                  rule="exaone4 names its global layers by it when layer_types is not given",
+                                  fix='give layer_types, or sliding_window_pattern as a period (4) or "LLLG"')
+        elif model_type == "dots1":  # Dots1Config: sliding from layer max_window_layers on
+            start = _opt_int(cfg, "max_window_layers", model_type, layers)
+            types = ["sliding_attention" if i >= start else "full_attention" for i in range(layers)]
         elif model_type == "gemma3_text":  # Gemma3DecoderLayer: bool((layer_idx + 1) % sliding_window_pattern)
             period = cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern")  # transformers >= 4.53
             if period is None:
@@ -635,6 +695,10 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         if "kv_lora_rank" not in cfg:
             notes.append(f"num_key_value_heads not set: transformers' default = num_attention_heads ({heads})")
     moe = _moe(cfg, family, model_type, layers)
+    if model_type == "glm4_moe_lite" and dict.get(cfg, "mlp_layer_types") is None \
+            and dict.get(cfg, "first_k_dense_replace") is None:
+        notes.append("mlp_layer_types and first_k_dense_replace not set: transformers' default, the first layer "
+                     "dense and the others MoE (glm4_moe_lite configuration class)")
     if family == "mixtral" or (family == "qwen_moe" and moe is not None and all(moe.layer_pattern)):
         ffn = _opt_int(cfg, "intermediate_size", model_type, None) or moe.expert_ffn_hidden_size
     elif family == "llama4":
@@ -664,7 +728,21 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
     else:
         bias_linear = (bool(cfg.get("mlp_bias", False)) and attention_bias) or use_bias
         qkv_bias = model_type in _QKV_BIAS_TYPES or attention_bias or use_bias
+    if model_type == "seed_oss" and cfg.get("attention_out_bias") and not bias_linear:
+        notes.append("attention_out_bias: the o_proj bias (hidden_size a layer) is not counted: Megatron-Core biases "
+                     "o_proj only with every linear layer (--add-bias-linear)")
     qk_norm = model_type in _QK_NORM_TYPES
+    if model_type == "olmoe":
+        notes.append("OLMoE's q_norm / k_norm span all heads (OlmoeAttention; Megatron-Bridge's OLMoESelfAttention "
+                     "builds them at the full width, n*d + g*d weights a layer): counted as Megatron-Core's per-head "
+                     "norms (2*d); that full-width norm is not split over TP ranks, so launch OLMoE with --tp 1")
+    if model_type == "apertus":
+        notes.append("xIELU activation (Apertus; swiss-ai/Megatron-LM's --xielu, not in upstream Megatron-LM): "
+                     "costed as a non-gated MLP's activation (its two learned scalars a layer not counted)")
+    if model_type == "exaone4":
+        notes.append("EXAONE 4 normalises after the attention and the MLP (post_attention_layernorm, "
+                     "post_feedforward_layernorm) where Megatron-Core normalises before: the same weights, FLOPs "
+                     "and saved activations, costed as Megatron-Core's pre-norm layer")
     if model_type in ("glm4_moe", "minimax_m2"):
         qk_norm = bool(cfg.get("use_qk_norm", False))
     if model_type == "minimax_m2" and dict.get(cfg, "qk_norm_type", "per_layer") != "per_layer":
@@ -738,7 +816,9 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         num_attention_heads=heads, num_query_groups=kv_heads if mla is None else heads,
         kv_channels=head_dim, vocab_size=_int(cfg, "vocab_size", model_type),
         max_position_embeddings=max_pos,
-        untie_embeddings_and_output_weights=not tied, swiglu=True, normalization="RMSNorm",
+        untie_embeddings_and_output_weights=not tied, swiglu=model_type not in _PLAIN_MLP_TYPES,
+        activation={"nemotron": "squared_relu", "apertus": "xielu"}.get(model_type, ""),
+        normalization="LayerNorm" if model_type in _LAYERNORM_TYPES else "RMSNorm",
         add_bias_linear=bias_linear, add_qkv_bias=qkv_bias,
         qk_layernorm=qk_norm, position_embedding_type="rope",
         moe=moe, mla=mla, dsa=dsa, mtp_num_layers=mtp,

@@ -430,6 +430,7 @@ def spec_from_megatron_args(raw: dict[str, Any], name: str = "megatron-model", s
         max_position_embeddings=_typed(args, "max_position_embeddings", int,
                                        _typed(args, "seq_length", int, 4096)),
         untie_embeddings_and_output_weights=untie, swiglu=swiglu,
+        activation="squared_relu" if _typed(args, "squared_relu", bool, False) and not swiglu else "",
         normalization=_typed(args, "normalization", str, "LayerNorm"),
         add_bias_linear=bias, add_qkv_bias=_typed(args, "add_qkv_bias", bool, False),
         qk_layernorm=_typed(args, "qk_layernorm", bool, False),

@@ -208,6 +208,10 @@ class ModelSpec:
     linear_attention_pattern: tuple[int, ...] | None = None
     gated_delta_net: GatedDeltaNetSpec | None = None
     attention_output_gate: bool = False
+    # The MLP activation where it is neither Megatron's SwiGLU (gated) nor its GeLU (not gated): "squared_relu"
+    # (Nemotron-4, ``--squared-relu``), "xielu" (Apertus). The same parameters, FLOPs and saved bytes as a
+    # non-gated MLP's activation, so it changes no cost; the launch exports write it
+    activation: str = field(default="", compare=False)
     # Parameters of a multimodal config's vision tower: counted in ``params_total``, not planned
     # (``models/vision.py``)
     vision_params: int = field(default=0, compare=False)

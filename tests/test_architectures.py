@@ -364,3 +364,121 @@ def test_lightning_attention_is_refused_with_why_no_megatron_launch_can_train_it
     with pytest.raises(ConfigError, match="Megatron-Core has no lightning-attention layer") as exc:
         spec_from_hf_config(cfg)
     assert "YAML describes attention + MLP/MoE stacks only" in str(exc.value)  # never points at the YAML
+
+
+# ---------------------------------------------------------------------------- readers added 2026-12-07
+# Configs below are each class's released widths where a preset holds them, else transformers 5.25's configuration
+# defaults (``models/<type>/configuration_<type>.py``) with the fields a released config.json sets: the tests check
+# what each reader maps, not a checkpoint's size (the presets' sizes are tests/test_params.py's).
+def _hf(**fields):
+    return spec_from_hf_config(fields, name=fields["model_type"])
+
+
+def test_nemotron_dense_is_layernorm_squared_relu_with_half_rope():
+    """Nemotron-4 (models/nemotron; Megatron-Bridge nemotron_bridge.py: LayerNorm, squared ReLU, not gated): the 15B
+    of arXiv:2402.16819 is 3.2B of embeddings and 12.5B of layers; partial rotary 0.5 is the class default, said."""
+    spec = load_preset("nemotron-4-15b")
+    assert (spec.swiglu, spec.normalization, spec.rotary_percent, spec.add_bias_linear) == (False, "LayerNorm", 0.5,
+                                                                                              False)
+    params = model_params(spec)
+    embeddings = 2 * 256000 * 6144
+    assert embeddings / 1e9 == pytest.approx(3.15, abs=0.01)
+    assert (params["params_total"] - embeddings) / 1e9 == pytest.approx(12.5, abs=0.05)
+    cfg = {k: v for k, v in preset_info("nemotron-4-15b")["hf"].items() if k != "partial_rotary_factor"}
+    spec = spec_from_hf_config(cfg)
+    assert spec.rotary_percent == 0.5 and any("partial_rotary_factor not set" in n for n in spec.notes)
+    assert model_params(load_preset("nemotron-4-340b"))["params_total"] / 1e9 == pytest.approx(341.03, abs=0.01)
+
+
+def test_olmoe_is_all_moe_with_its_expert_width_in_intermediate_size():
+    spec = load_preset("olmoe-1b-7b")
+    assert spec.moe.layer_pattern == (1,) * 16 and spec.moe.expert_ffn_hidden_size == 1024
+    assert not spec.moe.shared_expert_ffn_hidden_size and spec.qk_layernorm
+    assert any("--tp 1" in n for n in spec.notes)  # the full-width QK-norm Megatron-Bridge builds is not TP-split
+    assert model_params(spec)["params_total"] / 1e9 == pytest.approx(6.92, abs=0.005)  # arXiv:2409.02060: 6.9B
+
+
+def test_glm47_flash_is_mla_moe_with_its_dense_layers_named():
+    spec = load_preset("glm-4.7-flash")
+    assert spec.mla is not None and (spec.mla.q_lora_rank, spec.mla.qk_head_dim, spec.mla.v_head_dim) == (768, 192, 256)
+    assert spec.moe.layer_pattern == (0,) + (1,) * 46 and spec.moe.shared_expert_ffn_hidden_size == 1536
+    assert spec.mtp_num_layers == 1 and spec.qk_layernorm
+    cfg = {k: v for k, v in preset_info("glm-4.7-flash")["hf"].items() if k != "first_k_dense_replace"}
+    assert spec_from_hf_config(cfg).moe.layer_pattern == spec.moe.layer_pattern  # the class default, said
+    assert any("first layer dense" in n for n in spec_from_hf_config(cfg).notes)
+    named = spec_from_hf_config(dict(cfg, mlp_layer_types=["dense"] * 3 + ["sparse"] * 44))
+    assert named.moe.layer_pattern == (0,) * 3 + (1,) * 44
+    with pytest.raises(ConfigError, match="mlp_layer_types"):
+        spec_from_hf_config(dict(cfg, mlp_layer_types=["dense"] * 3))
+
+
+def test_ministral3_is_mistrals_layer_inside_the_mistral3_wrapper():
+    text = dict(model_type="ministral3", hidden_size=4096, intermediate_size=14336, num_hidden_layers=34,
+                num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=131072,
+                max_position_embeddings=262144, tie_word_embeddings=False)
+    wrapped = spec_from_hf_config({"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3",
+                                   "text_config": text})
+    plain = spec_from_hf_config(dict(text, model_type="mistral"))
+    assert dataclasses.replace(wrapped, name=plain.name) == plain and not wrapped.ignored_features
+    windowed = _hf(model_type="ministral", hidden_size=4096, intermediate_size=12288, num_hidden_layers=4,
+                   num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=131072,
+                   sliding_window=32768, layer_types=["sliding_attention", "full_attention"] * 2,
+                   max_position_embeddings=32768)
+    assert windowed.window_pattern == (1, 0, 1, 0)
+
+
+def test_plain_mlp_and_post_norm_readers_say_what_they_cost_as():
+    apertus = _hf(model_type="apertus", hidden_size=4096, intermediate_size=21504, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=8, vocab_size=131072, hidden_act="xielu",
+                  max_position_embeddings=65536)
+    assert not apertus.swiglu and apertus.qk_layernorm and any("xIELU" in n for n in apertus.notes)
+    # one up and one down projection: 2 x 4096 x 21504 a layer, where a gated MLP would have 3
+    gated = dataclasses.replace(apertus, swiglu=True)
+    assert total_params(gated) - total_params(apertus) == 32 * 4096 * 21504
+    exaone = _hf(model_type="exaone4", hidden_size=5120, intermediate_size=27392, num_hidden_layers=64,
+                 num_attention_heads=40, num_key_value_heads=8, head_dim=128, vocab_size=102400, sliding_window=4096,
+                 sliding_window_pattern="LLLG", max_position_embeddings=131072)
+    assert exaone.window_pattern == (1, 1, 1, 0) * 16 and exaone.qk_layernorm
+    assert any("normalises after" in n for n in exaone.notes)
+    periodic = _hf(model_type="exaone4", hidden_size=256, intermediate_size=512, num_hidden_layers=8,
+                   num_attention_heads=4, vocab_size=1000, sliding_window=128, sliding_window_pattern=4)
+    assert periodic.window_pattern == (1, 1, 1, 0) * 2
+
+
+def test_seed_oss_and_dots1_read_their_biases_norms_and_experts():
+    seed = _hf(model_type="seed_oss", hidden_size=5120, intermediate_size=27648, num_hidden_layers=64,
+               num_attention_heads=80, num_key_value_heads=8, head_dim=128, vocab_size=155136, attention_bias=True,
+               attention_out_bias=False, mlp_bias=False, max_position_embeddings=524288)
+    assert seed.add_qkv_bias and not seed.add_bias_linear
+    assert not any(n.startswith("attention_out_bias") for n in seed.notes)
+    out_bias = _hf(model_type="seed_oss", hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                   num_attention_heads=4, vocab_size=1000, attention_bias=True, attention_out_bias=True)
+    assert any(n.startswith("attention_out_bias") for n in out_bias.notes)
+    dots = _hf(model_type="dots1", hidden_size=4096, intermediate_size=10944, moe_intermediate_size=1408,
+               num_hidden_layers=62, num_attention_heads=32, num_key_value_heads=32, n_shared_experts=2,
+               n_routed_experts=128, num_experts_per_tok=6, first_k_dense_replace=1, vocab_size=152064,
+               max_position_embeddings=32768)
+    assert dots.mla is None and dots.qk_layernorm and dots.moe.layer_pattern == (0,) + (1,) * 61
+    assert dots.moe.shared_expert_ffn_hidden_size == 2 * 1408
+    # dots.llm1's card: 142B total, 14B active
+    assert model_params(dots)["params_total"] / 1e9 == pytest.approx(142, rel=0.01)
+
+
+def test_launch_exports_write_the_activation_they_cannot_infer():
+    """Squared ReLU is a Megatron-LM flag (ARG L2448, argument_utils.py L320-322; with the biases off Megatron-LM turns
+    the GeLU fusion off, ARG L1605-1606, so the flag launches); the config formats cannot set a callable and say so.
+    Apertus' xIELU has no upstream flag: the command says it."""
+    cluster, workload = resolve_cluster(), Workload(seq_length=4096, global_batch_size=64)
+    nemotron = load_preset("nemotron-4-15b")
+    flags = megatron_flags(nemotron, cluster, workload, Layout(tp=8))
+    assert {"--squared-relu", "--normalization LayerNorm", "--rotary-percent 0.5", "--disable-bias-linear"} <= set(flags)
+    assert "--swiglu" not in flags
+    bridge = launch_text("bridge", nemotron, cluster, workload, Layout(tp=8))
+    assert any(line.startswith("# not expressible in bridge") and "squared_relu" in line for line in bridge.splitlines())
+    assert "model.squared_relu" not in bridge
+    assert nemotron.activation == spec_from_megatron_args({"num_layers": 32, "hidden_size": 6144,
+                                                           "num_attention_heads": 48, "squared_relu": True,
+                                                           "vocab_size": 256000}).activation == "squared_relu"
+    apertus = _hf(model_type="apertus", hidden_size=512, intermediate_size=2048, num_hidden_layers=2,
+                  num_attention_heads=8, num_key_value_heads=8, vocab_size=1000, hidden_act="xielu")
+    assert "xIELU" in launch_text("megatron", apertus, cluster, workload, Layout(dp=8))

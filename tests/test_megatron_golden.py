@@ -82,3 +82,24 @@ def test_dsa_golden_covers_tp_pp_ep_mtp_and_index_share():
         assert needle in names, needle
     shared = [c for c in DSA_CASES if c["model"].get("dsa_indexer_topk_freq", 1) > 1]
     assert shared and all(c.get("megatron_core_commit") for c in shared)  # built by the library that has it
+
+
+# the golden models of presets read through the nemotron / glm4_moe_lite / olmoe HF readers: golden case -> preset
+PRESET_CASES = {"nemotron-4-15b-": "nemotron-4-15b", "glm-4.7-flash-": "glm-4.7-flash", "olmoe-1b-7b-": "olmoe-1b-7b"}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if any(c["name"].startswith(k) for k in PRESET_CASES)],
+                         ids=lambda c: c["name"])
+def test_golden_model_is_the_hf_preset_cut(case):
+    """Each golden model of an HF-read preset is the preset cut in depth (its MoE pattern and MTP layers with it):
+    what megasolve reads from the config.json is what Megatron-Core builds from the Megatron arguments. Partial
+    RoPE (Nemotron's 0.5) changes no parameter, so the golden model keeps Megatron's default."""
+    ours = spec_from_megatron_args(case["model"])
+    preset = load_preset(next(v for k, v in PRESET_CASES.items() if case["name"].startswith(k)))
+    layers = case["model"]["num_layers"]
+    cut = dataclasses.replace(
+        preset, name=ours.name, source=ours.source, num_layers=layers, rotary_percent=ours.rotary_percent,
+        max_position_embeddings=ours.max_position_embeddings,
+        mtp_num_layers=case["model"].get("mtp_num_layers") or 0,
+        moe=None if preset.moe is None else dataclasses.replace(preset.moe, layer_pattern=preset.moe.layer_pattern[:layers]))
+    assert ours == cut
