@@ -74,6 +74,10 @@ MODEL_TYPES = {
     # dots.llm1 (models/dots1): DeepSeek-V3's MoE (first_k_dense_replace, shared experts) with GQA attention and
     # per-head QK-norm instead of MLA
     "dots1": "deepseek",
+    # Hunyuan 3 (models/hy_v3) and EXAONE MoE (models/exaone_moe), both trained through Megatron-Bridge
+    # (models/hy_v3, models/exaone/exaone_moe): GQA with per-head QK-norm, num_experts routed experts and
+    # num_shared_experts shared ones of the expert width, the dense layers named by mlp_layer_types
+    "hy_v3": "shared_moe", "exaone_moe": "shared_moe",
 }
 # ``architectures[0]`` -> the model_type whose reader fits (checked first: Kimi-K2 ships
 # ``model_type: kimi_k2`` with the DeepSeek-V3 architecture, moonshotai/Kimi-K2-Instruct README
@@ -92,6 +96,7 @@ ARCHITECTURES = {
     "MinistralForCausalLM": "ministral", "Ministral3ForCausalLM": "ministral3", "SeedOssForCausalLM": "seed_oss",
     "ApertusForCausalLM": "apertus", "Exaone4ForCausalLM": "exaone4", "NemotronForCausalLM": "nemotron",
     "OlmoeForCausalLM": "olmoe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite", "Dots1ForCausalLM": "dots1",
+    "HYV3ForCausalLM": "hy_v3", "ExaoneMoeForCausalLM": "exaone_moe", "ExaoneMoEForCausalLM": "exaone_moe",
 }
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
@@ -123,7 +128,7 @@ _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2
 QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text",
                   "deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "glm4_moe_lite",
-                  "apertus", "exaone4", "olmoe", "dots1")
+                  "apertus", "exaone4", "olmoe", "dots1", "hy_v3", "exaone_moe")
 # MLPs that are not gated: one up-projection, an activation, the down-projection (Nemotron's squared ReLU, Apertus'
 # xIELU); Nemotron's LayerNorm1P is a LayerNorm (weight and bias) with zero-centred gamma
 _PLAIN_MLP_TYPES = ("nemotron", "apertus")
@@ -143,8 +148,11 @@ DOCUMENTED_DEFAULTS = {
     "qwen3_5_moe_text": {"full_attention_interval": 4, "partial_rotary_factor": 0.25},
     # models/nemotron/configuration_nemotron.py NemotronConfig.__post_init__: partial_rotary_factor 0.5 "for BC"
     "nemotron": {"partial_rotary_factor": 0.5},
-    # models/glm4_moe_lite/configuration_glm4_moe_lite.py: mlp_layer_types ["dense"] + ["sparse"] * (L - 1)
+    # models/glm4_moe_lite/configuration_glm4_moe_lite.py: mlp_layer_types ["dense"] + ["sparse"] * (L - 1); the same
+    # for models/hy_v3 (HYV3Config.__post_init__) and models/exaone_moe (first_k_dense_replace = 1)
     "glm4_moe_lite": {"first_k_dense_replace": 1},
+    "hy_v3": {"first_k_dense_replace": 1},
+    "exaone_moe": {"first_k_dense_replace": 1},
 }
 # Keys that change neither parameters, FLOPs nor memory: token ids, numerics, initialisation,
 # RoPE frequencies and scaling (same FLOPs), inference-only settings, bookkeeping.
@@ -347,15 +355,19 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         first_dense = _opt_int(cfg, "first_k_dense_replace", model_type, default_dense) or 0
         freq = _opt_int(cfg, "moe_layer_freq", model_type, 1) or 1
         pattern = [int(i >= first_dense and i % freq == 0) for i in range(num_layers)]
-        kinds = cfg.get("mlp_layer_types") if model_type == "glm4_moe_lite" else None
-        if kinds is not None:  # GLM-4.7-Flash: one "dense" / "sparse" entry per layer (Glm4MoeLiteDecoderLayer)
-            if not isinstance(kinds, list) or len(kinds) != num_layers or set(kinds) - {"dense", "sparse"}:
-                raise ConfigError(field="mlp_layer_types", value=repr(kinds)[:60],
-                                  rule=f"must list {num_layers} entries of dense / sparse",
-                                  fix="pass the model's config.json unchanged")
-            pattern = [int(k == "sparse") for k in kinds]
+        if model_type == "glm4_moe_lite":  # GLM-4.7-Flash: the dense layers may be named (Glm4MoeLiteDecoderLayer)
+            pattern = _mlp_layer_types(cfg, num_layers) or pattern
         shared = (_opt_int(cfg, "n_shared_experts", model_type, 0) or 0) * ffn
         gate = False
+        top_k = _int(cfg, "num_experts_per_tok", model_type)
+    elif family == "shared_moe":  # HYV3MoE / ExaoneMoeSparseMoEBlock: routed + num_shared_experts of the same width
+        experts = _int(cfg, "num_experts", model_type, "num_local_experts")
+        ffn = _int(cfg, "moe_intermediate_size", model_type)
+        first_dense = _opt_int(cfg, "first_k_dense_replace", model_type,
+                               DOCUMENTED_DEFAULTS[model_type]["first_k_dense_replace"]) or 0
+        pattern = [int(i >= first_dense) for i in range(num_layers)]
+        pattern = _mlp_layer_types(cfg, num_layers) or pattern
+        shared, gate = (_opt_int(cfg, "num_shared_experts", model_type, 0) or 0) * ffn, False
         top_k = _int(cfg, "num_experts_per_tok", model_type)
     elif family == "llama4":  # Llama4TextMoe: routed experts + one shared expert of the same width
         experts = _int(cfg, "num_local_experts", model_type)
@@ -392,6 +404,17 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
                    router_group_topk=group_topk if groups > 1 else 1)
 
 
+def _mlp_layer_types(cfg: dict[str, Any], layers: int) -> list[int] | None:
+    """``mlp_layer_types`` (one "dense" / "sparse" per layer: GLM-4.7-Flash, Hunyuan 3, EXAONE MoE) as a MoE pattern."""
+    kinds = cfg.get("mlp_layer_types")
+    if kinds is None:
+        return None
+    if not isinstance(kinds, list) or len(kinds) != layers or set(kinds) - {"dense", "sparse"}:
+        raise ConfigError(field="mlp_layer_types", value=repr(kinds)[:60],
+                          rule=f"must list {layers} entries of dense / sparse", fix="pass the model's config.json unchanged")
+    return [int(k == "sparse") for k in kinds]
+
+
 def _layer_types(cfg: dict[str, Any], layers: int) -> list[str] | None:
     types = cfg.get("layer_types")
     if types is None:
@@ -425,7 +448,7 @@ def _window(cfg: dict[str, Any], model_type: str, layers: int, notes: list[str])
     if types is None:
         if model_type == "gemma2":  # Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
             types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
-        elif model_type == "exaone4":  # Exaone4Config: sliding unless (i + 1) % sliding_window_pattern == 0
+        elif model_type in ("exaone4", "exaone_moe"):  # Exaone4Config: sliding unless (i + 1) % pattern == 0
             period = cfg.get("sliding_window_pattern")
             if isinstance(period, str) and period and set(period) <= {"L", "G"}:  # released as e.g. "LLLG"
                 types = ["sliding_attention" if period[i % len(period)] == "L" else "full_attention"
@@ -695,10 +718,10 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         if "kv_lora_rank" not in cfg:
             notes.append(f"num_key_value_heads not set: transformers' default = num_attention_heads ({heads})")
     moe = _moe(cfg, family, model_type, layers)
-    if model_type == "glm4_moe_lite" and dict.get(cfg, "mlp_layer_types") is None \
+    if model_type in ("glm4_moe_lite", "hy_v3", "exaone_moe") and dict.get(cfg, "mlp_layer_types") is None \
             and dict.get(cfg, "first_k_dense_replace") is None:
         notes.append("mlp_layer_types and first_k_dense_replace not set: transformers' default, the first layer "
-                     "dense and the others MoE (glm4_moe_lite configuration class)")
+                     f"dense and the others MoE ({model_type} configuration class)")
     if family == "mixtral" or (family == "qwen_moe" and moe is not None and all(moe.layer_pattern)):
         ffn = _opt_int(cfg, "intermediate_size", model_type, None) or moe.expert_ffn_hidden_size
     elif family == "llama4":

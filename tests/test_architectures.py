@@ -482,3 +482,26 @@ def test_launch_exports_write_the_activation_they_cannot_infer():
     apertus = _hf(model_type="apertus", hidden_size=512, intermediate_size=2048, num_hidden_layers=2,
                   num_attention_heads=8, num_key_value_heads=8, vocab_size=1000, hidden_act="xielu")
     assert "xIELU" in launch_text("megatron", apertus, cluster, workload, Layout(dp=8))
+
+
+def test_hunyuan3_and_exaone_moe_read_their_shared_experts_and_dense_layers():
+    """HY V3 / EXAONE MoE (transformers 5.25 class defaults): routed experts plus num_shared_experts of the expert
+    width; the dense layers from mlp_layer_types, else first_k_dense_replace, else the class default (one, said)."""
+    hy = dict(architectures=["HYV3ForCausalLM"], model_type="hy_v3", vocab_size=120832, hidden_size=4096,
+              intermediate_size=13312, num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8, head_dim=128,
+              num_experts=192, num_experts_per_tok=8, num_shared_experts=1, moe_intermediate_size=1536,
+              max_position_embeddings=131072, tie_word_embeddings=False)
+    spec = spec_from_hf_config(hy)
+    assert spec.moe.layer_pattern == (0,) + (1,) * 79 and spec.moe.shared_expert_ffn_hidden_size == 1536
+    assert spec.qk_layernorm and any("first layer dense" in n for n in spec.notes)
+    # per MoE layer: 192 routed + 1 shared expert of 3 x 4096 x 1536, and the 4096 x 192 router
+    dense = spec_from_hf_config(dict(hy, mlp_layer_types=["dense"] * 80))
+    assert total_params(spec) - total_params(dense) == 79 * (193 * 3 * 4096 * 1536 + 4096 * 192 - 3 * 4096 * 13312)
+    exaone = spec_from_hf_config(dict(architectures=["ExaoneMoEForCausalLM"], model_type="exaone_moe", vocab_size=102400,
+                                      hidden_size=4096, intermediate_size=16384, num_hidden_layers=8,
+                                      num_attention_heads=32, num_key_value_heads=8, head_dim=128, num_experts=64,
+                                      num_experts_per_tok=8, num_shared_experts=1, moe_intermediate_size=1024,
+                                      first_k_dense_replace=2, sliding_window=4096, sliding_window_pattern=4,
+                                      max_position_embeddings=32768))
+    assert exaone.moe.layer_pattern == (0, 0) + (1,) * 6 and exaone.window_pattern == (1, 1, 1, 0) * 2
+    assert not exaone.notes and not exaone.ignored_features
