@@ -97,7 +97,7 @@ def model_settings(spec: ModelSpec) -> list[Setting]:
         # s x s x heads fp32 score tensors are not modelled); Megatron-Bridge's GLM-5 recipes set cudnn
         s.append(("dsa_kernel_backend", "cudnn"))
         s.append(("apply_rope_fusion", False))  # "RoPE fusion is not supported for DSAttention" (TC L3162-3163)
-    if spec.activation == "squared_relu" and not spec.is_hybrid:  # --squared-relu (ARG L2448 @d98e8a6); hybrid: below
+    if spec.activation == "squared_relu":  # --squared-relu (ARG L2448, argument_utils.py L320-322 @d98e8a6)
         s.append(("squared_relu", True))
     if spec.mtp_num_layers:
         s.append(("mtp_num_layers", spec.mtp_num_layers))
@@ -136,10 +136,10 @@ def hybrid_settings(spec: ModelSpec) -> list[Setting]:
         if m is not None:
             s += [Setting("mamba_state_dim", m.state_dim, "model"), Setting("mamba_head_dim", m.head_dim, "model"),
                   Setting("mamba_num_groups", m.num_groups, "model"), Setting("mamba_num_heads", m.num_heads, "model")]
-        if not spec.swiglu:
+        if not spec.swiglu and not spec.activation:
             s.append(Setting("_note", None, "model",
-                             "the MLP activation is not part of the plan: Nemotron-H uses squared ReLU "
-                             "(Megatron-LM --squared-relu, ARG L2448; activation_func squared_relu in a recipe)"))
+                             "the MLP activation is not part of the plan (not SwiGLU, and the config names no squared "
+                             "ReLU): Megatron-LM's default GeLU is launched; Nemotron-H's is --squared-relu"))
     pattern = spec.linear_attention_pattern
     if pattern is not None and any(pattern) and spec.gated_delta_net is not None:
         g = spec.gated_delta_net

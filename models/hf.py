@@ -684,6 +684,7 @@ def _nemotron_h(cfg: _Config, model_type: str, name: str, source: str, notes: li
         max_position_embeddings=_opt_int(cfg, "max_position_embeddings", model_type, 4096) or 4096,
         untie_embeddings_and_output_weights=not cfg.get("tie_word_embeddings", False),
         swiglu=activation in ("silu", "swiglu"), normalization="RMSNorm",
+        activation="squared_relu" if activation in ("relu2", "squared_relu") else "",
         add_qkv_bias=bool(cfg.get("attention_bias", False)), position_embedding_type="none",
         moe=moe, hybrid_pattern=pattern, mamba=mamba, source=source)
 

@@ -133,7 +133,8 @@ def test_megatron_export_of_a_hybrid_model():
     assert "pretrain_hybrid.py" in text and "--hybrid-layer-pattern 'M-M-M-M*-M" in text
     for flag in ("--mamba-state-dim 128", "--mamba-head-dim 64", "--mamba-num-groups 8", "--mamba-num-heads 128"):
         assert flag in text
-    assert "--squared-relu" in text.split("torchrun")[0]  # a note, not a flag the plan invents
+    # the config's squared ReLU (mlp_hidden_act relu2, NemotronHConfig's default) is launched, not GeLU
+    assert "--squared-relu" in text.split("torchrun")[1] and "--swiglu" not in text
 
 
 def test_megatron_export_of_gated_deltanet():
