@@ -457,7 +457,7 @@ def _window(cfg: dict[str, Any], model_type: str, layers: int, notes: list[str])
                 types = ["sliding_attention" if (i + 1) % period else "full_attention" for i in range(layers)]
             else:
                 raise ConfigError(field="sliding_window_pattern", value=repr(period)[:40],
-                                  rule="exaone4 names its global layers by it when layer_types is not given",
+                                  rule=f"{model_type} names its global layers by it when layer_types is not given",
                                   fix='give layer_types, or sliding_window_pattern as a period (4) or "LLLG"')
         elif model_type == "dots1":  # Dots1Config: sliding from layer max_window_layers on
             start = _opt_int(cfg, "max_window_layers", model_type, layers)
