@@ -78,6 +78,10 @@ MODEL_TYPES = {
     # (models/hy_v3, models/exaone/exaone_moe): GQA with per-head QK-norm, num_experts routed experts and
     # num_shared_experts shared ones of the expert width, the dense layers named by mlp_layer_types
     "hy_v3": "shared_moe", "exaone_moe": "shared_moe",
+    # Ling 2.0 / Ring 2.0 (inclusionAI, remote code configuration_bailing_moe_v2.py as Megatron-Bridge ships it in
+    # models/bailing): the same MoE (group-limited routing, first_k_dense_replace), a fused query_key_value with its own
+    # bias flag (use_qkv_bias), QK-norm (use_qk_norm), partial RoPE, MTP layers (num_nextn_predict_layers)
+    "bailing_moe_v2": "shared_moe",
 }
 # ``architectures[0]`` -> the model_type whose reader fits (checked first: Kimi-K2 ships
 # ``model_type: kimi_k2`` with the DeepSeek-V3 architecture, moonshotai/Kimi-K2-Instruct README
@@ -97,6 +101,7 @@ ARCHITECTURES = {
     "ApertusForCausalLM": "apertus", "Exaone4ForCausalLM": "exaone4", "NemotronForCausalLM": "nemotron",
     "OlmoeForCausalLM": "olmoe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite", "Dots1ForCausalLM": "dots1",
     "HYV3ForCausalLM": "hy_v3", "ExaoneMoeForCausalLM": "exaone_moe", "ExaoneMoEForCausalLM": "exaone_moe",
+    "BailingMoeV2ForCausalLM": "bailing_moe_v2",
 }
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
@@ -153,6 +158,8 @@ DOCUMENTED_DEFAULTS = {
     "glm4_moe_lite": {"first_k_dense_replace": 1},
     "hy_v3": {"first_k_dense_replace": 1},
     "exaone_moe": {"first_k_dense_replace": 1},
+    # BailingMoeV2Config(first_k_dense_replace=1), Megatron-Bridge models/bailing/configuration_bailing_moe_v2.py
+    "bailing_moe_v2": {"first_k_dense_replace": 1},
 }
 # Keys that change neither parameters, FLOPs nor memory: token ids, numerics, initialisation,
 # RoPE frequencies and scaling (same FLOPs), inference-only settings, bookkeeping.
@@ -190,6 +197,9 @@ NO_EFFECT = frozenset({
     # DSA / MLA RoPE layout and GLM-5.2's derived layer lists (the same parameters and FLOPs; the lists are checked
     # against the fields they derive from in ``_dsa``)
     "rope_interleave", "indexer_rope_interleave", "index_share_for_mtp_iteration",
+    # Ling 2.0's routing and training numerics (configuration_bailing_moe_v2.py): the expert bias is a buffer, the
+    # MTP loss a scale, dropouts off in training recipes' FLOPs and parameters alike
+    "moe_router_enable_expert_bias", "mtp_loss_scaling_factor", "embedding_dropout", "output_dropout",
 })
 # Keys that do change compute or memory but that megasolve does not model, when set: key -> what.
 UNMODELLED = {
@@ -719,7 +729,8 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         if "kv_lora_rank" not in cfg:
             notes.append(f"num_key_value_heads not set: transformers' default = num_attention_heads ({heads})")
     moe = _moe(cfg, family, model_type, layers)
-    if model_type in ("glm4_moe_lite", "hy_v3", "exaone_moe") and dict.get(cfg, "mlp_layer_types") is None \
+    if model_type in ("glm4_moe_lite", "hy_v3", "exaone_moe", "bailing_moe_v2") \
+            and dict.get(cfg, "mlp_layer_types") is None \
             and dict.get(cfg, "first_k_dense_replace") is None:
         notes.append("mlp_layer_types and first_k_dense_replace not set: transformers' default, the first layer "
                      f"dense and the others MoE ({model_type} configuration class)")
@@ -752,6 +763,12 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
     else:
         bias_linear = (bool(cfg.get("mlp_bias", False)) and attention_bias) or use_bias
         qkv_bias = model_type in _QKV_BIAS_TYPES or attention_bias or use_bias
+    if model_type == "bailing_moe_v2":  # BailingMoeV2Attention: query_key_value(bias=use_qkv_bias), dense(bias=use_bias)
+        qkv_bias, bias_linear = bool(cfg.get("use_qkv_bias", False)), False
+        if use_bias:
+            notes.append("use_bias: the attention output projection's bias (hidden_size a layer) is not counted: "
+                         "Megatron-Core biases it only with every linear layer (Megatron-Bridge's bailing bridge "
+                         "sets add_bias_linear off)")
     if model_type == "seed_oss" and cfg.get("attention_out_bias") and not bias_linear:
         notes.append("attention_out_bias: the o_proj bias (hidden_size a layer) is not counted: Megatron-Core biases "
                      "o_proj only with every linear layer (--add-bias-linear)")
@@ -769,6 +786,8 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
                      "and saved activations, costed as Megatron-Core's pre-norm layer")
     if model_type in ("glm4_moe", "minimax_m2"):
         qk_norm = bool(cfg.get("use_qk_norm", False))
+    if model_type == "bailing_moe_v2":  # BailingMoeV2Config(use_qk_norm=True)
+        qk_norm = bool(cfg.get("use_qk_norm", True))
     if model_type == "minimax_m2" and dict.get(cfg, "qk_norm_type", "per_layer") != "per_layer":
         cfg.read.add("qk_norm_type")  # per-head norms: what is counted
     linear, gdn = None, None

@@ -15,7 +15,7 @@ from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.models import ConfigError, Layout, Workload, load_preset
 from megasolve.models.hf import spec_from_hf_config
 from megasolve.models.megatron_args import spec_from_megatron_args
-from megasolve.models.params import attention_params, model_params, stage_params, total_params
+from megasolve.models.params import active_params, attention_params, model_params, stage_params, total_params
 from megasolve.models.presets import preset_info, preset_names, resolve_model
 
 from conftest import DATA
@@ -505,3 +505,22 @@ def test_hunyuan3_and_exaone_moe_read_their_shared_experts_and_dense_layers():
                                       max_position_embeddings=32768))
     assert exaone.moe.layer_pattern == (0, 0) + (1,) * 6 and exaone.window_pattern == (1, 1, 1, 0) * 2
     assert not exaone.notes and not exaone.ignored_features
+
+
+def test_ling_2_reads_as_megatron_bridges_bailing_bridge_builds_it():
+    """Ling 2.0 (``BailingMoeV2ForCausalLM``, released as model_type bailing_moe; the config class Megatron-Bridge ships
+    in models/bailing): Ling-mini-2.0's widths give its card's 16B total / 1.4B active; group-limited routing, QK-norm,
+    partial RoPE, and the o_proj bias that Megatron-Core cannot hold alone is said."""
+    cfg = dict(architectures=["BailingMoeV2ForCausalLM"], model_type="bailing_moe", vocab_size=157184, hidden_size=2048,
+               intermediate_size=5120, num_hidden_layers=20, num_attention_heads=16, num_key_value_heads=4, head_dim=128,
+               use_qkv_bias=False, use_bias=False, num_experts=256, num_shared_experts=1, num_experts_per_tok=8,
+               n_group=8, topk_group=4, moe_intermediate_size=512, first_k_dense_replace=1, use_qk_norm=True,
+               partial_rotary_factor=0.5, num_nextn_predict_layers=1, max_position_embeddings=32768,
+               tie_word_embeddings=False, moe_router_enable_expert_bias=True)
+    spec = spec_from_hf_config(cfg)
+    assert (spec.moe.router_num_groups, spec.moe.router_group_topk, spec.rotary_percent) == (8, 4, 0.5)
+    assert spec.qk_layernorm and not spec.add_qkv_bias and spec.mtp_num_layers == 1 and not spec.ignored_features
+    assert total_params(spec) / 1e9 == pytest.approx(16.26, abs=0.01)
+    assert active_params(spec, include_input_embedding=True) / 1e9 == pytest.approx(1.4, abs=0.05)  # the card counts it
+    biased = spec_from_hf_config(dict(cfg, use_qkv_bias=True, use_bias=True))
+    assert biased.add_qkv_bias and not biased.add_bias_linear and any(n.startswith("use_bias") for n in biased.notes)
