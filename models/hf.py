@@ -776,7 +776,7 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
     if model_type == "olmoe":
         notes.append("OLMoE's q_norm / k_norm span all heads (OlmoeAttention; Megatron-Bridge's OLMoESelfAttention "
                      "builds them at the full width, n*d + g*d weights a layer): counted as Megatron-Core's per-head "
-                     "norms (2*d); that full-width norm is not split over TP ranks, so launch OLMoE with --tp 1")
+                     "norms (2*d); that full-width norm is not split over TP ranks, so only --tp 1 is planned")
     if model_type == "apertus":
         notes.append("xIELU activation (Apertus; swiss-ai/Megatron-LM's --xielu, not in upstream Megatron-LM): "
                      "costed as a non-gated MLP's activation (its two learned scalars a layer not counted)")
@@ -861,6 +861,7 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         max_position_embeddings=max_pos,
         untie_embeddings_and_output_weights=not tied, swiglu=model_type not in _PLAIN_MLP_TYPES,
         activation={"nemotron": "squared_relu", "apertus": "xielu"}.get(model_type, ""),
+        qk_layernorm_all_heads=model_type == "olmoe",
         normalization="LayerNorm" if model_type in _LAYERNORM_TYPES else "RMSNorm",
         add_bias_linear=bias_linear, add_qkv_bias=qkv_bias,
         qk_layernorm=qk_norm, position_embedding_type="rope",

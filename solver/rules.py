@@ -140,6 +140,12 @@ RULES: tuple[Rule, ...] = (
          message=lambda c, a: f"num_attention_heads ({c.spec.num_attention_heads}) must be a multiple of "
                               f"tensor_model_parallel_size ({a['tp']})",
          fix="use a tp that divides the head count", source="TC L1446-1450"),
+    Rule(name="qk_norm_all_heads_needs_tp_1", axes=("tp",),
+         check=lambda c, a: not c.spec.qk_layernorm_all_heads or a["tp"] == 1,
+         message=lambda c, a: f"the QK-norms span all {c.spec.num_attention_heads} heads of a layer (OLMoE), built at "
+                              f"that full width, which a query split over tensor_model_parallel_size ({a['tp']}) "
+                              "cannot take",
+         fix="use --tp 1", source="Megatron-Bridge models/olmoe/olmoe_provider.py OLMoESelfAttention @067f987"),
     Rule(name="query_groups_vs_tp", axes=("tp",),
          check=lambda c, a: c.spec.mla is not None or c.spec.num_query_groups % a["tp"] == 0
          or a["tp"] % c.spec.num_query_groups == 0,
@@ -615,6 +621,7 @@ _FIELD_ATTRS = {"gbs": "global_batch_size", "seq_len": "seq_length", "gpus": "wo
                 "use_precision_aware_optimizer": "precision_aware_optimizer"}
 _RULE_FIELDS = {
     "num_heads_divisible_by_tp": "--tp", "query_groups_vs_tp": "--tp", "ffn_divisible_by_tp": "--tp",
+    "qk_norm_all_heads_needs_tp_1": "--tp",
     "expert_ffn_divisible_by_etp": "--etp", "num_experts_divisible_by_ep": "--ep", "etp_is_tp_for_dense_models": "--etp",
     "moe_bias_needs_etp_1": "--etp", "pipeline_split": "--pp", "vpp_needs_pp": "--vpp", "seq_divisible_by_2cp": "--cp",
     "sp_seq_divisible_by_tp": "--seq-len", "sp_needs_tp": "--sequence-parallel", "moe_tp_needs_sp": "--sequence-parallel",

@@ -13,6 +13,7 @@ from megasolve.cli.launch import launch_text, megatron_flags
 from megasolve.cli.main import cli
 from megasolve.cost.compute import model_flops_per_sequence
 from megasolve.models import ConfigError, Layout, Workload, load_preset
+from megasolve.models.errors import MegasolveError
 from megasolve.models.hf import spec_from_hf_config
 from megasolve.models.megatron_args import spec_from_megatron_args
 from megasolve.models.params import active_params, attention_params, model_params, stage_params, total_params
@@ -524,3 +525,15 @@ def test_ling_2_reads_as_megatron_bridges_bailing_bridge_builds_it():
     assert active_params(spec, include_input_embedding=True) / 1e9 == pytest.approx(1.4, abs=0.05)  # the card counts it
     biased = spec_from_hf_config(dict(cfg, use_qkv_bias=True, use_bias=True))
     assert biased.add_qkv_bias and not biased.add_bias_linear and any(n.startswith("use_bias") for n in biased.notes)
+
+
+def test_olmoe_full_width_qk_norm_is_planned_at_tp_1_only():
+    """Megatron-Bridge's OLMoESelfAttention builds q / k norms over all heads at the full width: a TP-split query cannot
+    take them, so TP > 1 is refused (exit 2, the rule and its fix) and the solver plans TP 1."""
+    result = CliRunner().invoke(cli, ["estimate", "-m", "olmoe-1b-7b", "-n", "8", "-g", "h100", "--tp", "2"])
+    text = str(result.exception)  # the console entry point (cli.main.main) prints it and exits 2
+    assert isinstance(result.exception, MegasolveError) and "--tp=2" in text and "use --tp 1" in text
+    result = CliRunner().invoke(cli, ["-m", "olmoe-1b-7b", "-n", "16", "-g", "h100", "--top-k", "3", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert {row["layout"]["tp"] for row in json.loads(result.stdout)["layouts"]} == {1}
+    assert not load_preset("qwen3-30b-a3b").qk_layernorm_all_heads  # per-head QK-norm: any TP the heads allow
