@@ -212,8 +212,8 @@ class ModelSpec:
     # (Nemotron-4, ``--squared-relu``), "xielu" (Apertus). The same parameters, FLOPs and saved bytes as a
     # non-gated MLP's activation, so it changes no cost; the launch exports write it
     activation: str = field(default="", compare=False)
-    # QK-norms over all heads of a layer instead of per head (OLMoE): counted as Megatron-Core's per-head norms (the
-    # parameters differ by 2(h - d) a layer), but Megatron-Bridge builds them at the full width, so TP must be 1
+    # QK-norms over all heads of a layer instead of per head (OLMoE): counted as Megatron-Core's per-head norms (2*d
+    # weights a layer against n*d + g*d), but Megatron-Bridge builds them at the full width, so TP must be 1
     # (``solver/rules.py`` qk_norm_all_heads_needs_tp_1)
     qk_layernorm_all_heads: bool = field(default=False, compare=False)
     # Parameters of a multimodal config's vision tower: counted in ``params_total``, not planned
