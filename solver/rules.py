@@ -140,12 +140,6 @@ RULES: tuple[Rule, ...] = (
          message=lambda c, a: f"num_attention_heads ({c.spec.num_attention_heads}) must be a multiple of "
                               f"tensor_model_parallel_size ({a['tp']})",
          fix="use a tp that divides the head count", source="TC L1446-1450"),
-    Rule(name="qk_norm_all_heads_needs_tp_1", axes=("tp",),
-         check=lambda c, a: not c.spec.qk_layernorm_all_heads or a["tp"] == 1,
-         message=lambda c, a: f"the QK-norms span all {c.spec.num_attention_heads} heads of a layer (OLMoE), built at "
-                              f"that full width, which a query split over tensor_model_parallel_size ({a['tp']}) "
-                              "cannot take",
-         fix="use --tp 1", source="Megatron-Bridge models/olmoe/olmoe_provider.py OLMoESelfAttention @067f987"),
     Rule(name="query_groups_vs_tp", axes=("tp",),
          check=lambda c, a: c.spec.mla is not None or c.spec.num_query_groups % a["tp"] == 0
          or a["tp"] % c.spec.num_query_groups == 0,
@@ -294,6 +288,15 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# QK-norms over all heads (OLMoE, ``ModelSpec.qk_layernorm_all_heads``): encoded only for such a model
+QK_ALL_HEADS_RULES: tuple[Rule, ...] = (
+    Rule(name="qk_norm_all_heads_needs_tp_1", axes=("tp",),
+         check=lambda c, a: not c.spec.qk_layernorm_all_heads or a["tp"] == 1,
+         message=lambda c, a: f"the QK-norms span all {c.spec.num_attention_heads} heads of a layer (OLMoE), built at "
+                              f"that full width, which a query split over tensor_model_parallel_size ({a['tp']}) "
+                              "cannot take",
+         fix="use --tp 1", source="Megatron-Bridge models/olmoe/olmoe_provider.py OLMoESelfAttention @067f987"),
+)
 DSA_RULES: tuple[Rule, ...] = (
     Rule(name="dsa_attention_is_its_own", axes=(),
          check=lambda c, a: c.spec.dsa is None or c.workload.attention != "unfused",
@@ -519,7 +522,7 @@ CP_COMM_RULES: tuple[Rule, ...] = (
          fix="pick a cp dividing the heads per TP rank, or another --cp-comm-type",
          source="TE context_parallel.py L4246-4249, L5020-5067"),
 )
-RULES = RULES + MEMORY_KNOB_RULES + HYBRID_RULES + CP_COMM_RULES + DSA_RULES
+RULES = RULES + MEMORY_KNOB_RULES + HYBRID_RULES + CP_COMM_RULES + DSA_RULES + QK_ALL_HEADS_RULES
 
 
 def _cp_rules_bind(spec: ModelSpec, workload: Workload | None) -> bool:
@@ -532,10 +535,11 @@ def _cp_rules_bind(spec: ModelSpec, workload: Workload | None) -> bool:
 
 def model_rules(spec: ModelSpec, workload: Workload | None = None) -> tuple[Rule, ...]:
     """``RULES`` that can bind for ``spec`` and ``workload``: the hybrid rules only for a model with hybrid
-    or DeltaNet layers, the CP communication rules only where ``_cp_rules_bind`` (for any other model
-    they hold for every layout, and the search need not encode them)."""
+    or DeltaNet layers, the CP communication rules only where ``_cp_rules_bind``, the DSA rules only with DSA, the
+    all-heads QK-norm rule only with such norms (for any other model they hold for every layout, and the search need
+    not encode them)."""
     skip = (() if _block_layers(spec) else HYBRID_RULES) + (() if _cp_rules_bind(spec, workload) else CP_COMM_RULES) \
-        + (() if spec.dsa is not None else DSA_RULES)
+        + (() if spec.dsa is not None else DSA_RULES) + (() if spec.qk_layernorm_all_heads else QK_ALL_HEADS_RULES)
     return tuple(rule for rule in RULES if rule not in skip)
 # Rules on Layout fields the search does not vary: none left (kept for callers of violations())
 FIXED_FIELD_RULES: tuple[Rule, ...] = ()
