@@ -295,15 +295,23 @@ def write_back(params: dict[str, float], provenance: str) -> None:
 
 def speed_basis(runs: list[PublishedRun]) -> dict[str, dict[str, dict[str, list[Any]]]]:
     """What the shipped speed factors rest on, per chip family, precision and kind: ``[runs, median |error| %,
-    {model: runs}]`` of the fit split with the committed factors (``calibration.yaml`` ``basis``, which ``estimate`` /
+    {model: runs}, highest measured MFU %]`` of the fit split with the committed factors (``calibration.yaml`` ``basis``, which ``estimate`` /
     ``solve`` show next to a prediction, models included, so that a user sees whether a model like theirs stands behind
     it; ``tests/test_published.py`` checks the file against this). Only the fit split:
     the holdout is not what the factors were fitted on, and reading it here would spend it. ``--basis`` passes the
     published runs and the public logs of ``log_runs.yaml`` (CDNA3's, fitted by ``calibrate_cdna3.py``)."""
     from megasolve.cost.calibration import chip_family
 
+    from megasolve.cost.compute import model_flops_per_sequence
+
     fit_runs = [r for r in runs if r.split == "fit"]
     errs = errors(fit_runs)
+
+    def mfu_pct(r: PublishedRun) -> float:  # measured, with megasolve's FLOP count (cost/compute.py), of the dense peak
+        seq = r.workload.seq_length
+        flops = r.measured_tokens_per_s_per_gpu * model_flops_per_sequence(r.spec, seq) / seq
+        return 100 * flops / r.cluster.gpu.peak_flops(r.workload.precision)
+
     groups: dict[tuple[str, str, str], list[PublishedRun]] = {}
     for r in fit_runs:
         groups.setdefault((chip_family(r.cluster.gpu), r.workload.precision, r.kind), []).append(r)
@@ -312,7 +320,8 @@ def speed_basis(runs: list[PublishedRun]) -> dict[str, dict[str, dict[str, list[
         models = Counter(r.spec.name for r in found)
         out.setdefault(family, {}).setdefault(precision, {})[kind] = [
             len(found), round(median_abs_pct([errs[r.id] for r in found]), 1),
-            {name: models[name] for name in sorted(models, key=lambda n: (-models[n], n))}]
+            {name: models[name] for name in sorted(models, key=lambda n: (-models[n], n))},
+            round(max(mfu_pct(r) for r in found), 1)]
     return out
 
 

@@ -74,14 +74,29 @@ def flush_deferred_notes(keep: bool) -> None:
         note(text)
 
 
+# A plan's MFU this far above the best measured run of its chip family, precision and kind is an extrapolation, not a
+# prediction: the GEMM efficiencies saturate there (calibration.yaml e_max) and no measurement stands beside it. A
+# quarter: wider than the median error of every basis entry but one (NVFP4 MoE, 26.9 %), so the flag is no rounding.
+MFU_BEYOND_MEASURED = 1.25
+
+
 def speed_basis_line(data: dict) -> str | None:
     """The ``speed:`` line of the tables: what the step time rests on (``calibration.speed_basis``), yellow where
-    no fitted run stands behind it."""
+    no fitted run stands behind it, or where the plan's MFU (estimate's, or solve's #1) is more than a quarter above the
+    highest MFU measured among those runs (``MFU_BEYOND_MEASURED``): far outside anything the fit saw."""
     basis = data.get("speed_basis")
     if not basis:
         return None
     borrowed = not basis["published_runs"] and not basis["profile_runs"]
-    return f"[yellow]speed: {basis['note']}[/]" if borrowed else f"speed: {basis['note']}"
+    note = basis["note"]
+    timed = data.get("time") or (data.get("layouts") or [{}])[0].get("time") or {}
+    ceiling = basis.get("measured_mfu_max_pct")
+    if ceiling is not None and timed.get("mfu") is not None and 100 * timed["mfu"] > ceiling * MFU_BEYOND_MEASURED:
+        which = "#1's" if data.get("layouts") else "its"
+        note += (f"; {which} predicted MFU {100 * timed['mfu']:.1f} % is far above the highest measured among them "
+                 f"({ceiling:.1f} %): treat that speed with suspicion")
+        borrowed = True
+    return f"[yellow]speed: {note}[/]" if borrowed else f"speed: {note}"
 
 
 def gb(value_bytes: float) -> str:

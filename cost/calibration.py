@@ -244,10 +244,12 @@ class SpeedBasis:
     profile: str | None
     profile_runs: int
     note: str
+    measured_mfu_max_pct: float | None = None  # the highest MFU measured among those runs (megasolve's FLOP count)
 
     def as_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "chip_family": self.chip_family, "precision": self.precision, "kind": self.kind,
                 "published_runs": self.published_runs, "median_error_pct": self.median_error_pct,
+                "measured_mfu_max_pct": self.measured_mfu_max_pct,
                 "profile": self.profile, "profile_runs": self.profile_runs, "note": self.note}
 
     @property
@@ -274,6 +276,7 @@ def speed_basis(gpu: Any, precision: str, moe: bool) -> SpeedBasis:
     by_kind = by_family.get(precision, {})
     runs, error, *rest = by_kind.get(kind, (0, None))
     models = rest[0] if rest and isinstance(rest[0], dict) else {}
+    mfu_max = float(rest[1]) if len(rest) > 1 and runs else None
     other = "dense" if moe else "moe"
     profile = active()
     user = profile.base is not None  # a profile written by `megasolve calibrate` (the shipped one has no base)
@@ -309,4 +312,4 @@ def speed_basis(gpu: Any, precision: str, moe: bool) -> SpeedBasis:
         note += "; calibrating on your own runs (`megasolve calibrate`) narrows it"
     return SpeedBasis(gpu=gpu.name, chip_family=family, precision=precision, kind=kind, published_runs=int(runs),
                       median_error_pct=None if error is None else float(error), profile=profile.name if user else None,
-                      profile_runs=profile_runs, note=note)
+                      profile_runs=profile_runs, note=note, measured_mfu_max_pct=mfu_max)

@@ -271,8 +271,8 @@ def test_precision_aware_optimizer_as_the_recipes_launch_it(run_id, state):
 # ---------------------------------------------------------------------------- what the speed factors rest on
 def test_calibration_basis_matches_the_fit_split():
     """``calibration.yaml`` ``basis`` (printed next to every prediction) is what the fit split holds: the run count
-    per chip family, precision and kind and the models among them exactly, the in-sample median error within half a
-    point (regenerate with
+    per chip family, precision and kind, the models among them and the highest measured MFU exactly, the in-sample
+    median error within half a point (regenerate with
     ``python benchmarks/calibrate_time.py --basis`` after a refit or new data)."""
     from megasolve.cost.calibration import shipped
 
@@ -282,10 +282,11 @@ def test_calibration_basis_matches_the_fit_split():
         {(f, p, k) for f in expected for p in expected[f] for k in expected[f][p]}
     for family, by_precision in expected.items():
         for precision, by_kind in by_precision.items():
-            for kind, (runs, error, models) in by_kind.items():
-                got_runs, got_error, got_models = written[family][precision][kind]
+            for kind, (runs, error, models, mfu_max) in by_kind.items():
+                got_runs, got_error, got_models, got_mfu_max = written[family][precision][kind]
                 assert got_runs == runs and got_models == models, (family, precision, kind)
                 assert abs(got_error - error) <= 0.5, (family, precision, kind, got_error, error)
+                assert got_mfu_max == pytest.approx(mfu_max, abs=0.05), (family, precision, kind)  # measured: exact
 
 
 # ---------------------------------------------------------------------------- CDNA3 from public logs
@@ -306,3 +307,24 @@ def test_cdna3_ratio_is_the_fit_of_its_logs_and_brings_them_within_25_percent():
     assert all(abs(e) < 0.25 for e in errors), errors
     with use_profile(shipped().with_overrides({}, name="scratch")):  # the fit writes into the active profile's copy
         assert abs(cdna3.fit(runs) - k) < 0.01  # the file holds the fit, to its rounding
+
+
+def test_a_plan_far_above_the_best_measured_mfu_is_marked():
+    """``calibration.yaml`` ``basis`` holds the highest MFU measured among each entry's runs; a plan more than a quarter
+    above it is an extrapolation, and the speed line says so (yellow). Nemotron-4 340B on 256 H100 BF16: #1 at
+    64.5 % against the 47.1 % of the five Hopper BF16 dense runs; Llama-3.1-70B's layout at 51.7 % is not marked."""
+    from click.testing import CliRunner
+
+    from megasolve.cli.main import cli
+    from megasolve.cli.render import speed_basis_line
+    from megasolve.cost.calibration import speed_basis
+    from megasolve.topology.gpus import get_gpu
+
+    basis = speed_basis(get_gpu("h100"), "bf16", moe=False)
+    assert basis.measured_mfu_max_pct == pytest.approx(47.1)
+    assert speed_basis(get_gpu("v100-32g"), "bf16", moe=False).measured_mfu_max_pct is None  # nothing measured
+    far = speed_basis_line({"speed_basis": basis.as_dict(), "time": {"mfu": 0.645}})
+    assert far.startswith("[yellow]") and "64.5 % is far above the highest measured among them (47.1 %)" in far
+    assert "[yellow]" not in speed_basis_line({"speed_basis": basis.as_dict(), "time": {"mfu": 0.517}})
+    result = CliRunner().invoke(cli, ["-m", "nemotron-4-340b", "-n", "256", "-g", "h100", "--top-k", "1"])
+    assert result.exit_code == 0 and "far above the highest measured" in " ".join(result.output.split())
