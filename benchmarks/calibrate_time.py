@@ -295,13 +295,13 @@ def write_back(params: dict[str, float], provenance: str) -> None:
 
 def speed_basis(runs: list[PublishedRun]) -> dict[str, dict[str, dict[str, list[Any]]]]:
     """What the shipped speed factors rest on, per chip family, precision and kind: ``[runs, median |error| %,
-    {model: runs}, highest measured MFU %]`` of the fit split with the committed factors (``calibration.yaml`` ``basis``, which ``estimate`` /
-    ``solve`` show next to a prediction, models included, so that a user sees whether a model like theirs stands behind
-    it; ``tests/test_published.py`` checks the file against this). Only the fit split:
+    {model: runs}, highest measured MFU %]`` of the fit split with the committed factors (``calibration.yaml``
+    ``basis``, which ``estimate`` / ``solve`` show next to a prediction, models included, so that a user sees whether a
+    model like theirs stands behind it, and mark a plan far above the measured MFU; ``tests/test_published.py`` checks
+    the file against this). Only the fit split:
     the holdout is not what the factors were fitted on, and reading it here would spend it. ``--basis`` passes the
     published runs and the public logs of ``log_runs.yaml`` (CDNA3's, fitted by ``calibrate_cdna3.py``)."""
     from megasolve.cost.calibration import chip_family
-
     from megasolve.cost.compute import model_flops_per_sequence
 
     fit_runs = [r for r in runs if r.split == "fit"]

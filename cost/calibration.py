@@ -244,7 +244,8 @@ class SpeedBasis:
     profile: str | None
     profile_runs: int
     note: str
-    measured_mfu_max_pct: float | None = None  # the highest MFU measured among those runs (megasolve's FLOP count)
+    # the highest MFU measured among those runs (megasolve's FLOP count); None under a profile fitted on the user's runs
+    measured_mfu_max_pct: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "chip_family": self.chip_family, "precision": self.precision, "kind": self.kind,
@@ -312,4 +313,4 @@ def speed_basis(gpu: Any, precision: str, moe: bool) -> SpeedBasis:
         note += "; calibrating on your own runs (`megasolve calibrate`) narrows it"
     return SpeedBasis(gpu=gpu.name, chip_family=family, precision=precision, kind=kind, published_runs=int(runs),
                       median_error_pct=None if error is None else float(error), profile=profile.name if user else None,
-                      profile_runs=profile_runs, note=note, measured_mfu_max_pct=mfu_max)
+                      profile_runs=profile_runs, note=note, measured_mfu_max_pct=None if profile_runs else mfu_max)
