@@ -134,10 +134,22 @@ QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text",
                   "deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "glm4_moe_lite",
                   "apertus", "exaone4", "olmoe", "dots1", "hy_v3", "exaone_moe")
-# MLPs that are not gated: one up-projection, an activation, the down-projection (Nemotron's squared ReLU, Apertus'
-# xIELU); Nemotron's LayerNorm1P is a LayerNorm (weight and bias) with zero-centred gamma
-_PLAIN_MLP_TYPES = ("nemotron", "apertus")
+# MLPs that are not gated, by their activation (ModelSpec.activation): one up-projection, the activation, the
+# down-projection (Nemotron's squared ReLU, Apertus' xIELU); Nemotron's LayerNorm1P is a LayerNorm (weight and bias)
+# with zero-centred gamma
+_PLAIN_MLP_ACTIVATION = {"nemotron": "squared_relu", "apertus": "xielu"}
 _LAYERNORM_TYPES = ("nemotron",)
+# What a type's layer has that Megatron-Core builds otherwise, said whenever its config is read
+_TYPE_NOTES = {
+    "olmoe": "OLMoE's q_norm / k_norm span all heads (OlmoeAttention; Megatron-Bridge's OLMoESelfAttention builds them "
+             "at the full width, n*d + g*d weights a layer): counted as Megatron-Core's per-head norms (2*d); that "
+             "full-width norm is not split over TP ranks, so only --tp 1 is planned",
+    "apertus": "xIELU activation (Apertus; swiss-ai/Megatron-LM's --xielu, not in upstream Megatron-LM): costed as a "
+               "non-gated MLP's activation (its two learned scalars a layer not counted)",
+    "exaone4": "EXAONE 4 normalises after the attention and the MLP (post_attention_layernorm, "
+               "post_feedforward_layernorm) where Megatron-Core normalises before: the same weights, FLOPs and saved "
+               "activations, costed as Megatron-Core's pre-norm layer",
+}
 _TIED_BY_DEFAULT = ("gemma", "gemma2", "gemma3_text", "gpt2", "ernie4_5", "ernie4_5_moe")
 # transformers' documented class defaults that released configs rely on (filled with a note).
 DOCUMENTED_DEFAULTS = {
@@ -729,9 +741,8 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         if "kv_lora_rank" not in cfg:
             notes.append(f"num_key_value_heads not set: transformers' default = num_attention_heads ({heads})")
     moe = _moe(cfg, family, model_type, layers)
-    if model_type in ("glm4_moe_lite", "hy_v3", "exaone_moe", "bailing_moe_v2") \
-            and dict.get(cfg, "mlp_layer_types") is None \
-            and dict.get(cfg, "first_k_dense_replace") is None:
+    if "first_k_dense_replace" in DOCUMENTED_DEFAULTS.get(model_type, {}) \
+            and dict.get(cfg, "mlp_layer_types") is None and dict.get(cfg, "first_k_dense_replace") is None:
         notes.append("mlp_layer_types and first_k_dense_replace not set: transformers' default, the first layer "
                      f"dense and the others MoE ({model_type} configuration class)")
     if family == "mixtral" or (family == "qwen_moe" and moe is not None and all(moe.layer_pattern)):
@@ -773,17 +784,8 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         notes.append("attention_out_bias: the o_proj bias (hidden_size a layer) is not counted: Megatron-Core biases "
                      "o_proj only with every linear layer (--add-bias-linear)")
     qk_norm = model_type in _QK_NORM_TYPES
-    if model_type == "olmoe":
-        notes.append("OLMoE's q_norm / k_norm span all heads (OlmoeAttention; Megatron-Bridge's OLMoESelfAttention "
-                     "builds them at the full width, n*d + g*d weights a layer): counted as Megatron-Core's per-head "
-                     "norms (2*d); that full-width norm is not split over TP ranks, so only --tp 1 is planned")
-    if model_type == "apertus":
-        notes.append("xIELU activation (Apertus; swiss-ai/Megatron-LM's --xielu, not in upstream Megatron-LM): "
-                     "costed as a non-gated MLP's activation (its two learned scalars a layer not counted)")
-    if model_type == "exaone4":
-        notes.append("EXAONE 4 normalises after the attention and the MLP (post_attention_layernorm, "
-                     "post_feedforward_layernorm) where Megatron-Core normalises before: the same weights, FLOPs "
-                     "and saved activations, costed as Megatron-Core's pre-norm layer")
+    if model_type in _TYPE_NOTES:
+        notes.append(_TYPE_NOTES[model_type])
     if model_type in ("glm4_moe", "minimax_m2"):
         qk_norm = bool(cfg.get("use_qk_norm", False))
     if model_type == "bailing_moe_v2":  # BailingMoeV2Config(use_qk_norm=True)
@@ -859,8 +861,8 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         num_attention_heads=heads, num_query_groups=kv_heads if mla is None else heads,
         kv_channels=head_dim, vocab_size=_int(cfg, "vocab_size", model_type),
         max_position_embeddings=max_pos,
-        untie_embeddings_and_output_weights=not tied, swiglu=model_type not in _PLAIN_MLP_TYPES,
-        activation={"nemotron": "squared_relu", "apertus": "xielu"}.get(model_type, ""),
+        untie_embeddings_and_output_weights=not tied, swiglu=model_type not in _PLAIN_MLP_ACTIVATION,
+        activation=_PLAIN_MLP_ACTIVATION.get(model_type, ""),
         qk_layernorm_all_heads=model_type == "olmoe",
         normalization="LayerNorm" if model_type in _LAYERNORM_TYPES else "RMSNorm",
         add_bias_linear=bias_linear, add_qkv_bias=qkv_bias,
