@@ -258,6 +258,10 @@ OLMOE_1B_7B = dict(  # allenai/OLMoE-1B-7B-0924 with Megatron-Core's per-head QK
     vocab_size=50304, max_position_embeddings=4096, qk_layernorm=True, num_moe_experts=64, moe_router_topk=8,
     moe_ffn_hidden_size=1024,
 )
+MIMO_7B = dict(  # XiaomiMiMo/MiMo-7B (slime scripts/models/mimo-7B-rl.sh @624b824): Qwen2's layer (q / k / v biases)
+    hidden_size=4096, ffn_hidden_size=11008, num_attention_heads=32, num_query_groups=8, kv_channels=128,
+    vocab_size=151680, max_position_embeddings=32768, add_qkv_bias=True,
+)
 
 
 def _case(name, base, layout, **model_overrides):
@@ -382,6 +386,9 @@ CASES = [
     _case("olmoe-1b-7b-L2-tp1-ep8", OLMOE_1B_7B, dict(ep=8), num_layers=2, moe_layer_freq=_moe(0, 2)),
     _case("olmoe-1b-7b-L4-tp2-pp2-ep4-etp1", OLMOE_1B_7B, dict(tp=2, pp=2, ep=4, etp=1), num_layers=4,
           moe_layer_freq=_moe(0, 4)),
+    # ---- MiMo-7B read through the mimo HF reader (2026-12-07): dense with an MTP layer ----------------------
+    _case("mimo-7b-L2-tp2-mtp1-qkv-bias", MIMO_7B, dict(tp=2), num_layers=2, mtp_num_layers=1),
+    _case("mimo-7b-L4-tp4-pp2-mtp1-qkv-bias", MIMO_7B, dict(tp=4, pp=2), num_layers=4, mtp_num_layers=1),
 ]
 
 

@@ -56,6 +56,10 @@ MODEL_TYPES = {
     # Seed-OSS (transformers models/seed_oss): Llama's layer with q / k / v biases (attention_bias) and an o_proj bias
     # of its own (attention_out_bias)
     "seed_oss": "llama",
+    # Xiaomi MiMo-7B (remote code configuration_mimo.py: MiMoConfig(Qwen2Config) + num_nextn_predict_layers;
+    # Megatron-Bridge models/mimo/mimo_bridge.py: Qwen2's provider, q / k / v biases, mtp_num_layers): Qwen2's layer
+    # with MTP layers
+    "mimo": "llama",
     # Apertus (transformers models/apertus; swiss-ai trains it with its Megatron-LM fork): per-head QK-norm and a
     # non-gated MLP (up_proj, xIELU, down_proj)
     "apertus": "llama",
@@ -101,7 +105,7 @@ ARCHITECTURES = {
     "ApertusForCausalLM": "apertus", "Exaone4ForCausalLM": "exaone4", "NemotronForCausalLM": "nemotron",
     "OlmoeForCausalLM": "olmoe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite", "Dots1ForCausalLM": "dots1",
     "HYV3ForCausalLM": "hy_v3", "ExaoneMoeForCausalLM": "exaone_moe", "ExaoneMoEForCausalLM": "exaone_moe",
-    "BailingMoeV2ForCausalLM": "bailing_moe_v2",
+    "BailingMoeV2ForCausalLM": "bailing_moe_v2", "MiMoForCausalLM": "mimo",
 }
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
@@ -128,7 +132,7 @@ UNSUPPORTED = {
     "mamba2": "a pure Mamba-2 model (no attention or MLP layers): megasolve reads Mamba-2 layers from hybrid "
               "configs (nemotron_h's hybrid_override_pattern) only",
 }
-_QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text")
+_QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_vl", "qwen2_vl_text", "mimo")
 # the Qwen3-Next decoder: gated DeltaNet layers, gated attention (q_proj doubled for the output gate), QK-norm
 QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text",

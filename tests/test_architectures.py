@@ -465,6 +465,23 @@ def test_seed_oss_and_dots1_read_their_biases_norms_and_experts():
     assert model_params(dots)["params_total"] / 1e9 == pytest.approx(142, rel=0.01)
 
 
+def test_mimo_reads_qwen2s_layer_with_its_mtp_layers():
+    """MiMo (MiMoConfig(Qwen2Config), Megatron-Bridge models/mimo/mimo_bridge.py): q / k / v biases whether or not the
+    config says attention_bias (Qwen2Attention always biases them), num_nextn_predict_layers MTP layers, Qwen2's
+    sliding-window switch."""
+    mimo = load_preset("mimo-7b")
+    assert (mimo.add_qkv_bias, mimo.add_bias_linear, mimo.mtp_num_layers, mimo.window_size) == (True, False, 1, None)
+    assert mimo.untie_embeddings_and_output_weights and mimo.num_query_groups == 8
+    assert model_params(mimo)["params_total"] / 1e9 == pytest.approx(7.62, abs=0.005)
+    bare = _hf(model_type="mimo", hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
+               num_key_value_heads=2, vocab_size=1000, num_nextn_predict_layers=2)
+    assert bare.add_qkv_bias and bare.mtp_num_layers == 2 and not bare.ignored_features
+    windowed = _hf(model_type="mimo", hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+                   num_attention_heads=4, vocab_size=1000, use_sliding_window=True, sliding_window=128,
+                   max_window_layers=2)
+    assert windowed.window_size == 128 and windowed.window_pattern == (0, 0, 1, 1)
+
+
 def test_launch_exports_write_the_activation_they_cannot_infer():
     """Squared ReLU is a Megatron-LM flag (ARG L2448, argument_utils.py L320-322; with the biases off Megatron-LM turns
     the GeLU fusion off, ARG L1605-1606, so the flag launches); the config formats cannot set a callable and say so.

@@ -85,7 +85,8 @@ def test_dsa_golden_covers_tp_pp_ep_mtp_and_index_share():
 
 
 # the golden models of presets read through the nemotron / glm4_moe_lite / olmoe HF readers: golden case -> preset
-PRESET_CASES = {"nemotron-4-15b-": "nemotron-4-15b", "glm-4.7-flash-": "glm-4.7-flash", "olmoe-1b-7b-": "olmoe-1b-7b"}
+PRESET_CASES = {"nemotron-4-15b-": "nemotron-4-15b", "glm-4.7-flash-": "glm-4.7-flash", "olmoe-1b-7b-": "olmoe-1b-7b",
+                "mimo-7b-": "mimo-7b"}
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if any(c["name"].startswith(k) for k in PRESET_CASES)],
