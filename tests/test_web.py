@@ -382,6 +382,15 @@ def test_the_page_loads_nothing_from_elsewhere():
         assert not urls, f"{path.name} refers to {urls}"
 
 
+def test_the_page_marks_an_mfu_beyond_the_measured_as_the_cli_does():
+    """The page's speed line repeats the CLI's (cli/render.py speed_basis_line) with the same threshold; the browser
+    test checks the text, this the constant."""
+    from megasolve.cli.render import MFU_BEYOND_MEASURED
+
+    found = re.findall(r"^const MFU_BEYOND_MEASURED = ([\d.]+);$", (STATIC / "app.js").read_text(), re.M)
+    assert [float(v) for v in found] == [MFU_BEYOND_MEASURED]
+
+
 # ---------------------------------------------------------------------------- the command
 def test_serve_help():
     # that `megasolve --help` imports no web module is checked with the other heavy imports in test_cli.py

@@ -462,12 +462,28 @@ function summary(report, label) {
     el("dt", {text: "bubble"}), el("dd", {text: fmt.pct(t.bubble_fraction)}));
 }
 
-// what the step time rests on (the JSON's speed_basis): a warning where no fitted run stands behind it
+// A plan's MFU this far above the best measured run behind its speed is an extrapolation (cli/render.py
+// MFU_BEYOND_MEASURED; a test holds the two equal)
+const MFU_BEYOND_MEASURED = 1.25;
+
+// what the step time rests on (the JSON's speed_basis): a warning where no fitted run stands behind it, or where the
+// plan's MFU (estimate's, or the ranking's #1) is far above the highest MFU measured among those runs -- the CLI's
+// speed line (cli/render.py speed_basis_line), word for word
 function speedBasis(data) {
   const b = data.speed_basis;
   if (!b) return document.createTextNode("");
-  const borrowed = !b.published_runs && !b.profile_runs;
-  return el("p", {class: borrowed ? "speed-basis warning" : "speed-basis", text: `speed: ${b.note}`});
+  let borrowed = !b.published_runs && !b.profile_runs;
+  let note = b.note;
+  const timed = data.time || ((data.layouts || [])[0] || {}).time || {};
+  const ceiling = b.measured_mfu_max_pct;
+  if (ceiling !== null && ceiling !== undefined && timed.mfu !== null && timed.mfu !== undefined &&
+      100 * timed.mfu > ceiling * MFU_BEYOND_MEASURED) {
+    const which = data.layouts ? "#1's" : "its";
+    note += `; ${which} predicted MFU ${(100 * timed.mfu).toFixed(1)} % is far above the highest measured among ` +
+      `them (${ceiling.toFixed(1)} %): treat that speed with suspicion`;
+    borrowed = true;
+  }
+  return el("p", {class: borrowed ? "speed-basis warning" : "speed-basis", text: `speed: ${note}`});
 }
 
 function topComm(t) {
