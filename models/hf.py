@@ -441,6 +441,25 @@ def _mlp_layer_types(cfg: dict[str, Any], layers: int) -> list[int] | None:
     return [int(k == "sparse") for k in kinds]
 
 
+# Nemotron's hidden_act (NemotronConfig(hidden_act="relu2"); NemotronMLP: up_proj, ACT2FN[hidden_act], down_proj) as
+# the non-gated activation Megatron-LM launches: squared ReLU (--squared-relu) or its default GeLU (transformers' GeLU
+# variants differ in numerics only)
+_NEMOTRON_ACTIVATIONS = {"relu2": "squared_relu", "gelu": "", "gelu_new": "", "gelu_pytorch_tanh": "", "gelu_fast": ""}
+
+
+def _plain_mlp_activation(cfg: dict[str, Any], model_type: str, notes: list[str]) -> str:
+    """``ModelSpec.activation`` of a non-gated MLP type (``_PLAIN_MLP_ACTIVATION``); a Nemotron config's own
+    ``hidden_act`` where it names one Megatron-LM launches, else its default with a note."""
+    if model_type != "nemotron" or "hidden_act" not in cfg:
+        return _PLAIN_MLP_ACTIVATION.get(model_type, "")
+    act = cfg["hidden_act"]
+    if isinstance(act, str) and act in _NEMOTRON_ACTIVATIONS:
+        return _NEMOTRON_ACTIVATIONS[act]
+    notes.append(f"hidden_act {act!r}: Megatron-LM launches a non-gated MLP with squared ReLU (--squared-relu) or GeLU "
+                 "only; costed as squared ReLU (the same parameters, FLOPs and saved bytes) and launched with it")
+    return _PLAIN_MLP_ACTIVATION[model_type]
+
+
 def _layer_types(cfg: dict[str, Any], layers: int) -> list[str] | None:
     types = cfg.get("layer_types")
     if types is None:
@@ -866,7 +885,7 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         kv_channels=head_dim, vocab_size=_int(cfg, "vocab_size", model_type),
         max_position_embeddings=max_pos,
         untie_embeddings_and_output_weights=not tied, swiglu=model_type not in _PLAIN_MLP_ACTIVATION,
-        activation=_PLAIN_MLP_ACTIVATION.get(model_type, ""),
+        activation=_plain_mlp_activation(cfg, model_type, notes),
         qk_layernorm_all_heads=model_type == "olmoe",
         normalization="LayerNorm" if model_type in _LAYERNORM_TYPES else "RMSNorm",
         add_bias_linear=bias_linear, add_qkv_bias=qkv_bias,

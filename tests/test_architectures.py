@@ -500,6 +500,16 @@ def test_launch_exports_write_the_activation_they_cannot_infer():
     apertus = _hf(model_type="apertus", hidden_size=512, intermediate_size=2048, num_hidden_layers=2,
                   num_attention_heads=8, num_key_value_heads=8, vocab_size=1000, hidden_act="xielu")
     assert "xIELU" in launch_text("megatron", apertus, cluster, workload, Layout(dp=8))
+    # a Nemotron config's own hidden_act: relu2 (NemotronConfig's default), a GeLU (Megatron's default, no flag), or
+    # another, costed and launched as squared ReLU with a note
+    small = dict(model_type="nemotron", hidden_size=256, intermediate_size=1024, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, vocab_size=1000)
+    assert _hf(**small).activation == _hf(**small, hidden_act="relu2").activation == "squared_relu"
+    gelu = _hf(**small, hidden_act="gelu_pytorch_tanh")
+    assert gelu.activation == "" and not gelu.swiglu
+    assert "--squared-relu" not in megatron_flags(gelu, cluster, workload, Layout(dp=8))
+    relu = _hf(**small, hidden_act="relu")
+    assert relu.activation == "squared_relu" and any(n.startswith("hidden_act 'relu'") for n in relu.notes)
 
 
 def test_hunyuan3_and_exaone_moe_read_their_shared_experts_and_dense_layers():
