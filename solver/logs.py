@@ -17,6 +17,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from megasolve.solver.prefilter import Guarded, fold_case, guard_patterns
+
 UNKNOWN_RANK = -1  # a memory line that names no rank
 
 # ---------------------------------------------------------------------------- log lines
@@ -43,6 +45,29 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # zero-width ones removed
 _SPACES = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u2007": " ", "\u2009": " ", "\u200b": None,
                          "\ufeff": None})
+_SPACE_CHARS = tuple(chr(code) for code in _SPACES)
+
+
+def _starts_a_match(pattern: Guarded, text: str, words: tuple[str, ...]) -> bool:
+    """Whether the IGNORECASE ``pattern``, each of whose matches starts with one of ``words`` (lower case), matches in
+    ``text``: tried only where a word starts in the folded text (where folding kept every character one character,
+    the same places in ``text``; else searched whole).
+
+    >>> [_starts_a_match(_COMPARED_RUN, line, _COMPARED_WORDS) for line in ("- Improved (This PR)", "12 hours")]
+    [True, False]
+    """
+    folded = fold_case(text)
+    if folded is None or len(folded) != len(text):
+        return bool(pattern.search(text))
+    for word in words:
+        at = folded.find(word)
+        while at >= 0:
+            if pattern.raw.match(text, at):  # (the pattern itself: its guard would look at the whole text again)
+                return True
+            at = folded.find(word, at + 1)
+    return False
+
+
 _PREFIX_RANK = re.compile(r"^\s*(?:(\d+):\s|\[rank(\d+)\]:)")  # global ranks: slurm --label, torchrun
 _ARG_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s?(.*?)\s*$")
 # Megatron-LM before 2021 padded names to 32 characters (megatron/arguments.py::_print_args at 94e2ca5, L81:
@@ -631,7 +656,9 @@ def _without_dump_prefix(lines: list[str]) -> list[str]:
 
 
 _BASELINE_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:the\s+)?baseline\b", re.I)
-_COMPARED_RUN = re.compile(r"^\s*(?:[-*+]\s+)?.*\b(?:this PR|this change|improved|proposed|ours)\b", re.I | re.M)
+_COMPARED_RUN = re.compile(r"\b(?:this PR|this change|improved|proposed|ours)\b", re.I)  # (anywhere in a line)
+_OPENRLHF = re.compile(r"\bopenrlhf\b", re.I)
+_COMPARED_WORDS = ("this pr", "this change", "improved", "proposed", "ours")  # each match starts with one, folded
 
 
 def _ds_pipe_sizes(facts: LogFacts) -> None:
@@ -752,7 +779,9 @@ _PRIMUS_RANK_OF = re.compile(r"\[rank-\d+/(\d+)\]")
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``; a reply's quote of a post as the post, ``unquote``)."""
-    text = _one_cell_tables(undiff(unquote(_ANSI.sub("", text.translate(_SPACES)))))  # (a coloured log's codes: no flags)
+    if not text.isascii() and any(ch in text for ch in _SPACE_CHARS):
+        text = text.translate(_SPACES)
+    text = _one_cell_tables(undiff(unquote(_ANSI.sub("", text))))  # (a coloured log's codes: no flags)
     text = _WRAPPED_SLASH_SIZES.sub(r"\1 ", text)  # "GBS/MBS" at a line's end, "8192/1" starting the next
     text = _join_wrapped_flags(text)
     facts = LogFacts()
@@ -775,7 +804,7 @@ def parse_log(text: str) -> LogFacts:
     # "- Improved (This PR, MBS 1, ...)", swiss-ai/Megatron-LM#33): the baseline's prose is read last, so the run the
     # post is about sets the facts it states
     deferred: list[str] = []
-    compares = bool(_COMPARED_RUN.search(text))
+    compares = _starts_a_match(_COMPARED_RUN, text, _COMPARED_WORDS)
     for line in _joined_records(_without_dump_prefix([strip_prefix(raw) for raw in text.splitlines()])):
         if not line:
             continue
@@ -840,7 +869,7 @@ def parse_log(text: str) -> LogFacts:
     for dtype in ("fp16", "bf16"):
         if re.search(rf'"{dtype}"\s*:\s*\{{[^{{}}]*?"enabled"\s*:\s*true', text, re.I):
             facts.args.setdefault(dtype, True)
-    if re.search(r"\bopenrlhf\b", text, re.I):  # OpenRLHF's trainers (DeepSpeed): their bars count micro-batches
+    if _OPENRLHF.search(text):  # OpenRLHF's trainers (DeepSpeed): their bars count micro-batches
         facts.args["_openrlhf"] = True
     if facts.oom and not facts.args.get("_checkpoint_oom") and (m := _SAVE_OOM_SENTENCE.search(text)):
         facts.args["_checkpoint_oom"] = m.group(0).strip()[:120]  # said in a sentence of its own (NVIDIA-NeMo/Skills#26)
@@ -1094,7 +1123,7 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.nemo_steps.append((int(m.group(1)), float(m.group(2))))
         return
     if m := _NEMO_PERF_NAME.search(line) or _LLMB_NAME.search(line):
-        count = "num_nodes" if m.re is _NEMO_PERF_NAME else "_prose_num_gpus"
+        count = "num_nodes" if m.re is _NEMO_PERF_NAME.raw else "_prose_num_gpus"
         for key, value in zip(("precision", count, "tensor_model_parallel_size", "pipeline_model_parallel_size",
                                "context_parallel_size", "virtual_pipeline_model_parallel_size",
                                "expert_model_parallel_size", "expert_tensor_parallel_size", "micro_batch_size",
@@ -1157,7 +1186,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         t = _TFLOPS.search(m.group(3)) or _NEOX_FLOPS.search(m.group(3))
         g = _GBS.search(m.group(3))
         seconds = float(e.group(2) or e.group(3) or e.group(6)) / (1.0 if "s" in (e.group(1), e.group(5)) else 1e3)
-        tflops = float(t.group(1)) * _FLOPS_PREFIX.get(t.group(2) if t.re is _NEOX_FLOPS else "T", 1.0) if t else None
+        prefix = t.group(2) if t is not None and t.re is _NEOX_FLOPS.raw else "T"
+        tflops = float(t.group(1)) * _FLOPS_PREFIX.get(prefix, 1.0) if t else None
         facts.iterations.append((int(m.group(1)), seconds, tflops, int(g.group(1)) if g else None))
         if (ls := _LOSS_SCALE.search(m.group(3))) and float(ls.group(1)) != 1.0:
             facts.loss_scaled = True  # a dynamic loss scale: fp16 (bf16 prints 1.0)
@@ -2231,7 +2261,7 @@ def _tables(text: str, facts: LogFacts) -> None:
             unit = _CELL_WITH_UNIT.fullmatch(cell)
             if unit and (stat := _STAT_STEP_COLUMN.match(column) or _STEP_TIME_NAME.match(column)) \
                     and unit.group(2) in ("s", "ms"):
-                if stat.re is _STEP_TIME_NAME or (stat.group(1) or stat.group(2)).lower() == "median" \
+                if stat.re is _STEP_TIME_NAME.raw or (stat.group(1) or stat.group(2)).lower() == "median" \
                         or "_step_s" not in found:
                     found["_step_s"] = float(unit.group(1).replace(",", "")) / (1e3 if unit.group(2) == "ms" else 1)
                 continue
@@ -2763,7 +2793,7 @@ def _name_fields(m: re.Match[str]) -> tuple[Any, ...]:
     """A run name's fields in ``_NEMO_PERF_NAME`` order (precision, count, tp, pp, cp, vp, ep, etp, mbs, gbs): its
     micro and global batch come in either order."""
     groups = m.groups()
-    if m.re is _NEMO_PERF_NAME:
+    if m.re is _NEMO_PERF_NAME.raw:
         return groups[:8] + ((groups[8], groups[9]) if groups[8] is not None else (groups[10], groups[11]))
     return groups
 
@@ -2814,7 +2844,11 @@ _VAR = re.compile(r"\$\{([A-Za-z_]\w*|\d+)(?::?[-=]([^}]*))?\}|\$([A-Za-z_]\w*)"
 # torchrun, Megatron-SWIFT's "megatron sft" with underscore names, verl's Hydra overrides)
 # a flag may open a quoted string: Python launchers list flags as strings ("--tensor-model-parallel-size", "4",
 # THUDM/slime#1136) or write overrides in f-strings (f'++policy.megatron_cfg.context_parallel_size=2 ', NeMo-RL#903)
-_LAUNCH_FLAG = re.compile(r"(?:^|[\s\"'`])--([a-z][a-z0-9_-]*)|(?:^|[\s\"'])\+*(?:[a-z_]+\.)+([a-z_][a-z0-9_]*)=", re.M)
+# a launch flag's name: "--name" after a space, quote or backtick (or a line's start), or a Hydra override
+# "+model.name=" / "model.name=" after a space or quote. Found from the literal each match holds (``_flag_names``):
+# every "--", and the lines with an "="
+_DASH_FLAG = re.compile(r"--([a-z][a-z0-9_-]*)")
+_DOTTED_FLAG = re.compile(r"(?:^|[\s\"'])\+*(?:[a-z_]+\.)+([a-z_][a-z0-9_]*)=", re.M)
 # Megatron-SWIFT's launcher (modelscope/ms-swift swift/cli/_megatron: "megatron sft|pt|rlhf ...")
 # the args.json ms-swift writes beside a run: its own keys ("model_type", "max_length", "packing") as JSON
 _SWIFT_ARGS_JSON = re.compile(r'^\s*"model_type"\s*:\s*"[\w.-]+",?\s*$', re.M)
@@ -2946,14 +2980,27 @@ def _is_launch(text: str) -> bool:
     if ("pretrain" in text or "torchrun" in text or "_ARGS" in text or _SWIFT_MEGATRON.search(text)) \
             and ("--" in text or "model." in text):
         return True
-    names = {(m.group(1) or m.group(2) or "").replace("-", "_") for m in _LAUNCH_FLAG.finditer(text)}
-    if names & (CONFIG_KEYS | {"num_experts", "micro_batch_size", "seq_length", "max_length"}):
+    if _flag_names(text) & (CONFIG_KEYS | {"num_experts", "micro_batch_size", "seq_length", "max_length"}):
         return True
     # a script of variables only (the flags cut off): two or more of Megatron's sizes set as variables (with their
     # defaults: "MBS=${1:-32}"), or a torchrun setup's GPUs a node and nodes (NVIDIA/Megatron-LM#1847)
-    sizes = {m.group(1) for m in _SCRIPT_VAR.finditer(text)
+    sizes = {m.group(1) for line in text.split("\n") if "=" in line for m in _SCRIPT_VAR.finditer(line)
              if _script_var_arg(m.group(1), _expand(m.group(2).strip("'\""), {}).strip("'\""))}
     return len(sizes) >= 2 or bool(_PER_NODE_VAR.search(text) and _NODES_VAR.search(text))
+
+
+def _flag_names(text: str) -> set[str]:
+    """The flag names (``_DASH_FLAG``, ``_DOTTED_FLAG``) in ``text``, dashes as underscores. No match spans a line or
+    holds another's start, so each is found where its literal is: at every "--" whose character before is a space,
+    quote or backtick, and in every line with an "=".
+
+    >>> sorted(_flag_names("torchrun pretrain_gpt.py --num-layers 2\\n  +model.seq_length=8 x--no 'y.z=1'"))
+    ['num_layers', 'seq_length', 'z']
+    """
+    names = {m.group(1) for m in _DASH_FLAG.finditer(text)
+             if m.start() == 0 or text[m.start() - 1].isspace() or text[m.start() - 1] in "\"'`"}
+    names.update(m.group(1) for line in text.split("\n") if "=" in line for m in _DOTTED_FLAG.finditer(line))
+    return {name.replace("-", "_") for name in names}
 
 
 # Megatron-Bridge's performance launcher (``scripts/performance/setup_experiment.py``; its flags in
@@ -3200,7 +3247,8 @@ _FLAGS_VARIABLE = re.compile(r"\$\{?\w+\}?\\?")  # a token that is one shell var
 def _script_args(text: str, facts: LogFacts) -> None:
     """``--flag value`` tokens of a launch script (``pretrain_gpt.py`` flags, torchrun's world size)."""
     _bridge_launcher_args(text, facts)
-    _pai_positional(re.sub(r"\\\r?\n", " ", text), facts)
+    if "run_mcore_" in text or "_megatron_" in text:  # (the launchers _pai_positional reads)
+        _pai_positional(re.sub(r"\\\r?\n", " ", text), facts)
     text = _ASSOC_FLAG.sub(r"\1--\2 ", text)
     # a command posted in inline backticks over several lines ("`PYTORCH_CUDA_ALLOC_CONF=... \" ... "--model_name
     # x`", modelscope/ms-swift#6387) is the command
@@ -3254,6 +3302,8 @@ def _script_args(text: str, facts: LogFacts) -> None:
                 flags["_unresolved_flag_vars"] = True
         for i, token in enumerate(tokens):
             token = token.strip("()")
+            if "=" not in token and not token.startswith("--"):
+                continue  # neither an override (_VERL_BATCH, _HYDRA: "name=value") nor a flag (a log line's words)
             if v := _VERL_BATCH.match(token.lstrip("+")):  # verl's batch and lengths (runs.py: the actor's step)
                 flags.setdefault(_VERL_BATCH_KEYS[v.group(1)], int(v.group(2)))
                 continue
@@ -3771,3 +3821,8 @@ MODEL_NAMES = tuple((re.compile(p, re.I), preset) for p, preset in (
     # UNMODELLED_VARIANTS)
     (r"\bGLM-Z1(?:-Rumination)?-9B-0414\b", "glm-4-9b"),
 ))
+
+
+# every pattern above searched only in a text that holds one of the literals its matches hold (prefilter.py): the same
+# answers, without some three hundred searches on every line of a long log
+guard_patterns(globals())

@@ -62,6 +62,7 @@ from megasolve.models.presets import resolve_model
 from megasolve.models.spec import ModelSpec
 from megasolve.solver.logs import (DEVICE_LINE_WEIGHT, NEMO_RECIPE_SIZES, SIZE_NAMES, UNKNOWN_RANK, LogFacts, parse_log,
                                    scalar, undiff)
+from megasolve.solver.prefilter import guard_patterns
 from megasolve.topology.cluster import Cluster
 from megasolve.topology.gpus import all_gpus, get_gpu
 
@@ -412,6 +413,10 @@ _NEMO1_MARK = re.compile(r"\bmcore_gpt\b|megatron_amp_O2|MegatronGPTModel|megatr
 # use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
 # first; engine/megatron.yaml L35 @b178a3c), so a command that does not set it runs with it
 _VERL_MEGATRON = re.compile(r"actor_rollout_ref\.actor\.megatron\.|ppo_megatron_trainer")
+# NeMo / Megatron-Bridge named; DeepSpeed's loggers and optimizer (its "steps: N ... iter time (s)" lines are read as
+# steps too, logs.py)
+_NEMO_MARK = re.compile(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py")
+_DEEPSPEED_MARK = re.compile(r"\[(?:config|engine|logging)\.py:\d+:\w+\]|\bZeRO optimizer\b")
 
 
 # the sizes ``validate_args`` prints on its "using world size" line -> argument names
@@ -480,8 +485,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print
         args[str(key).lstrip("-").replace("-", "_")] = scalar(str(value)) if isinstance(value, str) else value
     # (DeepSpeed's "steps: N ... iter time (s)" lines are read as steps too, logs.py: no sign of NeMo)
-    if (facts.nemo_steps and not re.search(r"\[(?:config|engine|logging)\.py:\d+:\w+\]|\bZeRO optimizer\b", text)) \
-            or re.search(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py", text):
+    if (facts.nemo_steps and not _DEEPSPEED_MARK.search(text)) or _NEMO_MARK.search(text):
         args.setdefault("_nemo", True)
     if (old_te := te_before_2_18(args, facts.software)) is not None:  # which of TE's loss kernels ran
         args.setdefault("_te_bf16grad", old_te)
@@ -2482,3 +2486,6 @@ def _settled(steady: list[Any]) -> list[Any]:
 def _steady(values: list[float]) -> list[float]:
     """Values printed once per step, the warm-up steps dropped when there is more than the warm-up."""
     return values[WARMUP_ITERATIONS:] if len(values) > WARMUP_ITERATIONS else list(values)
+
+
+guard_patterns(globals())  # (logs.py's reason: a long log's text is searched only by the patterns it may match)
