@@ -13,8 +13,9 @@ script prints the lines, the seconds of ``parse_log`` (every fact the readers fi
   communicator's size the added NCCL lines state).
 
 It exits 1 when a check fails or a case reads slower than ``--budget-ms`` a line (default 0.4 ms). On a 2-core
-machine, 20,000 lines a case, 2026-12-07: 0.12 / 0.23 / 0.24 ms a line; before the literal guards
-(``solver/prefilter.py``) 0.50 / 0.80 / 0.87, and ``megasolve check`` of a 50,000-line Megatron-LM log took 33.5 s.
+machine, 20,000 lines a case, 2026-12-07: 0.08-0.12 / 0.17-0.23 / 0.24 ms a line; before the literal guards
+(``solver/prefilter.py``) 0.50 / 0.80 / 0.87, and ``megasolve check`` of a 50,000-line Megatron-LM log took 33.5 s
+(after: 5.4-7.2 s).
 
     python benchmarks/reader_speed.py               # 50,000 lines a case
     python benchmarks/reader_speed.py --lines 200000

@@ -194,10 +194,14 @@ def _may_match(literals: Literals | None, folded: bool) -> Callable[[str], bool]
     return may
 
 
+_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split")
+
+
 class Guarded:
     """A compiled pattern that answers "no match" at once for a text without any of its ``required_literals``, and
     otherwise as the pattern does. Everything else (``pattern``, ``flags``, ``groups``) is the pattern's; ``raw`` is
-    the pattern itself (what a match's ``.re`` is).
+    the pattern itself (what a match's ``.re`` is). The literals are found at the first search (parsing some three
+    hundred patterns at import would slow every command that never reads a log).
 
     >>> g = Guarded(re.compile(r"loss scale:\\s*(\\d+)", re.I))
     >>> g.search("| Loss Scale: 1024 |").group(1), g.search("lm loss: 2.1"), g.sub("#", "no scale here")
@@ -206,10 +210,20 @@ class Guarded:
 
     def __init__(self, pattern: re.Pattern[str]):
         self.raw = pattern
-        self.literals = required_literals(pattern)
-        may = _may_match(self.literals, bool(pattern.flags & re.IGNORECASE))
+
+    @property
+    def literals(self) -> Literals | None:
+        if "_literals" not in self.__dict__:
+            self._arm()
+        return self.__dict__["_literals"]
+
+    def _arm(self) -> None:
+        """The literals, and the guarded methods as this instance's own (the class's below only arm it)."""
+        pattern = self.raw
+        self._literals = required_literals(pattern)
+        may = _may_match(self._literals, bool(pattern.flags & re.IGNORECASE))
         if may is None:  # the pattern's own methods, nothing in front
-            for name in ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split"):
+            for name in _METHODS:
                 setattr(self, name, getattr(pattern, name))
             return
         search, match, fullmatch, finditer = pattern.search, pattern.match, pattern.fullmatch, pattern.finditer
@@ -224,7 +238,41 @@ class Guarded:
         self.subn = lambda repl, text, count=0: subn(repl, text, count) if may(text) else (text, 0)
         self.split = lambda text, maxsplit=0: split(text, maxsplit) if may(text) else [text]
 
-    def __getattr__(self, name: str) -> Any:  # (only what __init__ did not set: pattern, flags, groups, ...)
+    def search(self, *args: Any) -> Any:
+        self._arm()
+        return self.search(*args)
+
+    def match(self, *args: Any) -> Any:
+        self._arm()
+        return self.match(*args)
+
+    def fullmatch(self, *args: Any) -> Any:
+        self._arm()
+        return self.fullmatch(*args)
+
+    def finditer(self, *args: Any) -> Any:
+        self._arm()
+        return self.finditer(*args)
+
+    def findall(self, *args: Any) -> Any:
+        self._arm()
+        return self.findall(*args)
+
+    def sub(self, *args: Any, **kwargs: Any) -> Any:
+        self._arm()
+        return self.sub(*args, **kwargs)
+
+    def subn(self, *args: Any, **kwargs: Any) -> Any:
+        self._arm()
+        return self.subn(*args, **kwargs)
+
+    def split(self, *args: Any, **kwargs: Any) -> Any:
+        self._arm()
+        return self.split(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # (what the instance does not hold: pattern, flags, groups, ...)
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self.raw, name)
 
     def __repr__(self) -> str:
