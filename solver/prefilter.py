@@ -218,7 +218,7 @@ class Guarded:
         return self.__dict__["_literals"]
 
     def _arm(self) -> None:
-        """The literals, and the guarded methods as this instance's own (the class's below only arm it)."""
+        """The literals, and the guarded methods as this instance's own (the class's, ``_arming``, only arm it)."""
         pattern = self.raw
         self._literals = required_literals(pattern)
         may = _may_match(self._literals, bool(pattern.flags & re.IGNORECASE))
@@ -238,38 +238,6 @@ class Guarded:
         self.subn = lambda repl, text, count=0: subn(repl, text, count) if may(text) else (text, 0)
         self.split = lambda text, maxsplit=0: split(text, maxsplit) if may(text) else [text]
 
-    def search(self, *args: Any) -> Any:
-        self._arm()
-        return self.search(*args)
-
-    def match(self, *args: Any) -> Any:
-        self._arm()
-        return self.match(*args)
-
-    def fullmatch(self, *args: Any) -> Any:
-        self._arm()
-        return self.fullmatch(*args)
-
-    def finditer(self, *args: Any) -> Any:
-        self._arm()
-        return self.finditer(*args)
-
-    def findall(self, *args: Any) -> Any:
-        self._arm()
-        return self.findall(*args)
-
-    def sub(self, *args: Any, **kwargs: Any) -> Any:
-        self._arm()
-        return self.sub(*args, **kwargs)
-
-    def subn(self, *args: Any, **kwargs: Any) -> Any:
-        self._arm()
-        return self.subn(*args, **kwargs)
-
-    def split(self, *args: Any, **kwargs: Any) -> Any:
-        self._arm()
-        return self.split(*args, **kwargs)
-
     def __getattr__(self, name: str) -> Any:  # (what the instance does not hold: pattern, flags, groups, ...)
         if name.startswith("_"):
             raise AttributeError(name)
@@ -277,6 +245,19 @@ class Guarded:
 
     def __repr__(self) -> str:
         return f"Guarded({self.raw!r})"
+
+
+def _arming(name: str) -> Callable[..., Any]:
+    """The class's ``name`` method: arm the instance, whose own ``name`` then answers this call and every later one."""
+    def method(self: Guarded, *args: Any, **kwargs: Any) -> Any:
+        self._arm()
+        return getattr(self, name)(*args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in _METHODS:
+    setattr(Guarded, _name, _arming(_name))
 
 
 def guard_patterns(namespace: dict[str, Any]) -> None:
