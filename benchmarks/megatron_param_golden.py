@@ -263,6 +263,18 @@ MIMO_7B = dict(  # XiaomiMiMo/MiMo-7B (slime scripts/models/mimo-7B-rl.sh @624b8
     vocab_size=151680, max_position_embeddings=32768, add_qkv_bias=True,
 )
 
+SARVAM_MOE = dict(  # Megatron-Bridge models/sarvam/sarvam_provider.py SarvamMoEModelProvider @067f987 (sarvam-30b)
+    hidden_size=4096, ffn_hidden_size=8192, num_attention_heads=64, num_query_groups=4, kv_channels=64,
+    vocab_size=262144, max_position_embeddings=131072, qk_layernorm=True, num_moe_experts=128, moe_router_topk=6,
+    moe_ffn_hidden_size=1024, moe_shared_expert_intermediate_size=1024,
+)
+SARVAM_MLA = dict(  # SarvamMLAModelProvider @067f987 (sarvam-105b): MLA without q-LoRA + MoE, one shared expert
+    hidden_size=4096, ffn_hidden_size=16384, num_attention_heads=64, num_query_groups=64, vocab_size=262144,
+    max_position_embeddings=131072, qk_layernorm=True, num_moe_experts=128, moe_router_topk=8, moe_ffn_hidden_size=2048,
+    moe_shared_expert_intermediate_size=2048, multi_latent_attention=True, q_lora_rank=None, kv_lora_rank=512,
+    qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128,
+)
+
 
 def _case(name, base, layout, **model_overrides):
     model = dict(MODEL_DEFAULTS)
@@ -389,6 +401,11 @@ CASES = [
     # ---- MiMo-7B read through the mimo HF reader (2026-12-07): dense with an MTP layer ----------------------
     _case("mimo-7b-L2-tp2-mtp1-qkv-bias", MIMO_7B, dict(tp=2), num_layers=2, mtp_num_layers=1),
     _case("mimo-7b-L4-tp4-pp2-mtp1-qkv-bias", MIMO_7B, dict(tp=4, pp=2), num_layers=4, mtp_num_layers=1),
+    # ---- Sarvam MoE / MLA read through the sarvam_moe / sarvam_mla HF readers (2026-12-07) ----------------------
+    _case("sarvam-moe-L3-tp2-ep4-etp1-qk-norm", SARVAM_MOE, dict(tp=2, ep=4, etp=1), num_layers=3,
+          moe_layer_freq=_moe(1, 2)),
+    _case("sarvam-mla-L4-tp2-pp2-ep8-etp1", SARVAM_MLA, dict(tp=2, pp=2, ep=8, etp=1), num_layers=4,
+          moe_layer_freq=_moe(1, 3)),
 ]
 
 

@@ -86,6 +86,11 @@ MODEL_TYPES = {
     # models/bailing): the same MoE (group-limited routing, first_k_dense_replace), a fused query_key_value with its own
     # bias flag (use_qkv_bias), QK-norm (use_qk_norm), partial RoPE, MTP layers (num_nextn_predict_layers)
     "bailing_moe_v2": "shared_moe",
+    # Sarvam (Megatron-Bridge models/sarvam, remote-code configs): Sarvam MoE (sarvam-30b) is Ling's layer under other
+    # names (vLLM's SarvamMoEForCausalLM is its BailingMoeForCausalLM: fused query_key_value, per-head QK-norm,
+    # num_experts routed + num_shared_experts shared of the expert width, the first first_k_dense_replace layers
+    # dense); Sarvam MLA (sarvam-105b) is DeepSeek-V3's MLA + MoE layers with those MoE keys (sarvam_mla_bridge.py)
+    "sarvam_moe": "shared_moe", "sarvam_mla": "deepseek",
 }
 # ``architectures[0]`` -> the model_type whose reader fits (checked first: Kimi-K2 ships
 # ``model_type: kimi_k2`` with the DeepSeek-V3 architecture, moonshotai/Kimi-K2-Instruct README
@@ -105,7 +110,8 @@ ARCHITECTURES = {
     "ApertusForCausalLM": "apertus", "Exaone4ForCausalLM": "exaone4", "NemotronForCausalLM": "nemotron",
     "OlmoeForCausalLM": "olmoe", "Glm4MoeLiteForCausalLM": "glm4_moe_lite", "Dots1ForCausalLM": "dots1",
     "HYV3ForCausalLM": "hy_v3", "ExaoneMoeForCausalLM": "exaone_moe", "ExaoneMoEForCausalLM": "exaone_moe",
-    "BailingMoeV2ForCausalLM": "bailing_moe_v2", "MiMoForCausalLM": "mimo",
+    "BailingMoeV2ForCausalLM": "bailing_moe_v2", "MiMoForCausalLM": "mimo", "SarvamMoEForCausalLM": "sarvam_moe",
+    "SarvamMLAForCausalLM": "sarvam_mla",
 }
 # Wrapper configs whose language model sits in ``text_config`` (the vision tower is not counted).
 NESTED_TYPES = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "llama4": "llama4_text",
@@ -137,7 +143,7 @@ _QKV_BIAS_TYPES = ("qwen2", "qwen2_moe", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2
 QWEN3_NEXT_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 _QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text", *QWEN3_NEXT_TYPES, "gemma3_text",
                   "deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa", "glm4_moe_lite",
-                  "apertus", "exaone4", "olmoe", "dots1", "hy_v3", "exaone_moe")
+                  "apertus", "exaone4", "olmoe", "dots1", "hy_v3", "exaone_moe", "sarvam_mla")
 # MLPs that are not gated, by their activation (ModelSpec.activation): one up-projection, the activation, the
 # down-projection (Nemotron's squared ReLU, Apertus' xIELU); Nemotron's LayerNorm1P is a LayerNorm (weight and bias)
 # with zero-centred gamma
@@ -194,6 +200,7 @@ NO_EFFECT = frozenset({
     "hidden_act", "hidden_activation", "activation_function", "pretraining_tp", "use_return_dict",
     "tie_encoder_decoder", "is_encoder_decoder", "final_logit_softcapping", "query_pre_attn_scalar",
     "norm_topk_prob", "routed_scaling_factor", "scoring_func", "topk_method", "n_group", "topk_group",
+    "score_function",  # (Sarvam's name for scoring_func: the router's score, the same FLOPs)
     "aux_loss_alpha", "seq_aux", "ep_size", "use_routing_bias", "moe_gate_act", "moe_norm_min", "moe_use_aux_free",
     "swiglu_limit", "initial_context_length", "attn_temperature_tuning", "floor_scale", "attn_scale",
     "for_llm_compressor", "_attn_implementation_autoset", "original_max_position_embeddings",
@@ -373,7 +380,7 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         gate = model_type in ("qwen2_moe", *QWEN3_NEXT_TYPES) and shared > 0  # shared_expert_gate: Linear(h, 1)
         top_k = _int(cfg, "num_experts_per_tok", model_type)
     elif family == "deepseek":  # DeepSeek-V2/V3, Kimi-K2, GLM-4.5 (glm4_moe): first-k dense, shared experts
-        experts = _opt_int(cfg, "n_routed_experts", model_type, 0)
+        experts = _opt_int(cfg, "num_experts" if model_type == "sarvam_mla" else "n_routed_experts", model_type, 0)
         if not experts:
             return None
         ffn = _int(cfg, "moe_intermediate_size", model_type)
@@ -381,16 +388,23 @@ def _moe(cfg: dict[str, Any], family: str, model_type: str, num_layers: int) -> 
         first_dense = _opt_int(cfg, "first_k_dense_replace", model_type, default_dense) or 0
         freq = _opt_int(cfg, "moe_layer_freq", model_type, 1) or 1
         pattern = [int(i >= first_dense and i % freq == 0) for i in range(num_layers)]
+        if model_type == "sarvam_mla":  # SarvamMLABlock: every freq-th layer from the first MoE one on (no default)
+            first_dense = _int(cfg, "first_k_dense_replace", model_type)
+            pattern = [int(i >= first_dense and (i - first_dense) % freq == 0) for i in range(num_layers)]
         if model_type == "glm4_moe_lite":  # GLM-4.7-Flash: the dense layers may be named (Glm4MoeLiteDecoderLayer)
             pattern = _mlp_layer_types(cfg, num_layers) or pattern
         shared = (_opt_int(cfg, "n_shared_experts", model_type, 0) or 0) * ffn
+        if model_type == "sarvam_mla":  # SarvamMLAMoE: num_shared_experts of moe_shared_expert_intermediate_size,
+            width = _opt_int(cfg, "moe_shared_expert_intermediate_size", model_type, None) or ffn  # else the expert's
+            shared = (_opt_int(cfg, "num_shared_experts", model_type, 1) or 0) * width
         gate = False
         top_k = _int(cfg, "num_experts_per_tok", model_type)
     elif family == "shared_moe":  # HYV3MoE / ExaoneMoeSparseMoEBlock: routed + num_shared_experts of the same width
         experts = _int(cfg, "num_experts", model_type, "num_local_experts")
         ffn = _int(cfg, "moe_intermediate_size", model_type)
-        first_dense = _opt_int(cfg, "first_k_dense_replace", model_type,
-                               DOCUMENTED_DEFAULTS[model_type]["first_k_dense_replace"]) or 0
+        default_dense = DOCUMENTED_DEFAULTS.get(model_type, {}).get("first_k_dense_replace")
+        first_dense = (_int(cfg, "first_k_dense_replace", model_type) if default_dense is None  # (no class default)
+                       else _opt_int(cfg, "first_k_dense_replace", model_type, default_dense) or 0)
         pattern = [int(i >= first_dense) for i in range(num_layers)]
         pattern = _mlp_layer_types(cfg, num_layers) or pattern
         shared, gate = (_opt_int(cfg, "num_shared_experts", model_type, 0) or 0) * ffn, False
@@ -797,7 +811,8 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
     else:
         bias_linear = (bool(cfg.get("mlp_bias", False)) and attention_bias) or use_bias
         qkv_bias = model_type in _QKV_BIAS_TYPES or attention_bias or use_bias
-    if model_type == "bailing_moe_v2":  # BailingMoeV2Attention: query_key_value(bias=use_qkv_bias), dense(bias=use_bias)
+    if model_type in ("bailing_moe_v2", "sarvam_moe"):  # BailingMoeV2Attention: query_key_value(bias=use_qkv_bias),
+        # dense(bias=use_bias)
         qkv_bias, bias_linear = bool(cfg.get("use_qkv_bias", False)), False
         if use_bias:
             notes.append("use_bias: the attention output projection's bias (hidden_size a layer) is not counted: "
@@ -811,7 +826,8 @@ def _decoder(cfg: _Config, model_type: str, family: str, name: str, source: str,
         notes.append(_TYPE_NOTES[model_type])
     if model_type in ("glm4_moe", "minimax_m2"):
         qk_norm = bool(cfg.get("use_qk_norm", False))
-    if model_type == "bailing_moe_v2":  # BailingMoeV2Config(use_qk_norm=True)
+    if model_type in ("bailing_moe_v2", "sarvam_moe"):  # BailingMoeV2Config(use_qk_norm=True); Sarvam's bridges
+        # build the QK-norm always
         qk_norm = bool(cfg.get("use_qk_norm", True))
     if model_type == "minimax_m2" and dict.get(cfg, "qk_norm_type", "per_layer") != "per_layer":
         cfg.read.add("qk_norm_type")  # per-head norms: what is counted

@@ -18,7 +18,9 @@ import json
 import pytest
 
 from megasolve.models import Layout, stage_params
+from megasolve.models.hf import spec_from_hf_config
 from megasolve.models.megatron_args import spec_from_megatron_args
+from megasolve.models.params import model_params
 from megasolve.models.presets import load_preset
 
 from conftest import DATA
@@ -104,3 +106,37 @@ def test_golden_model_is_the_hf_preset_cut(case):
         mtp_num_layers=case["model"].get("mtp_num_layers") or 0,
         moe=None if preset.moe is None else dataclasses.replace(preset.moe, layer_pattern=preset.moe.layer_pattern[:layers]))
     assert ours == cut
+
+
+# config.json files of the Megatron-Bridge providers' widths (models/sarvam/sarvam_provider.py @067f987; the keys as the
+# remote-code configs name them, vLLM's sarvam.py and bailing_moe.py): golden case prefix -> config
+SARVAM_CONFIGS = {
+    "sarvam-moe-": dict(architectures=["SarvamMoEForCausalLM"], model_type="sarvam_moe", vocab_size=262144,
+                        hidden_size=4096, intermediate_size=8192, num_hidden_layers=19, num_attention_heads=64,
+                        num_key_value_heads=4, head_dim=64, num_experts=128, num_experts_per_tok=6,
+                        moe_intermediate_size=1024, num_shared_experts=1, first_k_dense_replace=1, use_qk_norm=True,
+                        score_function="sigmoid", routed_scaling_factor=2.5, max_position_embeddings=131072,
+                        tie_word_embeddings=False),
+    "sarvam-mla-": dict(architectures=["SarvamMLAForCausalLM"], model_type="sarvam_mla", vocab_size=262144,
+                        hidden_size=4096, intermediate_size=16384, num_hidden_layers=32, num_attention_heads=64,
+                        num_experts=128, num_experts_per_tok=8, moe_intermediate_size=2048, num_shared_experts=1,
+                        first_k_dense_replace=1, q_lora_rank=None, kv_lora_rank=512, qk_nope_head_dim=128,
+                        qk_rope_head_dim=64, v_head_dim=128, max_position_embeddings=131072,
+                        tie_word_embeddings=False),
+}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if any(c["name"].startswith(k) for k in SARVAM_CONFIGS)],
+                         ids=lambda c: c["name"])
+def test_golden_model_is_the_sarvam_config_cut(case):
+    """Sarvam's two readers build what Megatron-Core builds from the Bridge providers' arguments (the golden above
+    equals megasolve per rank); the full widths count 32.15B (sarvam-30b: 30B without its 2.15B of embeddings) and
+    106.03B (sarvam-105b)."""
+    config = next(v for k, v in SARVAM_CONFIGS.items() if case["name"].startswith(k))
+    layers = case["model"]["num_layers"]
+    ours = spec_from_megatron_args(case["model"])
+    read = spec_from_hf_config({**config, "num_hidden_layers": layers})
+    assert dataclasses.replace(read, name=ours.name, source=ours.source, notes=ours.notes,
+                               ignored_features=ours.ignored_features) == ours
+    total = model_params(spec_from_hf_config(config))["params_total"] / 1e9
+    assert round(total, 2) == (32.15 if "moe" in case["name"] else 106.03)
