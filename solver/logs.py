@@ -14,6 +14,7 @@ import itertools
 import json
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -211,7 +212,8 @@ _HYENA_MARKER = re.compile(r"\btrain_evo2\b|/gpt/model/hyena\.py|\bHyena(?:Model
 # (NPU 2; 60.96 GiB total capacity; ...)" (modelscope/ms-swift#9403); XPU and HPU builds likewise
 _OOM = re.compile(r"(?:CUDA|NPU|XPU|HPU) out of memory\. Tried to allocate (\d*\.?\d+) ([GM]i?B)")
 # (and a shortened "torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19", NVIDIA-NeMo/RL#2871)
-_OOM_CAPACITY = re.compile(r"total capacit[yi]? of (\d*\.?\d+) GiB|(\d*\.?\d+) GiB total capacity"
+# (PyTorch 2.1-2.2 misspell it: "GPU 0 has a total capacty of 79.33 GiB", fwyc0573/Megatron-LM's node0.log)
+_OOM_CAPACITY = re.compile(r"total capac(?:it[yi]?|ty) of (\d*\.?\d+) GiB|(\d*\.?\d+) GiB total capacity"
                            r"|GiB free of (\d+\.\d+)(?: GiB)?\b")
 # Megatron-SWIFT's iteration line adds "memory(GiB): X", torch.cuda.max_memory_reserved() / 2**30
 # (modelscope/ms-swift#5194, swift/megatron/init.py training_log)
@@ -644,15 +646,29 @@ def _without_dump_prefix(lines: list[str]) -> list[str]:
     >>> _without_dump_prefix(["job-worker-0 ------ arguments ------", "job-worker-0   num_layers ..... 32",
     ...                       "job-worker-12 iteration 5/ 10 |", "other"])
     ['------ arguments ------', 'num_layers ..... 32', 'iteration 5/ 10 |', 'other']
+    >>> _without_dump_prefix(["v100x16-1:   seq_length ..... 2048", "v100x16-1:   swiglu ..... True",
+    ...                       "v100x16-2:   zero_stage ..... 1", "v100x16-1: iteration 5/ 10 |"])
+    ['seq_length ..... 2048', 'swiglu ..... True', 'zero_stage ..... 1', 'iteration 5/ 10 |']
     """
+    prefix = None
     for line in lines:
         if (m := _ARGS_START.search(line)) and "end of" not in line:
             prefix = line[:m.start()].rstrip()
             if not prefix or len(prefix) > 80 or not re.fullmatch(r"[\w.:/@-]+(?: [\w.:/@-]+)?", prefix):
                 return lines
-            pattern = re.compile(r"\d+".join(re.escape(part) for part in re.split(r"\d+", prefix)) + r"(?:\s+|$)")
-            return [pattern.sub("", x, count=1) if pattern.match(x) else x for x in lines]
-    return lines
+            break
+    else:  # an excerpt cut inside the dump: the prefix its rows carry ("v100x16-1:   zero_stage ..... 1", pdsh's host
+        # name before every line of a multi-node DeepSpeed launch), when three rows or more carry it
+        rows = Counter(re.sub(r"\d+", "0", m.group(1)) for line in lines if (m := _PREFIXED_DUMP_ROW.match(line)))
+        prefix = next((p for p, n in rows.most_common(1) if n >= 3), None)  # (its numbers any numbers, as below)
+        if prefix is None:
+            return lines
+    pattern = re.compile(r"\d+".join(re.escape(part) for part in re.split(r"\d+", prefix)) + r"(?:\s+|$)")
+    return [pattern.sub("", x, count=1) if pattern.match(x) else x for x in lines]
+
+
+# a dump row behind a prefix no collector writes: "v100x16-1:   zero_stage ...... 1"
+_PREFIXED_DUMP_ROW = re.compile(r"^([\w.:/@-]*[:\d][\w.:/@-]*)\s+[A-Za-z_]\w*\s\.{3,}\s?\S")
 
 
 _BASELINE_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:the\s+)?baseline\b", re.I)
@@ -1901,10 +1917,11 @@ _STATED_STEP_WORDS = (
     (re.compile(r"\b(?:latency|time) per (?:iteration|step)\s*(?:of|is|was|:)?\s*`?(\d+(?:\.\d+)?)`?\s*s(?:ec(?:onds?)?)?\b",
                 re.I), 1.0),
     (re.compile(r"(\d[\d,]*\.?\d*)\s*ms\s+(?:average|avg|mean|median)\b", re.I), 1e-3),
-    # "step time: 18,467.280 ms", "the leaf records step_time 9926.350 ms" (Megatron-Bridge#5596)
-    (re.compile(r"\bstep[ _]time\s*[:=]?\s*(\d[\d,]*\.?\d*)\s*ms\b", re.I), 1e-3),
+    # "step time: 18,467.280 ms", "the leaf records step_time 9926.350 ms" (Megatron-Bridge#5596), "step
+    # time：16876.9ms" with a full-width colon (modelscope/ms-swift#8127)
+    (re.compile(r"\bstep[ _]time\s*[:：=]?\s*(\d[\d,]*\.?\d*)\s*ms\b", re.I), 1e-3),
     # "- Step time: 1.93 s → 0.70 s (2.75×)": the first run's, as the first setup is the one read (NovaSky-AI/SkyRL#1734)
-    (re.compile(r"\bstep time:\s*(\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
+    (re.compile(r"\bstep time\s*[:：]\s*(\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
     # "step time improved from 20.1s to 16.9s"; "reduced Qwen step time from 24.714s to 20.992s" (Megatron-Bridge#5129)
     (re.compile(r"\bstep time\s+(?:\w+\s+)?from \d+(?:\.\d+)?\s*s to (\d+(?:\.\d+)?)\s*s\b", re.I), 1.0),
     (re.compile(r"\b(\d+(?:\.\d+)?)-second (?:median|average|mean)\b", re.I), 1.0),
@@ -2040,7 +2057,7 @@ def _precision_label(cell: str) -> str | None:
         return "mxfp8" if m.group(1) == "mx" else "fp8"
     return None
 # a step time named plainly, its unit in the cell: "| Step time (100 iters) | 3.23s |"
-_STEP_TIME_NAME = re.compile(r"^step\s*time\b(?:\s*\([^)]*\))?$", re.I)
+_STEP_TIME_NAME = re.compile(r"^(?:steady(?:[- ]state)?\s+)?step\s*time\b(?:\s*\([^)]*\))?$", re.I)
 # a step column with no unit anywhere: "| Time/iter |" with "14797.88823529412" (ROCm/Megatron-LM#45's perf summary,
 # milliseconds): read only where the row's tokens per second per GPU, batch and sequence pin the unit (_unitless_step)
 _UNITLESS_STEP_COLUMN = re.compile(r"^(?:time\s*/\s*iter(?:ation)?|time\s+per\s+iter(?:ation)?|iter(?:ation)?\s+time)$",
@@ -2049,6 +2066,9 @@ _UNITLESS_STEP_COLUMN = re.compile(r"^(?:time\s*/\s*iter(?:ation)?|time\s+per\s+
 _METRIC_HEADER = re.compile(r"metric|metrics|指标|setting|parameter|item", re.I)
 _KEY_VALUE_HEADER = re.compile(r"field|key|name|setting|parameter", re.I)
 _PEAK_COLUMN = re.compile(r"^peak\s+(?:max\s+)?allocated(?:\s+memory)?$", re.I)
+# a peak that does not say allocated ("| peak mem | **47.7 GiB** | swift `memory(GiB)` |", fyh2001/megatron-sft-recipes):
+# taken as the reserved peak, the larger and the one tools print (ms-swift's memory(GiB), nvidia-smi)
+_PEAK_MEMORY_COLUMN = re.compile(r"^peak\s+mem(?:ory)?$", re.I)
 _CELL_WITH_UNIT = re.compile(r"[~≈\s]*(\d[\d,]*(?:\.\d+)?)\s*(ms|s|GiB|GB)\s*")
 
 
@@ -2258,7 +2278,7 @@ def _tables(text: str, facts: LogFacts) -> None:
             if _PRECISION_COLUMN.match(column) and (label := _precision_label(cell)):
                 found["precision"] = label  # FlagPerf's "precision" (fp32/amp/fp16/bf16), Primus's "精度" (FP8-CS)
                 continue
-            unit = _CELL_WITH_UNIT.fullmatch(cell)
+            unit = _CELL_WITH_UNIT.fullmatch(cell.strip("*"))  # (a bold value: "**2.20 s**")
             if unit and (stat := _STAT_STEP_COLUMN.match(column) or _STEP_TIME_NAME.match(column)) \
                     and unit.group(2) in ("s", "ms"):
                 if stat.re is _STEP_TIME_NAME.raw or (stat.group(1) or stat.group(2)).lower() == "median" \
@@ -2267,6 +2287,9 @@ def _tables(text: str, facts: LogFacts) -> None:
                 continue
             if unit and _PEAK_COLUMN.match(column) and unit.group(2) in ("GB", "GiB"):
                 found["_peak_mib"] = float(unit.group(1).replace(",", "")) * 1024  # "GB" as torch reports it, 2^30
+                continue
+            if unit and _PEAK_MEMORY_COLUMN.match(column) and unit.group(2) in ("GB", "GiB"):
+                found["_reserved_mib"] = float(unit.group(1).replace(",", "")) * 1024
                 continue
             if found_cell := _dispatcher_or_recompute_cell(column, cell):
                 found.update(found_cell)
@@ -2309,6 +2332,8 @@ def _tables(text: str, facts: LogFacts) -> None:
         found.pop("_step_s", None)
         if (peak := found.pop("_peak_mib", None)) and not facts.memory:
             facts.memory[UNKNOWN_RANK] = (peak, peak)
+        if (reserved := found.pop("_reserved_mib", None)) and not facts.memory and facts.reserved_only_mib is None:
+            facts.reserved_only_mib = reserved
         for key, value in found.items():
             facts.args.setdefault(key, value)
 

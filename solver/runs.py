@@ -445,6 +445,9 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     args: dict[str, Any] = {}
     for key, value in facts.args.items():  # an alias's None (a deprecated name a dump prints unset) keeps the value
         name_ = CONFIG_ALIASES.get(key, key)
+        if name_ != key and name_ in facts.dump_keys and key not in facts.dump_keys and args.get(name_) is not None:
+            continue  # the argument dump's own value wins over another spelling read elsewhere ("pp_size=8" printed
+            # by a fork that simulates a larger job, fwyc0573/Megatron-LM, under a dump of pipeline size 1)
         if value is not None or args.get(name_) is None:
             args[name_] = value
     backend = args.get("_train_backend") or (f"slime --train-backend {args['train_backend']}"
@@ -482,8 +485,9 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
     for printed, arg in WORLD_PARTS.items():  # "using world size: ..., tensor-model-parallel size: 4, ..."
         if printed in facts.world_parts:
             args.setdefault(arg, facts.world_parts[printed])
-    for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print
-        args[str(key).lstrip("-").replace("-", "_")] = scalar(str(value)) if isinstance(value, str) else value
+    for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print, under
+        key = str(key).lstrip("-").replace("-", "_")  # the name a dump's would take (--num-key-value-heads: GQA)
+        args[CONFIG_ALIASES.get(key, key)] = scalar(str(value)) if isinstance(value, str) else value
     # (DeepSpeed's "steps: N ... iter time (s)" lines are read as steps too, logs.py: no sign of NeMo)
     if (facts.nemo_steps and not _DEEPSPEED_MARK.search(text)) or _NEMO_MARK.search(text):
         args.setdefault("_nemo", True)
@@ -2258,7 +2262,10 @@ MUON_COSTED_DEFAULTS = {"muon_num_ns_steps": 5, "muon_tp_mode": "duplicated", "m
 
 
 def _precision(args: dict[str, Any], notes: list[str]) -> str:
-    if args.get("_params_dtype") == "float32":
+    fp32_dump = args.get("bf16") is False and args.get("fp16") is False \
+        and not any(args.get(k) for k in ("fp8", "fp8_format", "fp4", "fp4_format", "precision", "compute_dtype"))
+    if args.get("_params_dtype") == "float32" or (fp32_dump and "_params_dtype" not in args):
+        # ("using torch.float32 for parameters"; or a dump's bf16 False and fp16 False, Megatron-LM's fp32 default)
         notes.append("fp32 parameters (no --bf16/--fp16): megasolve models 16-bit training; costed as bf16, "
                      "so expect the run to be slower and larger than predicted")
     fp8 = args.get("fp8") or args.get("fp8_format")
