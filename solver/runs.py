@@ -2263,7 +2263,8 @@ MUON_COSTED_DEFAULTS = {"muon_num_ns_steps": 5, "muon_tp_mode": "duplicated", "m
 
 def _precision(args: dict[str, Any], notes: list[str]) -> str:
     fp32_dump = args.get("bf16") is False and args.get("fp16") is False \
-        and not any(args.get(k) for k in ("fp8", "fp8_format", "fp4", "fp4_format", "precision", "compute_dtype"))
+        and not any(args.get(k) for k in ("fp8", "fp8_format", "fp4", "fp4_format", "precision", "compute_dtype",
+                                          "mixed_precision", "_prose_precision"))
     if args.get("_params_dtype") == "float32" or (fp32_dump and "_params_dtype" not in args):
         # ("using torch.float32 for parameters"; or a dump's bf16 False and fp16 False, Megatron-LM's fp32 default)
         notes.append("fp32 parameters (no --bf16/--fp16): megasolve models 16-bit training; costed as bf16, "
