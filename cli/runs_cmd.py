@@ -29,11 +29,12 @@ def run_options(func):
         click.option("--model", "-m", "model", default=None, metavar="NAME|PATH",
                      help="The model (preset, config.json, Megatron YAML) where the log holds no shape."),
         click.option("--vocab-size", type=int, default=None, help="Tokenizer vocabulary where the log prints none."),
-        click.option("--seq-len", "seq_length", type=int, default=None, help="Sequence length where the log has none."),
+        click.option("--seq-len", "seq_length", type=int, default=None, help="Sequence length where the RUN states none."),
         click.option("--gbs", "global_batch_size", type=int, default=None,
-                     help="Global batch size where the log has none."),
+                     help="Global batch size where the RUN states none."),
         click.option("--step-time", "step_time_s", type=float, default=None,
-                     help="Measured seconds per step where the log has no iteration lines."),
+                     help="Measured seconds per step where the log has no iteration lines (or a runs-file entry no "
+                          "measured step time)."),
         click.option("--oom", "oom", is_flag=True, default=None,
                      help="The run ran out of GPU memory where the log does not show it (e.g. only an issue's title "
                           "says so)."),

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 
 import re
 import statistics
@@ -297,6 +298,14 @@ def run_from_entry(entry: dict[str, Any], run_id: str, defaults: dict[str, Any] 
     _unknown(f"{run_id}: workload", work_raw, WORKLOAD_KEYS)
     measured_raw = dict(entry.get("measured") or {})
     _unknown(f"{run_id}: measured", measured_raw, MEASURED_KEYS)
+    # what the entry does not say, from the command line (--seq-len, --gbs, --step-time, --oom), as for a log
+    for key, into in (("seq_length", work_raw), ("global_batch_size", work_raw), ("step_time_s", measured_raw),
+                      ("oom", measured_raw)):
+        if key not in into and defaults.get(key) is not None:
+            into[key] = defaults[key]
+    notes = [f"{flag} applies to logs and launch scripts: a runs-file entry names its model (the vocabulary is the "
+             f"model's) and states its layout and workload under layout: and workload:"
+             for key, flag in (("vocab_size", "--vocab-size"), ("args", "--arg")) if defaults.get(key)]
     if not any(k in measured_raw for k in ("step_time_s", "tokens_per_s_per_gpu", "peak_allocated_gb", "oom")):
         raise MegasolveError(field=f"{run_id}: measured", value="empty",
                              rule="needs step_time_s, tokens_per_s_per_gpu, peak_allocated_gb or oom",
@@ -316,7 +325,7 @@ def run_from_entry(entry: dict[str, Any], run_id: str, defaults: dict[str, Any] 
                              rule="must be a rank number, first or last", fix="e.g. rank: last")
     return Run(id=str(entry.get("id") or run_id), spec=spec, cluster=cluster, workload=workload, layout=layout,
                measured=measured, source=str(entry.get("source") or run_id),
-               software=tuple(str(s) for s in _listify(entry.get("software"))))
+               software=tuple(str(s) for s in _listify(entry.get("software"))), notes=tuple(notes))
 
 
 def _listify(value: Any) -> list[Any]:
@@ -499,7 +508,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
             args.setdefault("_bridge_perf", True)
     if _VERL_MEGATRON.search(text):  # verl's Megatron actor: its config sets the distributed optimizer on
         args.setdefault("_verl_megatron", True)
-    notes: list[str] = []
+    notes: list[str] = arg_notes(defaults.get("args") or {})
     if args.get("_deepspeed_moe"):
         notes.append("DeepSpeed-MoE (Megatron-DeepSpeed's --num-experts / --topk / --expert-interval) costed as "
                      "Megatron-Core's MoE layers: its gate, its all-to-all and its --moe-min-capacity floor are not "
@@ -755,6 +764,52 @@ def _sizes_from_shard_report(spec: ModelSpec | None, args: dict[str, Any], notes
                  f" of a {t:g}B transformer; the log states no parallel size)")
 
 
+def _vocab_from_shard_report(model_args: dict[str, Any], args: dict[str, Any]) -> int | None:
+    """The padded vocabulary from Megatron's theoretical-memory report where the log prints no size: the most loaded
+    shard holds ``(T/pp + V*h)/tp`` parameters, plus ``V*h/tp`` more for an untied output layer with PP 1
+    (``theoretical_memory_usage.py`` L246-285 @d98e8a6), ``T`` the transformer's, from the printed shape by the report's
+    own formula (``2*L*h^2*((1 + g/a)*r + ffn/h*gated + 2/h) + h``: QKV and output, the MLP (x1.5 gated), two norms a
+    layer and the final one, no biases). The shard is printed to 4 decimals (+-50,000 parameters) and the norms are
+    split over TP in older releases, replicated in newer ones: ``V`` is taken only where exactly one multiple of
+    ``make_vocab_size_divisible_by x TP`` (Megatron's padding, ``tokenizer.py::_vocab_size_with_padding``) lies within
+    that error. Dense transformers with standard attention only (the report's formula for experts, latent attention
+    and MTP layers has changed across releases).
+
+    >>> shape = dict(num_layers=24, hidden_size=896, num_attention_heads=14, num_query_groups=2, ffn_hidden_size=4864,
+    ...              swiglu=True, untie_embeddings_and_output_weights=True)
+    >>> _vocab_from_shard_report(shape, {"_shard_params_b": {"transformer": 0.36, "embedding": 0.27, "most": 0.6302}})
+    151936
+    """
+    most = (args.get("_shard_params_b") or {}).get("most")
+    L, h, a = (model_args.get(k) for k in ("num_layers", "hidden_size", "num_attention_heads"))
+    ffn = model_args.get("ffn_hidden_size") or (4 * h if isinstance(h, int) else None)
+    if not isinstance(most, float) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                              for v in (L, h, a, ffn)) \
+            or (model_args.get("num_moe_experts") or 1) > 1 or model_args.get("multi_latent_attention") \
+            or model_args.get("mtp_num_layers") or model_args.get("hybrid_override_pattern") \
+            or model_args.get("experimental_attention_variant") or model_args.get("linear_attention_freq"):
+        return None
+    tp, pp = _int(args, "tensor_model_parallel_size", 1), _int(args, "pipeline_model_parallel_size", 1)
+    g = model_args.get("num_query_groups") if model_args.get("group_query_attention") is not False else None
+    g = g if isinstance(g, int) and g > 0 else a
+    kv = model_args.get("kv_channels")
+    ratio = (kv * a / h) if isinstance(kv, int) and kv > 0 else 1.0
+    gated = 1.5 if model_args.get("swiglu") else 1.0
+    norms = 2 * L * h + h
+    transformer = 2 * L * h * h * ((1 + g / a) * ratio + ffn / h * gated) + norms
+    copies = 2 if model_args.get("untie_embeddings_and_output_weights") and pp == 1 else 1
+    # most*tp = T/pp + copies*V*h (norms counted inside /tp, as older releases did); newer ones replicate the norms
+    centre = (most * 1e9 * tp - transformer / pp) / (copies * h)
+    slack = (0.5e5 * tp + norms / pp * tp) / (copies * h)
+    unit = (model_args.get("make_vocab_size_divisible_by") or 128) * tp
+    if not isinstance(unit, int) or unit <= 0:
+        return None
+    candidates = [n * unit for n in range(max(1, math.floor((centre - slack) / unit)),
+                                          math.ceil((centre + slack) / unit) + 1)
+                  if abs(n * unit - centre) <= slack]
+    return candidates[0] if len(candidates) == 1 else None
+
+
 def _slime_batch(args: dict[str, Any], defaults: dict[str, Any], notes: list[str]) -> None:
     """slime's training batch where the command sets no ``--global-batch-size``: ``--rollout-batch-size`` prompts x
     ``--n-samples-per-prompt`` responses (default 1) // ``--num-steps-per-rollout`` (``slime/utils/arguments.py``
@@ -975,6 +1030,9 @@ def _spec(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes
         vocab = rows * tp
         notes.append(f"vocabulary {vocab} from the printed word-embedding shape ({rows} rows"
                      + (f" x TP {tp}" if tp > 1 else "") + ", padded)")
+    if not vocab and (vocab := _vocab_from_shard_report(model_args, args)):
+        notes.append(f"vocabulary {vocab} from Megatron's theoretical-memory report (the most loaded shard's "
+                     f"{args['_shard_params_b']['most']:g}B parameters less the printed shape's transformer share)")
     if not vocab:
         # a Hugging Face tokenizer loads by name or path; a --vocab-file beside it is unused (bigscience-workshop/
         # Megatron-DeepSpeed#93: VOCAB_FILE=data/gpt2-vocab.json set, --tokenizer-name-or-path t5-small used)
@@ -1146,6 +1204,78 @@ MODEL_ARG_NAMES = {
     "mamba_num_heads", "moe_latent_size", "softmax_type", "mtp_use_repeated_layer", "squared_relu",
     "moe_shared_expert_gate",
 }
+# Every other argument name the readers look up in a run's arguments (layout, precision, batch, launcher and framework
+# names; tests/test_runs.py scans this module's source for each lookup and holds this set to it). ``--arg NAME=VALUE``
+# with a name neither here, in MODEL_ARG_NAMES nor among the model keys megatron_args reads changes nothing, and says so.
+RUN_ARG_NAMES = frozenset({
+    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "activation",
+    "activation_func_fp8_input_store", "actor_num_gpus_per_node", "attention_backend", "attention_dropout",
+    "attention_head_type", "batch_size", "batch_size_per_gpu", "bf16", "bias", "bias_activation_fusion",
+    "bias_swiglu_fusion", "checkpoint_activations", "compute_dtype", "context_parallel_size", "cp_comm_type",
+    "cpu_offloading", "cpu_offloading_activations", "cpu_offloading_num_layers", "cpu_offloading_weights",
+    "cross_entropy_fusion_impl", "cross_entropy_loss_fusion", "cuda_graph_impl", "cuda_graph_modules",
+    "cuda_graph_scope", "cutoff_len", "data_parallel_sharding_strategy", "data_parallel_size",
+    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "deepspeed",
+    "defer_embedding_wgrad_compute", "deterministic", "deterministic_mode", "devices", "enable_cuda_graph",
+    "enable_expert_tensor_parallelism", "expert_ep_size", "expert_interval", "expert_model_parallel_size",
+    "expert_tensor_parallel_size", "external_cuda_graph", "fine_grained_activation_offloading", "finetuning_type",
+    "first_last_layers_bf16", "fmoe_num_experts", "fmoefy", "fp16", "fp4", "fp4_format", "fp4_param",
+    "fp4_param_gather", "fp4_recipe", "fp8", "fp8_format", "fp8_output_proj", "fp8_param_gather", "fp8_params",
+    "fp8_recipe", "gated_linear_unit", "global_batch_size", "gpus_per_node", "grad_reduce_in_bf16",
+    "grad_reduce_in_fp32", "hidden_dropout", "lora_rank", "main_grads_dtype", "max_length",
+    "megatron_fsdp_main_params_dtype", "megatron_fsdp_max_pool_double_buffer", "micro_batch_size",
+    "microbatch_group_size_per_vp_stage", "mixed_precision", "model_parallel_size", "moe_expert_capacity_factor",
+    "moe_expert_parallel_size", "moe_layer_recompute", "moe_pad_expert_input_to_capacity",
+    "moe_router_padding_for_fp8", "moe_token_dispatcher_type", "moe_token_drop_policy", "moe_token_dropping",
+    "moe_tp_extend_ep", "moe_train_capacity_factor", "n_gpus_per_node", "n_samples_per_prompt", "nnodes",
+    "no_use_layer_wise_param_layout", "no_weight_tying", "noop_layers", "nproc_per_node",
+    "num_distributed_optimizer_instances", "num_gpu_per_node", "num_gpus_per_node", "num_layers_at_end_in_bf16",
+    "num_layers_at_start_in_bf16", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+    "num_layers_per_virtual_pipeline_stage", "num_nodes", "num_steps_per_rollout", "offload_modules", "optimizer",
+    "optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_grad_reduce", "overlap_param_gather", "packing",
+    "padded_vocab_size", "pipeline_model_parallel_layout", "pipeline_model_parallel_size", "precision",
+    "quant_recipe", "quick_geglu", "rampup_batch_size", "recompute_activations", "recompute_granularity",
+    "recompute_method", "recompute_modules", "recompute_num_layers", "rollout_batch_size", "sequence_parallel",
+    "te_precision_config_file", "te_version", "tensor_model_parallel_size", "tokenizer_type", "topk",
+    "train_backend", "train_type", "transformer_impl", "tuner_type", "use_distributed_optimizer", "use_flash_attn",
+    "use_fused_weighted_squared_relu", "use_layer_wise_param_layout", "use_megatron_fsdp",
+    "use_precision_aware_optimizer", "use_torch_fsdp2", "virtual_pipeline_model_parallel_size",
+    "wgrad_deferral_limit", "world_size", "zero_stage"
+})
+
+
+def arg_notes(given: dict[str, Any]) -> list[str]:
+    """What ``--arg NAME=VALUE`` cannot change, said: a note for a name no reader uses, an error for one within a
+    typo of a name that is read (``difflib``; a misspelt ``--arg tensor-model-paralel-size=2`` would otherwise leave
+    the layout the log's).
+
+    >>> arg_notes({"micro-batch-size": "2", "num-key-value-heads": "8", "lr": "3e-4", "rotary-base": "1000000"})
+    ['--arg lr=3e-4: megasolve reads no lr (it changes nothing in the estimate)', '--arg rotary-base=1000000: rotary_base changes no parameter, FLOP or byte that megasolve models']
+    >>> arg_notes({"micro-bach-size": "2"})
+    Traceback (most recent call last):
+    ...
+    megasolve.models.errors.MegasolveError: --arg=micro-bach-size: not an argument megasolve reads; fix: did you mean \
+micro-batch-size?
+    """
+    import difflib
+
+    from megasolve.models.megatron_args import NO_EFFECT_KEYS, READ_KEYS
+
+    read = RUN_ARG_NAMES | MODEL_ARG_NAMES | READ_KEYS
+    notes = []
+    for raw, value in given.items():
+        key = str(raw).lstrip("-").replace("-", "_")
+        name = CONFIG_ALIASES.get(key, key)
+        if name in read:
+            continue
+        if name in NO_EFFECT_KEYS:
+            notes.append(f"--arg {raw}={value}: {name} changes no parameter, FLOP or byte that megasolve models")
+        elif close := difflib.get_close_matches(name, sorted(read | CONFIG_ALIASES.keys()), n=3, cutoff=0.85):
+            raise MegasolveError(field="--arg", value=raw, rule="not an argument megasolve reads",
+                                 fix="did you mean " + ", ".join(c.replace("_", "-") for c in close) + "?")
+        else:
+            notes.append(f"--arg {raw}={value}: megasolve reads no {name} (it changes nothing in the estimate)")
+    return notes
 
 
 def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], notes: list[str],
