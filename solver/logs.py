@@ -3116,7 +3116,12 @@ _PAI_COMMON = {2: "micro_batch_size", 3: "global_batch_size", 6: "seq_length", 9
 _PAI_EXPERT = {"run_mcore_qwen3": {12: "expert_tensor_parallel_size", 13: "expert_model_parallel_size"},
                "run_mcore_qwen2_moe": {12: "expert_tensor_parallel_size", 13: "expert_model_parallel_size"},
                "run_mcore_mistral": {12: "expert_model_parallel_size"},
-               "run_mcore_moonlight": {12: "expert_tensor_parallel_size"}}
+               "run_mcore_moonlight": {12: "expert_tensor_parallel_size", 13: "expert_model_parallel_size"}}
+# ... then their switches, true / false, in this order (SP=${13} DO=${14} FL=${15} SFT=${16} after CP, or after the
+# expert sizes; the VL scripts have no SFT, Moonlight no FL, LLaVA neither SP nor SFT), the recompute word (AC: full,
+# sel, none, offload) and OPTIMIZER_OFFLOAD (Pai-Megatron-Patch @a098ca5 examples/*/run_mcore_*.sh)
+_PAI_BOOLS = {"run_mcore_moonlight": ("SP", "DO", "SFT"), "run_mcore_llava": ("DO", "FL")}
+_PAI_DEFAULT_BOOLS = ("SP", "DO", "FL", "SFT")
 
 
 # The older run_pretrain_megatron_*.sh / run_finetune_megatron_*.sh launchers (examples/llama2/run_pretrain_megatron_
@@ -3177,7 +3182,11 @@ def _pai_positional(body: str, facts: LogFacts) -> None:
     >>> f = LogFacts(); _pai_positional("sh run_mcore_qwen.sh dsw 7B 2 512 1e-5 1e-6 4096 4096 bf16 2 1 1 true", f)
     >>> f.args
     {'micro_batch_size': 2, 'global_batch_size': 512, 'seq_length': 4096, 'tensor_model_parallel_size': 2, \
-'pipeline_model_parallel_size': 1, 'context_parallel_size': 1, 'precision': 'bf16'}
+'pipeline_model_parallel_size': 1, 'context_parallel_size': 1, 'precision': 'bf16', 'sequence_parallel': True}
+    >>> f = LogFacts(); _pai_positional("sh run_mcore_llama3_1.sh dsw 8B 8 8 1e-6 1e-7 1024 1024 bf16 2 2 1 false true "
+    ...                                 "false true sel false 1000 /d /d /c 1000 0 /o", f)  # SP DO FL SFT AC OFFLOAD
+    >>> {k: f.args[k] for k in ("sequence_parallel", "use_distributed_optimizer", "recompute_activations")}
+    {'sequence_parallel': False, 'use_distributed_optimizer': True, 'recompute_activations': True}
     >>> f = LogFacts(); _pai_positional("sh run_pretrain_megatron_baichuan.sh dsw /m/ /p/ 13B 1 8 1e-5 1e-6 2048 2048 0 "
     ...                                 "bf16 2 1 sel true false true false 100", f)
     >>> f.args
@@ -3192,6 +3201,20 @@ def _pai_positional(body: str, facts: LogFacts) -> None:
                 facts.args.setdefault(key, int(words[index]))
         if len(words) > 8 and words[8].lower() in _PRECISIONS:
             facts.args.setdefault("precision", words[8].lower())
+        first = next((i for i in range(12, min(len(words), 15)) if words[i] in ("true", "false")), None)
+        if first is not None:
+            names = _PAI_BOOLS.get(m.group(1), _PAI_DEFAULT_BOOLS)
+            env = dict(zip(names, (w for w in words[first:first + len(names)] if w in ("true", "false"))))
+            after = words[first + len(env):]
+            if len(env) == len(names) and after and after[0] in ("full", "sel", "none", "offload"):
+                env["AC"] = after[0]
+                if len(after) > 1:
+                    env["OPTIMIZER_OFFLOAD"] = after[1]
+            env["TP"] = str(facts.args.get("tensor_model_parallel_size", 1))
+            for key, value in _pai_switches(env).items():
+                facts.args.setdefault(key, value)
+            if env.get("FL") == "true":
+                facts.args.setdefault("use_flash_attn", True)
         return
     for m in _PAI_LEGACY_LAUNCH.finditer(body):  # the older launchers (alibaba/Pai-Megatron-Patch#59)
         words = m.group(1).split()

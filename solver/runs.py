@@ -764,6 +764,31 @@ def _sizes_from_shard_report(spec: ModelSpec | None, args: dict[str, Any], notes
                  f" of a {t:g}B transformer; the log states no parallel size)")
 
 
+def _world_from_memory_ranks(facts: LogFacts, tp: int, pp: int, cp: int, args: dict[str, Any]) -> int | None:
+    """The GPU count from which ranks print their memory, where the pipeline has stages to tell it by: Megatron's
+    ``report_memory`` prints on data-parallel rank 0 only (``training/utils.py``), so under the default rank order
+    (``tp-cp-ep-dp-pp``, ``core/parallel_state.py`` RankGenerator) stage ``p`` prints ranks ``p*S .. p*S + TP*CP - 1``
+    with ``S = TP*CP*DP``: the first printed rank past stage 0 is ``S``, and the world ``S x PP``. Taken only where
+    every stage prints and every printed rank fits that pattern (a cut excerpt or another order leaves it to --gpus).
+
+    >>> facts = LogFacts(); facts.memory = {r: (1.0, 2.0) for r in (0, 1, 4, 5, 8, 9, 12, 13)}
+    >>> _world_from_memory_ranks(facts, 2, 4, 1, {})
+    16
+    >>> facts.memory = {r: (1.0, 2.0) for r in (0, 1, 8, 9)}  # stages 1 and 3 (ranks 4, 5, 12, 13) missing
+    >>> _world_from_memory_ranks(facts, 2, 4, 1, {}) is None
+    True
+    """
+    ranks = sorted(r for r in facts.memory if r != UNKNOWN_RANK)
+    local = tp * cp
+    if pp < 2 or args.get("use_tp_pp_dp_mapping") or not set(range(local)) <= set(ranks) \
+            or not (beyond := [r for r in ranks if r >= local]):
+        return None
+    stride = beyond[0]
+    if stride % local or any(r % stride >= local for r in ranks) or {r // stride for r in ranks} != set(range(pp)):
+        return None
+    return stride * pp
+
+
 def _vocab_from_shard_report(model_args: dict[str, Any], args: dict[str, Any]) -> int | None:
     """The padded vocabulary from Megatron's theoretical-memory report where the log prints no size: the most loaded
     shard holds ``(T/pp + V*h)/tp`` parameters, plus ``V*h/tp`` more for an untied output layer with PP 1
@@ -1206,7 +1231,8 @@ MODEL_ARG_NAMES = {
 }
 # Every other argument name the readers look up in a run's arguments (layout, precision, batch, launcher and framework
 # names; tests/test_runs.py scans this module's source for each lookup and holds this set to it). ``--arg NAME=VALUE``
-# with a name neither here, in MODEL_ARG_NAMES nor among the model keys megatron_args reads changes nothing, and says so.
+# with a name neither here, in MODEL_ARG_NAMES nor among the model keys megatron_args reads changes nothing, and
+# says so.
 RUN_ARG_NAMES = frozenset({
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "activation",
     "activation_func_fp8_input_store", "actor_num_gpus_per_node", "attention_backend", "attention_dropout",
@@ -1239,7 +1265,7 @@ RUN_ARG_NAMES = frozenset({
     "te_precision_config_file", "te_version", "tensor_model_parallel_size", "tokenizer_type", "topk",
     "train_backend", "train_type", "transformer_impl", "tuner_type", "use_distributed_optimizer", "use_flash_attn",
     "use_fused_weighted_squared_relu", "use_layer_wise_param_layout", "use_megatron_fsdp",
-    "use_precision_aware_optimizer", "use_torch_fsdp2", "virtual_pipeline_model_parallel_size",
+    "use_precision_aware_optimizer", "use_torch_fsdp2", "use_tp_pp_dp_mapping", "virtual_pipeline_model_parallel_size",
     "wgrad_deferral_limit", "world_size", "zero_stage"
 })
 
@@ -1249,8 +1275,11 @@ def arg_notes(given: dict[str, Any]) -> list[str]:
     typo of a name that is read (``difflib``; a misspelt ``--arg tensor-model-paralel-size=2`` would otherwise leave
     the layout the log's).
 
-    >>> arg_notes({"micro-batch-size": "2", "num-key-value-heads": "8", "lr": "3e-4", "rotary-base": "1000000"})
-    ['--arg lr=3e-4: megasolve reads no lr (it changes nothing in the estimate)', '--arg rotary-base=1000000: rotary_base changes no parameter, FLOP or byte that megasolve models']
+    >>> given = {"micro-batch-size": "2", "num-key-value-heads": "8", "lr": "3e-4", "rotary-base": "1e6"}
+    >>> for note in arg_notes(given):
+    ...     print(note)
+    --arg lr=3e-4: megasolve reads no lr (it changes nothing in the estimate)
+    --arg rotary-base=1e6: rotary_base changes no parameter, FLOP or byte that megasolve models
     >>> arg_notes({"micro-bach-size": "2"})
     Traceback (most recent call last):
     ...
@@ -1363,6 +1392,11 @@ def _world(args: dict[str, Any], facts: LogFacts, defaults: dict[str, Any], note
     if isinstance(args.get("_prose_data_parallel_size"), int):  # "TP1PP1DP8" with no GPU count stated
         notes.append("GPU count from the sizes the text states (TP x PP x CP x DP; --gpus N to override)")
         return tp * pp * cp * args["_prose_data_parallel_size"]
+    if world := _world_from_memory_ranks(facts, tp, pp, cp, args):
+        notes.append(f"{world} GPUs from the ranks that print memory (data-parallel rank 0 of each stage, under "
+                     f"Megatron's default rank order tp-cp-ep-dp-pp: stage 1 starts at rank {world // pp}; --gpus N to "
+                     "override)")
+        return world
     if isinstance(args.get("_nccl_nranks"), int) and args["_nccl_nranks"] >= tp * pp * cp:
         notes.append(f"{args['_nccl_nranks']} GPUs: NCCL's largest communicator (\"nranks {args['_nccl_nranks']}\"), "
                      "taken as the world's (--gpus N to override)")

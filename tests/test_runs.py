@@ -12,7 +12,7 @@ import yaml
 
 from megasolve.models.errors import MegasolveError
 from megasolve.solver.logs import parse_log, strip_prefix
-from megasolve.solver.runs import read_runs, run_from_log
+from megasolve.solver.runs import _world_from_memory_ranks, read_runs, run_from_log
 
 LOGS = Path(__file__).parent / "data" / "logs"
 INDEX = yaml.safe_load((LOGS / "INDEX.yaml").read_text(encoding="utf-8"))
@@ -62,6 +62,10 @@ def test_real_log_facts(entry):
         assert facts.memory == {int(r): tuple(v) for r, v in want["memory_all"].items()}
     if "model_names" in want:
         assert set(facts.model_names) == set(want["model_names"])
+    if "world_from_memory" in want:  # the GPU count from the ranks that print memory (runs._world_from_memory_ranks)
+        tp, pp, cp = (want.get("args", {}).get(f"{k}_parallel_size", 1) for k in ("tensor_model", "pipeline_model",
+                                                                                  "context"))
+        assert _world_from_memory_ranks(facts, tp, pp, cp, facts.args) == want["world_from_memory"]
     assert list(facts.seq_alternatives) == want.get("seq_alternatives", [])  # "16k or 32k context"
     for key in want.get("unset", []):  # a value the excerpt leaves to a shell variable it never sets
         assert key not in facts.args, key
@@ -110,7 +114,7 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
     if "gpu_names" in entry["expect"]:  # nodes of a named GPU: the catalog's node (runs._world)
         counts |= {"nnodes", "_env_nnodes", "_env_num_nodes", "_env_nodes", "_sbatch_nodes"}
     rates = parse_log((LOGS / entry["file"]).read_text(encoding="utf-8")).stated_tokens_per_gpu  # they can count GPUs
-    if not {"world_size"} & set(entry["expect"]) and not counts & set(entry["expect"].get("args", {})) and not rates:
+    if not {"world_size", "world_from_memory"} & set(entry["expect"]) and not counts & set(entry["expect"].get("args", {})) and not rates:
         assert "--gpus N" in text
     if "gpu_names" not in entry["expect"]:
         assert "--gpu TYPE" in text  # the excerpt prints no GPU name
