@@ -86,7 +86,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -94,7 +94,8 @@ from megasolve.cost.calibration import Profile, active, leaves, use_profile
 from megasolve.cost.estimate import Estimate, estimate as cost_estimate
 from megasolve.cost.step import step_time
 from megasolve.models.errors import MegasolveError
-from megasolve.solver.runs import Run
+if TYPE_CHECKING:  # the log readers load with the first run read, not with every solve (their patterns: ~140 ms)
+    from megasolve.solver.runs import Run
 
 GB = 1e9
 # per-run spread of the shipped model's error that no shared factor explains (log sd ~ 1.48 x the median absolute

@@ -30,6 +30,16 @@ def test_help_does_not_import_heavy_or_optional_modules():
     assert out.strip() == "[]"
 
 
+def test_a_preset_estimate_does_not_load_the_log_readers():
+    """The readers compile ~300 patterns (~140 ms): they load with ``check`` / ``calibrate``, not with a plan."""
+    code = ("import sys; from megasolve.cli.main import cli; from click.testing import CliRunner; "
+            "r = CliRunner().invoke(cli, ['estimate', '-m', 'llama-3.1-8b', '-n', '8', '-g', 'h100']); "
+            "assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in ('megasolve.solver.logs', 'megasolve.solver.runs') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_estimate_json_contract():
     result = CliRunner().invoke(cli, ["estimate", "--model", "llama-3.1-70b", "--gpus", "64", "--gpu", "h100",
                                       "--tp", "4", "--pp", "4", "--cp", "2", "--seq-len", "8192", "--gbs", "512",
