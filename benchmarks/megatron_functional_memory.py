@@ -40,6 +40,10 @@ from megasolve.solver.calibrate import predict
 from megasolve.solver.runs import Run, run_from_log
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "megatron_functional_memory.json"
+# platform -> (its golden files' suffix, megasolve's GPU, the data file); the GB200 goldens are the same test cases run
+# on GB200 trays of 4 GPUs (tests/test_utils/recipes/gb200/*.yaml: nodes x gpus, 2 x 4 or 1 x 4)
+PLATFORMS = {"h100": ("dgx_h100", "h100", DATA),
+             "gb200": ("dgx_gb200", "gb200", DATA.with_name("megatron_functional_memory_gb200.json"))}
 GB = 1e9
 GPT2_BPE_VOCAB = 50257  # the_pile shard's bpe/vocab.json is GPT-2's (Radford et al. 2019)
 # the training tests of these folders (inference, RL and multi-node release runs excluded)
@@ -58,18 +62,23 @@ def split_of(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------- extraction (needs a checkout)
-def extract(checkout: Path) -> dict[str, Any]:
+def extract(checkout: Path, platform: str = "h100") -> dict[str, Any]:
     import yaml  # a dependency of megasolve
 
+    suffix, gpu, _ = PLATFORMS[platform]
     root = checkout / "tests" / "functional_tests" / "test_cases"
     one_gpu: set[str] = set()
-    for recipe in sorted((checkout / "tests" / "test_utils" / "recipes" / "h100").glob("*.yaml")):
+    world: dict[str, int] = {}  # GB200: the case's recipe's nodes x GPUs a node
+    for recipe in sorted((checkout / "tests" / "test_utils" / "recipes" / platform).glob("*.yaml")):
         spec = yaml.safe_load(recipe.read_text())
+        names = {t for p in spec.get("products", []) for t in p.get("test_case", [])}
         if spec.get("spec", {}).get("gpus") == 1:
-            one_gpu |= {t for p in spec.get("products", []) for t in p.get("test_case", [])}
+            one_gpu |= names
+        for name in names:
+            world.setdefault(name, int(spec["spec"].get("nodes", 1)) * int(spec["spec"]["gpus"]))
     cases = []
     for folder in FOLDERS:
-        for golden in sorted((root / folder).glob("*/golden_values_dev_dgx_h100.json")):
+        for golden in sorted((root / folder).glob(f"*/golden_values_dev_{suffix}.json")):
             name = f"{folder}/{golden.parent.name}"
             if any(x in name for x in EXCLUDE):
                 continue
@@ -84,13 +93,18 @@ def extract(checkout: Path) -> dict[str, Any]:
             # a checkpoint-consistency case runs each MODEL_ARGS* key with its own GPUS_PER_NODE
             # (run_ci_test.sh L296-306); its golden peak is the base run's, MODEL_ARGS
             env_gpus = ((config.get("MODEL_ENV_VARS") or {}).get("MODEL_ARGS") or {}).get("GPUS_PER_NODE")
-            gpus = int(env_gpus) if env_gpus else 1 if golden.parent.name in one_gpu else 8
+            if platform == "h100":
+                gpus = int(env_gpus) if env_gpus else 1 if golden.parent.name in one_gpu else 8
+            elif golden.parent.name in world:  # a GPU count a node from the case's own environment, as on H100
+                gpus = int(env_gpus) * (world[golden.parent.name] // 4) if env_gpus else world[golden.parent.name]
+            else:
+                continue  # a golden no recipe of the platform runs any more: its world size is unknown
             cases.append({"name": name, "split": split_of(name), "num_gpus": gpus,
                           "peak_allocated_bytes": max(peaks), "iterations": len(peaks),
                           "test_type": config.get("TEST_TYPE"), "model_args": args})
-    return {"source": "NVIDIA/Megatron-LM tests/functional_tests/test_cases/<name>/{model_config.yaml,"
-                      "golden_values_dev_dgx_h100.json} and tests/test_utils/recipes/h100/*.yaml",
-            "gpu": "h100", "cases": cases}
+    return {"source": f"NVIDIA/Megatron-LM tests/functional_tests/test_cases/<name>/{{model_config.yaml,"
+                      f"golden_values_dev_{suffix}.json}} and tests/test_utils/recipes/{platform}/*.yaml",
+            "gpu": gpu, "cases": cases}
 
 
 # ---------------------------------------------------------------------------- one case as a launch script
@@ -111,18 +125,18 @@ def launch_text(case: dict[str, Any]) -> str:
             f"max allocated: {peak_mib:.2f} | reserved: {peak_mib:.2f} | max reserved: {peak_mib:.2f}\n")
 
 
-def read_case(case: dict[str, Any]) -> Run:
+def read_case(case: dict[str, Any], gpu: str = "h100") -> Run:
     vocab_file = str(case["model_args"].get("--vocab-file", ""))
-    defaults: dict[str, Any] = {"gpu": "h100", "num_gpus": case["num_gpus"]}
+    defaults: dict[str, Any] = {"gpu": gpu, "num_gpus": case["num_gpus"]}
     if vocab_file.endswith("bpe/vocab.json"):
         defaults["vocab_size"] = GPT2_BPE_VOCAB
     return run_from_log(launch_text(case), case["name"], defaults)
 
 
-def score(case: dict[str, Any]) -> dict[str, Any]:
+def score(case: dict[str, Any], gpu: str = "h100") -> dict[str, Any]:
     """Predicted / measured peak allocated bytes on the last rank, or the reason the case is not read."""
     try:
-        run = read_case(case)
+        run = read_case(case, gpu)
     except MegasolveError as exc:
         return {"name": case["name"], "split": case["split"], "skipped": str(exc)}
     last = predict(run).memory[-1]
@@ -145,22 +159,26 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--extract", metavar="MEGATRON_LM_CHECKOUT", help="rebuild the data file from a checkout")
+    parser.add_argument("--platform", choices=sorted(PLATFORMS), default="h100",
+                        help="whose goldens: h100 (8-GPU DGX), gb200 (GB200 trays of 4)")
     parser.add_argument("--holdout", action="store_true", help="also score the frozen holdout (once per release)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    data_file = PLATFORMS[args.platform][2]
     if args.extract:
-        data = extract(Path(args.extract))
-        if DATA.is_file():  # the split is frozen: a case keeps the split it was first given
-            frozen = {c["name"]: c["split"] for c in json.loads(DATA.read_text())["cases"]}
+        data = extract(Path(args.extract), args.platform)
+        if data_file.is_file():  # the split is frozen: a case keeps the split it was first given
+            frozen = {c["name"]: c["split"] for c in json.loads(data_file.read_text())["cases"]}
             for c in data["cases"]:
                 c["split"] = frozen.get(c["name"], c["split"])
-        DATA.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        print(f"{len(data['cases'])} cases written to {DATA}")
+        data_file.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        print(f"{len(data['cases'])} cases written to {data_file}")
         return 0
-    cases = json.loads(DATA.read_text())["cases"]
+    data = json.loads(data_file.read_text())
+    cases, gpu = data["cases"], data["gpu"]
     splits = ("fit", "holdout") if args.holdout else ("fit",)
     for split in splits:
-        rows = [score(c) for c in cases if c["split"] == split]
+        rows = [score(c, gpu) for c in cases if c["split"] == split]
         if args.verbose:
             for r in sorted(rows, key=lambda r: r.get("error", -9)):
                 if "error" in r:
@@ -169,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(f"  {split:7s} {r['name']:92s} not read: {r['skipped'][:120]}")
         s = summary(rows)
-        print(f"{split}: {s['n']} cases read ({s['skipped']} not), median |error| {100 * s['median_abs']:.1f}%, "
-              f"signed {100 * s['median_signed']:+.1f}%, worst under-prediction {100 * s['worst_under']:+.1f}%, "
-              f"{s['under_10pct']} under by more than 10%, {s['within_10pct']} within 10%")
+        print(f"{args.platform} {split}: {s['n']} cases read ({s['skipped']} not), median |error| "
+              f"{100 * s['median_abs']:.1f}%, signed {100 * s['median_signed']:+.1f}%, worst under-prediction "
+              f"{100 * s['worst_under']:+.1f}%, {s['under_10pct']} under by more than 10%, {s['within_10pct']} within "
+              "10%")
     return 0
 
 

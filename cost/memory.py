@@ -1027,8 +1027,12 @@ MIB = 2**20
 #   autograd's (the output layer, Megatron's ``ColumnParallelLinear`` with ``torch.matmul``; MoE routers;
 #   unfused attention's ``baddbmm`` / ``bmm``; every GEMM of the local spec). Dense Transformer Engine stages
 #   before the last run no torch GEMM and hold none: counted on every stage (a margin of two workspaces
-#   there). Size (``parseChosenWorkspaceSize``): ``:4096:8`` = 32 MiB on sm 9.0 only (Hopper),
-#   ``:4096:2:16:8`` = 8.125 MiB on every other CUDA GPU (Ampere, Ada, Blackwell); ROCm 128 MiB on gfx94x
+#   there). Size (``parseChosenWorkspaceSize``): ``:4096:8`` = 32 MiB on compute capability 9.x-12.x (Hopper and
+#   Blackwell: pytorch/pytorch#175344, merged 2026-02-19, re-enabled it for sm 10 and 12 after Hopper alone since
+#   #89027; #189312 added sm 11.0), ``:4096:2:16:8`` = 8.125 MiB on older CUDA GPUs (Volta, Ampere, Ada; Blackwell
+#   too with a PyTorch from before that change). Megatron-LM's GB200 functional tests bear it out: their peak
+#   allocated bytes equal the H100 ones of the same cases (``benchmarks/megatron_functional_memory.py --platform
+#   gb200``), where 8.125 MiB would have left them 48 MiB apart. ROCm 128 MiB on gfx94x
 #   (MI300X) plus its separate hipBLASLt pool of 76 MiB per handle and stream (``parseCUDABlasLtWorkspaceSize``;
 #   CUDA's cuBLASLt pool defaults to 1 MiB: not counted).
 # * Transformer Engine keeps one of its own for all threads (``cpp_extensions/gemm.py``
@@ -1036,7 +1040,7 @@ MIB = 2**20
 #   sm >= 9.0, else 4 MiB); for grouped GEMMs (MoE experts) one per compute stream (``num_streams = 4``,
 #   ``common/include/transformer_engine/multi_streams.h``); with userbuffers (``--tp-comm-overlap``) one more of
 #   ``_NUM_MAX_UB_STREAMS = 3`` times the size (``get_cublas_workspace(device, ub=True, ...)``).
-TORCH_CUBLAS_WORKSPACE_BYTES = {"hopper": 32 * MIB, "cdna3": (128 + 76) * MIB, "other": 8.125 * MIB}
+TORCH_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "cdna3": (128 + 76) * MIB, "other": 8.125 * MIB}
 TORCH_CUBLAS_THREADS = 2  # the main thread (forward) and autograd's device thread (backward)
 TE_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB + 1024, "older": 4 * MIB}
 TE_GROUPED_GEMM_STREAMS = 4
@@ -1058,17 +1062,17 @@ FUSED_SOFTMAX_TRANSIENT_BYTES_PER_SCORE = 2 + 2
 
 
 def torch_workspace_arch(gpu) -> str:
-    """The key of ``TORCH_CUBLAS_WORKSPACE_BYTES`` for a catalog GPU: ``hopper`` (sm 9.0: the chip family of
-    ``calibration.yaml``), ``cdna3`` (MI300X / MI325X, gfx942; MI355X, gfx950, whose default PyTorch sizes the same
-    as gfx94x), else ``other``.
+    """The key of ``TORCH_CUBLAS_WORKSPACE_BYTES`` for a catalog GPU: ``sm90+`` (a CUDA part of compute capability
+    9.x to 12.x: Hopper and Blackwell), ``cdna3`` (MI300X / MI325X, gfx942; MI355X, gfx950, whose default PyTorch sizes
+    the same as gfx94x), else ``other``.
 
     >>> from megasolve.topology.cluster import Cluster
-    >>> [torch_workspace_arch(Cluster.from_flags(num_gpus=8, gpu=g).gpu) for g in ("h800", "b200", "mi300x")]
-    ['hopper', 'other', 'cdna3']
+    >>> [torch_workspace_arch(Cluster.from_flags(num_gpus=8, gpu=g).gpu) for g in ("h800", "b200", "mi300x", "a100")]
+    ['sm90+', 'sm90+', 'cdna3', 'other']
     """
     if gpu.name.startswith("mi3"):
         return "cdna3"
-    return "hopper" if chip_family(gpu) == "hopper" else "other"
+    return "sm90+" if gpu.compute_capability is not None and 9 <= gpu.compute_capability < 13 else "other"
 
 
 def te_workspace_arch(gpu) -> str:
@@ -1101,8 +1105,8 @@ def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload
     ...                              Workload(seq_length=4096), shape) / MIB, 3)  # PyTorch 2 x 32 + TE 32 MiB
     96.001
     >>> round(fixed_allocation_bytes(load_preset("llama-3.1-8b"), Cluster.from_flags(num_gpus=8, gpu="b200"),
-    ...                              Workload(seq_length=4096), shape) / MIB, 3)  # PyTorch 2 x 8.125 + TE 32 MiB
-    48.251
+    ...                              Workload(seq_length=4096), shape) / MIB, 3)  # PyTorch 2 x 32 + TE 32 MiB
+    96.001
     """
     te = TE_CUBLAS_WORKSPACE_BYTES[te_workspace_arch(cluster.gpu)]
     total = TORCH_CUBLAS_THREADS * TORCH_CUBLAS_WORKSPACE_BYTES[torch_workspace_arch(cluster.gpu)] + te

@@ -3241,6 +3241,11 @@ def _pai_positional(body: str, facts: LogFacts) -> None:
         return
 
 
+# flags whose path is read for being given at all, so a path behind an unset variable still counts: a distillation
+# teacher (runs.py _training_notes)
+_PATH_IS_THE_FACT = frozenset({"export_kd_teacher_load"})
+
+
 # Slurm's batch directives (sbatch(1)): "#SBATCH --nodes 3", "#SBATCH -N 3", "#SBATCH --gpus-per-node=8",
 # "#SBATCH --gres=gpu:8" / "gpu:h100:8", "#SBATCH --ntasks-per-node=8" (srun starts one Megatron rank a task)
 _SBATCH = re.compile(r"^\s*#SBATCH\s+(--nodes|-N|--gpus-per-node|--gres|--ntasks-per-node)(?:=|\s+)(\S+)", re.M)
@@ -3399,7 +3404,7 @@ def _script_args(text: str, facts: LogFacts) -> None:
                     continue  # a flag named in a sentence: "update `--num-gpus` and `--actor-num-gpus-per-node`"
             else:
                 value = True
-            if isinstance(value, str) and "$" in value:
+            if isinstance(value, str) and "$" in value and name.replace("-", "_") not in _PATH_IS_THE_FACT:
                 if name.replace("-", "_") in ("nnodes", "num_nodes"):  # "--nnodes $HOST_NUM": not one node either
                     flags.setdefault("_env_nodes_unset", True)
                 continue  # "--tensor-model-parallel-size $TP" with TP never set: unknown, not a value

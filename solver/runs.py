@@ -911,6 +911,12 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
     elif tuner in ("ptuning", "adapter", "ia3"):  # NeMo 1's other PEFT schemes (logs.py _NEMO_PEFT_NAME)
         notes.append(f"PEFT ({tuner}) fine-tuning costed as full-parameter training (megasolve models full training: "
                      "expect less optimizer memory and a shorter backward than predicted)")
+    if args.get("export_kd_teacher_load") not in (None, False, "None"):
+        # Megatron-LM's ModelOpt distillation (post_training/arguments.py L65 @d98e8a6, --export-kd-teacher-load):
+        # the teacher is built and loaded beside the student, and its forward runs every micro-batch
+        notes.append("knowledge distillation (--export-kd-teacher-load) is not modelled: the teacher model's "
+                     "weights and forward activations sit beside the student's, which is all megasolve costs "
+                     "(expect more memory and a longer step than predicted)")
     if args.get("defer_embedding_wgrad_compute") is True:
         notes.append("--defer-embedding-wgrad-compute: the deferred inputs and logits gradients are counted on the "
                      "last stage; the time it saves (the output layer's wgrad GEMMs moved into the pipeline "
@@ -1244,29 +1250,30 @@ RUN_ARG_NAMES = frozenset({
     "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "deepspeed",
     "defer_embedding_wgrad_compute", "deterministic", "deterministic_mode", "devices", "enable_cuda_graph",
     "enable_expert_tensor_parallelism", "expert_ep_size", "expert_interval", "expert_model_parallel_size",
-    "expert_tensor_parallel_size", "external_cuda_graph", "fine_grained_activation_offloading", "finetuning_type",
-    "first_last_layers_bf16", "fmoe_num_experts", "fmoefy", "fp16", "fp4", "fp4_format", "fp4_param",
-    "fp4_param_gather", "fp4_recipe", "fp8", "fp8_format", "fp8_output_proj", "fp8_param_gather", "fp8_params",
-    "fp8_recipe", "gated_linear_unit", "global_batch_size", "gpus_per_node", "grad_reduce_in_bf16",
-    "grad_reduce_in_fp32", "hidden_dropout", "lora_rank", "main_grads_dtype", "max_length",
-    "megatron_fsdp_main_params_dtype", "megatron_fsdp_max_pool_double_buffer", "micro_batch_size",
-    "microbatch_group_size_per_vp_stage", "mixed_precision", "model_parallel_size", "moe_expert_capacity_factor",
-    "moe_expert_parallel_size", "moe_layer_recompute", "moe_pad_expert_input_to_capacity",
-    "moe_router_padding_for_fp8", "moe_token_dispatcher_type", "moe_token_drop_policy", "moe_token_dropping",
-    "moe_tp_extend_ep", "moe_train_capacity_factor", "n_gpus_per_node", "n_samples_per_prompt", "nnodes",
-    "no_use_layer_wise_param_layout", "no_weight_tying", "noop_layers", "nproc_per_node",
-    "num_distributed_optimizer_instances", "num_gpu_per_node", "num_gpus_per_node", "num_layers_at_end_in_bf16",
-    "num_layers_at_start_in_bf16", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-    "num_layers_per_virtual_pipeline_stage", "num_nodes", "num_steps_per_rollout", "offload_modules", "optimizer",
-    "optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_grad_reduce", "overlap_param_gather", "packing",
-    "padded_vocab_size", "pipeline_model_parallel_layout", "pipeline_model_parallel_size", "precision",
-    "quant_recipe", "quick_geglu", "rampup_batch_size", "recompute_activations", "recompute_granularity",
-    "recompute_method", "recompute_modules", "recompute_num_layers", "rollout_batch_size", "sequence_parallel",
-    "te_precision_config_file", "te_version", "tensor_model_parallel_size", "tokenizer_type", "topk",
-    "train_backend", "train_type", "transformer_impl", "tuner_type", "use_distributed_optimizer", "use_flash_attn",
-    "use_fused_weighted_squared_relu", "use_layer_wise_param_layout", "use_megatron_fsdp",
-    "use_precision_aware_optimizer", "use_torch_fsdp2", "use_tp_pp_dp_mapping", "virtual_pipeline_model_parallel_size",
-    "wgrad_deferral_limit", "world_size", "zero_stage"
+    "expert_tensor_parallel_size", "export_kd_teacher_load", "external_cuda_graph",
+    "fine_grained_activation_offloading", "finetuning_type", "first_last_layers_bf16", "fmoe_num_experts", "fmoefy",
+    "fp16", "fp4", "fp4_format", "fp4_param", "fp4_param_gather", "fp4_recipe", "fp8", "fp8_format",
+    "fp8_output_proj", "fp8_param_gather", "fp8_params", "fp8_recipe", "gated_linear_unit", "global_batch_size",
+    "gpus_per_node", "grad_reduce_in_bf16", "grad_reduce_in_fp32", "hidden_dropout", "lora_rank",
+    "main_grads_dtype", "max_length", "megatron_fsdp_main_params_dtype", "megatron_fsdp_max_pool_double_buffer",
+    "micro_batch_size", "microbatch_group_size_per_vp_stage", "mixed_precision", "model_parallel_size",
+    "moe_expert_capacity_factor", "moe_expert_parallel_size", "moe_layer_recompute",
+    "moe_pad_expert_input_to_capacity", "moe_router_padding_for_fp8", "moe_token_dispatcher_type",
+    "moe_token_drop_policy", "moe_token_dropping", "moe_tp_extend_ep", "moe_train_capacity_factor",
+    "n_gpus_per_node", "n_samples_per_prompt", "nnodes", "no_use_layer_wise_param_layout", "no_weight_tying",
+    "noop_layers", "nproc_per_node", "num_distributed_optimizer_instances", "num_gpu_per_node", "num_gpus_per_node",
+    "num_layers_at_end_in_bf16", "num_layers_at_start_in_bf16", "num_layers_in_first_pipeline_stage",
+    "num_layers_in_last_pipeline_stage", "num_layers_per_virtual_pipeline_stage", "num_nodes",
+    "num_steps_per_rollout", "offload_modules", "optimizer", "optimizer_cpu_offload", "optimizer_offload_fraction",
+    "overlap_grad_reduce", "overlap_param_gather", "packing", "padded_vocab_size", "pipeline_model_parallel_layout",
+    "pipeline_model_parallel_size", "precision", "quant_recipe", "quick_geglu", "rampup_batch_size",
+    "recompute_activations", "recompute_granularity", "recompute_method", "recompute_modules",
+    "recompute_num_layers", "rollout_batch_size", "sequence_parallel", "te_precision_config_file", "te_version",
+    "tensor_model_parallel_size", "tokenizer_type", "topk", "train_backend", "train_type", "transformer_impl",
+    "tuner_type", "use_distributed_optimizer", "use_flash_attn", "use_fused_weighted_squared_relu",
+    "use_layer_wise_param_layout", "use_megatron_fsdp", "use_precision_aware_optimizer", "use_torch_fsdp2",
+    "use_tp_pp_dp_mapping", "virtual_pipeline_model_parallel_size", "wgrad_deferral_limit", "world_size",
+    "zero_stage"
 })
 
 

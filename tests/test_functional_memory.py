@@ -105,3 +105,53 @@ def test_launch_defaults_are_megatrons():
     assert run.layout.sequence_parallel is False and run.workload.hidden_dropout == 0.1
     run = FM.read_case(FIT["moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental"])
     assert run.layout.recompute_modules == ("moe_act", "layernorm", "mla_up_proj", "mlp")
+
+
+# ---------------------------------------------------------------------------- the same tests run on GB200
+GB200 = json.loads(FM.PLATFORMS["gb200"][2].read_text())
+GB200_FIT = {c["name"]: c for c in GB200["cases"] if c["split"] == "fit"}
+# fit-split cases more than 10 % under, each with why (any other one fails the test below)
+GB200_KNOWN_UNDER = {
+    # ModelOpt knowledge distillation: a teacher loaded beside the student, named as not modelled (the run's note)
+    "gpt/gpt3_mcore_te_tp2_pp1_modelopt_distill_resume",
+    # Megatron-FSDP, MLA, unfused attention, 5 MoE layers at micro-batch 32: 25 % under, not explained (its 2-layer,
+    # micro-batch-4 sibling deepseek_proxy_fsdp_ep2_fsdp2_1node is 3 % under; no H100 golden of either)
+    "moe/deepseek_proxy_fsdp_ep2_fsdp2",
+}
+
+
+def test_gb200_goldens_are_the_frozen_split_of_the_same_names():
+    """The GB200 data keeps each case name's split (the H100 holdout's names are GB200 holdout too)."""
+    assert GB200["gpu"] == "gb200" and len(GB200["cases"]) >= 120
+    assert all(c["split"] == FM.split_of(c["name"]) for c in GB200["cases"])
+    assert all(c["num_gpus"] in (4, 8) for c in GB200["cases"])  # trays of 4: one or two of them
+
+
+def test_gb200_fit_split_within_5_percent_and_no_unexplained_miss():
+    rows = [FM.score(c, "gb200") for c in GB200_FIT.values()]
+    summary = FM.summary(rows)
+    assert summary["skipped"] == 0
+    assert summary["median_abs"] <= 0.05
+    assert summary["within_10pct"] >= 0.9 * summary["n"]
+    assert {r["name"] for r in rows if r["error"] < -0.10} == GB200_KNOWN_UNDER
+    distill = next(r for r in rows if "modelopt_distill" in r["name"])
+    assert any("knowledge distillation" in n for n in distill["notes"])
+
+
+def test_gb200_and_h100_peaks_of_one_case_agree_as_predicted():
+    """Blackwell's PyTorch cuBLAS workspace is Hopper's 32 MiB (pytorch/pytorch#175344): cases run on both measure
+    within 7 % of each other, and megasolve's GB200 / H100 ratio follows the measured one (median 0.6 % apart; with
+    8.125 MiB on Blackwell, the PyTorch before that change, 3.2 %, up to 16 %). Four goldens measure 48 MiB less on
+    GB200 than on H100 -- recorded, it seems, under the older PyTorch -- and stay up to 7 % apart."""
+    import statistics
+
+    h100 = {c["name"]: c for c in CASES if c["split"] == "fit"}
+    pairs = [(h100[n], c) for n, c in GB200_FIT.items() if n in h100 and h100[n]["num_gpus"] == c["num_gpus"]]
+    assert len(pairs) >= 40
+    apart = []
+    for h, g in pairs:
+        measured = g["peak_allocated_bytes"] / h["peak_allocated_bytes"]
+        predicted = FM.score(g, "gb200")["predicted_gb"] / FM.score(h)["predicted_gb"]
+        assert abs(measured - 1) <= 0.07, h["name"]
+        apart.append(abs(predicted / measured - 1))
+    assert statistics.median(apart) <= 0.01 and max(apart) <= 0.07
