@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
+from _cli import exit_code as _cli
 
-from megasolve.cli.main import main
 from megasolve.models.errors import MegasolveError
 from megasolve.solver import runs
 from megasolve.solver.runs import MODEL_ARG_NAMES, RUN_ARG_NAMES, arg_notes, read_runs, run_from_log
@@ -125,13 +125,6 @@ def test_a_log_run_carries_the_note_and_uses_what_is_read():
     assert run.layout.tp == 2
     assert "--arg lr=3e-4: megasolve reads no lr (it changes nothing in the estimate)" in run.notes
 
-
-def _cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exc:
-        return exc.code or 0
-    return 0
 
 
 def test_cli_check_refuses_a_misspelt_arg(tmp_path, capsys):

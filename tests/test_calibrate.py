@@ -7,8 +7,8 @@ import math
 
 import pytest
 import yaml
+from _cli import exit_code as _cli
 
-from megasolve.cli.main import main
 from megasolve.cost.calibration import calibration, load_profile, shipped, use_profile
 from megasolve.models.errors import MegasolveError
 from megasolve.solver import Cluster, Layout, Workload, estimate, load_model, solve, whatif
@@ -184,12 +184,6 @@ def test_check_memory_on_the_measured_rank():
 
 
 # ---------------------------------------------------------------------------- CLI
-def _cli(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exc:
-        return exc.code or 0
-    return 0
 
 
 def _runs_file(tmp_path, truth=None):

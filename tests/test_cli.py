@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -20,24 +21,25 @@ def run(args: list[str]) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def loaded_by(args: list[str], modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``megasolve ARGS`` (exit code 0)."""
+    code = ("import sys; from megasolve.cli.main import cli; from click.testing import CliRunner; "
+            f"r = CliRunner().invoke(cli, {args!r}); assert r.exit_code == 0, r.output; "
+            f"print(sorted(m for m in {modules!r} if m in sys.modules))")
+    return ast.literal_eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                           check=True).stdout)
+
+
 def test_help_does_not_import_heavy_or_optional_modules():
     # the web stack (starlette, uvicorn, anyio) is imported only by `megasolve serve`
-    code = ("import sys; from megasolve.cli.main import cli; from click.testing import CliRunner; "
-            "r = CliRunner().invoke(cli, ['--help']); assert r.exit_code == 0, r.output; "
-            "print(sorted(m for m in ('transformers', 'ortools', 'torch', 'matplotlib', 'starlette', 'uvicorn', "
-            "'anyio') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert loaded_by(["--help"], ("transformers", "ortools", "torch", "matplotlib", "starlette", "uvicorn",
+                                  "anyio")) == []
 
 
 def test_a_preset_estimate_does_not_load_the_log_readers():
     """The readers compile ~300 patterns (~140 ms): they load with ``check`` / ``calibrate``, not with a plan."""
-    code = ("import sys; from megasolve.cli.main import cli; from click.testing import CliRunner; "
-            "r = CliRunner().invoke(cli, ['estimate', '-m', 'llama-3.1-8b', '-n', '8', '-g', 'h100']); "
-            "assert r.exit_code == 0, r.output; "
-            "print(sorted(m for m in ('megasolve.solver.logs', 'megasolve.solver.runs') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert loaded_by(["estimate", "-m", "llama-3.1-8b", "-n", "8", "-g", "h100"],
+                     ("megasolve.solver.logs", "megasolve.solver.runs")) == []
 
 
 def test_estimate_json_contract():
