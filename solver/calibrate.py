@@ -94,6 +94,7 @@ from megasolve.cost.calibration import Profile, active, leaves, use_profile
 from megasolve.cost.estimate import Estimate, estimate as cost_estimate
 from megasolve.cost.step import step_time
 from megasolve.models.errors import MegasolveError
+
 if TYPE_CHECKING:  # the log readers load with the first run read, not with every solve (their patterns: ~140 ms)
     from megasolve.solver.runs import Run
 

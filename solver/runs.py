@@ -37,7 +37,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-
 import re
 import statistics
 import sys
@@ -1236,9 +1235,9 @@ MODEL_ARG_NAMES = {
     "moe_shared_expert_gate",
 }
 # Every other argument name the readers look up in a run's arguments (layout, precision, batch, launcher and framework
-# names; tests/test_runs.py scans this module's source for each lookup and holds this set to it). ``--arg NAME=VALUE``
-# with a name neither here, in MODEL_ARG_NAMES nor among the model keys megatron_args reads changes nothing, and
-# says so.
+# names; tests/test_arg_names.py scans this module's source for each lookup and holds this set to it).
+# ``--arg NAME=VALUE`` with a name neither here, in MODEL_ARG_NAMES nor among the model keys megatron_args reads changes
+# nothing, and says so.
 RUN_ARG_NAMES = frozenset({
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "activation",
     "activation_func_fp8_input_store", "actor_num_gpus_per_node", "attention_backend", "attention_dropout",
