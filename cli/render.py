@@ -104,7 +104,7 @@ def gb(value_bytes: float) -> str:
 
 
 def layout_label(layout: dict[str, Any]) -> str:
-    """``tp4 pp4 vpp5 cp2 ep1 dp2 mbs1 sel sp`` - short, for table cells."""
+    """``tp4 pp4 vpp5 cp2 dp2 mbs1 sel`` - short, for table cells (``no-sp``: TP > 1 without sequence parallelism)."""
     parts = [f"tp{layout['tp']}", f"pp{layout['pp']}"]
     if layout["vpp"] > 1:
         parts.append(f"vpp{layout['vpp']}")
@@ -120,6 +120,8 @@ def layout_label(layout: dict[str, Any]) -> str:
     elif rc == "selective":
         modules = layout.get("recompute_modules") or ["core_attn"]
         parts.append("sel" if modules == ["core_attn"] else "sel:" + "+".join(MODULE_SHORT.get(m, m) for m in modules))
+    if layout["tp"] > 1 and not layout.get("sequence_parallel", True):
+        parts.append("no-sp")
     if layout["first_stage_layers"] or layout["last_stage_layers"]:
         parts.append(f"split{layout['first_stage_layers'] or '-'}/{layout['last_stage_layers'] or '-'}")
     if layout.get("pipeline_layout"):  # --pipeline-model-parallel-layout, as Megatron writes it
