@@ -35,6 +35,7 @@ supplies it.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import re
@@ -494,8 +495,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         if printed in facts.world_parts:
             args.setdefault(arg, facts.world_parts[printed])
     for key, value in (defaults.get("args") or {}).items():  # --arg NAME=VALUE: what the log does not print, under
-        key = str(key).lstrip("-").replace("-", "_")  # the name a dump's would take (--num-key-value-heads: GQA)
-        args[CONFIG_ALIASES.get(key, key)] = scalar(str(value)) if isinstance(value, str) else value
+        name, value = resolve_arg(key, value)  # the name a dump's would take (--num-key-value-heads: GQA)
+        args[name] = value
     # (DeepSpeed's "steps: N ... iter time (s)" lines are read as steps too, logs.py: no sign of NeMo)
     if (facts.nemo_steps and not _DEEPSPEED_MARK.search(text)) or _NEMO_MARK.search(text):
         args.setdefault("_nemo", True)
@@ -1240,57 +1241,88 @@ MODEL_ARG_NAMES = {
 # nothing, and says so.
 RUN_ARG_NAMES = frozenset({
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "activation",
-    "activation_func_fp8_input_store", "actor_num_gpus_per_node", "attention_backend", "attention_dropout",
-    "attention_head_type", "batch_size", "batch_size_per_gpu", "bf16", "bias", "bias_activation_fusion",
-    "bias_swiglu_fusion", "checkpoint_activations", "compute_dtype", "context_parallel_size", "cp_comm_type",
-    "cpu_offloading", "cpu_offloading_activations", "cpu_offloading_num_layers", "cpu_offloading_weights",
-    "cross_entropy_fusion_impl", "cross_entropy_loss_fusion", "cuda_graph_impl", "cuda_graph_modules",
-    "cuda_graph_scope", "cutoff_len", "data_parallel_sharding_strategy", "data_parallel_size",
-    "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "deepspeed",
-    "defer_embedding_wgrad_compute", "deterministic", "deterministic_mode", "devices", "enable_cuda_graph",
-    "enable_expert_tensor_parallelism", "expert_ep_size", "expert_interval", "expert_model_parallel_size",
-    "expert_tensor_parallel_size", "export_kd_teacher_load", "external_cuda_graph",
-    "fine_grained_activation_offloading", "finetuning_type", "first_last_layers_bf16", "fmoe_num_experts", "fmoefy",
-    "fp16", "fp4", "fp4_format", "fp4_param", "fp4_param_gather", "fp4_recipe", "fp8", "fp8_format",
-    "fp8_output_proj", "fp8_param_gather", "fp8_params", "fp8_recipe", "gated_linear_unit", "global_batch_size",
-    "gpus_per_node", "grad_reduce_in_bf16", "grad_reduce_in_fp32", "hidden_dropout", "lora_rank",
-    "main_grads_dtype", "max_length", "megatron_fsdp_main_params_dtype", "megatron_fsdp_max_pool_double_buffer",
-    "micro_batch_size", "microbatch_group_size_per_vp_stage", "mixed_precision", "model_parallel_size",
-    "moe_expert_capacity_factor", "moe_expert_parallel_size", "moe_layer_recompute",
-    "moe_pad_expert_input_to_capacity", "moe_router_padding_for_fp8", "moe_token_dispatcher_type",
-    "moe_token_drop_policy", "moe_token_dropping", "moe_tp_extend_ep", "moe_train_capacity_factor",
-    "n_gpus_per_node", "n_samples_per_prompt", "nnodes", "no_use_layer_wise_param_layout", "no_weight_tying",
-    "noop_layers", "nproc_per_node", "num_distributed_optimizer_instances", "num_gpu_per_node", "num_gpus_per_node",
-    "num_layers_at_end_in_bf16", "num_layers_at_start_in_bf16", "num_layers_in_first_pipeline_stage",
-    "num_layers_in_last_pipeline_stage", "num_layers_per_virtual_pipeline_stage", "num_nodes",
-    "num_steps_per_rollout", "offload_modules", "optimizer", "optimizer_cpu_offload", "optimizer_offload_fraction",
-    "overlap_grad_reduce", "overlap_param_gather", "packing", "padded_vocab_size", "pipeline_model_parallel_layout",
-    "pipeline_model_parallel_size", "precision", "quant_recipe", "quick_geglu", "rampup_batch_size",
-    "recompute_activations", "recompute_granularity", "recompute_method", "recompute_modules",
+    "activation_func_fp8_input_store", "activation_offload_fraction", "actor_num_gpus_per_node",
+    "attention_backend", "attention_dropout", "attention_head_type", "batch_size", "batch_size_per_gpu", "bf16",
+    "bias", "bias_activation_fusion", "bias_swiglu_fusion", "checkpoint_activations", "compute_dtype",
+    "context_parallel_size", "cp_comm_type", "cpu_offloading", "cpu_offloading_activations",
+    "cpu_offloading_num_layers", "cpu_offloading_weights", "cross_entropy_fusion_impl", "cross_entropy_loss_fusion",
+    "cuda_graph_impl", "cuda_graph_modules", "cuda_graph_scope", "cutoff_len", "data_parallel_sharding_strategy",
+    "data_parallel_size", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers", "deepspeed",
+    "defer_embedding_wgrad_compute", "delta_offload_bytes_across_pp_ranks", "deterministic", "deterministic_mode",
+    "devices", "enable_cuda_graph", "enable_expert_tensor_parallelism", "exp_avg_dtype", "exp_avg_sq_dtype",
+    "expert_ep_size", "expert_interval", "expert_model_parallel_size", "expert_tensor_parallel_size",
+    "export_kd_teacher_load", "external_cuda_graph", "fine_grained_activation_offloading", "finetuning_type",
+    "first_last_layers_bf16", "fmoe_num_experts", "fmoefy", "fp16", "fp4", "fp4_format", "fp4_param",
+    "fp4_param_gather", "fp4_recipe", "fp8", "fp8_format", "fp8_output_proj", "fp8_param_gather", "fp8_params",
+    "fp8_recipe", "gated_linear_unit", "global_batch_size", "gpus_per_node", "grad_reduce_in_bf16",
+    "grad_reduce_in_fp32", "hidden_dropout", "lora_rank", "main_grads_dtype", "main_params_dtype", "max_length",
+    "megatron_fsdp_grad_comm_dtype", "megatron_fsdp_main_grads_dtype", "megatron_fsdp_main_params_dtype",
+    "megatron_fsdp_max_pool_double_buffer", "micro_batch_size", "microbatch_group_size_per_vp_stage",
+    "min_offloaded_tensor_size", "mixed_precision", "model_parallel_size", "moe_expert_capacity_factor",
+    "moe_expert_parallel_size", "moe_layer_recompute", "moe_pad_expert_input_to_capacity",
+    "moe_router_padding_for_fp8", "moe_shared_expert_overlap", "moe_token_dispatcher_type", "moe_token_drop_policy",
+    "moe_token_dropping", "moe_tp_extend_ep", "moe_train_capacity_factor", "muon_num_ns_steps",
+    "muon_scalar_optimizer", "muon_tp_mode", "n_gpus_per_node", "n_samples_per_prompt", "nnodes",
+    "no_use_layer_wise_param_layout", "no_weight_tying", "noop_layers", "nproc_per_node",
+    "num_distributed_optimizer_instances", "num_gpu_per_node", "num_gpus_per_node", "num_layers_at_end_in_bf16",
+    "num_layers_at_start_in_bf16", "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+    "num_layers_per_virtual_pipeline_stage", "num_nodes", "num_steps_per_rollout", "offload_modules", "optimizer",
+    "optimizer_cpu_offload", "optimizer_offload_fraction", "overlap_grad_reduce",
+    "overlap_moe_expert_parallel_comm", "overlap_p2p_comm", "overlap_param_gather", "packing", "padded_vocab_size",
+    "pipeline_model_parallel_layout", "pipeline_model_parallel_size", "precision", "quant_recipe", "quick_geglu",
+    "rampup_batch_size", "recompute_activations", "recompute_granularity", "recompute_method", "recompute_modules",
     "recompute_num_layers", "rollout_batch_size", "sequence_parallel", "te_precision_config_file", "te_version",
-    "tensor_model_parallel_size", "tokenizer_type", "topk", "train_backend", "train_type", "transformer_impl",
-    "tuner_type", "use_distributed_optimizer", "use_flash_attn", "use_fused_weighted_squared_relu",
-    "use_layer_wise_param_layout", "use_megatron_fsdp", "use_precision_aware_optimizer", "use_torch_fsdp2",
-    "use_tp_pp_dp_mapping", "virtual_pipeline_model_parallel_size", "wgrad_deferral_limit", "world_size",
-    "zero_stage"
+    "tensor_model_parallel_size", "tokenizer_type", "topk", "tp_comm_overlap", "train_backend", "train_type",
+    "transformer_impl", "tuner_type", "use_distributed_optimizer", "use_flash_attn",
+    "use_fused_weighted_squared_relu", "use_layer_wise_param_layout", "use_megatron_fsdp",
+    "use_precision_aware_optimizer", "use_torch_fsdp2", "use_tp_pp_dp_mapping",
+    "virtual_pipeline_model_parallel_size", "wgrad_deferral_limit", "world_size", "zero_stage"
 })
 
 
-def arg_notes(given: dict[str, Any]) -> list[str]:
-    """What ``--arg NAME=VALUE`` cannot change, said: a note for a name no reader uses, an error for one within a
-    typo of a name that is read (``difflib``; a misspelt ``--arg tensor-model-paralel-size=2`` would otherwise leave
-    the layout the log's).
+@functools.cache
+def megatron_options() -> dict[str, tuple[str, bool]]:
+    """Megatron-LM's training options (``megatron_options.tsv``, @d98e8a64), underscored: option -> (argparse dest,
+    whether the flag stores False)."""
+    rows = (line.split("\t") for line in (Path(__file__).parent / "megatron_options.tsv").read_text().splitlines()
+            if line and not line.startswith("#"))
+    return {option.replace("-", "_"): (dest, negates == "1") for option, dest, negates in rows}
 
-    >>> given = {"micro-batch-size": "2", "num-key-value-heads": "8", "lr": "3e-4", "rotary-base": "1e6"}
+
+def resolve_arg(key: Any, value: Any) -> tuple[str, Any]:
+    """``--arg NAME=VALUE`` as Megatron-LM's parser would store it, under the name the readers use: the option's
+    argparse dest (``no-bias-swiglu-fusion=true`` -> ``bias_swiglu_fusion`` False), then NeMo / Megatron-DeepSpeed
+    spellings (``CONFIG_ALIASES``: ``num-key-value-heads`` -> ``num_query_groups``).
+
+    >>> resolve_arg("no-bias-swiglu-fusion", "true"), resolve_arg("--num-experts", "8"), resolve_arg("tp_size", "2")
+    (('bias_swiglu_fusion', False), ('num_moe_experts', 8), ('tensor_model_parallel_size', 2))
+    """
+    key = str(key).lstrip("-").replace("-", "_")
+    value = scalar(str(value)) if isinstance(value, str) else value
+    dest, negates = megatron_options().get(key, (key, False))
+    if negates and isinstance(value, bool):
+        value = not value
+    return CONFIG_ALIASES.get(dest, dest), value
+
+
+def arg_notes(given: dict[str, Any]) -> list[str]:
+    """What ``--arg NAME=VALUE`` cannot change, said: a note for a name no reader uses, an error for one that is no
+    Megatron-LM option and within a typo of a name that is read (``difflib``; a misspelt ``--arg
+    tensor-model-paralel-size=2`` would otherwise leave the layout the log's).
+
+    >>> given = {"micro-batch-size": "2", "num-key-value-heads": "8", "lr": "3e-4", "rotary-base": "1e6",
+    ...          "eval-micro-batch-size": "4", "mystery-knob": "1"}
     >>> for note in arg_notes(given):
     ...     print(note)
-    --arg lr=3e-4: megasolve reads no lr (it changes nothing in the estimate)
+    --arg lr=3e-4: a Megatron-LM option megasolve does not model (it changes nothing in the estimate)
     --arg rotary-base=1e6: rotary_base changes no parameter, FLOP or byte that megasolve models
+    --arg eval-micro-batch-size=4: a Megatron-LM option megasolve does not model (it changes nothing in the estimate)
+    --arg mystery-knob=1: neither a Megatron-LM option (@d98e8a64) nor a name megasolve reads: it changes nothing
     >>> arg_notes({"micro-bach-size": "2"})
     Traceback (most recent call last):
     ...
-    megasolve.models.errors.MegasolveError: --arg=micro-bach-size: not an argument megasolve reads; fix: did you mean \
-micro-batch-size?
+    megasolve.models.errors.MegasolveError: --arg=micro-bach-size: not a Megatron-LM option nor a name megasolve \
+reads; fix: did you mean micro-batch-size?
     """
     import difflib
 
@@ -1299,17 +1331,20 @@ micro-batch-size?
     read = RUN_ARG_NAMES | MODEL_ARG_NAMES | READ_KEYS
     notes = []
     for raw, value in given.items():
-        key = str(raw).lstrip("-").replace("-", "_")
-        name = CONFIG_ALIASES.get(key, key)
+        name, _ = resolve_arg(raw, value)
         if name in read:
             continue
         if name in NO_EFFECT_KEYS:
             notes.append(f"--arg {raw}={value}: {name} changes no parameter, FLOP or byte that megasolve models")
+        elif str(raw).lstrip("-").replace("-", "_") in megatron_options():
+            notes.append(f"--arg {raw}={value}: a Megatron-LM option megasolve does not model (it changes nothing in "
+                         "the estimate)")
         elif close := difflib.get_close_matches(name, sorted(read | CONFIG_ALIASES.keys()), n=3, cutoff=0.85):
-            raise MegasolveError(field="--arg", value=raw, rule="not an argument megasolve reads",
+            raise MegasolveError(field="--arg", value=raw, rule="not a Megatron-LM option nor a name megasolve reads",
                                  fix="did you mean " + ", ".join(c.replace("_", "-") for c in close) + "?")
         else:
-            notes.append(f"--arg {raw}={value}: megasolve reads no {name} (it changes nothing in the estimate)")
+            notes.append(f"--arg {raw}={value}: neither a Megatron-LM option (@d98e8a64) nor a name megasolve reads: "
+                         "it changes nothing")
     return notes
 
 

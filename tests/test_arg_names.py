@@ -54,9 +54,45 @@ def _key(node: ast.AST) -> ast.AST | None:
     return None
 
 
+def _columns(it: ast.AST, consts: dict[str, set[str]], dicts: dict[str, tuple[set[str], set[str]]],
+             width: int) -> list[set[str]] | None:
+    """The strings each position of a ``for a, b in IT`` loop takes, IT a constant tuple of tuples or a constant
+    dict's ``.items()``; None where IT is neither."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "items" \
+            and isinstance(it.func.value, ast.Name) and it.func.value.id in dicts and width == 2:
+        return list(dicts[it.func.value.id])
+    if isinstance(it, (ast.Tuple, ast.List)) and it.elts and all(
+            isinstance(e, ast.Tuple) and len(e.elts) == width for e in it.elts):
+        columns = [set() for _ in range(width)]
+        for e in it.elts:
+            for i, part in enumerate(e.elts):
+                columns[i] |= _strings(part, consts) or set()
+        return columns
+    return None
+
+
+def _loop_names(target: ast.AST, it: ast.AST, consts: dict[str, set[str]],
+                dicts: dict[str, tuple[set[str], set[str]]]) -> dict[str, set[str]]:
+    """Loop variable -> the constant names it takes (a plain target over constant names, a dict's keys or values,
+    or a tuple target over a constant tuple of tuples / a dict's items)."""
+    if isinstance(target, ast.Name):
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in ("keys", "values") \
+                and isinstance(it.func.value, ast.Name) and it.func.value.id in dicts:
+            return {target.id: dicts[it.func.value.id][it.func.attr == "values"]}
+        if isinstance(it, ast.Name) and it.id in dicts:
+            return {target.id: dicts[it.id][0]}
+        found = _strings(it, consts)
+        return {target.id: found} if found is not None else {}
+    if isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+        columns = _columns(it, consts, dicts, len(target.elts))
+        return {e.id: col for e, col in zip(target.elts, columns)} if columns else {}
+    return {}
+
+
 def names_looked_up(source: str) -> set[str]:
     tree = ast.parse(source)
     consts: dict[str, set[str]] = {}
+    dicts: dict[str, tuple[set[str], set[str]]] = {}  # constant dicts of names: (keys, values)
     for stmt in tree.body:  # module constants that are collections of names (LAYOUT_ARGS, SHAPE_KEYS, ...)
         if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
             value = stmt.value
@@ -65,6 +101,12 @@ def names_looked_up(source: str) -> set[str]:
                 value = value.args[0]
             if (found := _strings(value, consts)) is not None:
                 consts[stmt.targets[0].id] = found
+            elif isinstance(value, ast.Dict) and None not in value.keys:
+                keys = [_strings(k, consts) for k in value.keys]
+                values = [_strings(v, consts) for v in value.values]
+                if all(k is not None for k in keys):
+                    dicts[stmt.targets[0].id] = (set().union(*keys),
+                                                 set().union(*(v for v in values if v is not None)))
     names: set[str] = set()
     for node in ast.walk(tree):
         if (key := _key(node)) is not None and (found := _strings(key, consts)) is not None:
@@ -75,10 +117,10 @@ def names_looked_up(source: str) -> set[str]:
             loops = [(g.target, g.iter) for g in node.generators]
         else:
             continue
-        for target, it in loops:  # a lookup keyed by the loop variable reads the loop's constant names
-            if (found := _strings(it, consts)) is not None and isinstance(target, ast.Name) and any(
-                    isinstance(k := _key(n), ast.Name) and k.id == target.id for n in ast.walk(node)):
-                names |= found
+        for target, it in loops:  # a lookup keyed by a loop variable reads the names the variable takes
+            for variable, found in _loop_names(target, it, consts, dicts).items():
+                if any(isinstance(k := _key(n), ast.Name) and k.id == variable for n in ast.walk(node)):
+                    names |= found
     return names
 
 
@@ -100,16 +142,21 @@ def f(args, model_args):
         args.setdefault(key, 1)
     for unrelated in ("not_a_lookup",):
         print(unrelated)
+    for arg, field in (("e_pair", "not_read"), ("f_pair", "not_read_either")):
+        work[field] = args.get(arg)
+    for printed, name in PRINTED.items():
+        args.setdefault(name, 1)
+PRINTED = {"printed words": "g_value"}
 '''
     assert names_looked_up(source) == {"by_get", "by_index", "by_in", "by_helper", "a_in_const", "b_in_const",
-                                       "c_loop", "d_loop"}
+                                       "c_loop", "d_loop", "e_pair", "f_pair", "g_value"}
 
 
 def test_arg_notes_say_what_changes_nothing():
     assert arg_notes({"tensor-model-parallel-size": "2", "--micro-batch-size": "1", "num-key-value-heads": "8",
                       "num_layers": "4"}) == []  # read (the last two under an alias / as a model key)
     notes = arg_notes({"lr": "1e-4", "rotary-base": "500000"})
-    assert notes == ["--arg lr=1e-4: megasolve reads no lr (it changes nothing in the estimate)",
+    assert notes == ["--arg lr=1e-4: a Megatron-LM option megasolve does not model (it changes nothing in the estimate)",
                      "--arg rotary-base=500000: rotary_base changes no parameter, FLOP or byte that megasolve models"]
     with pytest.raises(MegasolveError, match="did you mean tensor-model-parallel-size"):
         arg_notes({"tensor-model-paralel-size": "2"})
@@ -123,7 +170,7 @@ def test_a_log_run_carries_the_note_and_uses_what_is_read():
     run = run_from_log(LOG, defaults=dict(model="llama-3.1-8b", gpu="h100", num_gpus=8, seq_length=4096,
                                           args={"tensor-model-parallel-size": "2", "lr": "3e-4"}))
     assert run.layout.tp == 2
-    assert "--arg lr=3e-4: megasolve reads no lr (it changes nothing in the estimate)" in run.notes
+    assert any(n.startswith("--arg lr=3e-4: a Megatron-LM option megasolve does not model") for n in run.notes)
 
 
 
@@ -133,7 +180,7 @@ def test_cli_check_refuses_a_misspelt_arg(tmp_path, capsys):
     base = ["check", str(log), "-m", "llama-3.1-8b", "-g", "h100", "-n", "8", "--seq-len", "4096"]
     assert _cli(base + ["--arg", "tensor-model-paralel-size=2"]) == 2
     err = capsys.readouterr().err
-    assert "--arg=tensor-model-paralel-size: not an argument megasolve reads" in err
+    assert "--arg=tensor-model-paralel-size: not a Megatron-LM option nor a name megasolve reads" in err
     assert "did you mean tensor-model-parallel-size?" in err and "Traceback" not in err
     assert _cli(base + ["--arg", "tensor-model-parallel-size=2", "--arg", "lr=1e-4", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)[0]
@@ -153,3 +200,30 @@ def test_runs_file_takes_the_command_lines_sizes_and_names_what_it_cannot(tmp_pa
                                                                                                           1.5)
     assert [n.split(" ")[0] for n in first.notes] == ["--vocab-size", "--arg"]
     assert read_runs(path)[0].notes == ()
+
+
+def test_the_option_table_is_the_recorded_parser():
+    """``solver/megatron_options.tsv`` (package data) holds every option of Megatron-LM's parser that
+    ``tests/data/megatron_lm_arguments.json`` recorded, with its dest and whether it stores False."""
+    recorded = json.loads((Path(__file__).parent / "data" / "megatron_lm_arguments.json").read_text())["arguments"]
+    expected = {o[2:].replace("-", "_"): (a["dest"], a["action"] == "_StoreFalseAction"
+                                           or (a["action"] == "BooleanOptionalAction" and o.startswith("--no-")))
+                for a in recorded for o in a["options"] if o.startswith("--")}
+    assert runs.megatron_options() == expected and len(expected) > 800
+
+
+def test_no_megatron_option_is_taken_for_a_typo():
+    """Every option of Megatron-LM's parser is read, or said to change nothing: none is refused as a misspelling
+    (``--arg eval-global-batch-size=8`` is a real option beside ``global-batch-size``)."""
+    for option in runs.megatron_options():
+        arg_notes({option.replace("_", "-"): "1"})
+
+
+@pytest.mark.parametrize("given, name, value", [
+    ({"no-bias-swiglu-fusion": "true"}, "bias_swiglu_fusion", False),  # store_false
+    ({"no-overlap-p2p-communication": "true"}, "overlap_p2p_comm", False),  # dest differs from the option
+    ({"num-experts": "8"}, "num_moe_experts", 8),  # Megatron's option, then the readers' name
+])
+def test_an_arg_is_stored_as_megatron_stores_it(given, name, value):
+    assert runs.resolve_arg(*next(iter(given.items()))) == (name, value)
+    assert arg_notes(given) == []
