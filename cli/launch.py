@@ -433,6 +433,8 @@ def overlap_settings(spec: ModelSpec, workload: Workload, layout: Layout) -> lis
         s.append(Setting("overlap_p2p_comm", p2p_overlap, "kernels"))
         if workload.microbatch_group_size is not None:  # ModelParallelConfig field (MPC L431-445); the rules checked it
             s.append(Setting("microbatch_group_size_per_vp_stage", workload.microbatch_group_size, "kernels"))
+    if workload.deterministic_mode:  # its cuBLAS workspaces are planned (memory.torch_workspace_bytes)
+        s.append(Setting("deterministic_mode", True, "kernels"))
     if workload.defer_embedding_wgrad:  # the rules require PP > 1 (MPC L545-548); its memory is planned
         s += [Setting("defer_embedding_wgrad_compute", True, "kernels"),
               Setting("wgrad_deferral_limit", workload.wgrad_deferral_limit, "kernels")]

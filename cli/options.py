@@ -87,7 +87,7 @@ RECIPE_OPTIONS = ("fp8_recipe", "fp8_output_proj", "moe_dispatcher", "cp_comm_ty
                   "tp_comm_overlap", "overlap_p2p_comm", "moe_ep_overlap", "moe_shared_expert_overlap",
                   "dp_comm_overlap", "param_gather_overlap", "moe_expert_capacity_factor",
                   "moe_pad_expert_input_to_capacity", "moe_token_drop_policy", "moe_router_padding_for_fp8",
-                  "defer_embedding_wgrad", "wgrad_deferral_limit", "dist_optimizer_instances", "cuda_graph_impl",
+                  "defer_embedding_wgrad", "wgrad_deferral_limit", "deterministic_mode", "dist_optimizer_instances", "cuda_graph_impl",
                   "microbatch_group_size", "activation_fusion", "activation_func_fp8_input_store", "offload_modules",
                   "num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16",
                   "optimizer", "precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype",
@@ -178,6 +178,10 @@ def recipe_options(func: F) -> F:
                      help="Defer the output layer's weight-gradient GEMMs to the pipeline flush (Megatron "
                           "--defer-embedding-wgrad-compute; needs --pp > 1): the last stage keeps their inputs "
                           "and logits gradients until then (memory counted; the time saved is not)."),
+        click.option("--deterministic-mode", "deterministic_mode", is_flag=True,
+                     help="Megatron --deterministic-mode: its CUBLAS_WORKSPACE_CONFIG=:4096:8 gives PyTorch's cuBLAS "
+                          "workspaces 32 MiB on every GPU (memory counted); its slower ring collectives and "
+                          "deterministic kernels are not costed."),
         click.option("--wgrad-deferral-limit", "wgrad_deferral_limit", type=int, default=0, show_default=True,
                      help="With --defer-embedding-wgrad-compute: defer only this many output-layer calls "
                           "(Megatron --wgrad-deferral-limit; 0 = every micro-batch, NVIDIA's Llama recipes use 22)."),

@@ -1027,12 +1027,14 @@ MIB = 2**20
 #   autograd's (the output layer, Megatron's ``ColumnParallelLinear`` with ``torch.matmul``; MoE routers;
 #   unfused attention's ``baddbmm`` / ``bmm``; every GEMM of the local spec). Dense Transformer Engine stages
 #   before the last run no torch GEMM and hold none: counted on every stage (a margin of two workspaces
-#   there). Size (``parseChosenWorkspaceSize``): ``:4096:8`` = 32 MiB on compute capability 9.x-12.x (Hopper and
-#   Blackwell: pytorch/pytorch#175344, merged 2026-02-19, re-enabled it for sm 10 and 12 after Hopper alone since
-#   #89027; #189312 added sm 11.0), ``:4096:2:16:8`` = 8.125 MiB on older CUDA GPUs (Volta, Ampere, Ada; Blackwell
-#   too with a PyTorch from before that change). Megatron-LM's GB200 functional tests bear it out: their peak
-#   allocated bytes equal the H100 ones of the same cases (``benchmarks/megatron_functional_memory.py --platform
-#   gb200``), where 8.125 MiB would have left them 48 MiB apart. ROCm 128 MiB on gfx94x
+#   there). Size (``parseChosenWorkspaceSize``): ``:4096:8`` = 32 MiB on compute capability 9.x-12.x (Hopper since
+#   pytorch/pytorch#89027; Blackwell since #175344, merged 2026-02-19, #189312 adding sm 11.0), ``:4096:2:16:8`` =
+#   8.125 MiB on older CUDA GPUs (Volta, Ampere, Ada) and on Blackwell with an older PyTorch. Megatron-LM's GB200 CI
+#   shows both: of the eight cases that leave the size to PyTorch, four measure the H100 peak and four 48 MiB less
+#   (``benchmarks/megatron_functional_memory.py --platform gb200``); the current PyTorch's 32 MiB is taken (the other
+#   way would under-predict). ``CUBLAS_WORKSPACE_CONFIG`` overrides the default, and Megatron-LM's
+#   ``--deterministic-mode`` sets ``:4096:8`` = 32 MiB on every GPU (``training/determinism.py`` L27-31 @d98e8a6;
+#   ``Workload.deterministic_mode``), which the GB200 cases run with measure: the H100 peak. ROCm 128 MiB on gfx94x
 #   (MI300X) plus its separate hipBLASLt pool of 76 MiB per handle and stream (``parseCUDABlasLtWorkspaceSize``;
 #   CUDA's cuBLASLt pool defaults to 1 MiB: not counted).
 # * Transformer Engine keeps one of its own for all threads (``cpp_extensions/gemm.py``
@@ -1041,6 +1043,8 @@ MIB = 2**20
 #   ``common/include/transformer_engine/multi_streams.h``); with userbuffers (``--tp-comm-overlap``) one more of
 #   ``_NUM_MAX_UB_STREAMS = 3`` times the size (``get_cublas_workspace(device, ub=True, ...)``).
 TORCH_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB, "cdna3": (128 + 76) * MIB, "other": 8.125 * MIB}
+DETERMINISTIC_CUBLAS_WORKSPACE_BYTES = 32 * MIB  # CUBLAS_WORKSPACE_CONFIG=:4096:8
+ROCM_HIPBLASLT_POOL_BYTES = 76 * MIB  # beside it on ROCm, whatever the cuBLAS configuration
 TORCH_CUBLAS_THREADS = 2  # the main thread (forward) and autograd's device thread (backward)
 TE_CUBLAS_WORKSPACE_BYTES = {"sm90+": 32 * MIB + 1024, "older": 4 * MIB}
 TE_GROUPED_GEMM_STREAMS = 4
@@ -1073,6 +1077,15 @@ def torch_workspace_arch(gpu) -> str:
     if gpu.name.startswith("mi3"):
         return "cdna3"
     return "sm90+" if gpu.compute_capability is not None and 9 <= gpu.compute_capability < 13 else "other"
+
+
+def torch_workspace_bytes(gpu, workload: Workload) -> float:
+    """One PyTorch cuBLAS workspace (``TORCH_CUBLAS_WORKSPACE_BYTES``), or 32 MiB (plus ROCm's hipBLASLt pool) under
+    ``--deterministic-mode``'s ``CUBLAS_WORKSPACE_CONFIG=:4096:8``."""
+    arch = torch_workspace_arch(gpu)
+    if workload.deterministic_mode:
+        return DETERMINISTIC_CUBLAS_WORKSPACE_BYTES + (ROCM_HIPBLASLT_POOL_BYTES if arch == "cdna3" else 0)
+    return TORCH_CUBLAS_WORKSPACE_BYTES[arch]
 
 
 def te_workspace_arch(gpu) -> str:
@@ -1109,7 +1122,7 @@ def fixed_allocation_bytes(spec: ModelSpec, cluster: Cluster, workload: Workload
     96.001
     """
     te = TE_CUBLAS_WORKSPACE_BYTES[te_workspace_arch(cluster.gpu)]
-    total = TORCH_CUBLAS_THREADS * TORCH_CUBLAS_WORKSPACE_BYTES[torch_workspace_arch(cluster.gpu)] + te
+    total = TORCH_CUBLAS_THREADS * torch_workspace_bytes(cluster.gpu, workload) + te
     if spec.is_moe:
         total += TE_GROUPED_GEMM_STREAMS * te
     if uses_userbuffers(workload, shape):

@@ -85,6 +85,7 @@ class LayoutReport:
                          "cuda_graph_impl": self.workload.cuda_graph_impl,
                          "activation_fusion": self.workload.activation_fusion,
                          "activation_func_fp8_input_store": self.workload.activation_func_fp8_input_store,
+                         "deterministic_mode": self.workload.deterministic_mode,
                          "precision_aware_optimizer": self.workload.precision_aware_optimizer,
                          "exp_avg_dtype": self.workload.exp_avg_dtype,
                          "exp_avg_sq_dtype": self.workload.exp_avg_sq_dtype,

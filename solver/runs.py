@@ -944,9 +944,10 @@ def _training_notes(args: dict[str, Any], notes: list[str]) -> None:
                      f"run global batches from {words[0]} up; costed at the full global batch")
     if args.get("deterministic_mode") is True or args.get("deterministic") is True:
         # Megatron-LM --deterministic-mode (NCCL ring algorithms, TE's deterministic attention backward, deterministic
-        # MoE scatter), Megatron-Bridge's --deterministic: costed as the default, non-deterministic run
-        notes.append("deterministic mode is not modelled (NCCL ring-only collectives, deterministic attention and MoE "
-                     "kernels): expect the measured step slower than predicted")
+        # MoE scatter), Megatron-Bridge's --deterministic: costed as the default, non-deterministic run; Megatron-LM's
+        # CUBLAS_WORKSPACE_CONFIG is counted (Workload.deterministic_mode)
+        notes.append("deterministic mode's speed is not modelled (NCCL ring-only collectives, deterministic attention "
+                     "and MoE kernels): expect the measured step slower than predicted")
     graphs = cuda_graph_note(cuda_graph_impl(args))
     if graphs:
         notes.append(graphs)
@@ -2109,6 +2110,8 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     instances = args.get("num_distributed_optimizer_instances")
     if isinstance(instances, int) and not isinstance(instances, bool) and instances > 1:
         work["dist_optimizer_instances"] = instances
+    if args.get("deterministic_mode") is True:  # Megatron-LM's flag (its CUBLAS_WORKSPACE_CONFIG; not Bridge's)
+        work["deterministic_mode"] = True
     if args.get("defer_embedding_wgrad_compute") is True:
         work["defer_embedding_wgrad"] = True
         limit = args.get("wgrad_deferral_limit")

@@ -511,7 +511,8 @@ def test_uncertainty_band_is_static_and_activation_fractions_wider_for_moe_and_u
 # ---------------------------------------------------------------------------- cuBLAS workspaces
 def test_cublas_workspaces_per_thread_architecture_and_tp_overlap():
     """PyTorch: one workspace per thread that runs torch GEMMs (forward and autograd's backward), 32 MiB on
-    Hopper and Blackwell (pytorch/pytorch#175344), 8.125 MiB on older CUDA GPUs, 128 + 76 MiB on MI300X; Transformer Engine: one of 32 MiB + 1 KiB (sm >= 9.0),
+    Hopper and Blackwell (pytorch/pytorch#175344), 8.125 MiB on older CUDA GPUs, 128 + 76 MiB on MI300X, 32 MiB (+ ROCm's 76 MiB pool) on all of them under
+    --deterministic-mode (its CUBLAS_WORKSPACE_CONFIG=:4096:8); Transformer Engine: one of 32 MiB + 1 KiB (sm >= 9.0),
     four more for MoE grouped GEMMs, three more for the userbuffer GEMMs of --tp-comm-overlap (TP > 1 with SP)."""
     mib = 2**20
     dense, moe = load_preset("llama-3.1-8b"), load_preset("qwen3-30b-a3b")
@@ -526,6 +527,10 @@ def test_cublas_workspaces_per_thread_architecture_and_tp_overlap():
     assert fixed(dense, "h100") == 2 * 32 * mib + te
     assert fixed(dense, "h200") == fixed(dense, "h800") == fixed(dense, "h100")  # the same chip
     assert fixed(dense, "b200") == fixed(dense, "gb300") == fixed(dense, "h100")  # sm 10.x: 32 MiB as on Hopper
+    deterministic = Workload(seq_length=4096, deterministic_mode=True)
+    assert fixed(dense, "b200", deterministic) == fixed(dense, "h100", deterministic) == fixed(dense, "h100")
+    assert fixed(dense, "a100-80g", deterministic) == 2 * 32 * mib + 4 * mib
+    assert fixed(dense, "mi300x", deterministic) == 2 * (32 + 76) * mib + te
     assert fixed(dense, "a100-80g") == 2 * 8.125 * mib + 4 * mib
     assert fixed(dense, "l40s") == 2 * 8.125 * mib + 4 * mib  # Ada, sm 8.9: TE's small workspace
     assert fixed(dense, "mi300x") == 2 * (128 + 76) * mib + te

@@ -991,9 +991,10 @@ def test_deterministic_mode_is_named_as_not_modelled():
             "--ffn-hidden-size 4096 --vocab-size 32000 --seq-length 4096 --global-batch-size 64 --micro-batch-size 1 "
             "--deterministic-mode\n" + "\n".join(_iteration(i, 3000.0) for i in range(1, 8)))
     run = run_from_log(text, "det", {"gpu": "h100"})
-    assert any("deterministic mode is not modelled" in n for n in run.notes)
+    assert any("deterministic mode's speed is not modelled" in n for n in run.notes)
     plain = run_from_log(text.replace(" --deterministic-mode", ""), "plain", {"gpu": "h100"})
     assert not any("deterministic" in n for n in plain.notes)
+    assert run.workload.deterministic_mode and not plain.workload.deterministic_mode  # its cuBLAS workspaces, costed
 
 
 def test_a_per_module_precision_recipe_is_read_when_its_file_is_here(tmp_path):
