@@ -430,6 +430,13 @@ class Workload:
                                  rule="the output projection runs in FP8 only with the mxfp8 recipe "
                                       "(fp8_utils.py L730-745)",
                                  fix="add --precision fp8 --fp8-recipe mxfp8, or drop --fp8-output-proj")
+        if self.deterministic_mode and (self.tp_comm_overlap or self.cross_entropy != "unfused"):
+            raise MegasolveError(field="--deterministic-mode", value=True,
+                                 rule="Megatron-LM requires cross_entropy_loss_fusion=False and tp_comm_overlap=False "
+                                      f"with it (got --cross-entropy {self.cross_entropy}, TP overlap "
+                                      f"{self.tp_comm_overlap}; training/determinism.py L24 @d98e8a6)",
+                                 fix="drop --tp-comm-overlap and use --cross-entropy unfused, or drop "
+                                     "--deterministic-mode")
         if self.tp_comm_overlap and not self.tp_overlap_supported:
             raise MegasolveError(field="--tp-comm-overlap", value=True,
                                  rule=f"Transformer Engine's userbuffers gather only bf16, per-tensor FP8 and MXFP8 "
@@ -670,8 +677,11 @@ class Workload:
     def tp_overlap_supported(self) -> bool:
         """Whether ``--tp-comm-overlap`` can run: Transformer Engine's userbuffers all-gather bf16, per-tensor
         FP8 (delayed / current scaling) and MXFP8 tensors and raise for any other quantizer (``module/base.py``
-        ``fill_userbuffers_buffer_for_all_gather`` L607-755 @d0067d0d), i.e. not NVFP4 and not blockwise FP8."""
+        ``fill_userbuffers_buffer_for_all_gather`` L607-755 @d0067d0d), i.e. not NVFP4 and not blockwise FP8; nor under
+        ``--deterministic-mode``, which Megatron-LM runs without it."""
         unsupported = ("nvfp4", "blockwise")
+        if self.deterministic_mode:  # Megatron-LM asserts it off (training/determinism.py L24 @d98e8a6)
+            return False
         if any(fmt in unsupported for _, fmt in self.module_precision):  # a recipe's module in such a format
             return False
         return self.quant_recipe not in unsupported if self.quantized else True

@@ -2251,7 +2251,15 @@ MOE_ROUTING_FIELDS = ("moe_expert_capacity_factor", "moe_pad_expert_input_to_cap
 
 def _workload_read(raw: dict[str, Any], name: str, notes: list[str]) -> Workload:
     """``_workload``, but a token dropping / padding setting the rules refuse with the run's dispatcher and precision
-    (as Megatron does, so the log is not of that launch) is named and left out, not an error."""
+    (as Megatron does, so the log is not of that launch) is named and left out, not an error. So is
+    ``--deterministic-mode`` beside a fused loss or TP overlap, which today's Megatron-LM refuses (an older release,
+    whose workspaces are then costed as PyTorch's default)."""
+    if raw.get("deterministic_mode") and (raw.get("tp_comm_overlap")
+                                          or raw.get("cross_entropy", "unfused") != "unfused"):
+        raw = {k: v for k, v in raw.items() if k != "deterministic_mode"}
+        notes.append("--deterministic-mode beside a fused loss or --tp-comm-overlap, which Megatron-LM @d98e8a6 "
+                     "refuses (training/determinism.py L24): an older release, whose cuBLAS workspaces are costed as "
+                     "PyTorch's default rather than the 32 MiB its CUBLAS_WORKSPACE_CONFIG would give")
     try:
         return _workload(raw, name)
     except MegasolveError as exc:

@@ -537,3 +537,14 @@ def test_cublas_workspaces_per_thread_architecture_and_tp_overlap():
     assert fixed(moe, "h100") - fixed(dense, "h100") == 4 * te
     assert fixed(dense, "h100", overlap, sp) - fixed(dense, "h100", wl, sp) == 3 * te
     assert fixed(dense, "h100", overlap, no_sp) == fixed(dense, "h100")  # no userbuffers without SP
+
+
+def test_deterministic_mode_refuses_what_megatron_refuses():
+    """Megatron-LM asserts cross_entropy_loss_fusion and tp_comm_overlap off under --deterministic-mode
+    (training/determinism.py L24 @d98e8a6): refused as input, and the TP overlap is not searched."""
+    with pytest.raises(MegasolveError, match="deterministic-mode"):
+        Workload(seq_length=4096, deterministic_mode=True, tp_comm_overlap=True)
+    with pytest.raises(MegasolveError, match="cross_entropy_loss_fusion"):
+        Workload(seq_length=4096, deterministic_mode=True, cross_entropy="te")
+    assert not Workload(seq_length=4096, deterministic_mode=True).tp_overlap_supported
+    assert Workload(seq_length=4096).tp_overlap_supported
