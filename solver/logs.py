@@ -792,12 +792,53 @@ def unquote(text: str) -> str:
 _PRIMUS_RANK_OF = re.compile(r"\[rank-\d+/(\d+)\]")
 
 
+def _unwrap_fixed_width(text: str) -> str:
+    r"""A log a terminal, pager or mail client broke at a fixed width, its lines joined back. Where the longest line
+    is ``W`` >= 60 characters long and at least three lines (and 5 % of the non-empty ones) are exactly ``W`` long,
+    a line of width ``W`` is taken to continue on the next (joined without a space: the break falls anywhere, inside
+    a word too), unless it ends a record (``|``: a Megatron iteration line, a table row) or the next line starts as
+    it does (lines of one fixed format that happen to be the longest). The joined text is kept only where it holds
+    more whole measurements -- iteration step times (``_ELAPSED``) and memory reports (``_MEMORY``) -- than the text
+    as given: an argument dump padded to one width (GPT-NeoX's) or a table is left as it is.
+
+    >>> record = (" iteration       10/     100 | consumed samples:          640 | elapsed time per iteration (ms): "
+    ...           "1234.5 | learning rate: 1.0E-04 | global batch size:    64 | lm loss: 5.0E+00 |")
+    >>> wrapped = "\n".join(record[i:i + 80] for i in range(0, len(record), 80))
+    >>> _unwrap_fixed_width("\n".join([wrapped, wrapped.replace("10/", "20/")])).count("elapsed time per iteration")
+    2
+    >>> rows = "\n".join(["  name ........ " + "x" * 60] * 4)  # one width, nothing gained: kept as it is
+    >>> _unwrap_fixed_width(rows) == rows
+    True
+    """
+    lines = text.split("\n")
+    lengths = Counter(len(line) for line in lines if line.strip())
+    if not lengths:
+        return text
+    width = max(lengths)
+    if width < 60 or lengths[width] < 3 or lengths[width] < 0.05 * sum(lengths.values()):
+        return text
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        previous = lines[i - 1] if i else ""
+        if out and len(previous) == width and not previous.rstrip().endswith("|") and line.strip() \
+                and line[:12] != previous[:12]:
+            out[-1] += line
+        else:
+            out.append(line)
+    joined = "\n".join(out)
+
+    def whole(t: str) -> int:
+        return len(_ELAPSED.findall(t)) + len(_MEMORY.findall(t))
+
+    return joined if whole(joined) > whole(text) else text
+
+
 def parse_log(text: str) -> LogFacts:
     """Every fact the readers know how to find in a log, script or config dump (a posted diff read as the
     file after it, ``undiff``; a reply's quote of a post as the post, ``unquote``)."""
     if not text.isascii() and any(ch in text for ch in _SPACE_CHARS):
         text = text.translate(_SPACES)
-    text = _one_cell_tables(undiff(unquote(_ANSI.sub("", text))))  # (a coloured log's codes: no flags)
+    text = _one_cell_tables(undiff(unquote(_unwrap_fixed_width(_ANSI.sub("", text)))))  # (a coloured log's codes)
     text = _WRAPPED_SLASH_SIZES.sub(r"\1 ", text)  # "GBS/MBS" at a line's end, "8192/1" starting the next
     text = _join_wrapped_flags(text)
     facts = LogFacts()

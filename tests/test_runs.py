@@ -1298,3 +1298,25 @@ def test_te_loss_kernel_follows_the_te_release_the_log_names(tmp_path, extra, ke
                     args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1})[0]
     assert run.workload.cross_entropy == kernel
     assert any("--arg te-version=2.17" in n for n in run.notes) == (not extra), run.notes
+
+
+def _hard_wrapped(text: str, width: int) -> str:
+    """``text`` as a terminal that breaks every line at ``width`` columns shows it."""
+    return "\n".join(line[i:i + width] for line in text.splitlines() for i in range(0, max(len(line), 1), width))
+
+
+@pytest.mark.parametrize("name", ["pai-megatron-patch-410-llama31-8b-128k.log",
+                                  "megatron-deepspeed-396-tflops-iterations.log",
+                                  "FZJ-JSC-jubench-megatron-lm-13b-8x4-a100-readme-iterations.txt",
+                                  "modelscope-ms-swift-test-megatron-qwen2-0.5b-dp2.log"])
+@pytest.mark.parametrize("width", [100, 160])
+def test_a_log_broken_at_a_fixed_width_reads_as_posted(name, width):
+    """A log copied from a terminal that broke its lines at a fixed width (``logs._unwrap_fixed_width``): the run
+    read is the one its unbroken excerpt gives; the breaks had cost the step times, the batch, or the whole read."""
+    entry = next(e for e in INDEX if e["file"] == name)
+    given = {**entry.get("assume", {}), **entry.get("given", {})}
+    given.setdefault("gpu", "h100")
+    text = (LOGS / name).read_text(encoding="utf-8")
+    plain, broken = run_from_log(text, name, given), run_from_log(_hard_wrapped(text, width), name, given)
+    assert (broken.spec, broken.layout, broken.workload, broken.measured) == (plain.spec, plain.layout, plain.workload,
+                                                                               plain.measured)
