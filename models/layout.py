@@ -337,10 +337,9 @@ class Workload:
     # (``memory.deferred_wgrad_bytes``); needs PP > 1 (MPC L545-548)
     defer_embedding_wgrad: bool = False
     wgrad_deferral_limit: int = 0
-    # ``--deterministic-mode`` (ARG; Megatron-LM's validate_args applies ``training/determinism.py`` L1709-1711 @d98e8a6):
-    # NCCL ring collectives, TE's deterministic kernels (not costed: slower than planned), and
-    # ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` set before the first GEMM: PyTorch's cuBLAS workspaces are 32 MiB on every GPU
-    # (``memory.torch_workspace_bytes``), as Hopper's default
+    # ``--deterministic-mode`` (validate_args, ARG L1709-1711 @d98e8a6, applies ``training/determinism.py``): NCCL ring
+    # collectives, TE's deterministic kernels (not costed: slower than planned), and ``CUBLAS_WORKSPACE_CONFIG=:4096:8``
+    # set before the first GEMM: PyTorch's cuBLAS workspaces are 32 MiB on every GPU (``memory.torch_workspace_bytes``)
     deterministic_mode: bool = False
     # ``--num-distributed-optimizer-instances N`` (DDP config, default 1): the DP x CP group (and the expert
     # DP group) splits into N consecutive parts; each part shards the optimizer state (and reduce-scatters

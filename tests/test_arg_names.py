@@ -129,7 +129,8 @@ def test_run_arg_names_are_every_name_the_readers_look_up():
     assert looked_up - MODEL_ARG_NAMES == RUN_ARG_NAMES, (
         f"missing from RUN_ARG_NAMES: {sorted(looked_up - MODEL_ARG_NAMES - RUN_ARG_NAMES)}; "
         f"no longer looked up: {sorted(RUN_ARG_NAMES - looked_up)}")
-    assert len(RUN_ARG_NAMES) > 100 and {"tensor_model_parallel_size", "micro_batch_size", "fp8_format"} <= RUN_ARG_NAMES
+    assert len(RUN_ARG_NAMES) > 100
+    assert {"tensor_model_parallel_size", "micro_batch_size", "fp8_format", "tp_comm_overlap"} <= RUN_ARG_NAMES
 
 
 def test_the_scan_finds_each_kind_of_lookup():
@@ -156,13 +157,15 @@ def test_arg_notes_say_what_changes_nothing():
     assert arg_notes({"tensor-model-parallel-size": "2", "--micro-batch-size": "1", "num-key-value-heads": "8",
                       "num_layers": "4"}) == []  # read (the last two under an alias / as a model key)
     notes = arg_notes({"lr": "1e-4", "rotary-base": "500000"})
-    assert notes == ["--arg lr=1e-4: a Megatron-LM option megasolve does not model (it changes nothing in the estimate)",
+    assert notes == ["--arg lr=1e-4: a Megatron-LM option megasolve does not model (it changes nothing in the "
+                     "estimate)",
                      "--arg rotary-base=500000: rotary_base changes no parameter, FLOP or byte that megasolve models"]
     with pytest.raises(MegasolveError, match="did you mean tensor-model-parallel-size"):
         arg_notes({"tensor-model-paralel-size": "2"})
 
 
-LOG = "".join(f" iteration {i:8d}/    1000 | consumed samples: {64 * i:12d} | elapsed time per iteration (ms): 1200.5 | "
+LOG = "".join(f" iteration {i:8d}/    1000 | consumed samples: {64 * i:12d} | "
+              f"elapsed time per iteration (ms): 1200.5 | "
               f"learning rate: 1.0E-04 | global batch size:    64 | lm loss: 5.0E+00 |\n" for i in (10, 20, 30))
 
 

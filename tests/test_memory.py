@@ -511,7 +511,8 @@ def test_uncertainty_band_is_static_and_activation_fractions_wider_for_moe_and_u
 # ---------------------------------------------------------------------------- cuBLAS workspaces
 def test_cublas_workspaces_per_thread_architecture_and_tp_overlap():
     """PyTorch: one workspace per thread that runs torch GEMMs (forward and autograd's backward), 32 MiB on
-    Hopper and Blackwell (pytorch/pytorch#175344), 8.125 MiB on older CUDA GPUs, 128 + 76 MiB on MI300X, 32 MiB (+ ROCm's 76 MiB pool) on all of them under
+    Hopper and Blackwell (pytorch/pytorch#175344), 8.125 MiB on older CUDA GPUs, 128 + 76 MiB on MI300X, 32 MiB
+    (+ ROCm's 76 MiB pool) on all of them under
     --deterministic-mode (its CUBLAS_WORKSPACE_CONFIG=:4096:8); Transformer Engine: one of 32 MiB + 1 KiB (sm >= 9.0),
     four more for MoE grouped GEMMs, three more for the userbuffer GEMMs of --tp-comm-overlap (TP > 1 with SP)."""
     mib = 2**20

@@ -114,7 +114,8 @@ def test_real_log_missing_facts_are_named_with_their_flag(entry):
     if "gpu_names" in entry["expect"]:  # nodes of a named GPU: the catalog's node (runs._world)
         counts |= {"nnodes", "_env_nnodes", "_env_num_nodes", "_env_nodes", "_sbatch_nodes"}
     rates = parse_log((LOGS / entry["file"]).read_text(encoding="utf-8")).stated_tokens_per_gpu  # they can count GPUs
-    if not {"world_size", "world_from_memory"} & set(entry["expect"]) and not counts & set(entry["expect"].get("args", {})) and not rates:
+    if not {"world_size", "world_from_memory"} & set(entry["expect"]) \
+            and not counts & set(entry["expect"].get("args", {})) and not rates:
         assert "--gpus N" in text
     if "gpu_names" not in entry["expect"]:
         assert "--gpu TYPE" in text  # the excerpt prints no GPU name
