@@ -1290,16 +1290,30 @@ def megatron_options() -> dict[str, tuple[str, bool]]:
     return {option.replace("-", "_"): (dest, negates == "1") for option, dest, negates in rows}
 
 
+@functools.cache
+def read_names() -> frozenset[str]:
+    """Every argument name the readers use: ``RUN_ARG_NAMES``, ``MODEL_ARG_NAMES`` and the model keys
+    ``megatron_args`` reads."""
+    from megasolve.models.megatron_args import READ_KEYS
+
+    return RUN_ARG_NAMES | MODEL_ARG_NAMES | READ_KEYS
+
+
 def resolve_arg(key: Any, value: Any) -> tuple[str, Any]:
-    """``--arg NAME=VALUE`` as Megatron-LM's parser would store it, under the name the readers use: the option's
-    argparse dest (``no-bias-swiglu-fusion=true`` -> ``bias_swiglu_fusion`` False), then NeMo / Megatron-DeepSpeed
-    spellings (``CONFIG_ALIASES``: ``num-key-value-heads`` -> ``num_query_groups``).
+    """``--arg NAME=VALUE`` under the name the readers use: a name they read as it is (``fp8-format``, as logs of
+    every release print it), else as Megatron-LM's parser would store it -- the option's argparse dest
+    (``no-bias-swiglu-fusion=true`` -> ``bias_swiglu_fusion`` False) -- and NeMo / Megatron-DeepSpeed spellings
+    (``CONFIG_ALIASES``: ``num-key-value-heads`` -> ``num_query_groups``).
 
     >>> resolve_arg("no-bias-swiglu-fusion", "true"), resolve_arg("--num-experts", "8"), resolve_arg("tp_size", "2")
     (('bias_swiglu_fusion', False), ('num_moe_experts', 8), ('tensor_model_parallel_size', 2))
+    >>> resolve_arg("fp8-format", "hybrid"), resolve_arg("cuda-graph-scope", "attn")  # read as named
+    (('fp8_format', 'hybrid'), ('cuda_graph_scope', 'attn'))
     """
     key = str(key).lstrip("-").replace("-", "_")
     value = scalar(str(value)) if isinstance(value, str) else value
+    if key in read_names() or CONFIG_ALIASES.get(key, key) in read_names():
+        return CONFIG_ALIASES.get(key, key), value
     dest, negates = megatron_options().get(key, (key, False))
     if negates and isinstance(value, bool):
         value = not value
@@ -1327,9 +1341,9 @@ reads; fix: did you mean micro-batch-size?
     """
     import difflib
 
-    from megasolve.models.megatron_args import NO_EFFECT_KEYS, READ_KEYS
+    from megasolve.models.megatron_args import NO_EFFECT_KEYS
 
-    read = RUN_ARG_NAMES | MODEL_ARG_NAMES | READ_KEYS
+    read = read_names()
     notes = []
     for raw, value in given.items():
         name, _ = resolve_arg(raw, value)
