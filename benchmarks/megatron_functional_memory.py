@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Peak allocated memory of Megatron-LM's own functional tests (H100) against megasolve (issue 14).
+"""Peak allocated memory of Megatron-LM's own functional tests (H100, GB200) against megasolve (issue 14).
 
-    python benchmarks/megatron_functional_memory.py                  # score the fit split
+    python benchmarks/megatron_functional_memory.py                  # score the fit split (H100)
     python benchmarks/megatron_functional_memory.py --verbose        # ... one line per case
     python benchmarks/megatron_functional_memory.py --holdout        # also the frozen holdout (once per release)
+    python benchmarks/megatron_functional_memory.py --platform gb200 # the same cases' GB200 goldens (own data file)
     python benchmarks/megatron_functional_memory.py --extract MEGATRON_LM_CHECKOUT   # rebuild the data file
 
 Ground truth: every training test case under ``tests/functional_tests/test_cases/{gpt,moe}/`` of NVIDIA's

@@ -1028,11 +1028,11 @@ MIB = 2**20
 #   unfused attention's ``baddbmm`` / ``bmm``; every GEMM of the local spec). Dense Transformer Engine stages
 #   before the last run no torch GEMM and hold none: counted on every stage (a margin of two workspaces
 #   there). Size (``parseChosenWorkspaceSize``): ``:4096:8`` = 32 MiB on compute capability 9.x-12.x (Hopper since
-#   pytorch/pytorch#89027; Blackwell since #175344, merged 2026-02-19, #189312 adding sm 11.0), ``:4096:2:16:8`` =
-#   8.125 MiB on older CUDA GPUs (Volta, Ampere, Ada) and on Blackwell with an older PyTorch. Megatron-LM's GB200 CI
-#   shows both: of the eight cases that leave the size to PyTorch, four measure the H100 peak and four 48 MiB less
-#   (``benchmarks/megatron_functional_memory.py --platform gb200``); the current PyTorch's 32 MiB is taken (the other
-#   way would under-predict). ``CUBLAS_WORKSPACE_CONFIG`` overrides the default, and Megatron-LM's
+#   pytorch/pytorch#89027 / #91564; Blackwell since #175344, merged 2026-02-19; sm 11.0 since #189312),
+#   ``:4096:2:16:8`` = 8.125 MiB on older CUDA GPUs (Volta, Ampere, Ada) and on Blackwell with an older PyTorch.
+#   Megatron-LM's GB200 CI shows both: of the eight cases that leave the size to PyTorch, four measure the H100 peak
+#   and four 48 MiB less (``benchmarks/megatron_functional_memory.py --platform gb200``); the current PyTorch's 32 MiB
+#   is taken (the other way would under-predict). ``CUBLAS_WORKSPACE_CONFIG`` overrides the default, and Megatron-LM's
 #   ``--deterministic-mode`` sets ``:4096:8`` = 32 MiB on every GPU (``training/determinism.py`` L27-31 @d98e8a6;
 #   ``Workload.deterministic_mode``), which the GB200 cases run with measure: the H100 peak. ROCm 128 MiB on gfx94x
 #   (MI300X) plus its separate hipBLASLt pool of 76 MiB per handle and stream (``parseCUDABlasLtWorkspaceSize``;
