@@ -3043,8 +3043,8 @@ def _is_launch(text: str) -> bool:
     >>> _is_launch("MBS=${1:-32}\\nGBS=${2:-128}"), _is_launch("see pretrain_gpt.py")
     (True, False)
     """
-    if ("pretrain" in text or "torchrun" in text or "_ARGS" in text or _SWIFT_MEGATRON.search(text)) \
-            and ("--" in text or "model." in text):
+    if ("pretrain" in text or "torchrun" in text or "_ARGS" in text or "setup_experiment.py" in text
+            or _SWIFT_MEGATRON.search(text)) and ("--" in text or "model." in text):
         return True
     if _flag_names(text) & (CONFIG_KEYS | {"num_experts", "micro_batch_size", "seq_length", "max_length"}):
         return True
@@ -3082,15 +3082,20 @@ _BRIDGE_LAUNCHER_GPU = re.compile(r"(?:^|\s)(?:-g|--gpu)[\s=]+([a-z0-9]+)\b", re
 _BRIDGE_LAUNCHER_MODEL = re.compile(r"(?:^|\s)(?:-m|--model_name|--model_family_name)[\s=]+([A-Za-z0-9_.]+)")
 _BRIDGE_LAUNCHER_SIZE = re.compile(r"(?:^|\s)(?:-s|--model_size)[\s=]+([A-Za-z0-9_.]+)")
 _BRIDGE_LAUNCHER_RECIPE = re.compile(r"(?:^|\s)(?:-mr|--model_recipe_name)[\s=]+([A-Za-z0-9_.]+)")
+# -c / --compute_dtype (argument_parser.py @067f987df L694-701: bf16, fp8_cs, fp8_mx, fp8_sc, nvfp4; runs.py reads it)
+_BRIDGE_LAUNCHER_DTYPE = re.compile(r"(?:^|\s)-c[\s=]+(bf16|fp8_cs|fp8_mx|fp8_sc|nvfp4)\b")
 
 
 def _bridge_launcher_args(text: str, facts: LogFacts) -> None:
-    """The sizes and GPU of a ``setup_experiment.py`` command (``BRIDGE_LAUNCHER_FLAGS``)."""
+    """The sizes, compute dtype and GPU of a ``setup_experiment.py`` command (``BRIDGE_LAUNCHER_FLAGS``); its long
+    flags (``--deterministic``, ``--use_megatron_fsdp true``) are read with any launch's (``_script_args``)."""
     if "setup_experiment.py" not in text:
         return
     body = re.sub(r"\\\r?\n", " ", text)
     for m in _BRIDGE_LAUNCHER_FLAG.finditer(body):
         facts.args.setdefault(BRIDGE_LAUNCHER_FLAGS[m.group(1)], int(m.group(2)))
+    if m := _BRIDGE_LAUNCHER_DTYPE.search(body[body.index("setup_experiment.py"):]):
+        facts.args.setdefault("compute_dtype", m.group(1))
     if m := _BRIDGE_LAUNCHER_GPU.search(body):
         name = m.group(1).upper()
         if _GPU_NAME.fullmatch(name):

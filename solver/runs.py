@@ -417,6 +417,7 @@ _NEMO2_MARK = re.compile(r"megatron\.bridge|Megatron-Bridge|ConfigContainer|nemo
 # Megatron-Bridge's performance scripts pick TE's kernel for every recipe (scripts/performance/utils/overrides.py
 # @067f987df L83-84, _set_common_perf_overrides)
 _BRIDGE_PERF_MARK = re.compile(r"scripts/performance|perf_recipes|setup_experiment\.py|performance[-_ ]summary", re.I)
+_BRIDGE_DETERMINISTIC = {"deterministic_mode": True, "cross_entropy_loss_fusion": False, "tp_comm_overlap": False}
 _NEMO1_MARK = re.compile(r"\bmcore_gpt\b|megatron_amp_O2|MegatronGPTModel|megatron_gpt_(?:config|pretraining)")
 # verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
 # use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
@@ -506,6 +507,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         args.setdefault("_nemo2", True)
         if _BRIDGE_PERF_MARK.search(text):
             args.setdefault("_bridge_perf", True)
+            if args.get("deterministic") is True:  # the performance scripts' --deterministic, as
+                # recipes/utils/determinism_utils.py apply_determinism_overrides sets it (@067f987df L36-46):
+                # model.deterministic_mode, the unfused loss, no TP overlap, CUBLAS_WORKSPACE_CONFIG=:4096:8
+                for key, value in _BRIDGE_DETERMINISTIC.items():
+                    args.setdefault(key, value)
     if _VERL_MEGATRON.search(text):  # verl's Megatron actor: its config sets the distributed optimizer on
         args.setdefault("_verl_megatron", True)
     notes: list[str] = arg_notes(defaults.get("args") or {})
@@ -2124,7 +2130,7 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
     instances = args.get("num_distributed_optimizer_instances")
     if isinstance(instances, int) and not isinstance(instances, bool) and instances > 1:
         work["dist_optimizer_instances"] = instances
-    if args.get("deterministic_mode") is True:  # Megatron-LM's flag (its CUBLAS_WORKSPACE_CONFIG; not Bridge's)
+    if args.get("deterministic_mode") is True:  # Megatron-LM's flag, Bridge's model field (CUBLAS_WORKSPACE_CONFIG)
         work["deterministic_mode"] = True
     if args.get("defer_embedding_wgrad_compute") is True:
         work["defer_embedding_wgrad"] = True

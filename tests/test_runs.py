@@ -1285,6 +1285,25 @@ def test_a_loss_kernel_the_log_does_not_print_is_the_frameworks_default_and_said
     assert stated.workload.cross_entropy == "unfused" and not any("cross-entropy-" in n for n in stated.notes)
 
 
+def test_bridge_performance_scripts_deterministic_and_compute_dtype_flags(tmp_path):
+    """Megatron-Bridge's ``setup_experiment.py --deterministic`` applies ``apply_determinism_overrides``
+    (recipes/utils/determinism_utils.py @067f987df): Megatron-Core's deterministic mode with its 32 MiB cuBLAS
+    workspaces, the unfused loss instead of the scripts' TE kernel, no TP overlap; ``-c fp8_mx`` is the compute dtype.
+    Both had been ignored (the run costed as bf16 with TE's fused loss)."""
+    log = tmp_path / "run.log"
+    command = "python scripts/performance/setup_experiment.py -g h100 -m llama -mr llama3_8b -ng 8 -c fp8_mx"
+    given = dict(model="llama-3.1-8b", gpu="h100", num_gpus=8, seq_length=4096,
+                 args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1})
+    for flags, deterministic in (("", False), (" --deterministic", True)):
+        log.write_text(command + flags + "\n iteration 10/ 100 | elapsed time per iteration (ms): 1000.0 |"
+                       " global batch size: 64 |\n")
+        run = read_runs(log, **given)[0]
+        assert (run.workload.precision, run.workload.fp8_recipe) == ("fp8", "mxfp8")
+        assert run.workload.deterministic_mode is deterministic
+        assert run.workload.cross_entropy == ("unfused" if deterministic else "te") and not run.workload.tp_comm_overlap
+        assert any("deterministic mode's speed is not modelled" in n for n in run.notes) is deterministic
+
+
 @pytest.mark.parametrize("extra, kernel", [("", "te"), ("image: nvcr.io/nvidia/nemo:25.09\n", "te-bf16grad"),
                                            ("image: nvcr.io/nvidia/nemo:26.08\n", "te"),
                                            ("transformer_engine version: 2.17.0\n", "te-bf16grad")])
