@@ -3071,13 +3071,14 @@ def _flag_names(text: str) -> set[str]:
 
 # Megatron-Bridge's performance launcher (``scripts/performance/setup_experiment.py``; its flags in
 # ``scripts/performance/argument_parser.py`` @067f987df: -ng/--num_gpus, -gn/--gpus_per_node, -g/--gpu, -tp, -pp,
-# -cp, -vp, -ep, -et, -mb, -gb, -sl) as posted in NVIDIA-NeMo/Megatron-Bridge#1865
+# -cp, -vp, -ep, -et, -mb, -gb, -sl, -rl/--recompute_num_layers, -ol/--activation_offload_layers) as posted in
+# NVIDIA-NeMo/Megatron-Bridge#1865
 BRIDGE_LAUNCHER_FLAGS = {"ng": "world_size", "gn": "gpus_per_node", "tp": "tensor_model_parallel_size",
                          "pp": "pipeline_model_parallel_size", "cp": "context_parallel_size",
                          "vp": "virtual_pipeline_model_parallel_size", "ep": "expert_model_parallel_size",
                          "et": "expert_tensor_parallel_size", "mb": "micro_batch_size", "gb": "global_batch_size",
-                         "sl": "seq_length"}
-_BRIDGE_LAUNCHER_FLAG = re.compile(r"(?:^|\s)-(ng|gn|tp|pp|cp|vp|ep|et|mb|gb|sl)[\s=]+(\d+)\b")
+                         "sl": "seq_length", "rl": "recompute_num_layers", "ol": "activation_offload_layers"}
+_BRIDGE_LAUNCHER_FLAG = re.compile(r"(?:^|\s)-(ng|gn|tp|pp|cp|vp|ep|et|mb|gb|sl|rl|ol)[\s=]+(\d+)\b")
 _BRIDGE_LAUNCHER_GPU = re.compile(r"(?:^|\s)(?:-g|--gpu)[\s=]+([a-z0-9]+)\b", re.I)
 _BRIDGE_LAUNCHER_MODEL = re.compile(r"(?:^|\s)(?:-m|--model_name|--model_family_name)[\s=]+([A-Za-z0-9_.]+)")
 _BRIDGE_LAUNCHER_SIZE = re.compile(r"(?:^|\s)(?:-s|--model_size)[\s=]+([A-Za-z0-9_.]+)")

@@ -418,6 +418,31 @@ _NEMO2_MARK = re.compile(r"megatron\.bridge|Megatron-Bridge|ConfigContainer|nemo
 # @067f987df L83-84, _set_common_perf_overrides)
 _BRIDGE_PERF_MARK = re.compile(r"scripts/performance|perf_recipes|setup_experiment\.py|performance[-_ ]summary", re.I)
 _BRIDGE_DETERMINISTIC = {"deterministic_mode": True, "cross_entropy_loss_fusion": False, "tp_comm_overlap": False}
+
+
+def _bridge_perf_overrides(args: dict[str, Any]) -> None:
+    """What Megatron-Bridge's performance scripts make of their own flags (``scripts/performance/utils/overrides.py``
+    @067f987df), where the config they set is not printed: ``--deterministic`` applies
+    ``apply_determinism_overrides`` (``recipes/utils/determinism_utils.py`` L36-46: deterministic mode, the unfused
+    loss, no TP overlap, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``); ``-rl N`` is full block recompute of N layers and
+    ``--recompute_modules`` selective recompute (``_set_recompute_overrides`` L163-186); ``-ol N`` offloads N layers'
+    activations (L170-173); ``--moe_a2a_overlap true`` the EP all-to-all overlap without the shared-expert one
+    (``_set_moe_a2a_overlap_overrides`` L189-199)."""
+    if args.get("deterministic") is True:
+        for key, value in _BRIDGE_DETERMINISTIC.items():
+            args.setdefault(key, value)
+    if "recompute_granularity" not in args:
+        if args.get("recompute_modules"):
+            args["recompute_granularity"] = "selective"
+        elif isinstance(args.get("recompute_num_layers"), int):
+            args["recompute_granularity"] = "full"
+            args.setdefault("recompute_method", "block")
+    offloaded = args.get("activation_offload_layers")
+    if isinstance(offloaded, int) and not isinstance(offloaded, bool) and offloaded > 0:
+        args.setdefault("cpu_offloading_num_layers", offloaded)
+    if args.get("moe_a2a_overlap") is True:
+        args.setdefault("overlap_moe_expert_parallel_comm", True)
+        args.setdefault("moe_shared_expert_overlap", False)
 _NEMO1_MARK = re.compile(r"\bmcore_gpt\b|megatron_amp_O2|MegatronGPTModel|megatron_gpt_(?:config|pretraining)")
 # verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
 # use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
@@ -507,11 +532,7 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         args.setdefault("_nemo2", True)
         if _BRIDGE_PERF_MARK.search(text):
             args.setdefault("_bridge_perf", True)
-            if args.get("deterministic") is True:  # the performance scripts' --deterministic, as
-                # recipes/utils/determinism_utils.py apply_determinism_overrides sets it (@067f987df L36-46):
-                # model.deterministic_mode, the unfused loss, no TP overlap, CUBLAS_WORKSPACE_CONFIG=:4096:8
-                for key, value in _BRIDGE_DETERMINISTIC.items():
-                    args.setdefault(key, value)
+            _bridge_perf_overrides(args)
     if _VERL_MEGATRON.search(text):  # verl's Megatron actor: its config sets the distributed optimizer on
         args.setdefault("_verl_megatron", True)
     notes: list[str] = arg_notes(defaults.get("args") or {})
@@ -1248,7 +1269,8 @@ MODEL_ARG_NAMES = {
 # nothing, and says so.
 RUN_ARG_NAMES = frozenset({
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "activation",
-    "activation_func_fp8_input_store", "activation_offload_fraction", "actor_num_gpus_per_node",
+    "activation_func_fp8_input_store", "activation_offload_fraction", "activation_offload_layers",
+    "actor_num_gpus_per_node",
     "attention_backend", "attention_dropout", "attention_head_type", "batch_size", "batch_size_per_gpu", "bf16",
     "bias", "bias_activation_fusion", "bias_swiglu_fusion", "checkpoint_activations", "compute_dtype",
     "context_parallel_size", "cp_comm_type", "cpu_offloading", "cpu_offloading_activations",
@@ -1265,7 +1287,8 @@ RUN_ARG_NAMES = frozenset({
     "grad_reduce_in_fp32", "hidden_dropout", "lora_rank", "main_grads_dtype", "main_params_dtype", "max_length",
     "megatron_fsdp_grad_comm_dtype", "megatron_fsdp_main_grads_dtype", "megatron_fsdp_main_params_dtype",
     "megatron_fsdp_max_pool_double_buffer", "micro_batch_size", "microbatch_group_size_per_vp_stage",
-    "min_offloaded_tensor_size", "mixed_precision", "model_parallel_size", "moe_expert_capacity_factor",
+    "min_offloaded_tensor_size", "mixed_precision", "model_parallel_size", "moe_a2a_overlap",
+    "moe_expert_capacity_factor",
     "moe_expert_parallel_size", "moe_layer_recompute", "moe_pad_expert_input_to_capacity",
     "moe_router_padding_for_fp8", "moe_shared_expert_overlap", "moe_token_dispatcher_type", "moe_token_drop_policy",
     "moe_token_dropping", "moe_tp_extend_ep", "moe_train_capacity_factor", "muon_num_ns_steps",

@@ -1304,6 +1304,27 @@ def test_bridge_performance_scripts_deterministic_and_compute_dtype_flags(tmp_pa
         assert any("deterministic mode's speed is not modelled" in n for n in run.notes) is deterministic
 
 
+@pytest.mark.parametrize("flags, model, want", [
+    ("-rl 4", "llama-3.1-8b", {"recompute": "full", "recompute_num_layers": 4}),
+    ("--recompute_modules core_attn,mlp", "llama-3.1-8b", {"recompute": "selective",
+                                                           "recompute_modules": ("core_attn", "mlp")}),
+    ("-ol 2", "llama-3.1-8b", {"recompute": "none", "cpu_offload_layers": 2}),
+    ("-ep 8 --moe_a2a_overlap true", "qwen3-30b-a3b", {"ep": 8, "moe_ep_overlap": True,
+                                                       "moe_shared_expert_overlap": False}),
+])
+def test_bridge_performance_scripts_recompute_offload_and_a2a_flags(tmp_path, flags, model, want):
+    """The performance scripts' own flags as ``scripts/performance/utils/overrides.py`` @067f987df applies them:
+    ``-rl N`` full block recompute of N layers, ``--recompute_modules`` selective, ``-ol N`` activation offloading of
+    N layers, ``--moe_a2a_overlap true`` the EP all-to-all overlap with the shared-expert overlap off."""
+    log = tmp_path / "run.log"
+    log.write_text(f"python scripts/performance/setup_experiment.py -g h100 -m x -ng 8 {flags}\n"
+                   " iteration 10/ 100 | elapsed time per iteration (ms): 1000.0 | global batch size: 64 |\n")
+    run = read_runs(log, model=model, gpu="h100", num_gpus=8, seq_length=4096,
+                    args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1})[0]
+    for key, value in want.items():
+        assert getattr(run.layout if hasattr(run.layout, key) else run.workload, key) == value, key
+
+
 @pytest.mark.parametrize("extra, kernel", [("", "te"), ("image: nvcr.io/nvidia/nemo:25.09\n", "te-bf16grad"),
                                            ("image: nvcr.io/nvidia/nemo:26.08\n", "te"),
                                            ("transformer_engine version: 2.17.0\n", "te-bf16grad")])
