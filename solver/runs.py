@@ -427,7 +427,11 @@ def _bridge_perf_overrides(args: dict[str, Any]) -> None:
     loss, no TP overlap, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``); ``-rl N`` is full block recompute of N layers and
     ``--recompute_modules`` selective recompute (``_set_recompute_overrides`` L163-186); ``-ol N`` offloads N layers'
     activations (L170-173); ``--moe_a2a_overlap true`` the EP all-to-all overlap without the shared-expert one
-    (``_set_moe_a2a_overlap_overrides`` L189-199)."""
+    (``_set_moe_a2a_overlap_overrides`` L189-199); ``--moe_flex_dispatcher_backend deepep | hybridep`` the flex
+    dispatcher without the shared-expert overlap (``training/flex_dispatcher_backend.py`` L33-81; DeepEP falls back to
+    alltoall on GB200 / GB300, run_from_log) and ``None`` the alltoall dispatcher (overrides.py L628-630);
+    ``--use_tokendrop true`` a capacity factor of 1 with padding (``training/utils/moe_token_drop.py`` L25-29,
+    overrides.py L455-461)."""
     if args.get("deterministic") is True:
         for key, value in _BRIDGE_DETERMINISTIC.items():
             args.setdefault(key, value)
@@ -443,6 +447,17 @@ def _bridge_perf_overrides(args: dict[str, Any]) -> None:
     if args.get("moe_a2a_overlap") is True:
         args.setdefault("overlap_moe_expert_parallel_comm", True)
         args.setdefault("moe_shared_expert_overlap", False)
+    if "moe_flex_dispatcher_backend" in args and "moe_token_dispatcher_type" not in args:
+        backend = args["moe_flex_dispatcher_backend"]
+        if backend in ("deepep", "hybridep"):
+            args["moe_token_dispatcher_type"] = "flex"
+            args.setdefault("moe_shared_expert_overlap", False)
+            args["_bridge_flex_backend"] = backend
+        elif backend is None:
+            args["moe_token_dispatcher_type"] = "alltoall"
+    if args.get("use_tokendrop") is True:
+        args.setdefault("moe_expert_capacity_factor", 1.0)
+        args.setdefault("moe_pad_expert_input_to_capacity", True)
 _NEMO1_MARK = re.compile(r"\bmcore_gpt\b|megatron_amp_O2|MegatronGPTModel|megatron_gpt_(?:config|pretraining)")
 # verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
 # use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
@@ -671,6 +686,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                              fix="; ".join(f"pass {m[1]}" for m in missing))
     cluster = Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, gpus_per_node=defaults.get("gpus_per_node")
                                  or _gpus_per_node(args, num_gpus), nvlink_domain=defaults.get("nvlink_domain"))
+    if args.get("_bridge_flex_backend") == "deepep" and work_raw.get("moe_dispatcher") == "flex" \
+            and cluster.gpu.name in ("gb200", "gb300"):  # Bridge's apply_flex_dispatcher_backend (flex_dispatcher_
+        work_raw["moe_dispatcher"] = "alltoall"  # backend.py L58-67): DeepEP only on Ampere, Hopper, B200 and B300
+        notes.append(f"--moe_flex_dispatcher_backend deepep on {cluster.gpu.name}: Megatron-Bridge falls back to the "
+                     "alltoall dispatcher there (DeepEP runs on Ampere, Hopper, B200 and B300; hybridep on NVL72)")
     if spec.is_moe and "moe_dispatcher" not in work_raw and args.get("_megatron_launch") and not args.get("_nemo"):
         work_raw["moe_dispatcher"] = "allgather"  # TC moe_token_dispatcher_type default
         notes.append("MoE dispatcher allgather: the command does not pass --moe-token-dispatcher-type "
@@ -695,6 +715,8 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
         # Megatron accepts --expert-tensor-parallel-size for a dense model and builds its (unused) expert groups;
         # launchers pass it for every model (THUDM/slime#1522: ETP_SIZE=1 with a dense 4B model)
         notes.append(f"--expert-tensor-parallel-size {layout_raw.pop('etp')} has no effect on a dense model: ignored")
+    if not spec.is_moe and (routing := [f for f in MOE_ROUTING_FIELDS if work_raw.pop(f, None) is not None]):
+        notes.append(f"{', '.join(routing)}: no effect on a dense model, ignored")
     workload = _workload_read(work_raw, name, notes)
     layout = _layout_for(num_gpus, layout_raw, name)
     if isinstance(measured.rank, int) and measured.rank >= num_gpus:
@@ -1288,7 +1310,7 @@ RUN_ARG_NAMES = frozenset({
     "megatron_fsdp_grad_comm_dtype", "megatron_fsdp_main_grads_dtype", "megatron_fsdp_main_params_dtype",
     "megatron_fsdp_max_pool_double_buffer", "micro_batch_size", "microbatch_group_size_per_vp_stage",
     "min_offloaded_tensor_size", "mixed_precision", "model_parallel_size", "moe_a2a_overlap",
-    "moe_expert_capacity_factor",
+    "moe_expert_capacity_factor", "moe_flex_dispatcher_backend",
     "moe_expert_parallel_size", "moe_layer_recompute", "moe_pad_expert_input_to_capacity",
     "moe_router_padding_for_fp8", "moe_shared_expert_overlap", "moe_token_dispatcher_type", "moe_token_drop_policy",
     "moe_token_dropping", "moe_tp_extend_ep", "moe_train_capacity_factor", "muon_num_ns_steps",
@@ -1305,7 +1327,7 @@ RUN_ARG_NAMES = frozenset({
     "tensor_model_parallel_size", "tokenizer_type", "topk", "tp_comm_overlap", "train_backend", "train_type",
     "transformer_impl", "tuner_type", "use_distributed_optimizer", "use_flash_attn",
     "use_fused_weighted_squared_relu", "use_layer_wise_param_layout", "use_megatron_fsdp",
-    "use_precision_aware_optimizer", "use_torch_fsdp2", "use_tp_pp_dp_mapping",
+    "use_precision_aware_optimizer", "use_tokendrop", "use_torch_fsdp2", "use_tp_pp_dp_mapping",
     "virtual_pipeline_model_parallel_size", "wgrad_deferral_limit", "world_size", "zero_stage"
 })
 
@@ -2272,9 +2294,9 @@ def _moe_routing(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -
     ``--moe-token-drop-policy``, ``--moe-router-padding-for-quantization`` / ``-for-fp8``; TC L686-705, L771-777):
     the ``Workload`` fields ``cost/moe_routing.py`` costs. A combination megasolve's rules refuse (as Megatron does) is
     named and left out."""
-    experts = args.get("num_moe_experts")
-    if not isinstance(experts, int) or isinstance(experts, bool) or experts <= 0:
-        return
+    experts = args.get("num_moe_experts")  # not printed where --model gives the shape (run_from_log drops these
+    if experts is not None and (not isinstance(experts, int) or isinstance(experts, bool) or experts <= 0):
+        return  # fields for a dense model)
     read: dict[str, Any] = {}
     factor = args.get("moe_expert_capacity_factor")
     if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0:  # TC: < 0 means dropless

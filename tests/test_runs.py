@@ -1304,25 +1304,49 @@ def test_bridge_performance_scripts_deterministic_and_compute_dtype_flags(tmp_pa
         assert any("deterministic mode's speed is not modelled" in n for n in run.notes) is deterministic
 
 
-@pytest.mark.parametrize("flags, model, want", [
-    ("-rl 4", "llama-3.1-8b", {"recompute": "full", "recompute_num_layers": 4}),
-    ("--recompute_modules core_attn,mlp", "llama-3.1-8b", {"recompute": "selective",
-                                                           "recompute_modules": ("core_attn", "mlp")}),
-    ("-ol 2", "llama-3.1-8b", {"recompute": "none", "cpu_offload_layers": 2}),
-    ("-ep 8 --moe_a2a_overlap true", "qwen3-30b-a3b", {"ep": 8, "moe_ep_overlap": True,
-                                                       "moe_shared_expert_overlap": False}),
+@pytest.mark.parametrize("flags, model, gpu, want", [
+    ("-rl 4", "llama-3.1-8b", "h100", {"recompute": "full", "recompute_num_layers": 4}),
+    ("--recompute_modules core_attn,mlp", "llama-3.1-8b", "h100",
+     {"recompute": "selective", "recompute_modules": ("core_attn", "mlp")}),
+    ("-ol 2", "llama-3.1-8b", "h100", {"recompute": "none", "cpu_offload_layers": 2}),
+    ("-ep 8 --moe_a2a_overlap true", "qwen3-30b-a3b", "h100",
+     {"ep": 8, "moe_ep_overlap": True, "moe_shared_expert_overlap": False}),
+    ("-ep 8 --moe_flex_dispatcher_backend deepep", "qwen3-30b-a3b", "h100", {"moe_dispatcher": "flex"}),
+    ("-ep 8 --moe_flex_dispatcher_backend deepep", "qwen3-30b-a3b", "gb200", {"moe_dispatcher": "alltoall"}),
+    ("-ep 8 --moe_flex_dispatcher_backend hybridep", "qwen3-30b-a3b", "gb200", {"moe_dispatcher": "flex"}),
+    ("-ep 8 --moe_flex_dispatcher_backend None", "qwen3-30b-a3b", "h100", {"moe_dispatcher": "alltoall"}),
+    ("-ep 8 --use_tokendrop true", "qwen3-30b-a3b", "h100",
+     {"moe_expert_capacity_factor": 1.0, "moe_pad_expert_input_to_capacity": True}),
+    ("--use_tokendrop true", "llama-3.1-8b", "h100", {"moe_expert_capacity_factor": None}),
 ])
-def test_bridge_performance_scripts_recompute_offload_and_a2a_flags(tmp_path, flags, model, want):
+def test_bridge_performance_scripts_recompute_offload_and_moe_flags(tmp_path, flags, model, gpu, want):
     """The performance scripts' own flags as ``scripts/performance/utils/overrides.py`` @067f987df applies them:
     ``-rl N`` full block recompute of N layers, ``--recompute_modules`` selective, ``-ol N`` activation offloading of
-    N layers, ``--moe_a2a_overlap true`` the EP all-to-all overlap with the shared-expert overlap off."""
+    N layers, ``--moe_a2a_overlap true`` the EP all-to-all overlap with the shared-expert overlap off,
+    ``--moe_flex_dispatcher_backend`` the flex dispatcher (DeepEP falls back to alltoall on GB200, as
+    ``apply_flex_dispatcher_backend`` does; ``None``: alltoall), ``--use_tokendrop true`` a capacity factor of 1 with
+    padding (a dense model: said and ignored). Each had been read and dropped."""
     log = tmp_path / "run.log"
-    log.write_text(f"python scripts/performance/setup_experiment.py -g h100 -m x -ng 8 {flags}\n"
+    log.write_text(f"python scripts/performance/setup_experiment.py -g {gpu} -m x -ng 8 {flags}\n"
                    " iteration 10/ 100 | elapsed time per iteration (ms): 1000.0 | global batch size: 64 |\n")
-    run = read_runs(log, model=model, gpu="h100", num_gpus=8, seq_length=4096,
+    run = read_runs(log, model=model, gpu=gpu, num_gpus=8, seq_length=4096,
                     args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1})[0]
     for key, value in want.items():
         assert getattr(run.layout if hasattr(run.layout, key) else run.workload, key) == value, key
+    assert ("falls back to the alltoall" in " ".join(run.notes)) == ("deepep" in flags and gpu == "gb200")
+    assert ("no effect on a dense model" in " ".join(run.notes)) == (model == "llama-3.1-8b" and "tokendrop" in flags)
+
+
+def test_moe_capacity_factor_given_with_a_preset_is_applied(tmp_path):
+    """``--arg moe-expert-capacity-factor=1.5`` with ``--model`` (no expert count in the log) had been dropped without a
+    word: the routing fields were read only where the log printed the number of experts."""
+    log = tmp_path / "run.log"
+    log.write_text(" iteration 10/ 100 | elapsed time per iteration (ms): 1000.0 | global batch size: 64 |\n")
+    run = read_runs(log, model="qwen3-30b-a3b", gpu="h100", num_gpus=8, seq_length=4096,
+                    args={"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": 1,
+                          "expert_model_parallel_size": 8, "moe_token_dispatcher_type": "alltoall",
+                          "moe_expert_capacity_factor": 1.5})[0]
+    assert run.workload.moe_expert_capacity_factor == 1.5
 
 
 @pytest.mark.parametrize("extra, kernel", [("", "te"), ("image: nvcr.io/nvidia/nemo:25.09\n", "te-bf16grad"),
