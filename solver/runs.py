@@ -417,7 +417,17 @@ _NEMO2_MARK = re.compile(r"megatron\.bridge|Megatron-Bridge|ConfigContainer|nemo
 # Megatron-Bridge's performance scripts pick TE's kernel for every recipe (scripts/performance/utils/overrides.py
 # @067f987df L83-84, _set_common_perf_overrides)
 _BRIDGE_PERF_MARK = re.compile(r"scripts/performance|perf_recipes|setup_experiment\.py|performance[-_ ]summary", re.I)
+# their --deterministic (_bridge_perf_overrides)
 _BRIDGE_DETERMINISTIC = {"deterministic_mode": True, "cross_entropy_loss_fusion": False, "tp_comm_overlap": False}
+_NEMO1_MARK = re.compile(r"\bmcore_gpt\b|megatron_amp_O2|MegatronGPTModel|megatron_gpt_(?:config|pretraining)")
+# verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
+# use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
+# first; engine/megatron.yaml L35 @b178a3c), so a command that does not set it runs with it
+_VERL_MEGATRON = re.compile(r"actor_rollout_ref\.actor\.megatron\.|ppo_megatron_trainer")
+# NeMo / Megatron-Bridge named; DeepSpeed's loggers and optimizer (its "steps: N ... iter time (s)" lines are read as
+# steps too, logs.py)
+_NEMO_MARK = re.compile(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py")
+_DEEPSPEED_MARK = re.compile(r"\[(?:config|engine|logging)\.py:\d+:\w+\]|\bZeRO optimizer\b")
 
 
 def _bridge_perf_overrides(args: dict[str, Any]) -> None:
@@ -458,15 +468,6 @@ def _bridge_perf_overrides(args: dict[str, Any]) -> None:
     if args.get("use_tokendrop") is True:
         args.setdefault("moe_expert_capacity_factor", 1.0)
         args.setdefault("moe_pad_expert_input_to_capacity", True)
-_NEMO1_MARK = re.compile(r"\bmcore_gpt\b|megatron_amp_O2|MegatronGPTModel|megatron_gpt_(?:config|pretraining)")
-# verl's Megatron workers (its Megatron actor's overrides, or the trainer config that runs them): the actor's
-# use_distributed_optimizer is True in every release (verl/trainer/config/ppo_megatron_trainer.yaml L50 @30911f1, its
-# first; engine/megatron.yaml L35 @b178a3c), so a command that does not set it runs with it
-_VERL_MEGATRON = re.compile(r"actor_rollout_ref\.actor\.megatron\.|ppo_megatron_trainer")
-# NeMo / Megatron-Bridge named; DeepSpeed's loggers and optimizer (its "steps: N ... iter time (s)" lines are read as
-# steps too, logs.py)
-_NEMO_MARK = re.compile(r"\bNeMo\b|megatron\.bridge|Megatron-Bridge|scripts/performance/setup_experiment\.py")
-_DEEPSPEED_MARK = re.compile(r"\[(?:config|engine|logging)\.py:\d+:\w+\]|\bZeRO optimizer\b")
 
 
 # the sizes ``validate_args`` prints on its "using world size" line -> argument names
@@ -686,9 +687,11 @@ def run_from_log(text: str, name: str = "log", defaults: dict[str, Any] | None =
                              fix="; ".join(f"pass {m[1]}" for m in missing))
     cluster = Cluster.from_flags(num_gpus=num_gpus, gpu=gpu, gpus_per_node=defaults.get("gpus_per_node")
                                  or _gpus_per_node(args, num_gpus), nvlink_domain=defaults.get("nvlink_domain"))
+    # Bridge's apply_flex_dispatcher_backend (training/flex_dispatcher_backend.py L58-67): DeepEP only on Ampere,
+    # Hopper, B200 and B300; elsewhere the alltoall dispatcher
     if args.get("_bridge_flex_backend") == "deepep" and work_raw.get("moe_dispatcher") == "flex" \
-            and cluster.gpu.name in ("gb200", "gb300"):  # Bridge's apply_flex_dispatcher_backend (flex_dispatcher_
-        work_raw["moe_dispatcher"] = "alltoall"  # backend.py L58-67): DeepEP only on Ampere, Hopper, B200 and B300
+            and cluster.gpu.name in ("gb200", "gb300"):
+        work_raw["moe_dispatcher"] = "alltoall"
         notes.append(f"--moe_flex_dispatcher_backend deepep on {cluster.gpu.name}: Megatron-Bridge falls back to the "
                      "alltoall dispatcher there (DeepEP runs on Ampere, Hopper, B200 and B300; hybridep on NVL72)")
     if spec.is_moe and "moe_dispatcher" not in work_raw and args.get("_megatron_launch") and not args.get("_nemo"):
@@ -2294,9 +2297,10 @@ def _moe_routing(args: dict[str, Any], work: dict[str, Any], notes: list[str]) -
     ``--moe-token-drop-policy``, ``--moe-router-padding-for-quantization`` / ``-for-fp8``; TC L686-705, L771-777):
     the ``Workload`` fields ``cost/moe_routing.py`` costs. A combination megasolve's rules refuse (as Megatron does) is
     named and left out."""
-    experts = args.get("num_moe_experts")  # not printed where --model gives the shape (run_from_log drops these
+    # (the expert count is not printed where --model gives the shape: run_from_log drops these for a dense model)
+    experts = args.get("num_moe_experts")
     if experts is not None and (not isinstance(experts, int) or isinstance(experts, bool) or experts <= 0):
-        return  # fields for a dense model)
+        return
     read: dict[str, Any] = {}
     factor = args.get("moe_expert_capacity_factor")
     if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 0:  # TC: < 0 means dropless
