@@ -1791,7 +1791,8 @@ _RANK_TAGS = re.compile(r"\[[^\]\n]*\|(?:DP|PP|TP|CP|EP)=\d+[^\]\n]*\]")
 # "world size 8" in a post (the log's own "using world size: 8" is read as the world size)
 # (not a process group's: NeMo 1's distributed Adam prints "process_group: 0x7fd084b16db0, world size 8", its DP group,
 # which _DIST_ADAM_GROUP reads first)
-_PROSE_WORLD = re.compile(r"\b[Ww]orld size\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")
+# (a launch script's banner: "  World Size: 64", together-dgxc-benchmarking's Megatron-Bridge configs)
+_PROSE_WORLD = re.compile(r"\b[Ww]orld [Ss]ize\s*(?:of\s*|is\s*|[:=]\s*)?(\d+)\b")
 # "tokens/step 131,072": with the global batch, the sequence length (runs.py)
 _PROSE_TOKENS_PER_STEP = re.compile(r"\btokens\s*/\s*(?:step|iter(?:ation)?)\s*[:=]?\s*(\d[\d,]*)\b", re.I)
 # NeMo's and AutoModel's packed sequences are the trained length: "packed_sequence_size=1024" (PackedSequenceSpecs)
@@ -3660,6 +3661,7 @@ CONFIG_KEYS = {
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
     "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
     "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers",
+    "recompute_modules",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
     "use_distributed_optimizer", "devices", "num_nodes", "precision", "bf16", "fp16", "fp8", "fp8_recipe", "fp8_param_gather",
     "fp8_params",
@@ -3678,7 +3680,8 @@ CONFIG_KEYS = {
     "cpu_offloading", "cpu_offloading_num_layers", "cpu_offloading_activations", "cpu_offloading_weights",
     "grad_reduce_in_fp32", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
     "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "override_vocab_size",
-    "tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm", "moe_shared_expert_overlap",
+    "tp_comm_overlap", "ub_tp_comm_overlap", "overlap_p2p_comm", "overlap_moe_expert_parallel_comm",
+    "moe_shared_expert_overlap", "cross_entropy_loss_fusion", "cross_entropy_fusion_impl",
     "overlap_grad_reduce", "cp_comm_type", "microbatch_group_size_per_vp_stage", "disable_bias_linear", "group_query_attention", "num_virtual_stages_per_pipeline_rank",
     "attention_head_type",  # BigCode's Megatron-LM fork: multiquery (one KV group) / multihead
     # CUDA graphs (TransformerConfig cuda_graph_impl / cuda_graph_scope / cuda_graph_modules; Bridge prints them

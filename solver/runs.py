@@ -393,6 +393,8 @@ CONFIG_ALIASES = {
     "ppo_micro_batch_size_per_gpu": "micro_batch_size",
     # Megatron-DeepSpeed's GQA (--num-key-value-heads, megatron/arguments.py; no --group-query-attention there)
     "num_key_value_heads": "num_query_groups",
+    # NeMo 1's userbuffer TP overlap (megatron_gpt_config.yaml ub_tp_comm_overlap; Megatron-Core's tp_comm_overlap)
+    "ub_tp_comm_overlap": "tp_comm_overlap",
     **NEMO_RECIPE_SIZES,
 }
 SHAPE_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
@@ -2163,6 +2165,13 @@ def _layout_and_workload(args: dict[str, Any], defaults: dict[str, Any], notes: 
         work["tp_comm_overlap"] = False
         notes.append(f"--tp-comm-overlap with {quant}: Transformer Engine's userbuffers cannot gather {quant} tensors "
                      "(fill_userbuffers_buffer_for_all_gather raises), so the TP collectives are costed without it")
+    if work.get("tp_comm_overlap") and not layout.get("sequence_parallel"):
+        # the userbuffer overlap needs sequence parallelism: Megatron-LM refuses it without (ARG L1441-1442), NeMo 1
+        # turns ub_tp_comm_overlap off ("Setting `ub_tp_comm_overlap` to False", megatron_gpt_model.py)
+        work["tp_comm_overlap"] = False
+        if layout.get("tp", 1) > 1:
+            notes.append("TP communication overlap without sequence parallelism: off, as NeMo turns it off and "
+                         "Megatron-LM refuses it")
     if "overlap_grad_reduce" not in args and megatron_defaults:
         work["dp_comm_overlap"] = False
         notes.append("DP gradient reduction not overlapped: the command does not pass --overlap-grad-reduce "

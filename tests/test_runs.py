@@ -1337,6 +1337,20 @@ def test_bridge_performance_scripts_recompute_offload_and_moe_flags(tmp_path, fl
     assert ("no effect on a dense model" in " ".join(run.notes)) == (model == "llama-3.1-8b" and "tokendrop" in flags)
 
 
+def test_bridge_summary_recompute_modules_and_nemo1_tp_overlap():
+    """Megatron-Bridge's non-default summary ("recompute_modules: ['layernorm']  (Mcore default: None)") gives the
+    modules (they had been left at Megatron's default core_attn); NeMo 1's ub_tp_comm_overlap is the TP overlap, on
+    with sequence parallelism and off without it (NeMo turns it off, Megatron-LM refuses it: ARG L1441-1442)."""
+    bridge = LOGS / "togethercomputer-dgxc-benchmarking-gb200-qwen2.5-72b-tp8-pp4-banner.log"
+    run = run_from_log(bridge.read_text(encoding="utf-8"), bridge.name, {"gpu": "gb200"})
+    assert (run.layout.recompute, run.layout.recompute_modules) == ("selective", ("layernorm",))
+    for name, sp in (("AI-Hypercomputer-gpu-recipes-a4-qwen2.5-32b-32gpu-nemo1-tp2-pp2-vp4-ub-overlap.log", True),
+                     ("AI-Hypercomputer-gpu-recipes-a4-qwen2.5-7b-8gpu-nemo1-dp8.log", False)):
+        run = run_from_log((LOGS / name).read_text(encoding="utf-8"), name, {})
+        assert run.layout.sequence_parallel is sp and run.workload.tp_comm_overlap is sp
+        assert run.workload.cross_entropy == "native"  # cross_entropy_loss_fusion: true in NeMo 1's config
+
+
 def test_moe_capacity_factor_given_with_a_preset_is_applied(tmp_path):
     """``--arg moe-expert-capacity-factor=1.5`` with ``--model`` (no expert count in the log) had been dropped without a
     word: the routing fields were read only where the log printed the number of experts."""
