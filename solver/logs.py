@@ -269,7 +269,10 @@ _CONFIG_PAIRS = re.compile(r"^\s*[A-Za-z_]\w*\s*[:=]\s*[\w.]+(?:,\s*[A-Za-z_]\w*
 # config's own keys (cfg/<key>), not its nested sections (cfg/optim/..., cfg/data/...)
 _DLL_PARAMETER = re.compile(r"\bDLL\b.* - PARAMETER .*\bcfg/\w+ : ")
 _DLL_CFG_PAIR = re.compile(r"(?<![\w/])cfg/(\w+) : (\S+)")
-_BULLET = re.compile(r"^\s*[-*]\s+")  # a Markdown list item: "- micro_batch_size=4, global_batch_size=512"
+# a Markdown list item: "- micro_batch_size=4, global_batch_size=512"; a NeMo 1 launcher's printed config, every line
+# behind one "| " ("NeMo configuration file:" then "|   micro_batch_size: 2", AI-Hypercomputer's GKE recipes; a
+# table's row has more bars)
+_BULLET = re.compile(r"^\s*(?:[-*]|\|(?=[^|]*$))\s+")
 _CONFIG_LINE = re.compile(r"^\s*\"?([A-Za-z_][\w-]*)\"?\s*[:=]\s*([^\s#,{}\[\]][^#]*?|\[[^\]]*\])\s*,?"
                           r"(?:\s+\((?:Mcore|Megatron[- ]Core) default: .*\))?\s*(?:\s#.*)?$")
 _TYPED = re.compile(r"\s+\((?:int|float|bool|str|NoneType|list|tuple|dict)\)$")
@@ -1450,6 +1453,8 @@ def _parse_line(line: str, facts: LogFacts) -> None:
         facts.args.setdefault("_deepep_seen", True)
     _prose_sizes(line, facts)
     named_line = _URL.sub(" ", line)  # a link's words are not the run's: ".../language-modeling-using-megatron-a100-gpu/"
+    if _ONLY_ON_GPUS.search(named_line):  # a feature's GPU list, not the run's: "DeepEP is only applicable to Ampere,
+        named_line = ""  # Hopper, and Blackwell (only B200 and B300) GPUs. Skipping ..." (Megatron-Bridge's warnings)
     for m in _GPU_NAME.finditer(named_line):
         if re.search(r"NVIDIA|Tesla|Instinct|GPU|device|gpu|显卡|\d\s*卡|(?<![A-Za-z])env\s*:", named_line) \
                 or _GPU_COUNT.search(named_line) \
@@ -1754,6 +1759,10 @@ _GPUS_PER_NODE_PROSE = re.compile(rf"(?<![\w.])(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NA
 _NODES_OF_PART = re.compile(rf"\b(one|two|four|eight|sixteen|\d+)\s+nodes?\s+of\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}\b"
                             r"(?!\s*(?:[x×*]|GPUs?\b))", re.I)
 _PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
+_ONLY_ON_GPUS = re.compile(r"\b(?:is|are) only (?:applicable|supported|available)\b", re.I)
+_NVIDIA_SMI_ROW = re.compile(r"^\|\s+\d+\s+(?:NVIDIA|Tesla)\b[^|]*\|")
+# a launcher's own line: "Launching Torch distributed as node rank 0 out of 2 nodes" (AI-Hypercomputer's GKE recipes)
+_NODE_RANK_OF = re.compile(r"\bnode rank \d+ out of (\d+) nodes?\b")
 # a sequence length written after its number or run together: "4096 sequence length" (NVIDIA-NeMo/RL#366),
 # "seq8192" (pith-train#79), "seqlen 10240", "SeqLen=2048"
 _SEQ_AFTER = re.compile(r"\b(\d{3,}|\d+[kK])\s+(?:sequence length|seq[ _-]?len(?:gth)?|context(?:[ -]length)?"
@@ -2439,7 +2448,7 @@ def _dispatcher_or_recompute_cell(column: str, cell: str) -> dict[str, Any]:
 def _prose_set(facts: LogFacts, key: str, value: Any) -> None:
     """A value read from prose, unless the text already gave one; a flag or script variable read later replaces it
     (``_script_args``): "## GPT-3 models use 2K sequence length" above "seq_len=32768" (Megatron-DeepSpeed#415)."""
-    if key == "_prose_num_gpus" and not value:  # "|   0  NVIDIA H100 80GB HBM3  On |": nvidia-smi's GPU index
+    if key == "_prose_num_gpus" and not value:  # a zero count ("0 GPUs") is none
         return
     if key not in facts.args:
         facts.args[key] = value
@@ -2543,6 +2552,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
     """
     if line.strip() in facts.later_rows:  # another run's row: "| A800单机8卡（1x8） | TP1PP1DP8 | GAS=16(GBS=128...) |"
         return  # under the first's (FlagPerf's READMEs); _tables reads the row of the run
+    if _NVIDIA_SMI_ROW.match(line):  # "|   7  NVIDIA H100 80GB HBM3  Off |": nvidia-smi's GPU index, no count
+        return
     line = _SLASH_SIZES.sub(_paired_sizes, line)  # "GBS/MBS 1024/2" -> "GBS1024 MBS2"
     stripped = line.lstrip()
     if (m := _PROSE_NODES_EQ.match(line)) and stripped.startswith("#nodes"):  # a results row, not a comment
@@ -2755,6 +2766,8 @@ def _prose_sizes(line: str, facts: LogFacts) -> None:
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if m := _NODES_OF_PART.search(line):
         _prose_set(facts, "_prose_nodes", _GPU_COUNT_WORDS.get(m.group(1).lower()) or int(m.group(1)))
+    if m := _NODE_RANK_OF.search(line):
+        _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if (m := _PROSE_NODES_EQ.search(line)) and not _CPU_BINDING.search(line):
         _prose_set(facts, "_prose_nodes", int(m.group(1)))
     if m := _GPUS_PER_NODE_PROSE.search(line):  # "we use 6 V100 GPUs per node" (deepspeedai/DeepSpeed#115): a node's
@@ -3659,7 +3672,8 @@ CONFIG_KEYS = {
     "moe_shared_expert_intermediate_size", "moe_layer_freq", "moe_token_dispatcher_type", "multi_latent_attention",
     "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers",
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
-    "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
+    # (Megatron-Bridge prints the data-parallel size under comm_overlap: ConfigContainer sets it, config.py L1041)
+    "data_parallel_size", "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
     "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "recompute_modules",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
