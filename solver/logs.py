@@ -1759,7 +1759,9 @@ _GPUS_PER_NODE_PROSE = re.compile(rf"(?<![\w.])(\d+)\s*(?:NVIDIA\s+)?(?:{_GPU_NA
 _NODES_OF_PART = re.compile(rf"\b(one|two|four|eight|sixteen|\d+)\s+nodes?\s+of\s+(?:NVIDIA\s+)?{_GPU_NAMES_RE}\b"
                             r"(?!\s*(?:[x×*]|GPUs?\b))", re.I)
 _PROSE_NODES_EQ = re.compile(r"(?:^\s*#nodes|\bnum[_ ]nodes|(?<![-\w])nodes)\s*[=:]\s*(\d+)\b", re.I)
+# a sentence naming the GPUs a feature runs on, not the run's (_parse_line)
 _ONLY_ON_GPUS = re.compile(r"\b(?:is|are) only (?:applicable|supported|available)\b", re.I)
+# a GPU row of nvidia-smi's table: its first number is the GPU's index, not a count (_prose_sizes)
 _NVIDIA_SMI_ROW = re.compile(r"^\|\s+\d+\s+(?:NVIDIA|Tesla)\b[^|]*\|")
 # a launcher's own line: "Launching Torch distributed as node rank 0 out of 2 nodes" (AI-Hypercomputer's GKE recipes)
 _NODE_RANK_OF = re.compile(r"\bnode rank \d+ out of (\d+) nodes?\b")
@@ -3672,8 +3674,10 @@ CONFIG_KEYS = {
     "moe_shared_expert_intermediate_size", "moe_layer_freq", "moe_token_dispatcher_type", "multi_latent_attention",
     "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers",
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
-    # (Megatron-Bridge prints the data-parallel size under comm_overlap: ConfigContainer sets it, config.py L1041)
-    "data_parallel_size", "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size", "sequence_parallel",
+    # (Megatron-Bridge prints the data-parallel size under comm_overlap: ConfigContainer sets it, training/config.py
+    # L1041 @067f987df)
+    "data_parallel_size", "context_parallel_size", "expert_model_parallel_size", "expert_tensor_parallel_size",
+    "sequence_parallel",
     "micro_batch_size", "global_batch_size", "recompute_granularity", "recompute_method", "recompute_num_layers",
     "recompute_modules",
     "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers",
